@@ -1,0 +1,40 @@
+//! Decomposition of composite ops into primitives, the part of AOTAutograd every backend sees:
+//! the graph is re-traced through an interpreter with a decomposition table active, so
+//! `softmax` arrives at the compiler as `amax`, `sub`, `exp`, `sum` and `div`.
+//!
+//! (The joint forward/backward graph, AOTAutograd's other job, comes with training support.)
+
+mod decompositions;
+
+pub use decompositions::decompose_op;
+
+use crate::error::{Error, Result};
+use crate::fx::proxy::Tracer;
+use crate::fx::{Graph, Interpreter, NodeKind};
+use crate::tensor::Tensor;
+
+/// The same computation as `graph` with every composite op replaced by primitive ops. Each new
+/// node keeps the source location of the composite it came from.
+pub fn decompose(graph: &Graph) -> Result<Graph> {
+    let tracer = Tracer::with_decompositions(decompose_op);
+    let inputs: Vec<Tensor> = graph
+        .placeholders()
+        .iter()
+        .map(|&p| {
+            let node = graph.node(p);
+            let NodeKind::Placeholder { strides } = &node.kind else {
+                unreachable!("placeholders() lists placeholders")
+            };
+            tracer.placeholder(&node.name, node.meta.clone(), strides.clone())
+        })
+        .collect();
+    let outputs = Interpreter::new(graph.clone()).run(&inputs)?;
+    let traced = tracer.finish(&outputs)?;
+    if traced.inputs.len() != inputs.len() {
+        return Err(Error::Backend {
+            backend: "aot".into(),
+            message: "a decomposition captured a constant tensor; decompositions must use scalar operands".into(),
+        });
+    }
+    Ok(traced.graph)
+}

@@ -1,0 +1,27 @@
+//! The `eager` backend: capture only. The graph runs node by node on the eager kernels, so any
+//! difference from plain eager execution is a capture bug, never a compiler one.
+
+use super::{Backend, CompiledGraph};
+use crate::error::Result;
+use crate::fx::{Graph, Interpreter};
+use crate::tensor::Tensor;
+
+/// Runs captured graphs as they are, through [`Interpreter`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Eager;
+
+impl Backend for Eager {
+    fn name(&self) -> &str {
+        "eager"
+    }
+
+    fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        Ok(Box::new(Interpreter::new(graph.clone())))
+    }
+}
+
+impl CompiledGraph for Interpreter {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        Interpreter::run(self, inputs)
+    }
+}

@@ -1,0 +1,41 @@
+//! Compiler backends, the analogue of `torch.compile(backend=...)`: a backend receives each
+//! captured graph with example inputs and returns something that runs it.
+//!
+//! `Eager` runs the captured graph as it is (PyTorch's `"eager"`), `AotEager` decomposes it
+//! first (`"aot_eager"`); anyone can write a backend by implementing [`Backend`].
+
+mod aot_eager;
+mod eager;
+
+pub use aot_eager::AotEager;
+pub use eager::Eager;
+
+use crate::error::Result;
+use crate::fx::Graph;
+use crate::tensor::Tensor;
+
+/// Turns a captured graph into a runnable [`CompiledGraph`].
+pub trait Backend: Send + Sync {
+    /// A short name for logs and errors (`eager`, `aot_eager`, `inductor`).
+    fn name(&self) -> &str;
+
+    /// Compiles `graph`. `example_inputs` are the concrete tensors of this first call, one per
+    /// placeholder, for backends that want to inspect or benchmark with real data.
+    fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>>;
+}
+
+/// A compiled graph: takes one tensor per placeholder, returns one per output.
+pub trait CompiledGraph: Send + Sync {
+    /// Runs the compiled graph.
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
+}
+
+/// Any suitable closure is a compiled graph, so a backend can return `Box::new(move |inputs| ...)`.
+impl<F> CompiledGraph for F
+where
+    F: Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync,
+{
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self(inputs)
+    }
+}

@@ -1,0 +1,126 @@
+//! Elementwise kernels with broadcasting. Each operand is read as a dense slice, a single
+//! broadcast value, or (for strided and broadcast views) gathered chunk by chunk, so the inner
+//! loops are plain slice zips that the compiler vectorises.
+
+use rayon::prelude::*;
+
+use super::{Input, PARALLEL_THRESHOLD};
+use crate::layout::{Layout, numel};
+use crate::op::{BinaryOp, UnaryOp};
+
+/// Elements per unit of parallel work; large enough to amortise gathering, small enough to fit L2.
+const CHUNK: usize = 1 << 14;
+
+/// How one operand supplies its values for a range of output positions.
+enum Source<'a> {
+    Dense(&'a [f32]),
+    Splat(f32),
+    Strided(&'a [f32], Layout),
+}
+
+impl<'a> Source<'a> {
+    fn new(input: Input<'a>, out_shape: &[usize]) -> Self {
+        match input {
+            Input::Scalar(v) => Source::Splat(v),
+            Input::Tensor { data, layout } => {
+                if layout.numel() == 1 {
+                    Source::Splat(data[layout.offset()])
+                } else if layout.shape() == out_shape && layout.is_contiguous() {
+                    Source::Dense(&data[layout.offset()..layout.offset() + layout.numel()])
+                } else {
+                    Source::Strided(data, layout.expand(out_shape))
+                }
+            }
+        }
+    }
+
+    /// Values for output positions `start..start + len`, using `scratch` when they must be built.
+    fn chunk<'s>(&'s self, start: usize, len: usize, scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        match self {
+            Source::Dense(d) => &d[start..start + len],
+            Source::Splat(v) => {
+                scratch.clear();
+                scratch.resize(len, *v);
+                scratch
+            }
+            Source::Strided(data, layout) => {
+                scratch.clear();
+                scratch.extend(layout.offsets_from(start).take(len).map(|i| data[i]));
+                scratch
+            }
+        }
+    }
+}
+
+/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`.
+fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
+    if out.len() <= PARALLEL_THRESHOLD {
+        out.chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i * CHUNK, c));
+    } else {
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i * CHUNK, c));
+    }
+}
+
+fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+    let a = Source::new(a, out_shape);
+    let mut out = vec![0.0; numel(out_shape)];
+    for_each_chunk(&mut out, |start, o| {
+        let mut sa = Vec::new();
+        let xa = a.chunk(start, o.len(), &mut sa);
+        o.iter_mut().zip(xa).for_each(|(o, &x)| *o = f(x));
+    });
+    out
+}
+
+fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+    let (a, b) = (Source::new(a, out_shape), Source::new(b, out_shape));
+    let mut out = vec![0.0; numel(out_shape)];
+    for_each_chunk(&mut out, |start, o| {
+        let (mut sa, mut sb) = (Vec::new(), Vec::new());
+        let xa = a.chunk(start, o.len(), &mut sa);
+        let xb = b.chunk(start, o.len(), &mut sb);
+        o.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (&x, &y))| *o = f(x, y));
+    });
+    out
+}
+
+/// `op` applied to every element.
+pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
+    // One monomorphised loop per op, so each inner loop is branch-free.
+    macro_rules! each {
+        ($($variant:ident),*) => {
+            match op {
+                $(UnaryOp::$variant => map1(a, out_shape, |x| UnaryOp::$variant.apply(x)),)*
+            }
+        };
+    }
+    each!(Neg, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Erf, Abs, Relu, Sigmoid, Gelu)
+}
+
+/// `op` applied to every pair of broadcast elements.
+pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
+    macro_rules! each {
+        ($($variant:ident),*) => {
+            match op {
+                $(BinaryOp::$variant => map2(a, b, out_shape, |x, y| BinaryOp::$variant.apply(x, y)),)*
+            }
+        };
+    }
+    each!(Add, Sub, Mul, Div, Maximum, Minimum, Pow, Eq, Ne, Lt, Le, Gt, Ge)
+}
+
+/// `a` where `cond != 0`, else `b`, all broadcast.
+pub(super) fn where_(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
+    let (c, a, b) = (Source::new(cond, out_shape), Source::new(a, out_shape), Source::new(b, out_shape));
+    let mut out = vec![0.0; numel(out_shape)];
+    for_each_chunk(&mut out, |start, o| {
+        let (mut sc, mut sa, mut sb) = (Vec::new(), Vec::new(), Vec::new());
+        let xc = c.chunk(start, o.len(), &mut sc);
+        let xa = a.chunk(start, o.len(), &mut sa);
+        let xb = b.chunk(start, o.len(), &mut sb);
+        for (i, o) in o.iter_mut().enumerate() {
+            *o = if xc[i] != 0.0 { xa[i] } else { xb[i] };
+        }
+    });
+    out
+}

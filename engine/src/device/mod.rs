@@ -1,0 +1,24 @@
+//! Where tensors live, the analogue of `torch.device`.
+
+use std::fmt;
+
+/// A device that holds tensor memory and runs kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Device {
+    /// Host memory; kernels run on the CPU.
+    #[default]
+    Cpu,
+    /// An NVIDIA GPU, by ordinal, driven through CUDA.
+    Cuda(usize),
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+pub(crate) mod cpu;

@@ -1,0 +1,99 @@
+//! Eager execution, the analogue of PyTorch's dispatcher in eager mode: check devices and shapes,
+//! then either build a view (no kernel) or run one device kernel.
+
+use std::sync::Arc;
+
+use crate::device::{Device, cpu};
+use crate::error::{Error, Result, SourceLocation};
+use crate::layout::Layout;
+use crate::op::Op;
+use crate::tensor::{Concrete, Operand, Storage, Tensor};
+
+/// Runs `op` on concrete operands now.
+pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
+    if operands.iter().any(|o| matches!(o, Operand::Tensor(t) if t.is_symbolic())) {
+        return Err(Error::Capture {
+            message: format!(
+                "{}: a symbolic tensor escaped its trace; tensors seen inside a compiled function exist only \
+                 during that call, so return them from the function instead of storing them",
+                op.name()
+            ),
+            location,
+        });
+    }
+    let device = common_device(op.name(), operands, location)?;
+    let shapes: Vec<Option<&[usize]>> = operands.iter().map(Operand::shape).collect();
+    let out_shape = op.infer_shape(&shapes, location)?;
+    let first = || match operands[0] {
+        Operand::Tensor(t) => t.concrete().expect("eager operands are concrete"),
+        Operand::Scalar(_) => unreachable!("shape inference rejects a scalar first operand here"),
+    };
+    let view = |layout: Layout| Ok(Tensor::from_concrete(first().storage.clone(), layout));
+    match op {
+        Op::Permute { dims } => view(first().layout.permute(dims)),
+        Op::Expand { shape } => view(first().layout.expand(shape)),
+        Op::Slice { dim, start, end, step } => view(first().layout.slice(*dim, *start, *end, *step)),
+        Op::Reshape { shape } => match first().layout.reshape(shape) {
+            Some(layout) => view(layout),
+            None => {
+                let dense = run(&Op::Contiguous, &operands[..1], location)?;
+                run(op, &[Operand::Tensor(&dense)], location)
+            }
+        },
+        Op::Contiguous if first().layout.is_contiguous() => match operands[0] {
+            Operand::Tensor(t) => Ok(t.clone()),
+            Operand::Scalar(_) => unreachable!(),
+        },
+        // Like ATen's linear, a matmul kernel then a bias add: no dedicated kernel.
+        Op::Linear => crate::aot::decompose_op(op, operands, location).expect("linear has a decomposition"),
+        _ => kernel(op, operands, &out_shape, device),
+    }
+}
+
+/// Runs one device kernel into a fresh dense buffer.
+fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) -> Result<Tensor> {
+    let storage = match device {
+        Device::Cpu => {
+            let inputs: Vec<cpu::Input> = operands
+                .iter()
+                .map(|o| match o {
+                    Operand::Scalar(v) => cpu::Input::Scalar(*v),
+                    Operand::Tensor(t) => {
+                        let Concrete { storage, layout, .. } = t.concrete().expect("eager operands are concrete");
+                        let Storage::Cpu(data) = &**storage;
+                        cpu::Input::Tensor { data, layout }
+                    }
+                })
+                .collect();
+            Storage::Cpu(cpu::execute(op, &inputs, out_shape))
+        }
+        Device::Cuda(_) => unreachable!("common_device admits only devices that have kernels"),
+    };
+    Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))
+}
+
+/// The one device every tensor operand is on.
+fn common_device(op: &'static str, operands: &[Operand], location: SourceLocation) -> Result<Device> {
+    let mut devices: Vec<Device> = Vec::new();
+    for operand in operands {
+        if let Operand::Tensor(t) = operand
+            && !devices.contains(&t.device())
+        {
+            devices.push(t.device());
+        }
+    }
+    match devices.as_slice() {
+        [] => Err(Error::InvalidArgument { op, message: "needs at least one tensor operand".into(), location }),
+        [Device::Cpu] => Ok(Device::Cpu),
+        [Device::Cuda(i)] => Err(Error::InvalidArgument {
+            op,
+            message: format!("cuda:{i} tensors are not supported by this build yet"),
+            location,
+        }),
+        _ => Err(Error::DeviceMismatch {
+            op,
+            devices: devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "),
+            location,
+        }),
+    }
+}

@@ -1,0 +1,122 @@
+//! Typed errors of the engine, each naming the op, the shapes involved and the learner's source line.
+//!
+//! PyTorch reports shape errors as `RuntimeError`s that name the op and the sizes; the engine does the
+//! same with a typed enum so that callers can match on the kind of failure.
+
+use std::fmt;
+use std::panic::Location;
+
+/// Where in the learner's code an op was called, captured through `#[track_caller]`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceLocation(&'static Location<'static>);
+
+impl SourceLocation {
+    /// The location of the caller of the `#[track_caller]` function that calls this.
+    #[track_caller]
+    pub fn caller() -> Self {
+        SourceLocation(Location::caller())
+    }
+
+    /// The source file, as the compiler saw it (relative to the crate's workspace).
+    pub fn file(&self) -> &'static str {
+        self.0.file()
+    }
+
+    /// The 1-based line number.
+    pub fn line(&self) -> u32 {
+        self.0.line()
+    }
+
+    /// The 1-based column number.
+    pub fn column(&self) -> u32 {
+        self.0.column()
+    }
+
+    /// `file:line`, the short form used in graph listings and logs.
+    pub fn short(&self) -> String {
+        format!("{}:{}", self.file(), self.line())
+    }
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file(), self.line(), self.column())
+    }
+}
+
+impl fmt::Debug for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Shapes that an op cannot combine: broadcasting, matmul inner sizes, reshape sizes.
+    #[error("{op}: {message}: {} (at {location})", format_shapes(.shapes))]
+    Shape {
+        /// The op's name, as it appears in graphs (`add`, `matmul`).
+        op: &'static str,
+        /// What rule the shapes broke.
+        message: String,
+        /// Every input shape involved, in argument order.
+        shapes: Vec<Vec<usize>>,
+        /// The learner's line that called the op.
+        location: SourceLocation,
+    },
+    /// An argument out of range: a dim past the rank, a slice past the end, a bad permutation.
+    #[error("{op}: {message} (at {location})")]
+    InvalidArgument {
+        /// The op's name.
+        op: &'static str,
+        /// What was wrong and what is allowed.
+        message: String,
+        /// The learner's line that called the op.
+        location: SourceLocation,
+    },
+    /// Tensors on different devices handed to one op.
+    #[error(
+        "{op}: expected every tensor on one device, got {devices} (at {location}); move them with `.to(device)` first"
+    )]
+    DeviceMismatch {
+        /// The op's name.
+        op: &'static str,
+        /// The devices seen, for example `cpu and cuda:0`.
+        devices: String,
+        /// The learner's line that called the op.
+        location: SourceLocation,
+    },
+    /// Traced code needed a concrete value (or did something with no graph form) and graph breaks
+    /// were not allowed.
+    #[error("graph break: {reason} (at {location})")]
+    GraphBreak {
+        /// Why tracing could not continue, for example `Tensor::item() needs a concrete value`.
+        reason: String,
+        /// The learner's line where tracing stopped.
+        location: SourceLocation,
+    },
+    /// A compiled function was used wrongly: no tensor returned, a tensor from another trace.
+    #[error("{message} (at {location})")]
+    Capture {
+        /// What was wrong and what to do instead.
+        message: String,
+        /// The learner's line where it was noticed.
+        location: SourceLocation,
+    },
+    /// A backend could not compile or run a graph.
+    #[error("backend `{backend}`: {message}")]
+    Backend {
+        /// The backend's name.
+        backend: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+fn format_shapes(shapes: &[Vec<usize>]) -> String {
+    shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(" and ")
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,55 @@
+//! Running a graph node by node, the analogue of `torch.fx.Interpreter`: each op call runs its
+//! eager kernel (or, inside a trace, records itself again, which is how AOT re-traces graphs).
+
+use super::graph::{Arg, Graph, NodeKind};
+use crate::error::{Error, Result, SourceLocation};
+use crate::tensor::{Operand, Tensor};
+
+/// Evaluates a graph on concrete (or symbolic) inputs.
+#[derive(Clone, Debug)]
+pub struct Interpreter {
+    graph: Graph,
+}
+
+impl Interpreter {
+    /// An interpreter for `graph`.
+    pub fn new(graph: Graph) -> Self {
+        Interpreter { graph }
+    }
+
+    /// The graph being interpreted.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Runs the graph: placeholders take `inputs` in order, every call node applies its op, and
+    /// the output nodes' values are returned.
+    #[track_caller]
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let graph = &self.graph;
+        let here = SourceLocation::caller();
+        if inputs.len() != graph.placeholders().len() {
+            return Err(Error::Capture {
+                message: format!("the graph takes {} inputs, got {}", graph.placeholders().len(), inputs.len()),
+                location: here,
+            });
+        }
+        let mut values: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
+        for (&id, input) in graph.placeholders().iter().zip(inputs) {
+            values[id.index()] = Some(input.clone());
+        }
+        for id in graph.ids() {
+            let node = graph.node(id);
+            let NodeKind::Call { op, args } = &node.kind else { continue };
+            let operands: Vec<Operand> = args
+                .iter()
+                .map(|arg| match arg {
+                    Arg::Node(input) => Operand::Tensor(values[input.index()].as_ref().expect("inputs come first")),
+                    Arg::Scalar(s) => Operand::Scalar(s.0),
+                })
+                .collect();
+            values[id.index()] = Some(op.apply(&operands, node.location.unwrap_or(here))?);
+        }
+        Ok(graph.outputs().iter().map(|o| values[o.index()].clone().expect("outputs are computed")).collect())
+    }
+}

@@ -1,0 +1,37 @@
+//! A small but real torch.compile, for learning how PyTorch 2's compiler works.
+//!
+//! | PyTorch 2 | here |
+//! | --- | --- |
+//! | eager ATen kernels | [`Tensor`] methods, [`device`] kernels |
+//! | `torch.fx` | [`fx`]: graphs, printing, interpreter, tracing |
+//! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
+//! | AOTAutograd decompositions | [`aot`] |
+//! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], your own [`backends::Backend`] |
+//!
+//! ```
+//! use engine::{backends::AotEager, dynamo, Tensor};
+//! let w = Tensor::randn(&[4, 3], 0).with_name("w");
+//! let model = dynamo::compile(|x: Tensor| x.linear(&w, None)?.softmax(-1)).backend(AotEager);
+//! let y = model.call(&Tensor::randn(&[2, 3], 1))?;
+//! assert_eq!(y.shape(), &[2, 4]);
+//! # Ok::<(), engine::Error>(())
+//! ```
+
+pub mod aot;
+pub mod backends;
+pub mod device;
+pub mod dtype;
+pub mod dynamo;
+mod eager;
+pub mod error;
+pub mod fx;
+pub mod layout;
+pub mod op;
+mod ops;
+pub mod scalar;
+pub mod tensor;
+
+pub use device::Device;
+pub use dtype::DType;
+pub use error::{Error, Result, SourceLocation};
+pub use tensor::{Operand, Tensor, TensorMeta};

@@ -1,0 +1,558 @@
+//! The operator catalogue, the analogue of ATen's `native_functions.yaml`: one enum that names
+//! every op the engine knows, with its shape rule and its scalar semantics.
+//!
+//! Eager kernels (CPU and CUDA), graph nodes, decompositions and code generation all speak in
+//! these ops, so a learner meets the same names at every stage of the pipeline.
+
+use std::fmt;
+
+use crate::error::{Error, Result, SourceLocation};
+use crate::layout::{broadcast_shapes, numel};
+use crate::scalar::Scalar;
+
+/// Elementwise functions of one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `e^x`
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `1 / sqrt(x)`
+    Rsqrt,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// The Gauss error function.
+    Erf,
+    /// Absolute value.
+    Abs,
+    /// `max(x, 0)`
+    Relu,
+    /// `1 / (1 + e^-x)`
+    Sigmoid,
+    /// `x * Φ(x)` with the exact (erf) form; a composite that AOT decomposes.
+    Gelu,
+}
+
+impl UnaryOp {
+    /// Every unary op, for tests and generators that must cover the catalogue.
+    pub const ALL: [UnaryOp; 13] = [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tanh,
+        UnaryOp::Erf,
+        UnaryOp::Abs,
+        UnaryOp::Relu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Gelu,
+    ];
+
+    /// The op's name in graphs and kernel names.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Gelu => "gelu",
+        }
+    }
+
+    /// The op's value on one element: the reference semantics every kernel must match.
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+            UnaryOp::Sin => x.sin(),
+            UnaryOp::Cos => x.cos(),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Erf => libm::erff(x),
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Relu => x.max(0.0),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2)),
+        }
+    }
+}
+
+/// Elementwise functions of two inputs, broadcast together. Comparisons return 1.0 or 0.0 (the
+/// engine has no boolean dtype yet, so masks are `f32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+    /// Elementwise maximum, `torch.maximum`.
+    Maximum,
+    /// Elementwise minimum, `torch.minimum`.
+    Minimum,
+    /// `a ^ b`
+    Pow,
+    /// `a == b`
+    Eq,
+    /// `a != b`
+    Ne,
+    /// `a < b`
+    Lt,
+    /// `a <= b`
+    Le,
+    /// `a > b`
+    Gt,
+    /// `a >= b`
+    Ge,
+}
+
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 13] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Pow,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+    ];
+
+    /// The op's name in graphs and kernel names.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+        }
+    }
+
+    /// The op's value on one pair of elements: the reference semantics every kernel must match.
+    pub fn apply(self, a: f32, b: f32) -> f32 {
+        let mask = |c: bool| if c { 1.0 } else { 0.0 };
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            // NaN propagates, as torch.maximum/minimum do (f32::max would drop it).
+            BinaryOp::Maximum => {
+                if a.is_nan() || b.is_nan() {
+                    f32::NAN
+                } else {
+                    a.max(b)
+                }
+            }
+            BinaryOp::Minimum => {
+                if a.is_nan() || b.is_nan() {
+                    f32::NAN
+                } else {
+                    a.min(b)
+                }
+            }
+            BinaryOp::Pow => a.powf(b),
+            BinaryOp::Eq => mask(a == b),
+            BinaryOp::Ne => mask(a != b),
+            BinaryOp::Lt => mask(a < b),
+            BinaryOp::Le => mask(a <= b),
+            BinaryOp::Gt => mask(a > b),
+            BinaryOp::Ge => mask(a >= b),
+        }
+    }
+}
+
+/// Reductions over one dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum of the elements.
+    Sum,
+    /// Arithmetic mean.
+    Mean,
+    /// Largest element (NaN if any element is NaN).
+    Max,
+}
+
+impl ReduceOp {
+    /// The op's name in graphs and kernel names.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Max => "amax",
+        }
+    }
+}
+
+/// One op of the catalogue with its non-tensor parameters. Tensor and scalar operands are not
+/// part of the op: they are the node's arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Elementwise function of one input.
+    Unary(UnaryOp),
+    /// Elementwise function of two broadcast inputs (either may be a scalar).
+    Binary(BinaryOp),
+    /// `where(cond, a, b)`: `a` where `cond != 0`, else `b`; all three broadcast.
+    Where,
+    /// Reduction over `dim`, keeping it as size 1 when `keepdim`.
+    Reduce {
+        /// Which reduction.
+        kind: ReduceOp,
+        /// The dimension reduced.
+        dim: usize,
+        /// Keep the reduced dimension with size 1.
+        keepdim: bool,
+    },
+    /// Matrix product of the last two dimensions, batch dimensions broadcast.
+    Matmul,
+    /// The same elements with a new shape (a view when the input is contiguous).
+    Reshape {
+        /// The new sizes; their product equals the input's element count.
+        shape: Vec<usize>,
+    },
+    /// Dimensions reordered; output dimension `i` is input dimension `dims[i]`.
+    Permute {
+        /// A permutation of `0..rank`.
+        dims: Vec<usize>,
+    },
+    /// Broadcast to a larger shape without copying (stride 0).
+    Expand {
+        /// The target shape.
+        shape: Vec<usize>,
+    },
+    /// Every `step`-th element of `start..end` along `dim`.
+    Slice {
+        /// The dimension sliced.
+        dim: usize,
+        /// First index kept.
+        start: usize,
+        /// One past the last index considered.
+        end: usize,
+        /// Distance between kept indices (at least 1).
+        step: usize,
+    },
+    /// A dense row-major copy (no copy when already contiguous).
+    Contiguous,
+    /// `exp(x - max) / sum(exp(x - max))` along `dim`; composite.
+    Softmax {
+        /// The dimension normalised.
+        dim: usize,
+    },
+    /// `x - max - log(sum(exp(x - max)))` along `dim`; composite.
+    LogSoftmax {
+        /// The dimension normalised.
+        dim: usize,
+    },
+    /// Normalise the last dimension to zero mean and unit variance, then scale and shift:
+    /// arguments `(x, weight, bias)`; composite.
+    LayerNorm {
+        /// Added to the variance before the square root.
+        eps: Scalar,
+    },
+    /// `x @ weight.T (+ bias)`: arguments `(x, weight)` or `(x, weight, bias)`; composite.
+    Linear,
+}
+
+/// What kind of loop an op becomes, the classification Inductor's lowering starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpClass {
+    /// One output element from the same-index input elements.
+    Pointwise,
+    /// Combines many input elements along a dimension.
+    Reduction,
+    /// Changes only how elements are addressed.
+    View,
+    /// Handled by a library kernel (matmul).
+    Extern,
+    /// Defined in terms of other ops; AOT replaces it by its decomposition.
+    Composite,
+}
+
+impl Op {
+    /// The op's name as printed in graphs (`add`, `sum`, `softmax`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Where => "where",
+            Op::Reduce { kind, .. } => kind.name(),
+            Op::Matmul => "matmul",
+            Op::Reshape { .. } => "reshape",
+            Op::Permute { .. } => "permute",
+            Op::Expand { .. } => "expand",
+            Op::Slice { .. } => "slice",
+            Op::Contiguous => "contiguous",
+            Op::Softmax { .. } => "softmax",
+            Op::LogSoftmax { .. } => "log_softmax",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::Linear => "linear",
+        }
+    }
+
+    /// How the op is lowered.
+    pub fn class(&self) -> OpClass {
+        match self {
+            Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
+            Op::Unary(_) | Op::Binary(_) | Op::Where => OpClass::Pointwise,
+            Op::Reduce { .. } => OpClass::Reduction,
+            Op::Matmul => OpClass::Extern,
+            Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
+                OpClass::View
+            }
+            Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Linear => OpClass::Composite,
+        }
+    }
+
+    /// How many operands (tensors or scalars) the op takes: a fixed count, or a range.
+    fn arity(&self) -> std::ops::RangeInclusive<usize> {
+        match self {
+            Op::Binary(_) | Op::Matmul => 2..=2,
+            Op::Where | Op::LayerNorm { .. } => 3..=3,
+            Op::Linear => 2..=3,
+            _ => 1..=1,
+        }
+    }
+
+    /// Whether operand `i` may be a scalar rather than a tensor.
+    pub fn accepts_scalar(&self, i: usize) -> bool {
+        match self {
+            Op::Binary(_) => true,
+            Op::Where => i > 0,
+            _ => false,
+        }
+    }
+
+    /// The output shape for operands of these shapes (`None` for a scalar operand), checking
+    /// every rule the op has. This is the engine's FakeTensor: shape propagation without data.
+    pub fn infer_shape(&self, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
+        let op = self.name();
+        let invalid = |message: String| Error::InvalidArgument { op, message, location };
+        if !self.arity().contains(&operands.len()) {
+            return Err(invalid(format!("takes {:?} operands, got {}", self.arity(), operands.len())));
+        }
+        for (i, operand) in operands.iter().enumerate() {
+            if operand.is_none() && !self.accepts_scalar(i) {
+                return Err(invalid(format!("operand {i} must be a tensor, got a scalar")));
+            }
+        }
+        let shapes: Vec<&[usize]> = operands.iter().map(|s| s.unwrap_or(&[])).collect();
+        let shape_error = |message: &str| Error::Shape {
+            op,
+            message: message.to_string(),
+            shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+            location,
+        };
+        let check_dim = |dim: usize, rank: usize| {
+            if dim < rank {
+                Ok(())
+            } else {
+                Err(invalid(format!("dim {dim} is out of range for a tensor of rank {rank}")))
+            }
+        };
+        match self {
+            Op::Unary(_) | Op::Contiguous => Ok(shapes[0].to_vec()),
+            Op::Binary(_) | Op::Where => shapes[1..]
+                .iter()
+                .try_fold(shapes[0].to_vec(), |acc, s| broadcast_shapes(&acc, s))
+                .ok_or_else(|| shape_error("shapes cannot be broadcast together")),
+            Op::Reduce { dim, keepdim, .. } => {
+                check_dim(*dim, shapes[0].len())?;
+                let mut out = shapes[0].to_vec();
+                if *keepdim {
+                    out[*dim] = 1;
+                } else {
+                    out.remove(*dim);
+                }
+                Ok(out)
+            }
+            Op::Softmax { dim } | Op::LogSoftmax { dim } => {
+                check_dim(*dim, shapes[0].len())?;
+                Ok(shapes[0].to_vec())
+            }
+            Op::Matmul => matmul_shape(shapes[0], shapes[1]).ok_or_else(|| {
+                shape_error(
+                    "needs two tensors of rank 2 or more whose inner sizes match and whose batch sizes broadcast",
+                )
+            }),
+            Op::Linear => {
+                let (x, w) = (shapes[0], shapes[1]);
+                let bias_ok = shapes.get(2).is_none_or(|b| w.len() == 2 && *b == [w[0]]);
+                if x.is_empty() || w.len() != 2 || x[x.len() - 1] != w[1] || !bias_ok {
+                    return Err(shape_error("expects x[..., in], weight[out, in] and bias[out]"));
+                }
+                let mut out = x.to_vec();
+                *out.last_mut().expect("x has rank >= 1") = w[0];
+                Ok(out)
+            }
+            Op::LayerNorm { .. } => {
+                let x = shapes[0];
+                let last = x.last().copied();
+                if last.is_none() || shapes[1] != [last.unwrap()] || shapes[2] != [last.unwrap()] {
+                    return Err(shape_error("expects x[..., d], weight[d] and bias[d]"));
+                }
+                Ok(x.to_vec())
+            }
+            Op::Reshape { shape } => {
+                if numel(shape) != numel(shapes[0]) {
+                    return Err(Error::Shape {
+                        op,
+                        message: format!("cannot view {} elements as {shape:?}", numel(shapes[0])),
+                        shapes: vec![shapes[0].to_vec()],
+                        location,
+                    });
+                }
+                Ok(shape.clone())
+            }
+            Op::Permute { dims } => {
+                let rank = shapes[0].len();
+                let mut seen = vec![false; rank];
+                let is_permutation =
+                    dims.len() == rank && dims.iter().all(|&d| d < rank && !std::mem::replace(&mut seen[d], true));
+                if !is_permutation {
+                    return Err(invalid(format!("{dims:?} is not a permutation of the {rank} dims")));
+                }
+                Ok(dims.iter().map(|&d| shapes[0][d]).collect())
+            }
+            Op::Expand { shape } => {
+                let from = shapes[0];
+                let fits = shape.len() >= from.len()
+                    && from.iter().zip(&shape[shape.len() - from.len()..]).all(|(&f, &t)| f == t || f == 1);
+                if !fits {
+                    return Err(Error::Shape {
+                        op,
+                        message: format!("cannot expand to {shape:?}: each size must match or be 1"),
+                        shapes: vec![from.to_vec()],
+                        location,
+                    });
+                }
+                Ok(shape.clone())
+            }
+            Op::Slice { dim, start, end, step } => {
+                check_dim(*dim, shapes[0].len())?;
+                let size = shapes[0][*dim];
+                if *step == 0 || start > end || *end > size {
+                    return Err(invalid(format!(
+                        "slice {start}..{end} step {step} does not fit dim {dim} of size {size} (need start <= end <= size, step >= 1)"
+                    )));
+                }
+                let mut out = shapes[0].to_vec();
+                out[*dim] = (end - start).div_ceil(*step);
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// The shape of `a @ b` for tensors of rank 2 or more, or `None` when they do not multiply.
+fn matmul_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    if a.len() < 2 || b.len() < 2 || a[a.len() - 1] != b[b.len() - 2] {
+        return None;
+    }
+    let mut out = broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2])?;
+    out.push(a[a.len() - 2]);
+    out.push(b[b.len() - 1]);
+    Some(out)
+}
+
+impl Op {
+    /// The op's non-tensor parameters as `(name, value)` pairs, printed as keyword arguments.
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Op::Reduce { dim, keepdim, .. } => vec![("dim", dim.to_string()), ("keepdim", keepdim.to_string())],
+            Op::Softmax { dim } | Op::LogSoftmax { dim } => vec![("dim", dim.to_string())],
+            Op::Reshape { shape } | Op::Expand { shape } => vec![("shape", format!("{shape:?}"))],
+            Op::Permute { dims } => vec![("dims", format!("{dims:?}"))],
+            Op::Slice { dim, start, end, step } => vec![
+                ("dim", dim.to_string()),
+                ("start", start.to_string()),
+                ("end", end.to_string()),
+                ("step", step.to_string()),
+            ],
+            Op::LayerNorm { eps } => vec![("eps", eps.to_string())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    /// The op with its parameters: `sum(dim=1, keepdim=true)`, or just `relu`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())?;
+        let params = self.params();
+        if !params.is_empty() {
+            let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            write!(f, "({})", joined.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn here() -> SourceLocation {
+        SourceLocation::caller()
+    }
+
+    #[test]
+    fn broadcast_errors_name_both_shapes() {
+        let err = Op::Binary(BinaryOp::Add).infer_shape(&[Some(&[2, 3]), Some(&[4])], here()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("add: shapes cannot be broadcast together: [2, 3] and [4]"), "{text}");
+        assert!(text.contains("op.rs"), "{text}");
+    }
+
+    #[test]
+    fn matmul_broadcasts_batch_dims() {
+        let shape = Op::Matmul.infer_shape(&[Some(&[5, 1, 2, 3]), Some(&[4, 3, 7])], here()).unwrap();
+        assert_eq!(shape, vec![5, 4, 2, 7]);
+        assert!(Op::Matmul.infer_shape(&[Some(&[2, 3]), Some(&[4, 7])], here()).is_err());
+    }
+
+    #[test]
+    fn scalars_only_where_allowed() {
+        assert!(Op::Binary(BinaryOp::Mul).infer_shape(&[Some(&[2]), None], here()).is_ok());
+        assert!(Op::Unary(UnaryOp::Exp).infer_shape(&[None], here()).is_err());
+        assert!(Op::Where.infer_shape(&[None, Some(&[2]), Some(&[2])], here()).is_err());
+    }
+}

@@ -1,0 +1,50 @@
+//! The public op methods on [`Tensor`], the analogue of the `torch.*` functions and `Tensor`
+//! methods. Every method funnels into [`Op::apply`], which records a graph node when a trace is
+//! active and runs an eager kernel otherwise: the same split PyTorch's dispatcher makes between
+//! its Python/proxy mode and its eager kernels.
+//!
+//! Methods are `#[track_caller]`, so errors and graph nodes name the learner's line.
+
+mod nn;
+mod pointwise;
+mod reduce;
+mod view;
+
+use crate::error::{Error, Result, SourceLocation};
+use crate::op::Op;
+use crate::tensor::{Operand, Tensor};
+
+impl Op {
+    /// Applies the op to its operands: recorded into the active trace if there is one, run
+    /// eagerly otherwise. This is how graphs are interpreted (see [`crate::fx::Interpreter`]).
+    pub fn apply(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
+        if let Some(recorded) = crate::fx::proxy::record(self, operands, location) {
+            return recorded;
+        }
+        crate::eager::run(self, operands, location)
+    }
+}
+
+/// Resolves a possibly negative dimension (`-1` is the last) against a rank.
+fn normalize_dim(op: &'static str, dim: isize, rank: usize, location: SourceLocation) -> Result<usize> {
+    let resolved = if dim < 0 { dim + rank as isize } else { dim };
+    if (0..rank as isize).contains(&resolved) {
+        Ok(resolved as usize)
+    } else {
+        Err(Error::InvalidArgument {
+            op,
+            message: format!("dim {dim} is out of range for a tensor of rank {rank} (valid: -{rank}..{rank})"),
+            location,
+        })
+    }
+}
+
+impl Tensor {
+    /// Applies `op` with this tensor as the first operand.
+    fn apply(&self, op: Op, rest: &[Operand], location: SourceLocation) -> Result<Tensor> {
+        let mut operands = Vec::with_capacity(1 + rest.len());
+        operands.push(Operand::Tensor(self));
+        operands.extend_from_slice(rest);
+        op.apply(&operands, location)
+    }
+}

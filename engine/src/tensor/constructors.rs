@@ -1,0 +1,96 @@
+//! Creating concrete tensors on the CPU: from data, filled, ranges and seeded random values.
+//! Move them to a GPU with `.to(Device::Cuda(0))`.
+
+use std::sync::Arc;
+
+use super::random::SplitMix64;
+use super::{Storage, Tensor};
+use crate::error::{Error, Result, SourceLocation};
+use crate::layout::{Layout, numel};
+
+impl Tensor {
+    /// A CPU tensor holding `data` in row-major order with the given shape.
+    #[track_caller]
+    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+        if data.len() != numel(shape) {
+            return Err(Error::InvalidArgument {
+                op: "from_vec",
+                message: format!("{} values cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape)),
+                location: SourceLocation::caller(),
+            });
+        }
+        Ok(Tensor::from_concrete(Arc::new(Storage::Cpu(data)), Layout::contiguous(shape)))
+    }
+
+    fn filled_with(shape: &[usize], mut value: impl FnMut() -> f32) -> Tensor {
+        let data = (0..numel(shape)).map(|_| value()).collect();
+        Tensor::from_concrete(Arc::new(Storage::Cpu(data)), Layout::contiguous(shape))
+    }
+
+    /// A 0-d tensor holding one value.
+    pub fn scalar(value: f32) -> Tensor {
+        Tensor::full(&[], value)
+    }
+
+    /// A tensor with every element equal to `value`.
+    pub fn full(shape: &[usize], value: f32) -> Tensor {
+        Tensor::filled_with(shape, || value)
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 0.0)
+    }
+
+    /// A tensor of ones.
+    pub fn ones(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 1.0)
+    }
+
+    /// `[0, 1, ..., n - 1]` as a 1-d tensor.
+    pub fn arange(n: usize) -> Tensor {
+        let mut next = 0.0;
+        Tensor::filled_with(&[n], || {
+            next += 1.0;
+            next - 1.0
+        })
+    }
+
+    /// Standard normal values from a seed: the same seed always gives the same tensor.
+    pub fn randn(shape: &[usize], seed: u64) -> Tensor {
+        let mut rng = SplitMix64::new(seed);
+        Tensor::filled_with(shape, || rng.next_normal())
+    }
+
+    /// Uniform values in `[low, high)` from a seed.
+    pub fn uniform(shape: &[usize], low: f32, high: f32, seed: u64) -> Tensor {
+        let mut rng = SplitMix64::new(seed);
+        Tensor::filled_with(shape, || low + (high - low) * rng.next_f32())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_values_repeat_and_differ_by_seed() {
+        let a = Tensor::randn(&[64], 7).to_vec().unwrap();
+        assert_eq!(a, Tensor::randn(&[64], 7).to_vec().unwrap());
+        assert_ne!(a, Tensor::randn(&[64], 8).to_vec().unwrap());
+        let mean = a.iter().sum::<f32>() / 64.0;
+        assert!(mean.abs() < 0.5, "mean {mean}");
+    }
+
+    #[test]
+    fn from_vec_rejects_a_wrong_length() {
+        let err = Tensor::from_vec(vec![1.0; 5], &[2, 3]).unwrap_err().to_string();
+        assert!(err.contains("5 values cannot fill shape [2, 3]"), "{err}");
+    }
+
+    #[test]
+    fn uniform_stays_in_range() {
+        let v = Tensor::uniform(&[1000], -2.0, 3.0, 1).to_vec().unwrap();
+        assert!(v.iter().all(|&x| (-2.0..3.0).contains(&x)));
+    }
+}

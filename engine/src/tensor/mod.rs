@@ -1,0 +1,242 @@
+//! The `Tensor` type, the analogue of `torch.Tensor`: either concrete (a buffer on a device plus a
+//! layout) or symbolic (a value inside a graph being traced, like a Dynamo `FakeTensor` with a
+//! proxy attached).
+//!
+//! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method in [`crate::ops`]
+//! that returns a new tensor; views share the buffer.
+
+mod constructors;
+mod meta;
+mod random;
+mod storage;
+
+use std::fmt;
+use std::sync::Arc;
+
+pub use meta::TensorMeta;
+pub(crate) use storage::Storage;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result, SourceLocation};
+use crate::layout::Layout;
+
+/// An N-dimensional array of `f32` on a device, or a symbolic stand-in for one during tracing.
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) repr: Arc<Repr>,
+}
+
+/// The two kinds of tensor.
+pub(crate) enum Repr {
+    Concrete(Concrete),
+    Symbolic(Symbolic),
+}
+
+/// A tensor with data: a shared buffer and the layout of this view onto it.
+pub(crate) struct Concrete {
+    pub storage: Arc<Storage>,
+    pub layout: Layout,
+    /// A name given with [`Tensor::with_name`], used for the placeholder when a trace lifts it.
+    pub name: Option<Arc<str>>,
+}
+
+/// A tensor that exists only inside a trace: it knows its metadata and which traced value it is.
+pub(crate) struct Symbolic {
+    pub trace: u64,
+    pub value: u64,
+    pub meta: TensorMeta,
+}
+
+/// An operand of an op: a tensor or a scalar constant (`x.mul(2.0)`).
+#[derive(Clone, Copy)]
+pub enum Operand<'a> {
+    /// A tensor operand.
+    Tensor(&'a Tensor),
+    /// A scalar broadcast against the tensor operands and baked into graphs as a constant.
+    Scalar(f32),
+}
+
+impl<'a> From<&'a Tensor> for Operand<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Operand::Tensor(t)
+    }
+}
+
+impl From<f32> for Operand<'_> {
+    fn from(v: f32) -> Self {
+        Operand::Scalar(v)
+    }
+}
+
+impl Operand<'_> {
+    /// The operand's shape, or `None` for a scalar.
+    pub fn shape(&self) -> Option<&[usize]> {
+        match self {
+            Operand::Tensor(t) => Some(t.shape()),
+            Operand::Scalar(_) => None,
+        }
+    }
+}
+
+impl Tensor {
+    pub(crate) fn from_concrete(storage: Arc<Storage>, layout: Layout) -> Tensor {
+        Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage, layout, name: None })) }
+    }
+
+    pub(crate) fn from_symbolic(symbolic: Symbolic) -> Tensor {
+        Tensor { repr: Arc::new(Repr::Symbolic(symbolic)) }
+    }
+
+    /// The concrete parts, or `None` for a symbolic tensor.
+    pub(crate) fn concrete(&self) -> Option<&Concrete> {
+        match &*self.repr {
+            Repr::Concrete(c) => Some(c),
+            Repr::Symbolic(_) => None,
+        }
+    }
+
+    pub(crate) fn symbolic(&self) -> Option<&Symbolic> {
+        match &*self.repr {
+            Repr::Symbolic(s) => Some(s),
+            Repr::Concrete(_) => None,
+        }
+    }
+
+    /// Sizes of each dimension.
+    pub fn shape(&self) -> &[usize] {
+        match &*self.repr {
+            Repr::Concrete(c) => c.layout.shape(),
+            Repr::Symbolic(s) => &s.meta.shape,
+        }
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.shape().len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match &*self.repr {
+            Repr::Concrete(c) => c.storage.dtype(),
+            Repr::Symbolic(s) => s.meta.dtype,
+        }
+    }
+
+    /// The device holding the data.
+    pub fn device(&self) -> Device {
+        match &*self.repr {
+            Repr::Concrete(c) => c.storage.device(),
+            Repr::Symbolic(s) => s.meta.device,
+        }
+    }
+
+    /// Shape, dtype and device together.
+    pub fn meta(&self) -> TensorMeta {
+        TensorMeta { shape: self.shape().to_vec(), dtype: self.dtype(), device: self.device() }
+    }
+
+    /// Strides in elements of a concrete tensor, or `None` inside a trace (traced values have no
+    /// memory yet).
+    pub fn strides(&self) -> Option<&[usize]> {
+        self.concrete().map(|c| c.layout.strides())
+    }
+
+    /// True for a tensor standing in for a value during tracing (inside a compiled function).
+    pub fn is_symbolic(&self) -> bool {
+        self.symbolic().is_some()
+    }
+
+    /// The name given with [`Tensor::with_name`], if any.
+    pub fn name(&self) -> Option<&str> {
+        self.concrete().and_then(|c| c.name.as_deref())
+    }
+
+    /// The same tensor (sharing its data) carrying a name, which graphs use for the placeholder
+    /// when a compiled function captures it: give a model's parameters names such as
+    /// `fc1.weight` and they read that way in every graph.
+    pub fn with_name(&self, name: &str) -> Tensor {
+        match &*self.repr {
+            Repr::Concrete(c) => Tensor {
+                repr: Arc::new(Repr::Concrete(Concrete {
+                    storage: c.storage.clone(),
+                    layout: c.layout.clone(),
+                    name: Some(name.into()),
+                })),
+            },
+            Repr::Symbolic(_) => self.clone(),
+        }
+    }
+
+    /// All elements in row-major order. Inside a compiled function this needs a concrete value:
+    /// a graph break.
+    #[track_caller]
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        let location = SourceLocation::caller();
+        let tensor = crate::fx::proxy::concretize(self, "Tensor::to_vec() needs the tensor's values", location)?;
+        let c = tensor.concrete().expect("concretize returns a concrete tensor");
+        Ok(c.storage.gather(&c.layout))
+    }
+
+    /// The value of a one-element tensor. Inside a compiled function this needs a concrete value:
+    /// a graph break.
+    #[track_caller]
+    pub fn item(&self) -> Result<f32> {
+        let location = SourceLocation::caller();
+        if self.numel() != 1 {
+            return Err(Error::InvalidArgument {
+                op: "item",
+                message: format!("needs a tensor with exactly one element, got shape {:?}", self.shape()),
+                location,
+            });
+        }
+        let tensor = crate::fx::proxy::concretize(self, "Tensor::item() needs the tensor's value", location)?;
+        let c = tensor.concrete().expect("concretize returns a concrete tensor");
+        Ok(c.storage.gather(&c.layout)[0])
+    }
+}
+
+impl fmt::Debug for Tensor {
+    /// Metadata only, never values: `Tensor(f32[2, 3], cpu)`. Safe to print inside a trace.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.is_symbolic() { "symbolic " } else { "" };
+        write!(f, "Tensor({kind}{})", self.meta())
+    }
+}
+
+impl fmt::Display for Tensor {
+    /// The values, nested by dimension, like `print(tensor)` in PyTorch. A symbolic tensor has no
+    /// values, so inside a trace this prints its metadata instead.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(c) = self.concrete() else {
+            return fmt::Debug::fmt(self, f);
+        };
+        let values = c.storage.gather(&c.layout);
+        write!(f, "tensor(")?;
+        write_nested(f, self.shape(), &values)?;
+        write!(f, ")")
+    }
+}
+
+fn write_nested(f: &mut fmt::Formatter<'_>, shape: &[usize], values: &[f32]) -> fmt::Result {
+    match shape.split_first() {
+        None => write!(f, "{:.4}", values[0]),
+        Some((&n, rest)) => {
+            let step: usize = rest.iter().product();
+            write!(f, "[")?;
+            for i in 0..n {
+                if i > 0 {
+                    write!(f, ", ")?;
+                }
+                write_nested(f, rest, &values[i * step..(i + 1) * step])?;
+            }
+            write!(f, "]")
+        }
+    }
+}
