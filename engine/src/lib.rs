@@ -26,6 +26,7 @@ mod eager;
 pub mod error;
 pub mod fx;
 pub mod layout;
+pub mod logs;
 pub mod op;
 mod ops;
 pub mod scalar;

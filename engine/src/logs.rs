@@ -1,0 +1,127 @@
+//! Structured logs to stderr, the analogue of `TORCH_LOGS`: `ENGINE_LOGS=graph,recompiles` (or
+//! [`set_logs`] from code) turns on named artifacts, and each enabled message prints as
+//! `[engine:<artifact>] <message>`.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One kind of log message that can be switched on by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Artifact {
+    /// Each captured graph, printed as code.
+    Graph,
+    /// Each graph break with its reason and source line.
+    GraphBreaks,
+    /// Each recompile, naming the guard that failed.
+    Recompiles,
+    /// The guards installed for each compiled graph.
+    Guards,
+    /// Fusion decisions, including the reason for each refusal.
+    Fusion,
+    /// The generated kernels and call plan.
+    OutputCode,
+}
+
+impl Artifact {
+    /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
+    pub const ALL: [Artifact; 6] = [
+        Artifact::Graph,
+        Artifact::GraphBreaks,
+        Artifact::Recompiles,
+        Artifact::Guards,
+        Artifact::Fusion,
+        Artifact::OutputCode,
+    ];
+
+    /// The name used in `ENGINE_LOGS` and in each message's prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Artifact::Graph => "graph",
+            Artifact::GraphBreaks => "graph_breaks",
+            Artifact::Recompiles => "recompiles",
+            Artifact::Guards => "guards",
+            Artifact::Fusion => "fusion",
+            Artifact::OutputCode => "output_code",
+        }
+    }
+
+    fn bit(self) -> u32 {
+        1 << Artifact::ALL.iter().position(|&a| a == self).expect("listed in ALL")
+    }
+}
+
+/// Bits set by [`set_logs`], or `u32::MAX` for "not set, use the environment".
+static OVERRIDE: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The artifacts named in `ENGINE_LOGS`, read once. Unknown names are reported once and ignored.
+fn from_env() -> u32 {
+    static BITS: OnceLock<u32> = OnceLock::new();
+    *BITS.get_or_init(|| {
+        let Ok(value) = std::env::var("ENGINE_LOGS") else { return 0 };
+        parse(&value).unwrap_or_else(|unknown| {
+            eprintln!(
+                "[engine] ENGINE_LOGS: unknown artifact `{unknown}`; known: all, {}",
+                Artifact::ALL.map(Artifact::name).join(", ")
+            );
+            parse_known(&value)
+        })
+    })
+}
+
+fn parse_known(value: &str) -> u32 {
+    value.split(',').filter_map(|n| lookup(n.trim())).fold(0, |acc, bits| acc | bits)
+}
+
+fn lookup(name: &str) -> Option<u32> {
+    if name == "all" {
+        return Some(Artifact::ALL.iter().fold(0, |acc, a| acc | a.bit()));
+    }
+    Artifact::ALL.iter().find(|a| a.name() == name).map(|a| a.bit())
+}
+
+/// Parses a comma-separated list of artifact names (`all` for every one); returns the first
+/// unknown name on failure.
+fn parse(value: &str) -> Result<u32, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .try_fold(0, |acc, name| lookup(name).map(|bits| acc | bits).ok_or_else(|| name.to_string()))
+}
+
+/// Turns on exactly these artifacts from code, overriding `ENGINE_LOGS` (an empty slice turns
+/// logging off).
+pub fn set_logs(artifacts: &[Artifact]) {
+    OVERRIDE.store(artifacts.iter().fold(0, |acc, a| acc | a.bit()), Ordering::Relaxed);
+}
+
+/// Whether messages of this artifact are printed.
+pub fn enabled(artifact: Artifact) -> bool {
+    let bits = match OVERRIDE.load(Ordering::Relaxed) {
+        u32::MAX => from_env(),
+        bits => bits,
+    };
+    bits & artifact.bit() != 0
+}
+
+/// Prints `message` under `artifact` if it is enabled. Build the message lazily so that disabled
+/// logs cost nothing on hot paths.
+pub fn log(artifact: Artifact, message: impl FnOnce() -> String) {
+    if enabled(artifact) {
+        for line in message().lines() {
+            eprintln!("[engine:{}] {line}", artifact.name());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_and_all() {
+        assert_eq!(parse("graph, recompiles").unwrap(), Artifact::Graph.bit() | Artifact::Recompiles.bit());
+        assert_eq!(parse("all").unwrap().count_ones(), Artifact::ALL.len() as u32);
+        assert_eq!(parse("graph,bogus"), Err("bogus".to_string()));
+    }
+}
