@@ -104,6 +104,22 @@ pub enum Error {
         /// The learner's line where it was noticed.
         location: SourceLocation,
     },
+    /// A compiler (the C compiler, NVRTC) failed or could not be run.
+    #[error("{tool}: {message}")]
+    Compile {
+        /// Which tool: `cc`, `nvrtc`, `dlopen`.
+        tool: String,
+        /// Its diagnostics, or what to install.
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
     /// A backend could not compile or run a graph.
     #[error("backend `{backend}`: {message}")]
     Backend {

@@ -1,0 +1,192 @@
+//! The system C compiler as a JIT, the role `CppCodeCache` plays for TorchInductor on CPU:
+//! generated C is compiled to a shared library (with OpenMP when the compiler supports it),
+//! cached on disk, and loaded into the process.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::disk::{DiskCache, cache_key};
+use crate::error::{Error, Result};
+
+/// A detected C compiler: which program, its version line, and whether it accepts `-fopenmp`.
+#[derive(Debug)]
+pub struct CCompiler {
+    program: String,
+    version: String,
+    openmp: bool,
+    cpu: String,
+}
+
+impl CCompiler {
+    /// The compiler named by `$CC`, or `cc`, probed once per process. Fails with a message
+    /// saying how to install one when none runs.
+    pub fn detect() -> Result<&'static CCompiler> {
+        static DETECTED: OnceLock<std::result::Result<CCompiler, String>> = OnceLock::new();
+        DETECTED
+            .get_or_init(probe)
+            .as_ref()
+            .map_err(|message| Error::Compile { tool: "C compiler".into(), message: message.clone() })
+    }
+
+    /// The program run (`cc`, `gcc`, or `$CC`).
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// The first line of `--version`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Whether generated code may use `#pragma omp parallel for`.
+    pub fn openmp(&self) -> bool {
+        self.openmp
+    }
+
+    /// The flags every generated library is built with.
+    pub fn flags(&self) -> Vec<&'static str> {
+        // -march=native vectorises for this CPU; the CPU model is part of the cache key, so a
+        // cache directory shared with another machine never hands it a library it cannot run.
+        let mut flags = vec!["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-shared", "-fPIC"];
+        if self.openmp {
+            flags.push("-fopenmp");
+        }
+        flags
+    }
+
+    /// Compiles `source` into a shared library through the global disk cache and loads it.
+    pub fn compile(&self, source: &str) -> Result<SharedLibrary> {
+        self.compile_in(DiskCache::global(), source).map(|(library, _)| library)
+    }
+
+    /// Like [`CCompiler::compile`] with an explicit cache; also says whether the compiler ran
+    /// (`true`) or the cache already held the library (`false`).
+    pub fn compile_in(&self, cache: &DiskCache, source: &str) -> Result<(SharedLibrary, bool)> {
+        let flags = self.flags().join(" ");
+        let key = cache_key(&[source.as_bytes(), self.version.as_bytes(), flags.as_bytes(), self.cpu.as_bytes()]);
+        let (path, built) = cache.get_or_build(&key, "so", |out| {
+            // Keep the source beside the library: learners can open exactly what was compiled.
+            let source_path = cache.dir().join(format!("{key}.c"));
+            std::fs::write(&source_path, source)
+                .map_err(|e| Error::Io { path: source_path.clone(), message: e.to_string() })?;
+            self.run(&source_path, out)
+        })?;
+        Ok((SharedLibrary::load(&path)?, built))
+    }
+
+    fn run(&self, source: &Path, out: &Path) -> Result<()> {
+        let output = Command::new(&self.program)
+            .args(self.flags())
+            .arg("-o")
+            .arg(out)
+            .arg(source)
+            .arg("-lm")
+            .output()
+            .map_err(|e| Error::Compile { tool: self.program.clone(), message: e.to_string() })?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first: Vec<&str> = stderr.lines().take(20).collect();
+        Err(Error::Compile {
+            tool: self.program.clone(),
+            message: format!("compiling {} failed:\n{}", source.display(), first.join("\n")),
+        })
+    }
+}
+
+fn probe() -> std::result::Result<CCompiler, String> {
+    let program = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    let output = Command::new(&program).arg("--version").output().map_err(|e| {
+        format!("could not run `{program}` ({e}); install a C compiler (Debian/Ubuntu: apt install gcc) or set CC")
+    })?;
+    let version = String::from_utf8_lossy(&output.stdout).lines().next().unwrap_or("unknown").to_string();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(str::to_string))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let openmp = supports_openmp(&program);
+    Ok(CCompiler { program, version, openmp, cpu })
+}
+
+/// Whether `program` can build a shared library with `-fopenmp` (the compiler may lack libgomp).
+fn supports_openmp(program: &str) -> bool {
+    let dir = std::env::temp_dir().join(format!("engine-omp-probe-{}", std::process::id()));
+    if std::fs::create_dir_all(&dir).is_err() {
+        return false;
+    }
+    let source = dir.join("probe.c");
+    let ok = std::fs::write(&source, "#include <omp.h>\nint threads(void) { return omp_get_max_threads(); }\n").is_ok()
+        && Command::new(program)
+            .args(["-shared", "-fPIC", "-fopenmp", "-o"])
+            .arg(dir.join("probe.so"))
+            .arg(&source)
+            .output()
+            .is_ok_and(|o| o.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    ok
+}
+
+/// A loaded shared library; symbols stay valid while it lives.
+#[derive(Debug)]
+pub struct SharedLibrary {
+    library: libloading::Library,
+    path: PathBuf,
+}
+
+impl SharedLibrary {
+    fn load(path: &Path) -> Result<SharedLibrary> {
+        // SAFETY: the library was built by us from generated C with no initialisers that run code
+        // on load beyond the C runtime's own.
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|e| Error::Compile { tool: "dlopen".into(), message: format!("{}: {e}", path.display()) })?;
+        Ok(SharedLibrary { library, path: path.to_path_buf() })
+    }
+
+    /// Where the library file is (in the disk cache, beside its `.c` source).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Looks up a function by name.
+    ///
+    /// # Safety
+    /// `T` must be the function's true signature (an `unsafe extern "C" fn(...)` type).
+    pub unsafe fn get<T>(&self, symbol: &str) -> Result<libloading::Symbol<'_, T>> {
+        // SAFETY: forwarded to the caller: T matches the symbol's type.
+        unsafe { self.library.get(symbol.as_bytes()) }.map_err(|e| Error::Compile {
+            tool: "dlsym".into(),
+            message: format!("{symbol} in {}: {e}", self.path.display()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiles_loads_and_calls_a_function() {
+        let cc = CCompiler::detect().expect("CI machines have a C compiler");
+        let dir = std::env::temp_dir().join(format!("engine-cc-test-{}", std::process::id()));
+        let cache = DiskCache::at(dir.clone());
+        let source = "float twice(float x) { return 2.0f * x; }\n";
+        let (lib, built) = cc.compile_in(&cache, source).unwrap();
+        assert!(built);
+        // SAFETY: the signature matches the C definition above.
+        let twice = unsafe { lib.get::<unsafe extern "C" fn(f32) -> f32>("twice") }.unwrap();
+        assert_eq!(unsafe { twice(21.0) }, 42.0);
+        let (_, built_again) = cc.compile_in(&cache, source).unwrap();
+        assert!(!built_again);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_syntax_error_reports_the_compiler_message() {
+        let cc = CCompiler::detect().unwrap();
+        let cache = DiskCache::at(std::env::temp_dir().join(format!("engine-cc-bad-{}", std::process::id())));
+        let err = cc.compile_in(&cache, "float broken( {").unwrap_err().to_string();
+        assert!(err.contains("error"), "{err}");
+    }
+}

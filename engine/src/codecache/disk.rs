@@ -1,0 +1,187 @@
+//! A directory of build outputs keyed by a hash of everything that determines them. Each entry
+//! has a checksum beside it, so a truncated or corrupt file is noticed, reported and rebuilt
+//! instead of being loaded.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// A hex SHA-256 over every part, each length-prefixed so that `["ab", "c"]` and `["a", "bc"]`
+/// differ. Put in every input that changes the output: source, compiler version, flags, target.
+pub fn cache_key(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hex(&hasher.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The on-disk cache: `ENGINE_CACHE_DIR` if set, else `$XDG_CACHE_HOME/engine` or
+/// `~/.cache/engine`, else a folder in the system temp directory.
+#[derive(Debug)]
+pub struct DiskCache {
+    dir: PathBuf,
+}
+
+impl DiskCache {
+    /// The process-wide cache at the configured location.
+    pub fn global() -> &'static DiskCache {
+        static CACHE: OnceLock<DiskCache> = OnceLock::new();
+        CACHE.get_or_init(|| DiskCache::at(default_dir()))
+    }
+
+    /// A cache rooted at `dir` (created on first store).
+    pub fn at(dir: PathBuf) -> DiskCache {
+        DiskCache { dir }
+    }
+
+    /// Where entries are stored.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of the entry `key` with file extension `ext`, building it with `build` when it is
+    /// missing or fails its checksum. `build` writes the artefact to the path it is given (a
+    /// temporary name; the entry appears atomically once it succeeds). Returns the entry's path
+    /// and whether it was built now.
+    pub fn get_or_build(
+        &self,
+        key: &str,
+        ext: &str,
+        build: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<(PathBuf, bool)> {
+        let path = self.dir.join(format!("{key}.{ext}"));
+        let checksum_path = self.dir.join(format!("{key}.{ext}.sha256"));
+        match verify(&path, &checksum_path) {
+            Entry::Valid => return Ok((path, false)),
+            Entry::Missing => {}
+            Entry::Corrupt(why) => {
+                eprintln!("[engine] cache entry {} is corrupt ({why}); rebuilding it", path.display());
+                let _ = fs::remove_file(&path);
+                let _ = fs::remove_file(&checksum_path);
+            }
+        }
+        fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let tmp = unique_temp(&path);
+        let built = build(&tmp).and_then(|()| {
+            let bytes = fs::read(&tmp).map_err(|e| io_error(&tmp, e))?;
+            write_atomically(&checksum_path, hex(&Sha256::digest(&bytes)).as_bytes())?;
+            fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))
+        });
+        if built.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        built.map(|()| (path, true))
+    }
+}
+
+enum Entry {
+    Valid,
+    Missing,
+    Corrupt(String),
+}
+
+fn verify(path: &Path, checksum_path: &Path) -> Entry {
+    let Ok(bytes) = fs::read(path) else { return Entry::Missing };
+    match fs::read_to_string(checksum_path) {
+        Ok(expected) if expected.trim() == hex(&Sha256::digest(&bytes)) => Entry::Valid,
+        Ok(_) => Entry::Corrupt("checksum mismatch".into()),
+        Err(_) => Entry::Corrupt("checksum file missing".into()),
+    }
+}
+
+fn default_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ENGINE_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(xdg).join("engine");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".cache").join("engine"),
+        None => std::env::temp_dir().join("engine-cache"),
+    }
+}
+
+/// A sibling name no other thread or process will pick.
+fn unique_temp(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.file_name().expect("entry paths have a file name").to_os_string();
+    name.push(format!(".tmp-{}-{n}", std::process::id()));
+    path.with_file_name(name)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = unique_temp(path);
+    let mut file = fs::File::create(&tmp).map_err(|e| io_error(&tmp, e))?;
+    file.write_all(bytes).map_err(|e| io_error(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_error(path, e))
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::Io { path: path.to_path_buf(), message: e.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(bytes: &'static [u8]) -> impl FnOnce(&Path) -> Result<()> {
+        move |p| fs::write(p, bytes).map_err(|e| io_error(p, e))
+    }
+
+    fn temp_cache(name: &str) -> DiskCache {
+        let dir = std::env::temp_dir().join(format!("engine-cache-test-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        DiskCache::at(dir)
+    }
+
+    #[test]
+    fn keys_separate_their_parts() {
+        assert_ne!(cache_key(&[b"ab", b"c"]), cache_key(&[b"a", b"bc"]));
+        assert_eq!(cache_key(&[b"x"]).len(), 64);
+    }
+
+    #[test]
+    fn builds_once_then_hits() {
+        let cache = temp_cache("hits");
+        let (path, built) = cache.get_or_build("k", "bin", write(b"artefact")).unwrap();
+        assert!(built);
+        let (again, built) = cache.get_or_build("k", "bin", |_| panic!("must not rebuild")).unwrap();
+        assert_eq!((again, built), (path.clone(), false));
+        assert_eq!(fs::read(path).unwrap(), b"artefact");
+    }
+
+    #[test]
+    fn a_truncated_entry_is_rebuilt() {
+        let cache = temp_cache("corrupt");
+        let (path, _) = cache.get_or_build("k", "bin", write(b"good bytes")).unwrap();
+        fs::write(&path, b"good").unwrap();
+        let (_, built) = cache.get_or_build("k", "bin", write(b"good bytes")).unwrap();
+        assert!(built);
+        assert_eq!(fs::read(path).unwrap(), b"good bytes");
+    }
+
+    #[test]
+    fn a_failed_build_leaves_no_entry() {
+        let cache = temp_cache("failed");
+        let failed = cache.get_or_build("k", "bin", |p| {
+            fs::write(p, b"half").unwrap();
+            Err(Error::Io { path: p.to_path_buf(), message: "compiler crashed".into() })
+        });
+        assert!(failed.is_err());
+        assert_eq!(fs::read_dir(cache.dir()).unwrap().count(), 0);
+    }
+}
