@@ -26,6 +26,7 @@ pub mod dynamo;
 mod eager;
 pub mod error;
 pub mod fx;
+pub mod inductor;
 pub mod layout;
 pub mod logs;
 pub mod op;

@@ -2,13 +2,16 @@
 //! captured graph with example inputs and returns something that runs it.
 //!
 //! `Eager` runs the captured graph as it is (PyTorch's `"eager"`), `AotEager` decomposes it
-//! first (`"aot_eager"`); anyone can write a backend by implementing [`Backend`].
+//! first (`"aot_eager"`), `Inductor` generates and compiles fused kernels (`"inductor"`); anyone
+//! can write a backend by implementing [`Backend`].
 
 mod aot_eager;
 mod eager;
+mod inductor;
 
 pub use aot_eager::AotEager;
 pub use eager::Eager;
+pub use inductor::Inductor;
 
 use crate::error::Result;
 use crate::fx::Graph;

@@ -1,0 +1,59 @@
+//! The `inductor` backend, `torch.compile`'s default: decompose, fuse, generate C or CUDA C,
+//! compile and run it (see [`crate::inductor`]).
+
+use std::sync::{Arc, Mutex};
+
+use super::{Backend, CompiledGraph};
+use crate::error::Result;
+use crate::fx::Graph;
+use crate::inductor::scheduler::{FusionPolicy, can_fuse};
+use crate::inductor::{OutputCode, compile_fx};
+use crate::tensor::Tensor;
+
+/// Compiles captured graphs with [`compile_fx`]. Clones share the record of output code, so keep
+/// a clone to read what was generated:
+///
+/// ```
+/// use engine::{backends::Inductor, dynamo, Tensor};
+/// let inductor = Inductor::default();
+/// let f = dynamo::compile(|x: Tensor| x.exp()?.sum(-1, false)).backend(inductor.clone());
+/// f.call(&Tensor::randn(&[4, 8], 0))?;
+/// println!("{}", inductor.output_codes()[0]);
+/// # Ok::<(), engine::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Inductor {
+    policy: FusionPolicy,
+    generated: Arc<Mutex<Vec<OutputCode>>>,
+}
+
+impl Default for Inductor {
+    fn default() -> Self {
+        Inductor::with_fusion_policy(can_fuse)
+    }
+}
+
+impl Inductor {
+    /// An Inductor that decides fusions with `policy` instead of the engine's
+    /// [`can_fuse`]: how a learner's fusion decision is plugged in.
+    pub fn with_fusion_policy(policy: FusionPolicy) -> Self {
+        Inductor { policy, generated: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    /// The output code of every graph compiled so far, oldest first.
+    pub fn output_codes(&self) -> Vec<OutputCode> {
+        self.generated.lock().expect("output code lock").clone()
+    }
+}
+
+impl Backend for Inductor {
+    fn name(&self) -> &str {
+        "inductor"
+    }
+
+    fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        let module = compile_fx(graph, self.policy)?;
+        self.generated.lock().expect("output code lock").push(module.output_code().clone());
+        Ok(Box::new(module))
+    }
+}

@@ -1,0 +1,492 @@
+//! The CUDA C printer, standing where TorchInductor's `codegen/triton.py` stands: each kernel
+//! becomes an `extern "C" __global__` function for NVRTC, with the same statements as the C
+//! printer arranged for thousands of threads.
+//!
+//! - Pointwise kernels: a grid-stride loop in which each thread takes four neighbouring elements,
+//!   loading and storing them as one 16-byte `float4` where index and alignment allow.
+//! - Persistent reductions (`per_`): one block per row; each thread keeps its share of the row in
+//!   registers, so the row is read once however many loops the phases need; partial results meet
+//!   through warp shuffles and shared memory.
+//! - Looped reductions (`red_`, rows too long for registers): one block per row striding through
+//!   it, re-reading the row in each loop. Rows along a strided dimension: one thread per row.
+
+use std::fmt::Write;
+
+use super::{Dialect, RowLoops, Spelling, block_reduce, combine_expr, helper_functions, identity, row_loops};
+use crate::inductor::index::{FlatIndex, Var};
+use crate::inductor::kernel::{Kernel, KernelBody, Phase, Reduce, Stmt, Value};
+
+/// Threads per block of pointwise kernels and of one-thread-per-row reductions.
+const THREADS: u32 = 256;
+/// Elements each thread of a pointwise kernel handles per step: one `float4`.
+const VEC: usize = 4;
+
+/// How many blocks a launch needs for `xnumel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grid {
+    /// Enough blocks for `per_block` elements each (grid-stride loops take any excess).
+    Elements {
+        /// Elements one block covers per step.
+        per_block: u32,
+    },
+    /// One block per row (blocks stride over rows past the cap).
+    Rows,
+}
+
+/// The launch configuration a kernel was written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Threads per block.
+    pub block: u32,
+    /// How the grid is sized.
+    pub grid: Grid,
+}
+
+impl Launch {
+    /// Blocks to launch for `xnumel` on a device with `sm_count` multiprocessors: enough to
+    /// cover the work, capped at a few waves (the kernels' loops stride over the rest).
+    pub fn grid_size(&self, xnumel: usize, sm_count: u32) -> u32 {
+        let wanted = match self.grid {
+            Grid::Elements { per_block } => xnumel.div_ceil(per_block as usize),
+            Grid::Rows => xnumel,
+        };
+        let cap = sm_count.max(1) as usize * (2048 / self.block as usize) * 4;
+        wanted.clamp(1, cap) as u32
+    }
+}
+
+/// A printed CUDA kernel and how to launch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaKernel {
+    /// The kernel's name, its symbol in the module.
+    pub name: String,
+    /// CUDA C source of the kernel alone (see [`prelude`] for what precedes it).
+    pub source: String,
+    /// Block size and grid rule.
+    pub launch: Launch,
+}
+
+/// The helpers every CUDA module starts with: NaN-propagating max/min and warp and block
+/// reductions (every thread of the block receives the result).
+pub fn prelude() -> String {
+    let mut out = helper_functions("__device__ __forceinline__");
+    out.push_str(
+        r#"
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v = maximum(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+// `smem` holds one partial per warp; the first barrier keeps a previous reduction's readers safe.
+__device__ __forceinline__ float block_sum(float v, float* smem) {
+    v = warp_sum(v);
+    if (blockDim.x <= 32) return v;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? smem[threadIdx.x & 31] : 0.0f;
+    return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float* smem) {
+    v = warp_max(v);
+    if (blockDim.x <= 32) return v;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? smem[threadIdx.x & 31] : __int_as_float(0xff800000);
+    return warp_max(v);
+}
+"#,
+    );
+    out
+}
+
+/// A whole CUDA C module: the prelude, then every kernel.
+pub fn module(kernels: &[CudaKernel]) -> String {
+    let mut out = prelude();
+    for k in kernels {
+        out.push('\n');
+        out.push_str(&k.source);
+    }
+    out
+}
+
+/// Prints one kernel.
+pub fn kernel(k: &Kernel) -> CudaKernel {
+    let (launch, body) = match &k.body {
+        KernelBody::Pointwise(stmts) => pointwise(k, stmts),
+        KernelBody::Reduction { persistent: true, row_len, phases, .. } => persistent(k, *row_len, phases),
+        KernelBody::Reduction { innermost: true, .. } => {
+            let block = 1024;
+            let mut body = String::from("    __shared__ float smem[32];\n");
+            body.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
+            body.push_str(&row_loops(k, RowLoops::BlockStrided, "        "));
+            body.push_str("    }\n");
+            (Launch { block, grid: Grid::Rows }, body)
+        }
+        KernelBody::Reduction { .. } => {
+            let mut body = String::from(
+                "    const long long step = (long long)blockDim.x * gridDim.x;\n    \
+                 for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < xnumel; x += step) {\n",
+            );
+            body.push_str(&row_loops(k, RowLoops::Sequential(Dialect::Cuda), "        "));
+            body.push_str("    }\n");
+            (Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } }, body)
+        }
+    };
+    let params: Vec<String> = k
+        .args
+        .iter()
+        .map(|a| {
+            let constness = if a.output { "" } else { "const " };
+            format!("{constness}float* __restrict__ {}", a.name)
+        })
+        .chain(["long long xnumel".to_string()])
+        .collect();
+    let source = format!(
+        "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
+        launch.block,
+        k.name,
+        params.join(", ")
+    );
+    CudaKernel { name: k.name.clone(), source, launch }
+}
+
+/// How a load or store of `VEC` neighbouring elements can be done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// One aligned 16-byte access.
+    Vector,
+    /// The same element for all four: one scalar access.
+    Uniform,
+    /// Four separate accesses.
+    Gather,
+}
+
+/// Classifies an index for a group of `VEC` consecutive values of `var` starting at a multiple
+/// of `VEC`: vector when it steps by one through aligned memory, uniform when it does not move.
+fn access(index: &FlatIndex, var: Var) -> Access {
+    let moves = |t: &&crate::inductor::index::Term| t.var == var && !t.div.is_multiple_of(VEC);
+    let steady: Vec<_> = index.terms.iter().filter(|t| !moves(t)).collect();
+    let moving: Vec<_> = index.terms.iter().filter(moves).collect();
+    let aligned = index.offset.is_multiple_of(VEC) && steady.iter().all(|t| t.coeff.is_multiple_of(VEC));
+    match moving.as_slice() {
+        [] => Access::Uniform,
+        [t] if t.div == 1 && t.coeff == 1 && t.modulo.is_none_or(|m| m.is_multiple_of(VEC)) && aligned => {
+            Access::Vector
+        }
+        _ => Access::Gather,
+    }
+}
+
+/// `*reinterpret_cast<const float4*>(ptr + index)` unpacked into `dst[0..4]` (`dst` names the
+/// array), or four scalar loads when `aligned` is false at run time.
+fn load4(ptr: &str, index: &str, dst: impl Fn(usize) -> String) -> String {
+    let lanes: Vec<String> = (0..VEC).map(|j| format!("{} = v.{};", dst(j), ["x", "y", "z", "w"][j])).collect();
+    format!("{{ const float4 v = *reinterpret_cast<const float4*>({ptr} + {index}); {} }}", lanes.join(" "))
+}
+
+fn store4(ptr: &str, index: &str, src: impl Fn(usize) -> String) -> String {
+    let lanes: Vec<String> = (0..VEC).map(&src).collect();
+    format!("*reinterpret_cast<float4*>({ptr} + {index}) = make_float4({});", lanes.join(", "))
+}
+
+/// The `aligned` flag: every pointer used with 16-byte accesses is 16-byte aligned.
+fn alignment_check(k: &Kernel, args: &[usize]) -> String {
+    let mut args = args.to_vec();
+    args.sort_unstable();
+    args.dedup();
+    if args.is_empty() {
+        return "    const bool aligned = true;\n".into();
+    }
+    let ptrs: Vec<String> =
+        args.iter().map(|&a| format!("reinterpret_cast<unsigned long long>({})", k.args[a].name)).collect();
+    format!("    const bool aligned = (({}) & 15) == 0;\n", ptrs.join(" | "))
+}
+
+fn pointwise(k: &Kernel, stmts: &[Stmt]) -> (Launch, String) {
+    let scalar = super::scalar_spelling(Dialect::Cuda);
+    let lane = Spelling { dialect: Dialect::Cuda, tmp: &|t| format!("tmp{t}[j]"), index: &|i| i.to_c() };
+    let class = |index: &FlatIndex| access(index, Var::X);
+    let vector_args: Vec<usize> = stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. } if class(index) == Access::Vector => {
+                Some(*arg)
+            }
+            _ => None,
+        })
+        .collect();
+    let tmps: Vec<String> = stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } => Some(format!("tmp{tmp}[{VEC}]")),
+            Stmt::Store { .. } => None,
+        })
+        .collect();
+    let mut b = alignment_check(k, &vector_args);
+    b.push_str("    const long long step = 4LL * blockDim.x * gridDim.x;\n");
+    b.push_str("    for (long long x0 = 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); x0 < xnumel; x0 += step) {\n");
+    b.push_str("        if (aligned && x0 + 4 <= xnumel) {\n");
+    if !tmps.is_empty() {
+        writeln!(b, "            float {};", tmps.join(", ")).unwrap();
+    }
+    let at_x0 = |i: &FlatIndex| i.render("x0", "r");
+    for s in stmts {
+        if let Stmt::Load { tmp, arg, index } = s {
+            let ptr = &k.args[*arg].name;
+            match class(index) {
+                Access::Vector => {
+                    writeln!(b, "            {}", load4(ptr, &at_x0(index), |j| format!("tmp{tmp}[{j}]")))
+                }
+                Access::Uniform => writeln!(
+                    b,
+                    "            tmp{tmp}[0] = tmp{tmp}[1] = tmp{tmp}[2] = tmp{tmp}[3] = {ptr}[{}];",
+                    at_x0(index)
+                ),
+                Access::Gather => Ok(()),
+            }
+            .unwrap();
+        }
+    }
+    let in_lanes: Vec<&Stmt> = stmts
+        .iter()
+        .filter(|s| match s {
+            Stmt::Load { index, .. } => class(index) == Access::Gather,
+            Stmt::Store { index, .. } => class(index) != Access::Vector,
+            Stmt::Compute { .. } => true,
+        })
+        .collect();
+    b.push_str("            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");
+    if in_lanes.iter().any(|s| matches!(s, Stmt::Load { .. } | Stmt::Store { .. })) {
+        b.push_str("                const long long x = x0 + j;\n");
+    }
+    for s in in_lanes {
+        writeln!(b, "                {}", lane.stmt(k, s, false)).unwrap();
+    }
+    b.push_str("            }\n");
+    for s in stmts {
+        if let Stmt::Store { arg, index, value: Value::Tmp(t) } = s
+            && class(index) == Access::Vector
+        {
+            writeln!(b, "            {}", store4(&k.args[*arg].name, &at_x0(index), |j| format!("tmp{t}[{j}]")))
+                .unwrap();
+        }
+    }
+    b.push_str("        } else {\n");
+    b.push_str("            for (long long x = x0; x < xnumel && x < x0 + 4; x++) {\n");
+    for s in stmts {
+        writeln!(b, "                {}", scalar.stmt(k, s, true)).unwrap();
+    }
+    b.push_str("            }\n        }\n    }\n");
+    (Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * VEC as u32 } }, b)
+}
+
+/// Threads per block and register slots per thread for a persistent row of `row_len`.
+fn persistent_shape(row_len: usize, vec: usize) -> (usize, usize) {
+    let threads = row_len.div_ceil(8).next_power_of_two().clamp(32, 1024);
+    let slots = row_len.div_ceil(threads).div_ceil(vec) * vec;
+    (threads, slots)
+}
+
+fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) {
+    let vec = if row_len.is_multiple_of(VEC) { VEC } else { 1 };
+    let (threads, slots) = persistent_shape(row_len, vec);
+    let exact = threads * slots == row_len;
+    let class = |index: &FlatIndex| if vec == VEC { access(index, Var::R) } else { Access::Gather };
+    let element_stmts = || {
+        phases.iter().flat_map(|p| match p {
+            Phase::Loop { stmts, .. } => stmts.as_slice(),
+            Phase::Row(_) => &[],
+        })
+    };
+    let vector_args: Vec<usize> = element_stmts()
+        .filter_map(|s| match s {
+            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. } if class(index) == Access::Vector => {
+                Some(*arg)
+            }
+            _ => None,
+        })
+        .collect();
+    let mut arrays: Vec<usize> = element_stmts()
+        .filter_map(|s| match s {
+            Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } => Some(*tmp),
+            Stmt::Store { .. } => None,
+        })
+        .collect();
+    arrays.sort_unstable();
+    arrays.dedup();
+
+    let mut b = String::from("    __shared__ float smem[32];\n");
+    b.push_str(&alignment_check(k, &vector_args));
+    writeln!(
+        b,
+        "    // {threads} threads share each row of {row_len}: {slots} elements per thread, kept in registers."
+    )
+    .unwrap();
+    b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
+    let decls: Vec<String> = arrays.iter().map(|t| format!("tmp{t}[{slots}]")).collect();
+    if !decls.is_empty() {
+        writeln!(b, "        float {};", decls.join(", ")).unwrap();
+    }
+    let scalar = super::scalar_spelling(Dialect::Cuda);
+    // Per-element values are arrays indexed by the slot; per-row values stay scalars.
+    let slot_tmp = |t: usize| if arrays.contains(&t) { format!("tmp{t}[s]") } else { format!("tmp{t}") };
+    let slot = Spelling { dialect: Dialect::Cuda, tmp: &slot_tmp, index: &|i| i.to_c() };
+    // Slots past the row's end exist only when the threads' slots overrun it.
+    let (open, close, body_indent) = if exact {
+        (String::new(), String::new(), "            ")
+    } else {
+        (format!("            if (r < {row_len}) {{\n"), "            }\n".to_string(), "                ")
+    };
+    let slot_r = format!("(s / {vec}) * {} + threadIdx.x * {vec} + s % {vec}", threads * vec);
+    let chunk_r = format!("c * {} + threadIdx.x * {vec}", threads * vec);
+    let mut computed: Vec<usize> = Vec::new();
+    for phase in phases {
+        match phase {
+            Phase::Row(stmts) => {
+                for s in stmts {
+                    let line = scalar.stmt(k, s, true);
+                    let line =
+                        if matches!(s, Stmt::Store { .. }) { format!("if (threadIdx.x == 0) {line}") } else { line };
+                    writeln!(b, "        {line}").unwrap();
+                }
+            }
+            Phase::Loop { stmts, reductions } => {
+                let fresh = |t: &usize| !computed.contains(t);
+                let vector_loads: Vec<&Stmt> = stmts
+                    .iter()
+                    .filter(
+                        |s| matches!(s, Stmt::Load { tmp, index, .. } if fresh(tmp) && class(index) == Access::Vector),
+                    )
+                    .collect();
+                let per_slot: Vec<&Stmt> = stmts
+                    .iter()
+                    .filter(|s| match s {
+                        Stmt::Load { tmp, index, .. } => fresh(tmp) && class(index) != Access::Vector,
+                        Stmt::Compute { tmp, .. } => fresh(tmp),
+                        Stmt::Store { index, .. } => class(index) != Access::Vector,
+                    })
+                    .collect();
+                let vector_stores: Vec<&Stmt> = stmts
+                    .iter()
+                    .filter(|s| matches!(s, Stmt::Store { index, .. } if class(index) == Access::Vector))
+                    .collect();
+                for r in reductions {
+                    writeln!(b, "        float tmp{} = {};", r.tmp, identity(r.combine, Dialect::Cuda)).unwrap();
+                }
+                if !vector_loads.is_empty() {
+                    b.push_str("        #pragma unroll\n");
+                    writeln!(b, "        for (int c = 0; c < {}; c++) {{", slots / vec).unwrap();
+                    writeln!(b, "            const long long r = {chunk_r};").unwrap();
+                    b.push_str(&open);
+                    for s in &vector_loads {
+                        let Stmt::Load { tmp, arg, index } = s else { unreachable!() };
+                        let ptr = &k.args[*arg].name;
+                        let idx = index.to_c();
+                        let dst = |j: usize| format!("tmp{tmp}[c * {vec} + {j}]");
+                        writeln!(b, "{body_indent}if (aligned) {}", load4(ptr, &idx, dst)).unwrap();
+                        let scalars: Vec<String> =
+                            (0..vec).map(|j| format!("{} = {ptr}[{idx} + {j}];", dst(j))).collect();
+                        writeln!(b, "{body_indent}else {{ {} }}", scalars.join(" ")).unwrap();
+                    }
+                    b.push_str(&close);
+                    b.push_str("        }\n");
+                }
+                if !per_slot.is_empty() || !reductions.is_empty() {
+                    b.push_str("        #pragma unroll\n");
+                    writeln!(b, "        for (int s = 0; s < {slots}; s++) {{").unwrap();
+                    let uses_r = per_slot.iter().any(|s| matches!(s, Stmt::Load { .. } | Stmt::Store { .. }));
+                    if uses_r || !exact {
+                        writeln!(b, "            const long long r = {slot_r};").unwrap();
+                    }
+                    b.push_str(&open);
+                    for s in &per_slot {
+                        writeln!(b, "{body_indent}{}", slot.stmt(k, s, false)).unwrap();
+                    }
+                    for Reduce { tmp, combine, value } in reductions {
+                        let acc = format!("tmp{tmp}");
+                        writeln!(b, "{body_indent}{acc} = {};", combine_expr(*combine, &acc, &slot.value(value)))
+                            .unwrap();
+                    }
+                    b.push_str(&close);
+                    b.push_str("        }\n");
+                }
+                if !vector_stores.is_empty() {
+                    b.push_str("        #pragma unroll\n");
+                    writeln!(b, "        for (int c = 0; c < {}; c++) {{", slots / vec).unwrap();
+                    writeln!(b, "            const long long r = {chunk_r};").unwrap();
+                    b.push_str(&open);
+                    for s in &vector_stores {
+                        let Stmt::Store { arg, index, value } = s else { unreachable!() };
+                        let ptr = &k.args[*arg].name;
+                        let idx = index.to_c();
+                        let src = |j: usize| match value {
+                            Value::Tmp(t) => format!("tmp{t}[c * {vec} + {j}]"),
+                            Value::Constant(c) => super::constant(*c, Dialect::Cuda),
+                        };
+                        writeln!(b, "{body_indent}if (aligned) {}", store4(ptr, &idx, src)).unwrap();
+                        let scalars: Vec<String> =
+                            (0..vec).map(|j| format!("{ptr}[{idx} + {j}] = {};", src(j))).collect();
+                        writeln!(b, "{body_indent}else {{ {} }}", scalars.join(" ")).unwrap();
+                    }
+                    b.push_str(&close);
+                    b.push_str("        }\n");
+                }
+                for r in reductions {
+                    writeln!(b, "        tmp{0} = {1}(tmp{0}, smem);", r.tmp, block_reduce(r.combine)).unwrap();
+                }
+                for s in stmts {
+                    if let Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } = s {
+                        computed.push(*tmp);
+                    }
+                }
+            }
+        }
+    }
+    b.push_str("    }\n");
+    (Launch { block: threads as u32, grid: Grid::Rows }, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inductor::index::{Affine, Term};
+
+    fn index(terms: Vec<Term>, offset: usize) -> FlatIndex {
+        FlatIndex { offset, terms }
+    }
+
+    #[test]
+    fn accesses_are_classified_for_four_lanes() {
+        let x = |div, modulo, coeff| Term { var: Var::X, div, modulo, coeff };
+        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X), Access::Vector);
+        assert_eq!(access(&index(vec![x(1, Some(32), 1)], 0), Var::X), Access::Vector);
+        assert_eq!(access(&index(vec![x(1, Some(6), 1)], 0), Var::X), Access::Gather);
+        assert_eq!(access(&index(vec![x(32, None, 1)], 0), Var::X), Access::Uniform);
+        assert_eq!(access(&index(vec![x(1, None, 1)], 2), Var::X), Access::Gather);
+        assert_eq!(access(&index(vec![x(1, None, 3)], 0), Var::X), Access::Gather);
+        let row = FlatIndex::new(&Affine { offset: 0, coeffs: vec![64, 1] }, &[8, 64], Some(1));
+        assert_eq!(access(&row, Var::R), Access::Vector);
+    }
+
+    #[test]
+    fn persistent_rows_split_evenly() {
+        assert_eq!(persistent_shape(4096, 4), (512, 8));
+        assert_eq!(persistent_shape(1024, 4), (128, 8));
+        assert_eq!(persistent_shape(8, 4), (32, 4));
+        assert_eq!(persistent_shape(1000, 4), (128, 8));
+        assert_eq!(persistent_shape(7, 1), (32, 1));
+    }
+
+    #[test]
+    fn grids_cover_the_work_up_to_a_cap() {
+        let l = Launch { block: 256, grid: Grid::Elements { per_block: 1024 } };
+        assert_eq!(l.grid_size(1 << 24, 132), 132 * 8 * 4);
+        assert_eq!(l.grid_size(1000, 132), 1);
+        assert_eq!(Launch { block: 512, grid: Grid::Rows }.grid_size(4096, 132), 2112);
+    }
+}

@@ -1,0 +1,243 @@
+//! Code generation, the analogue of TorchInductor's `codegen/` (`cpp.py` for CPU, `triton.py` for
+//! GPU): two printers over the one [`kernel`](super::kernel) IR. This module holds what they
+//! share: how each op, constant and statement is spelled in C, which CUDA C extends.
+
+pub mod c;
+pub mod cuda;
+
+use std::fmt::Write;
+
+use super::index::FlatIndex;
+use super::ir::PointwiseOp;
+use super::kernel::{Combine, Kernel, KernelBody, Phase, Stmt, Value};
+use crate::op::{BinaryOp, UnaryOp};
+
+/// Which language a printer writes; CUDA C is C with a few spellings changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// C11 for the system C compiler.
+    C,
+    /// CUDA C++ for NVRTC.
+    Cuda,
+}
+
+/// A float constant that reads back to exactly the same bits.
+pub fn constant(v: f32, dialect: Dialect) -> String {
+    let bits = |b: u32| format!("__int_as_float(0x{b:08x})");
+    match (dialect, v) {
+        (Dialect::C, v) if v.is_nan() => "NAN".into(),
+        (Dialect::C, v) if v.is_infinite() => if v > 0.0 { "INFINITY" } else { "-INFINITY" }.into(),
+        (Dialect::Cuda, v) if !v.is_finite() => bits(v.to_bits()),
+        // `{:?}` prints the shortest text that parses back to the same f32, with a `.0` on whole
+        // numbers, so `f` can always be appended.
+        (_, v) => format!("{v:?}f"),
+    }
+}
+
+/// The C expression of `op` applied to the already-printed operands.
+pub fn op_expr(op: PointwiseOp, args: &[String], dialect: Dialect) -> String {
+    let a = || args[0].as_str();
+    let b = || args[1].as_str();
+    let compare = |sym: &str| format!("({} {sym} {} ? 1.0f : 0.0f)", a(), b());
+    match op {
+        PointwiseOp::Copy => a().to_string(),
+        PointwiseOp::Where => format!("({} != 0.0f ? {} : {})", a(), b(), args[2]),
+        PointwiseOp::Unary(u) => match u {
+            UnaryOp::Neg => format!("-{}", a()),
+            UnaryOp::Exp => format!("expf({})", a()),
+            UnaryOp::Log => format!("logf({})", a()),
+            UnaryOp::Sqrt => format!("sqrtf({})", a()),
+            UnaryOp::Rsqrt if dialect == Dialect::Cuda => format!("rsqrtf({})", a()),
+            UnaryOp::Rsqrt => format!("1.0f / sqrtf({})", a()),
+            UnaryOp::Sin => format!("sinf({})", a()),
+            UnaryOp::Cos => format!("cosf({})", a()),
+            UnaryOp::Tanh => format!("tanhf({})", a()),
+            UnaryOp::Erf => format!("erff({})", a()),
+            UnaryOp::Abs => format!("fabsf({})", a()),
+            UnaryOp::Relu => format!("fmaxf({}, 0.0f)", a()),
+            UnaryOp::Sigmoid => format!("1.0f / (1.0f + expf(-{}))", a()),
+            UnaryOp::Gelu => format!("0.5f * {0} * (1.0f + erff({0} * 0.70710677f))", a()),
+        },
+        PointwiseOp::Binary(op) => match op {
+            BinaryOp::Add => format!("{} + {}", a(), b()),
+            BinaryOp::Sub => format!("{} - {}", a(), b()),
+            BinaryOp::Mul => format!("{} * {}", a(), b()),
+            BinaryOp::Div => format!("{} / {}", a(), b()),
+            BinaryOp::Maximum => format!("maximum({}, {})", a(), b()),
+            BinaryOp::Minimum => format!("minimum({}, {})", a(), b()),
+            BinaryOp::Pow => format!("powf({}, {})", a(), b()),
+            BinaryOp::Eq => compare("=="),
+            BinaryOp::Ne => compare("!="),
+            BinaryOp::Lt => compare("<"),
+            BinaryOp::Le => compare("<="),
+            BinaryOp::Gt => compare(">"),
+            BinaryOp::Ge => compare(">="),
+        },
+    }
+}
+
+/// The NaN-propagating `maximum`/`minimum` every kernel file defines (C's `fmaxf` drops NaNs;
+/// `torch.maximum` keeps them). `qualifier` is `static inline` or `__device__ __forceinline__`.
+pub fn helper_functions(qualifier: &str) -> String {
+    format!(
+        "{qualifier} float maximum(float a, float b) {{ return (a > b || a != a) ? a : b; }}\n\
+         {qualifier} float minimum(float a, float b) {{ return (a < b || a != a) ? a : b; }}\n"
+    )
+}
+
+/// The value a reduction's accumulator starts from.
+pub fn identity(combine: Combine, dialect: Dialect) -> String {
+    match combine {
+        Combine::Sum => "0.0f".into(),
+        Combine::Max => constant(f32::NEG_INFINITY, dialect),
+    }
+}
+
+/// `acc` combined with `v`.
+pub fn combine_expr(combine: Combine, acc: &str, v: &str) -> String {
+    match combine {
+        Combine::Sum => format!("{acc} + {v}"),
+        Combine::Max => format!("maximum({acc}, {v})"),
+    }
+}
+
+/// How a printer names temporaries and indexes memory: scalar code uses `tmp3` and the index
+/// as written; persistent CUDA code uses `tmp3[s]` and its own `r`.
+pub struct Spelling<'a> {
+    /// The language.
+    pub dialect: Dialect,
+    /// The name of temporary `n`.
+    pub tmp: &'a dyn Fn(usize) -> String,
+    /// An index as printed.
+    pub index: &'a dyn Fn(&FlatIndex) -> String,
+}
+
+impl Spelling<'_> {
+    /// An operand as printed.
+    pub fn value(&self, v: &Value) -> String {
+        match v {
+            Value::Tmp(t) => (self.tmp)(*t),
+            Value::Constant(c) => constant(*c, self.dialect),
+        }
+    }
+
+    /// One statement as a line of C (`float tmp2 = tmp0 + tmp1;`); `declare` puts `float` in
+    /// front of definitions.
+    pub fn stmt(&self, kernel: &Kernel, stmt: &Stmt, declare: bool) -> String {
+        let ty = if declare { "float " } else { "" };
+        match stmt {
+            Stmt::Load { tmp, arg, index } => {
+                format!("{ty}{} = {}[{}];", (self.tmp)(*tmp), kernel.args[*arg].name, (self.index)(index))
+            }
+            Stmt::Compute { tmp, op, operands } => {
+                let args: Vec<String> = operands.iter().map(|v| self.value(v)).collect();
+                format!("{ty}{} = {};", (self.tmp)(*tmp), op_expr(*op, &args, self.dialect))
+            }
+            Stmt::Store { arg, index, value } => {
+                format!("{}[{}] = {};", kernel.args[*arg].name, (self.index)(index), self.value(value))
+            }
+        }
+    }
+}
+
+/// The plain spelling: `tmpN` and indices over `x` and `r`.
+pub fn scalar_spelling(dialect: Dialect) -> Spelling<'static> {
+    Spelling { dialect, tmp: &|t| format!("tmp{t}"), index: &|i| i.to_c() }
+}
+
+/// How a row's loops over `r` are spread over threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowLoops {
+    /// One thread walks the whole row (C, and CUDA kernels whose rows are strided).
+    Sequential(Dialect),
+    /// The threads of a CUDA block stride through the row together and combine their partial
+    /// results with block reductions; only thread 0 stores per-row values.
+    BlockStrided,
+}
+
+/// The phases of one row as loops over `r` that re-read the row each time, at `indent`.
+pub(crate) fn row_loops(k: &Kernel, style: RowLoops, indent: &str) -> String {
+    let KernelBody::Reduction { row_len, phases, .. } = &k.body else {
+        unreachable!("row loops belong to reduction kernels")
+    };
+    let dialect = match style {
+        RowLoops::Sequential(d) => d,
+        RowLoops::BlockStrided => Dialect::Cuda,
+    };
+    let spell = scalar_spelling(dialect);
+    let header = match style {
+        RowLoops::Sequential(Dialect::C) => format!("for (int64_t r = 0; r < {row_len}; r++) {{"),
+        RowLoops::Sequential(Dialect::Cuda) => format!("for (long long r = 0; r < {row_len}; r++) {{"),
+        RowLoops::BlockStrided => format!("for (long long r = threadIdx.x; r < {row_len}; r += blockDim.x) {{"),
+    };
+    let mut out = String::new();
+    for phase in phases {
+        match phase {
+            Phase::Row(stmts) => {
+                for s in stmts {
+                    let line = spell.stmt(k, s, true);
+                    let guarded = matches!(s, Stmt::Store { .. }) && style == RowLoops::BlockStrided;
+                    let line = if guarded { format!("if (threadIdx.x == 0) {line}") } else { line };
+                    writeln!(out, "{indent}{line}").unwrap();
+                }
+            }
+            Phase::Loop { stmts, reductions } => {
+                for r in reductions {
+                    writeln!(out, "{indent}float tmp{} = {};", r.tmp, identity(r.combine, dialect)).unwrap();
+                }
+                // A sum may be reassociated into vector lanes; the NaN-propagating max may not.
+                let sums: Vec<String> = reductions.iter().map(|r| format!("tmp{}", r.tmp)).collect();
+                if style == RowLoops::Sequential(Dialect::C)
+                    && !sums.is_empty()
+                    && reductions.iter().all(|r| r.combine == Combine::Sum)
+                {
+                    writeln!(out, "{indent}#pragma omp simd reduction(+:{})", sums.join(", ")).unwrap();
+                }
+                // GCC 12 at -O3 fully unrolls a short row loop holding a max reduction, then
+                // vectorises the row loop around it with masked loads and gets the result wrong
+                // (found by this crate's property test). Keeping the loop a loop avoids that.
+                if dialect == Dialect::C && reductions.iter().any(|r| r.combine == Combine::Max) {
+                    writeln!(out, "{indent}#pragma GCC unroll 1").unwrap();
+                }
+                writeln!(out, "{indent}{header}").unwrap();
+                for s in stmts {
+                    writeln!(out, "{indent}    {}", spell.stmt(k, s, true)).unwrap();
+                }
+                for r in reductions {
+                    let acc = format!("tmp{}", r.tmp);
+                    writeln!(out, "{indent}    {acc} = {};", combine_expr(r.combine, &acc, &spell.value(&r.value)))
+                        .unwrap();
+                }
+                writeln!(out, "{indent}}}").unwrap();
+                if style == RowLoops::BlockStrided {
+                    for r in reductions {
+                        writeln!(out, "{indent}tmp{0} = {1}(tmp{0}, smem);", r.tmp, block_reduce(r.combine)).unwrap();
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The CUDA helper that combines one value per thread across a block.
+pub(crate) fn block_reduce(combine: Combine) -> &'static str {
+    match combine {
+        Combine::Sum => "block_sum",
+        Combine::Max => "block_max",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constants_round_trip() {
+        assert_eq!(constant(2.0, Dialect::C), "2.0f");
+        assert_eq!(constant(1e-5, Dialect::C), "1e-5f");
+        assert_eq!(constant(0.70710677, Dialect::C), "0.70710677f");
+        assert_eq!(constant(f32::NEG_INFINITY, Dialect::C), "-INFINITY");
+        assert_eq!(constant(f32::NEG_INFINITY, Dialect::Cuda), "__int_as_float(0xff800000)");
+    }
+}

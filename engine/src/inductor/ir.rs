@@ -1,0 +1,197 @@
+//! The loop-level IR, the analogue of TorchInductor's `ir.py` (`Pointwise`, `Reduction`,
+//! `ExternKernel`, `ReinterpretView`): each primitive graph node becomes one [`IrNode`] that says
+//! what to compute for one element of its iteration space, reading memory through
+//! [`Affine`] index expressions. Views are not nodes: they only change how a buffer is indexed.
+
+use std::fmt;
+
+use super::index::Affine;
+use crate::error::SourceLocation;
+use crate::fx::NodeId;
+use crate::layout::Layout;
+use crate::op::{BinaryOp, ReduceOp, UnaryOp};
+
+/// A region of memory a kernel can read: a graph input or the output of an IR node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BufferName {
+    /// The graph input (placeholder) with this position.
+    Input(usize),
+    /// The output of the IR node with this index, printed `buf<N>` as in Inductor.
+    Node(usize),
+}
+
+impl fmt::Display for BufferName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BufferName::Input(i) => write!(f, "arg{i}"),
+            BufferName::Node(n) => write!(f, "buf{n}"),
+        }
+    }
+}
+
+/// A strided view of a buffer (Inductor's `ReinterpretView`): how a value reaches its readers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The memory viewed.
+    pub buffer: BufferName,
+    /// Sizes, strides and offset of the view, in elements of the buffer.
+    pub layout: Layout,
+}
+
+/// A read of one element: `buffer[index]`, with the index over the reader's iteration space.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Load {
+    /// The memory read.
+    pub buffer: BufferName,
+    /// Which element, as a function of the reader's loop coordinates.
+    pub index: Affine,
+}
+
+/// An operand of a pointwise computation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand {
+    /// An element loaded from memory.
+    Load(Load),
+    /// A constant baked into the kernel.
+    Constant(f32),
+}
+
+/// The scalar function a pointwise node applies to its operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PointwiseOp {
+    /// A unary op of the catalogue.
+    Unary(UnaryOp),
+    /// A binary op of the catalogue.
+    Binary(BinaryOp),
+    /// `cond != 0 ? a : b`.
+    Where,
+    /// The operand itself: a copy into a dense buffer (`contiguous`, a reshape that needs one).
+    Copy,
+}
+
+/// What an IR node computes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeBody {
+    /// One output element from operands at the same coordinates; the iteration space is the
+    /// node's output shape.
+    Pointwise {
+        /// The scalar function.
+        op: PointwiseOp,
+        /// Its operands, in order.
+        operands: Vec<Operand>,
+    },
+    /// Combines `input` along `dim` of the iteration space `input_shape`.
+    Reduction {
+        /// Sum, mean or max.
+        kind: ReduceOp,
+        /// The dimension of `input_shape` reduced.
+        dim: usize,
+        /// The element reduced, over the coordinates of `input_shape`.
+        input: Load,
+        /// The iteration space: the shape of the tensor reduced.
+        input_shape: Vec<usize>,
+    },
+    /// A matrix product done by a library routine (sgemm on CPU, cuBLAS on GPU), as Inductor
+    /// leaves matmul to `extern_kernels.mm`.
+    Matmul {
+        /// Left operand, a view of rank 2 or more.
+        a: View,
+        /// Right operand.
+        b: View,
+    },
+}
+
+/// One node of the loop-level IR: a buffer the size of `shape`, and how to compute it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IrNode {
+    /// The graph node it was lowered from (a view that needed a copy lowers to a copy node).
+    pub origin: NodeId,
+    /// The origin's name in the graph (`add_1`).
+    pub origin_name: String,
+    /// The op's name, used in kernel names (`add`, `amax`, `contiguous`).
+    pub op_name: &'static str,
+    /// The learner's line that produced the origin.
+    pub location: Option<SourceLocation>,
+    /// Shape of the node's output (a dense row-major buffer).
+    pub shape: Vec<usize>,
+    /// What it computes.
+    pub body: NodeBody,
+}
+
+impl IrNode {
+    /// The loop nest the node needs: its output shape, or for a reduction the shape reduced.
+    pub fn iteration_shape(&self) -> &[usize] {
+        match &self.body {
+            NodeBody::Reduction { input_shape, .. } => input_shape,
+            _ => &self.shape,
+        }
+    }
+
+    /// The loads the node makes from memory (none for an extern call, which reads whole views).
+    pub fn loads(&self) -> Vec<&Load> {
+        match &self.body {
+            NodeBody::Pointwise { operands, .. } => operands
+                .iter()
+                .filter_map(|o| match o {
+                    Operand::Load(l) => Some(l),
+                    Operand::Constant(_) => None,
+                })
+                .collect(),
+            NodeBody::Reduction { input, .. } => vec![input],
+            NodeBody::Matmul { .. } => Vec::new(),
+        }
+    }
+
+    /// Every buffer the node reads.
+    pub fn reads(&self) -> Vec<BufferName> {
+        match &self.body {
+            NodeBody::Matmul { a, b } => vec![a.buffer, b.buffer],
+            _ => self.loads().iter().map(|l| l.buffer).collect(),
+        }
+    }
+
+    /// True for a node that only a library call can compute.
+    pub fn is_extern(&self) -> bool {
+        matches!(self.body, NodeBody::Matmul { .. })
+    }
+}
+
+/// A graph input as the compiled code sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GraphInput {
+    /// The placeholder's name (`x`, `fc1_weight`).
+    pub name: String,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// The strides it was traced with, which the generated indexing relies on.
+    pub strides: Vec<usize>,
+}
+
+/// A whole graph in loop-level IR: what [`super::lowering`] produces and the scheduler consumes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoweredGraph {
+    /// The graph inputs, in placeholder order.
+    pub inputs: Vec<GraphInput>,
+    /// The computed nodes, in execution order (a node only reads earlier ones).
+    pub nodes: Vec<IrNode>,
+    /// What the graph returns: views of inputs or node buffers.
+    pub outputs: Vec<View>,
+}
+
+impl LoweredGraph {
+    /// The name a buffer has in listings: the placeholder's name for inputs, `bufN` otherwise.
+    pub fn buffer_name(&self, buffer: BufferName) -> String {
+        match buffer {
+            BufferName::Input(i) => self.inputs[i].name.clone(),
+            BufferName::Node(_) => buffer.to_string(),
+        }
+    }
+
+    /// The shape of a buffer's memory (a node's output, or an input as traced).
+    pub fn buffer_shape(&self, buffer: BufferName) -> &[usize] {
+        match buffer {
+            BufferName::Input(i) => &self.inputs[i].shape,
+            BufferName::Node(n) => &self.nodes[n].shape,
+        }
+    }
+}

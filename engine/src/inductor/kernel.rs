@@ -1,0 +1,479 @@
+//! The kernel IR: one fused group as straight-line statements over the loop variables `x` and `r`,
+//! the form both printers ([`super::codegen::c`] and [`super::codegen::cuda`]) consume. It plays
+//! the part of Inductor's `SIMDKernel` body (the loads, computes and stores it buffers before
+//! printing Triton or C++).
+//!
+//! A pointwise kernel is one loop over `x` with a body of statements. A reduction kernel loops
+//! over rows `x`; each row runs [`Phase`]s: loops over the row's elements `r` that accumulate
+//! reductions, and per-row statements between them. Values computed inside the kernel pass in
+//! temporaries (`tmpN`); only buffers read by other kernels or returned are stored.
+
+use std::collections::HashMap;
+
+use super::index::{Affine, FlatIndex};
+use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
+use super::scheduler::{Group, GroupKind, Schedule, is_row_shape};
+use crate::error::SourceLocation;
+use crate::op::{BinaryOp, ReduceOp};
+
+/// Longest row a persistent reduction keeps in registers (1024 threads, 8 elements each).
+pub const PERSISTENT_MAX_ROW: usize = 8192;
+
+/// An operand of a statement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// The temporary `tmpN`.
+    Tmp(usize),
+    /// A constant.
+    Constant(f32),
+}
+
+/// One statement of a kernel body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `tmp = args[arg][index]`
+    Load {
+        /// The temporary defined.
+        tmp: usize,
+        /// Which kernel argument is read.
+        arg: usize,
+        /// Which element.
+        index: FlatIndex,
+    },
+    /// `tmp = op(operands)`
+    Compute {
+        /// The temporary defined.
+        tmp: usize,
+        /// The scalar function.
+        op: PointwiseOp,
+        /// Its operands.
+        operands: Vec<Value>,
+    },
+    /// `args[arg][index] = value`
+    Store {
+        /// Which kernel argument is written.
+        arg: usize,
+        /// Which element.
+        index: FlatIndex,
+        /// What is written.
+        value: Value,
+    },
+}
+
+/// How a reduction combines values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// `acc + v`, starting at 0.
+    Sum,
+    /// NaN-propagating maximum, starting at -inf.
+    Max,
+}
+
+/// `tmp = combine over the row of value`: the accumulator `tmp` starts at the identity before
+/// the loop and holds the row's result after it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reduce {
+    /// The accumulator, a per-row temporary.
+    pub tmp: usize,
+    /// How values combine.
+    pub combine: Combine,
+    /// The per-element value combined (defined in the loop's statements).
+    pub value: Value,
+}
+
+/// One step of a row in a reduction kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Phase {
+    /// Statements run once per row (on reduced values).
+    Row(Vec<Stmt>),
+    /// A loop over the row's elements: statements per element, then the reductions they feed.
+    /// A statement may appear in several loops (recomputed, or kept in registers by a persistent
+    /// kernel); it defines the same temporary each time.
+    Loop {
+        /// Per-element statements, including stores of per-element outputs.
+        stmts: Vec<Stmt>,
+        /// Accumulations done per element.
+        reductions: Vec<Reduce>,
+    },
+}
+
+/// A kernel's loops and statements.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KernelBody {
+    /// One loop over `x`, the flat element index.
+    Pointwise(Vec<Stmt>),
+    /// A loop over rows `x`, each row running the phases.
+    Reduction {
+        /// Elements per row: the range of `r`.
+        row_len: usize,
+        /// Whether the reduced dimension is the innermost one, so a row is contiguous in `r`
+        /// (a block of threads can share it) rather than strided (one thread walks it).
+        innermost: bool,
+        /// Whether a row fits in one thread block's registers (`per_` kernels) rather than being
+        /// re-read by each loop (`red_` kernels).
+        persistent: bool,
+        /// The phases, in order.
+        phases: Vec<Phase>,
+    },
+}
+
+/// A pointer argument of a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelArg {
+    /// Its name in the source (`in_ptr0`, `out_ptr0`).
+    pub name: String,
+    /// The buffer passed for it.
+    pub buffer: BufferName,
+    /// Whether the kernel writes it.
+    pub output: bool,
+}
+
+/// A graph node a kernel computes, for annotations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Origin {
+    /// The node's name in the graph.
+    pub node: String,
+    /// Its op.
+    pub op: &'static str,
+    /// The learner's line.
+    pub location: Option<SourceLocation>,
+}
+
+/// One generated kernel: name, pointer arguments (inputs first), the loop extent and the body.
+/// Every kernel also takes `xnumel`, the extent of `x`, at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// `poi_fused_add_relu_mul_0`: kind (`poi`ntwise, `per`sistent or looped `red`uction), the
+    /// ops fused in the order they first run, and the kernel's position.
+    pub name: String,
+    /// Pointer arguments: inputs, then outputs.
+    pub args: Vec<KernelArg>,
+    /// The extent of `x` for the traced shapes (elements, or rows of a reduction).
+    pub xnumel: usize,
+    /// Loops and statements.
+    pub body: KernelBody,
+    /// The graph nodes fused into it, in order.
+    pub origins: Vec<Origin>,
+}
+
+/// Builds the kernel for `group` (not an extern group); `index` numbers it in the graph.
+pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: usize) -> Kernel {
+    let (shape, dim) = match &group.kind {
+        GroupKind::Pointwise { shape } => (shape.clone(), None),
+        GroupKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
+        GroupKind::Extern => unreachable!("extern groups are calls, not kernels"),
+    };
+    let mut builder = Builder::new(graph, schedule, group, &shape, dim);
+    let body = match dim {
+        None => {
+            let (mut stmts, mut emitted) = (Vec::new(), Vec::new());
+            for &m in &group.members {
+                builder.emit(m, &mut stmts, &mut emitted);
+                builder.store(m, &mut stmts);
+            }
+            KernelBody::Pointwise(stmts)
+        }
+        Some(d) => {
+            let innermost = shape[d + 1..].iter().all(|&s| s == 1);
+            KernelBody::Reduction {
+                row_len: shape[d],
+                innermost,
+                persistent: innermost && shape[d] <= PERSISTENT_MAX_ROW,
+                phases: builder.phases(),
+            }
+        }
+    };
+    let xnumel = shape.iter().enumerate().filter(|&(i, _)| Some(i) != dim).map(|(_, s)| s).product();
+    let prefix = match &body {
+        KernelBody::Pointwise(_) => "poi",
+        KernelBody::Reduction { persistent: true, .. } => "per",
+        KernelBody::Reduction { .. } => "red",
+    };
+    // Ops in the order they first run, so the name reads as the computation does.
+    let mut ops: Vec<&str> = Vec::new();
+    for &m in &group.members {
+        if !ops.contains(&graph.nodes[m].op_name) {
+            ops.push(graph.nodes[m].op_name);
+        }
+    }
+    let origins = group
+        .members
+        .iter()
+        .map(|&m| {
+            let n = &graph.nodes[m];
+            Origin { node: n.origin_name.clone(), op: n.op_name, location: n.location }
+        })
+        .collect();
+    Kernel { name: format!("{prefix}_fused_{}_{index}", ops.join("_")), args: builder.args, xnumel, body, origins }
+}
+
+/// Where a member's value lives while the kernel runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// One value per element of the iteration space.
+    Element,
+    /// One value per row.
+    Row,
+}
+
+struct Builder<'a> {
+    graph: &'a LoweredGraph,
+    schedule: &'a Schedule,
+    members: &'a [usize],
+    shape: &'a [usize],
+    dim: Option<usize>,
+    args: Vec<KernelArg>,
+    /// The temporary holding each member's value.
+    tmp_of: HashMap<usize, usize>,
+    /// The temporary holding each distinct load.
+    load_tmp: HashMap<(usize, FlatIndex), usize>,
+    next_tmp: usize,
+}
+
+impl<'a> Builder<'a> {
+    fn new(
+        graph: &'a LoweredGraph,
+        schedule: &'a Schedule,
+        group: &'a Group,
+        shape: &'a [usize],
+        dim: Option<usize>,
+    ) -> Self {
+        let mut args: Vec<KernelArg> = Vec::new();
+        for &m in &group.members {
+            for buffer in graph.nodes[m].reads() {
+                let internal = matches!(buffer, BufferName::Node(p) if group.members.contains(&p));
+                if !internal && !args.iter().any(|a| a.buffer == buffer) {
+                    args.push(KernelArg { name: format!("in_ptr{}", args.len()), buffer, output: false });
+                }
+            }
+        }
+        let inputs = args.len();
+        for &m in &group.members {
+            if schedule.stored[m] {
+                args.push(KernelArg {
+                    name: format!("out_ptr{}", args.len() - inputs),
+                    buffer: BufferName::Node(m),
+                    output: true,
+                });
+            }
+        }
+        Builder {
+            graph,
+            schedule,
+            members: &group.members,
+            shape,
+            dim,
+            args,
+            tmp_of: HashMap::new(),
+            load_tmp: HashMap::new(),
+            next_tmp: 0,
+        }
+    }
+
+    fn fresh(&mut self) -> usize {
+        self.next_tmp += 1;
+        self.next_tmp - 1
+    }
+
+    fn arg_of(&self, buffer: BufferName) -> usize {
+        self.args.iter().position(|a| a.buffer == buffer).expect("every buffer read or written has an argument")
+    }
+
+    fn node(&self, m: usize) -> &'a IrNode {
+        &self.graph.nodes[m]
+    }
+
+    fn scope(&self, m: usize) -> Scope {
+        let node = self.node(m);
+        match (&node.body, self.dim) {
+            (NodeBody::Reduction { .. }, _) => Scope::Row,
+            (_, Some(d)) if node.shape != self.shape && is_row_shape(&node.shape, self.shape, d) => Scope::Row,
+            _ => Scope::Element,
+        }
+    }
+
+    /// An index over the member's own iteration space, as the kernel's loop variables compute it.
+    fn flat(&self, index: &Affine, space: &[usize]) -> FlatIndex {
+        let embedded = match self.dim {
+            Some(d) if space != self.shape => {
+                if space.len() == self.shape.len() {
+                    let mut keep = index.clone();
+                    keep.coeffs[d] = 0;
+                    keep
+                } else {
+                    index.with_dim_inserted(d)
+                }
+            }
+            _ => index.clone(),
+        };
+        FlatIndex::new(&embedded, self.shape, self.dim)
+    }
+
+    /// Appends the statements computing member `m` (and, for element members, the element
+    /// members it needs that are not yet in `emitted`) to `out`. Reductions are not emitted
+    /// here: their accumulation belongs to a loop, their value to the rows after it.
+    fn emit(&mut self, m: usize, out: &mut Vec<Stmt>, emitted: &mut Vec<usize>) -> Value {
+        if emitted.contains(&m) || (self.scope(m) == Scope::Row && self.tmp_of.contains_key(&m)) {
+            return Value::Tmp(self.tmp_of[&m]);
+        }
+        let node = self.node(m);
+        let NodeBody::Pointwise { op, operands } = &node.body else {
+            unreachable!("reductions are emitted by their phase")
+        };
+        let values: Vec<Value> = operands
+            .iter()
+            .map(|operand| match operand {
+                Operand::Constant(c) => Value::Constant(*c),
+                Operand::Load(load) => match load.buffer {
+                    BufferName::Node(p) if self.members.contains(&p) => {
+                        if self.scope(p) == Scope::Element {
+                            self.emit(p, out, emitted)
+                        } else {
+                            Value::Tmp(self.tmp_of[&p])
+                        }
+                    }
+                    buffer => {
+                        let index = self.flat(&load.index, node.iteration_shape());
+                        self.load(buffer, index, out)
+                    }
+                },
+            })
+            .collect();
+        let tmp = *self.tmp_of.entry(m).or_insert_with(|| {
+            self.next_tmp += 1;
+            self.next_tmp - 1
+        });
+        out.push(Stmt::Compute { tmp, op: *op, operands: values });
+        emitted.push(m);
+        Value::Tmp(tmp)
+    }
+
+    fn load(&mut self, buffer: BufferName, index: FlatIndex, out: &mut Vec<Stmt>) -> Value {
+        let arg = self.arg_of(buffer);
+        let key = (arg, index.clone());
+        let (tmp, new) = match self.load_tmp.get(&key) {
+            Some(&t) => (t, false),
+            None => {
+                let t = self.fresh();
+                self.load_tmp.insert(key, t);
+                (t, true)
+            }
+        };
+        let already_here = !new && out.iter().any(|s| matches!(s, Stmt::Load { tmp: t, .. } if *t == tmp));
+        if !already_here {
+            out.push(Stmt::Load { tmp, arg, index });
+        }
+        Value::Tmp(tmp)
+    }
+
+    /// Appends the store of member `m` when its buffer must be in memory.
+    fn store(&self, m: usize, out: &mut Vec<Stmt>) {
+        if !self.schedule.stored[m] {
+            return;
+        }
+        let node = self.node(m);
+        let own = match self.scope(m) {
+            Scope::Row => {
+                let mut keep = self.shape.to_vec();
+                keep[self.dim.expect("row values exist in reductions")] = 1;
+                self.flat(&Affine::contiguous(&keep), &keep)
+            }
+            Scope::Element => self.flat(&Affine::contiguous(&node.shape), &node.shape),
+        };
+        out.push(Stmt::Store { arg: self.arg_of(BufferName::Node(m)), index: own, value: Value::Tmp(self.tmp_of[&m]) });
+    }
+
+    /// The number of row loops that must finish before member `m`'s value exists.
+    fn level(&self, m: usize, memo: &mut HashMap<usize, usize>) -> usize {
+        if let Some(&l) = memo.get(&m) {
+            return l;
+        }
+        let node = self.node(m);
+        let inputs = node
+            .reads()
+            .into_iter()
+            .filter_map(|b| match b {
+                BufferName::Node(p) if self.members.contains(&p) => Some(self.level(p, memo)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let level = if matches!(node.body, NodeBody::Reduction { .. }) { inputs + 1 } else { inputs };
+        memo.insert(m, level);
+        level
+    }
+
+    /// The phases of a reduction kernel: for each level, the per-row statements whose inputs
+    /// are ready, then the loop that computes what the next level needs.
+    fn phases(&mut self) -> Vec<Phase> {
+        let mut memo = HashMap::new();
+        let levels: Vec<usize> = self.members.iter().map(|&m| self.level(m, &mut memo)).collect();
+        let row_len = self.shape[self.dim.expect("reduction kernels have a reduced dim")];
+        let top = levels.iter().copied().max().unwrap_or(0);
+        let mut phases = Vec::new();
+        let mut accumulators: HashMap<usize, (usize, ReduceOp)> = HashMap::new();
+        for level in 0..=top {
+            let mut row = Vec::new();
+            for (&m, &l) in self.members.iter().zip(&levels) {
+                if l != level || self.scope(m) != Scope::Row {
+                    continue;
+                }
+                match self.node(m).body {
+                    NodeBody::Reduction { .. } => {
+                        let (acc, kind) = accumulators[&m];
+                        let tmp = if kind == ReduceOp::Mean {
+                            let t = self.fresh();
+                            row.push(Stmt::Compute {
+                                tmp: t,
+                                op: PointwiseOp::Binary(BinaryOp::Div),
+                                operands: vec![Value::Tmp(acc), Value::Constant(row_len as f32)],
+                            });
+                            t
+                        } else {
+                            acc
+                        };
+                        self.tmp_of.insert(m, tmp);
+                    }
+                    _ => {
+                        self.emit(m, &mut row, &mut Vec::new());
+                    }
+                }
+                self.store(m, &mut row);
+            }
+            if !row.is_empty() {
+                phases.push(Phase::Row(row));
+            }
+            let mut stmts = Vec::new();
+            let mut emitted = Vec::new();
+            let mut reductions = Vec::new();
+            for (&m, &l) in self.members.iter().zip(&levels) {
+                match &self.node(m).body {
+                    NodeBody::Reduction { kind, input, input_shape, .. } if l == level + 1 => {
+                        let value = match input.buffer {
+                            BufferName::Node(p) if self.members.contains(&p) => self.emit(p, &mut stmts, &mut emitted),
+                            buffer => {
+                                let index = self.flat(&input.index, input_shape);
+                                self.load(buffer, index, &mut stmts)
+                            }
+                        };
+                        let acc = self.fresh();
+                        accumulators.insert(m, (acc, *kind));
+                        let combine = if *kind == ReduceOp::Max { Combine::Max } else { Combine::Sum };
+                        reductions.push(Reduce { tmp: acc, combine, value });
+                    }
+                    NodeBody::Pointwise { .. }
+                        if l == level && self.scope(m) == Scope::Element && self.schedule.stored[m] =>
+                    {
+                        self.emit(m, &mut stmts, &mut emitted);
+                        self.store(m, &mut stmts);
+                    }
+                    _ => {}
+                }
+            }
+            if !stmts.is_empty() || !reductions.is_empty() {
+                phases.push(Phase::Loop { stmts, reductions });
+            }
+        }
+        phases
+    }
+}

@@ -1,0 +1,232 @@
+//! Lowering, the analogue of TorchInductor's `lowering.py` and `GraphLowering`: each primitive
+//! node of a decomposed graph becomes one loop-level [`IrNode`]; view ops become new strided views
+//! of the same buffer, so broadcasting, permutes and slices cost index arithmetic, not copies.
+
+use super::index::Affine;
+use super::ir::{BufferName, GraphInput, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View};
+use crate::error::{Error, Result};
+use crate::fx::{Arg, Graph, Node, NodeId, NodeKind};
+use crate::layout::Layout;
+use crate::op::Op;
+
+/// Lowers a decomposed graph (see [`crate::aot::decompose`]) to loop-level IR. Nodes whose
+/// values nothing returned depends on are dropped (dead-code elimination), as Inductor drops them
+/// from the FX graph before lowering.
+pub fn lower(graph: &Graph) -> Result<LoweredGraph> {
+    let live = live_nodes(graph);
+    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default() };
+    for id in graph.ids() {
+        let node = graph.node(id);
+        let view = match &node.kind {
+            NodeKind::Placeholder { strides } => lowering.placeholder(node, strides),
+            NodeKind::Call { .. } if !live[id.index()] => continue,
+            NodeKind::Call { op, args } => lowering.call(id, op, args)?,
+        };
+        lowering.values[id.index()] = Some(view);
+    }
+    let outputs = graph.outputs().iter().map(|o| lowering.value(*o).clone()).collect();
+    Ok(LoweredGraph { outputs, ..lowering.out })
+}
+
+/// Which nodes the outputs depend on.
+fn live_nodes(graph: &Graph) -> Vec<bool> {
+    let mut live = vec![false; graph.nodes().len()];
+    for out in graph.outputs() {
+        live[out.index()] = true;
+    }
+    for id in graph.ids().collect::<Vec<_>>().into_iter().rev() {
+        if live[id.index()] {
+            for input in graph.node(id).inputs() {
+                live[input.index()] = true;
+            }
+        }
+    }
+    live
+}
+
+struct Lowering<'g> {
+    graph: &'g Graph,
+    /// The view through which each graph node's value is read.
+    values: Vec<Option<View>>,
+    out: LoweredGraph,
+}
+
+impl Lowering<'_> {
+    fn value(&self, id: NodeId) -> &View {
+        self.values[id.index()].as_ref().expect("graph nodes only read earlier nodes")
+    }
+
+    fn placeholder(&mut self, node: &Node, strides: &[usize]) -> View {
+        let index = self.out.inputs.len();
+        self.out.inputs.push(GraphInput {
+            name: node.name.clone(),
+            shape: node.meta.shape.clone(),
+            strides: strides.to_vec(),
+        });
+        View { buffer: BufferName::Input(index), layout: Layout::new(node.meta.shape.clone(), strides.to_vec(), 0) }
+    }
+
+    /// Appends an IR node for `origin` and returns the dense view of its output.
+    fn push(&mut self, id: NodeId, op: &Op, shape: Vec<usize>, body: NodeBody) -> View {
+        let index = self.out.nodes.len();
+        let origin = self.graph.node(id);
+        self.out.nodes.push(IrNode {
+            origin: id,
+            origin_name: origin.name.clone(),
+            op_name: op.name(),
+            location: origin.location,
+            shape: shape.clone(),
+            body,
+        });
+        View { buffer: BufferName::Node(index), layout: Layout::contiguous(&shape) }
+    }
+
+    /// A dense copy of `source`, for views the memory cannot express (a reshape of a transpose).
+    fn copy(&mut self, origin: NodeId, op: &Op, source: &View) -> View {
+        let shape = source.layout.shape().to_vec();
+        let load = Load { buffer: source.buffer, index: Affine::of_view(&source.layout, &shape) };
+        let body = NodeBody::Pointwise { op: PointwiseOp::Copy, operands: vec![Operand::Load(load)] };
+        self.push(origin, op, shape, body)
+    }
+
+    fn call(&mut self, id: NodeId, op: &Op, args: &[Arg]) -> Result<View> {
+        let node = self.graph.node(id);
+        let shape = node.meta.shape.clone();
+        let source = || match &args[0] {
+            Arg::Node(id) => Ok(self.value(*id).clone()),
+            Arg::Scalar(_) => Err(unsupported(node, "its first operand must be a tensor")),
+        };
+        let pointwise = |op: PointwiseOp| {
+            let operands = args
+                .iter()
+                .map(|a| match a {
+                    Arg::Node(id) => {
+                        let view = self.value(*id);
+                        Operand::Load(Load { buffer: view.buffer, index: Affine::of_view(&view.layout, &shape) })
+                    }
+                    Arg::Scalar(s) => Operand::Constant(s.0),
+                })
+                .collect();
+            NodeBody::Pointwise { op, operands }
+        };
+        Ok(match op {
+            Op::Unary(u) => {
+                let body = pointwise(PointwiseOp::Unary(*u));
+                self.push(id, op, shape, body)
+            }
+            Op::Binary(b) => {
+                let body = pointwise(PointwiseOp::Binary(*b));
+                self.push(id, op, shape, body)
+            }
+            Op::Where => {
+                let body = pointwise(PointwiseOp::Where);
+                self.push(id, op, shape, body)
+            }
+            Op::Reduce { kind, dim, .. } => {
+                let input = source()?;
+                let input_shape = input.layout.shape().to_vec();
+                let load = Load { buffer: input.buffer, index: Affine::of_view(&input.layout, &input_shape) };
+                self.push(id, op, shape, NodeBody::Reduction { kind: *kind, dim: *dim, input: load, input_shape })
+            }
+            Op::Matmul => {
+                let (a, b) = match (&args[0], &args[1]) {
+                    (Arg::Node(a), Arg::Node(b)) => (self.value(*a).clone(), self.value(*b).clone()),
+                    _ => return Err(unsupported(node, "matmul needs two tensors")),
+                };
+                self.push(id, op, shape, NodeBody::Matmul { a, b })
+            }
+            Op::Permute { dims } => {
+                let v = source()?;
+                View { buffer: v.buffer, layout: v.layout.permute(dims) }
+            }
+            Op::Expand { shape } => {
+                let v = source()?;
+                View { buffer: v.buffer, layout: v.layout.expand(shape) }
+            }
+            Op::Slice { dim, start, end, step } => {
+                let v = source()?;
+                View { buffer: v.buffer, layout: v.layout.slice(*dim, *start, *end, *step) }
+            }
+            Op::Reshape { shape } => {
+                let v = source()?;
+                match v.layout.reshape(shape) {
+                    Some(layout) => View { buffer: v.buffer, layout },
+                    None => {
+                        let dense = self.copy(id, op, &v);
+                        let layout = dense.layout.reshape(shape).expect("a fresh copy is contiguous");
+                        View { buffer: dense.buffer, layout }
+                    }
+                }
+            }
+            Op::Contiguous => {
+                let v = source()?;
+                if v.layout.is_contiguous() { v } else { self.copy(id, op, &v) }
+            }
+            Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Linear => {
+                return Err(unsupported(node, "composite ops must be decomposed first (aot::decompose)"));
+            }
+        })
+    }
+}
+
+fn unsupported(node: &Node, why: &str) -> Error {
+    let location = node.location.map(|l| format!(" at {l}")).unwrap_or_default();
+    Error::Backend { backend: "inductor".into(), message: format!("cannot lower `{}`{location}: {why}", node.name) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fx::proxy::Tracer;
+    use crate::tensor::{Tensor, TensorMeta};
+
+    fn trace(shapes: &[&[usize]], f: impl Fn(&[Tensor]) -> Result<Tensor>) -> Graph {
+        let tracer = Tracer::new();
+        let inputs: Vec<Tensor> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let meta = TensorMeta { shape: s.to_vec(), ..Default::default() };
+                tracer.placeholder(&format!("in{i}"), meta, crate::layout::contiguous_strides(s))
+            })
+            .collect();
+        let out = f(&inputs).unwrap();
+        tracer.finish(&[out]).unwrap().graph
+    }
+
+    #[test]
+    fn views_cost_no_nodes() {
+        let g = trace(&[&[3, 4], &[4]], |t| t[0].t()?.slice(0, 1, 4, 2)?.t()?.add(&t[1].slice(0, 0, 2, 1)?));
+        let lowered = lower(&g).unwrap();
+        assert_eq!(lowered.nodes.len(), 1);
+        let NodeBody::Pointwise { operands, .. } = &lowered.nodes[0].body else { panic!() };
+        let Operand::Load(a) = &operands[0] else { panic!() };
+        assert_eq!(a.index, Affine { offset: 1, coeffs: vec![4, 2] });
+    }
+
+    #[test]
+    fn a_reshape_of_a_transpose_copies() {
+        let g = trace(&[&[3, 4]], |t| t[0].t()?.reshape(&[12])?.exp());
+        let lowered = lower(&g).unwrap();
+        let ops: Vec<&str> = lowered.nodes.iter().map(|n| n.op_name).collect();
+        assert_eq!(ops, ["reshape", "exp"]);
+        assert!(matches!(lowered.nodes[0].body, NodeBody::Pointwise { op: PointwiseOp::Copy, .. }));
+    }
+
+    #[test]
+    fn dead_nodes_are_dropped() {
+        let g = trace(&[&[4]], |t| {
+            let _unused = t[0].exp()?;
+            t[0].neg()
+        });
+        let ops: Vec<&str> = lower(&g).unwrap().nodes.iter().map(|n| n.op_name).collect();
+        assert_eq!(ops, ["neg"]);
+    }
+
+    #[test]
+    fn composites_are_refused() {
+        let g = trace(&[&[3, 4]], |t| t[0].softmax(-1));
+        let err = lower(&g).unwrap_err().to_string();
+        assert!(err.contains("must be decomposed"), "{err}");
+    }
+}

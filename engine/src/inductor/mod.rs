@@ -1,0 +1,61 @@
+//! TorchInductor: lowers a decomposed graph to loop-level IR, fuses it into kernels, prints each
+//! kernel as C (CPU) or CUDA C (GPU), compiles it, and runs a `call` plan that allocates buffers
+//! and launches the kernels.
+//!
+//! | TorchInductor | here |
+//! | --- | --- |
+//! | `compile_fx.py` | [`compile_fx`] |
+//! | index expressions in `ir.py` | [`index`] |
+//! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`) | [`ir`] |
+//! | `lowering.py` | [`lowering`] |
+//! | `scheduler.py` (`can_fuse`) | [`scheduler`] |
+//! | the kernel body a `SIMDKernel` collects | [`kernel`] |
+//! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`] |
+//! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
+//! | `TORCH_LOGS=output_code` | [`output_code`] |
+//!
+//! ```
+//! use engine::{backends::Inductor, dynamo, Tensor};
+//! let inductor = Inductor::default();
+//! let f = dynamo::compile(|(x, b): (Tensor, Tensor)| x.add(&b)?.relu()?.mul(2.0)).backend(inductor.clone());
+//! let y = f.call((&Tensor::randn(&[1000], 0), &Tensor::randn(&[1000], 1)))?;
+//! assert_eq!(inductor.output_codes()[0].kernel_names(), ["poi_fused_add_relu_mul_0"]);
+//! # Ok::<(), engine::Error>(())
+//! ```
+
+pub mod codegen;
+mod compile_fx;
+pub mod index;
+pub mod ir;
+pub mod kernel;
+pub mod lowering;
+pub mod output_code;
+mod runtime;
+pub mod scheduler;
+pub mod wrapper;
+
+pub use compile_fx::{compile_fx, generate};
+pub use output_code::OutputCode;
+
+use crate::backends::CompiledGraph;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// A compiled graph: its output code and the program that runs it.
+pub struct CompiledModule {
+    output_code: OutputCode,
+    program: runtime::CpuProgram,
+}
+
+impl CompiledModule {
+    /// The generated kernels and call plan.
+    pub fn output_code(&self) -> &OutputCode {
+        &self.output_code
+    }
+}
+
+impl CompiledGraph for CompiledModule {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.program.run(inputs)
+    }
+}

@@ -1,0 +1,162 @@
+//! The output code, what `TORCH_LOGS=output_code` prints for TorchInductor: every generated
+//! kernel's source, annotated with the graph nodes and source lines it computes, followed by the
+//! `call` plan that allocates buffers and launches kernels. Printed by `ENGINE_LOGS=output_code`
+//! and readable from the API ([`super::CompiledModule::output_code`]).
+
+use std::fmt;
+
+use super::ir::{BufferName, LoweredGraph, NodeBody, View};
+use super::kernel::{Kernel, Origin};
+use super::wrapper::{CallPlan, Step};
+use crate::device::Device;
+use crate::layout::{Layout, numel};
+
+/// One kernel's printed source and where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelCode {
+    /// The kernel's name (`poi_fused_add_relu_mul_0`).
+    pub name: String,
+    /// Its source, exactly as compiled.
+    pub source: String,
+    /// The graph nodes it computes.
+    pub origins: Vec<Origin>,
+}
+
+/// The generated module: kernels and the call plan, as text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputCode {
+    /// Where the kernels run: C on the CPU, CUDA C on a GPU.
+    pub device: Device,
+    /// The kernels, in launch order.
+    pub kernels: Vec<KernelCode>,
+    /// Extern library calls made by the plan (`matmul`), in order.
+    pub extern_calls: Vec<String>,
+    /// The `call` function.
+    pub call: String,
+}
+
+impl OutputCode {
+    /// Builds the output code for a planned graph; `sources[i]` is kernel `i`'s source.
+    pub fn new(
+        device: Device,
+        graph: &LoweredGraph,
+        kernels: &[Kernel],
+        sources: Vec<String>,
+        plan: &CallPlan,
+    ) -> Self {
+        let kernels_code = kernels
+            .iter()
+            .zip(sources)
+            .map(|(k, source)| KernelCode { name: k.name.clone(), source, origins: k.origins.clone() })
+            .collect();
+        let extern_calls = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Matmul { node } => Some(graph.nodes[*node].origin_name.clone()),
+                _ => None,
+            })
+            .collect();
+        OutputCode { device, kernels: kernels_code, extern_calls, call: render_call(graph, kernels, plan) }
+    }
+
+    /// The kernels' names, in launch order.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        self.kernels.iter().map(|k| k.name.as_str()).collect()
+    }
+}
+
+impl fmt::Display for OutputCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let language = if self.device == Device::Cpu { "C" } else { "CUDA C" };
+        writeln!(
+            f,
+            "// Output code: {} kernel(s) in {language} for {}, {} extern call(s)",
+            self.kernels.len(),
+            self.device,
+            self.extern_calls.len()
+        )?;
+        for k in &self.kernels {
+            writeln!(f)?;
+            writeln!(f, "// {} computes:", k.name)?;
+            for line in origin_lines(&k.origins) {
+                writeln!(f, "//   {line}")?;
+            }
+            f.write_str(&k.source)?;
+        }
+        writeln!(f)?;
+        f.write_str(&self.call)
+    }
+}
+
+/// Origins grouped by source line: `engine/tests/mlp.rs:24: %add, %mul (add, mul)`.
+fn origin_lines(origins: &[Origin]) -> Vec<String> {
+    let mut lines: Vec<(String, Vec<String>, Vec<&str>)> = Vec::new();
+    for o in origins {
+        let place = o.location.map(|l| l.short()).unwrap_or_else(|| "graph".into());
+        match lines.iter_mut().find(|(p, _, _)| *p == place) {
+            Some((_, nodes, ops)) => {
+                nodes.push(format!("%{}", o.node));
+                if !ops.contains(&o.op) {
+                    ops.push(o.op);
+                }
+            }
+            None => lines.push((place, vec![format!("%{}", o.node)], vec![o.op])),
+        }
+    }
+    lines.into_iter().map(|(place, nodes, ops)| format!("{place}: {} ({})", nodes.join(", "), ops.join(", "))).collect()
+}
+
+/// A view as the plan passes it: the buffer's name, or `name.as_strided(...)` when the view is
+/// not the buffer's own layout.
+fn view_text(graph: &LoweredGraph, view: &View) -> String {
+    let name = graph.buffer_name(view.buffer);
+    let natural = match view.buffer {
+        BufferName::Input(i) => Layout::new(graph.inputs[i].shape.clone(), graph.inputs[i].strides.clone(), 0),
+        BufferName::Node(n) => Layout::contiguous(&graph.nodes[n].shape),
+    };
+    if view.layout == natural {
+        return name;
+    }
+    let l = &view.layout;
+    format!("{name}.as_strided({:?}, {:?}, {})", l.shape(), l.strides(), l.offset())
+}
+
+fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> String {
+    let params: Vec<String> = graph.inputs.iter().map(|i| format!("{}: f32{:?}", i.name, i.shape)).collect();
+    let results: Vec<String> = graph.outputs.iter().map(|o| format!("f32{:?}", o.layout.shape())).collect();
+    let mut out = format!("fn call({}) -> ({},) {{\n", params.join(", "), results.join(", "));
+    for step in &plan.steps {
+        let line = match step {
+            Step::Alloc { buffer, reuses: None } => {
+                let shape = &graph.nodes[*buffer].shape;
+                format!("let buf{buffer} = empty({shape:?});  // {} floats", numel(shape))
+            }
+            Step::Alloc { buffer, reuses: Some(old) } => {
+                format!("let buf{buffer} = buf{old};  // reuse: buf{old} is dead and has the same size")
+            }
+            Step::Kernel { kernel } => {
+                let k = &kernels[*kernel];
+                let args: Vec<String> = k.args.iter().map(|a| graph.buffer_name(a.buffer)).collect();
+                format!("{}({}, xnumel = {});", k.name, args.join(", "), k.xnumel)
+            }
+            Step::Matmul { node } => {
+                let n = &graph.nodes[*node];
+                let NodeBody::Matmul { a, b } = &n.body else { unreachable!("matmul steps run matmul nodes") };
+                let place = n.location.map(|l| format!(" at {}", l.short())).unwrap_or_default();
+                format!(
+                    "extern_kernels::matmul({}, {}, out = buf{node});  // %{}{place}",
+                    view_text(graph, a),
+                    view_text(graph, b),
+                    n.origin_name
+                )
+            }
+        };
+        out.push_str("    ");
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let returned: Vec<String> = graph.outputs.iter().map(|o| view_text(graph, o)).collect();
+    out.push_str(&format!("    return ({},);\n}}\n", returned.join(", ")));
+    out
+}

@@ -1,0 +1,499 @@
+//! Scheduling and fusion, the analogue of TorchInductor's `scheduler.py`: IR nodes are grouped
+//! into kernels. A node joins the group of its latest producer when a fusion decision (Inductor's
+//! `can_fuse`) allows it; every refusal carries a reason, printed by `ENGINE_LOGS=fusion` like
+//! Inductor's "why no fuse" messages.
+//!
+//! Inside a group, values pass from producer to consumer in registers, so a consumer may only
+//! read a producer of its own group at the element it is computing itself (or, inside a reduction
+//! kernel, the reduced value of its own row). Anything else needs the producer's buffer in memory
+//! and therefore another kernel.
+
+use std::fmt;
+
+use super::index::Affine;
+use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody};
+use crate::error::{Error, Result};
+
+/// What a kernel group loops over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupKind {
+    /// One loop over every element of `shape`.
+    Pointwise {
+        /// The iteration space.
+        shape: Vec<usize>,
+    },
+    /// Rows of `shape` along `dim`: an outer loop over rows, inner loops along each row.
+    Reduction {
+        /// The iteration space of the rows' elements.
+        shape: Vec<usize>,
+        /// The dimension reduced.
+        dim: usize,
+    },
+    /// A library call (matmul); never fused.
+    Extern,
+}
+
+impl fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupKind::Pointwise { shape } => write!(f, "pointwise over {shape:?}"),
+            GroupKind::Reduction { shape, dim } => write!(f, "reduction over dim {dim} of {shape:?}"),
+            GroupKind::Extern => f.write_str("extern call"),
+        }
+    }
+}
+
+/// What a node would be inside a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeRole {
+    /// A pointwise node over `shape`.
+    Pointwise {
+        /// Its output shape.
+        shape: Vec<usize>,
+    },
+    /// A reduction of `shape` along `dim`.
+    Reduction {
+        /// The shape reduced.
+        shape: Vec<usize>,
+        /// The dimension reduced.
+        dim: usize,
+    },
+    /// A library call.
+    Extern,
+}
+
+/// How a candidate reads one buffer computed inside the group it might join.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The same element the reader computes: passes in a register.
+    SameElement,
+    /// The reduced value of the reader's own row: passes in a register once the row is reduced.
+    RowValue,
+    /// Any other element (a transpose, a slice, a broadcast across rows): needs memory.
+    Other,
+}
+
+/// One read of a group's buffer by the candidate node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRead {
+    /// The buffer read (`buf3`).
+    pub buffer: String,
+    /// How it is read.
+    pub access: Access,
+}
+
+/// Everything a fusion decision looks at: the group so far and the node that could join it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusionCandidate {
+    /// The group's loop structure.
+    pub group: GroupKind,
+    /// The ops already in the group, in order.
+    pub group_ops: Vec<String>,
+    /// The candidate's name in the graph (`add_2`).
+    pub node: String,
+    /// The candidate's op (`add`, `amax`, `matmul`).
+    pub op: String,
+    /// What the candidate would be.
+    pub role: NodeRole,
+    /// Its reads of buffers computed in the group.
+    pub reads: Vec<GroupRead>,
+}
+
+/// How a node joins a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FusionKind {
+    /// A pointwise node in a pointwise group over the same elements.
+    Pointwise,
+    /// A reduction whose input the pointwise group computes: the group becomes a reduction
+    /// kernel with the pointwise nodes as its prologue.
+    ReductionPrologue,
+    /// A pointwise node over the elements of the rows a reduction group loops over: it runs in
+    /// the row loop, reading reduced values of its row (softmax's `exp(x - max)`).
+    RowEpilogue,
+    /// A pointwise node over the reduced values, one per row (layer norm's `rsqrt(var + eps)`).
+    PerRow,
+    /// Another reduction over the same rows (softmax's `sum` after its `amax`).
+    AnotherReduction,
+}
+
+impl fmt::Display for FusionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FusionKind::Pointwise => "a pointwise op over the same elements",
+            FusionKind::ReductionPrologue => "a reduction of what the kernel computes (pointwise prologue)",
+            FusionKind::RowEpilogue => "an op on the rows' elements (epilogue)",
+            FusionKind::PerRow => "an op on the reduced values (one per row)",
+            FusionKind::AnotherReduction => "another reduction of the same rows",
+        })
+    }
+}
+
+/// The answer of a fusion decision: join, and how, or stay apart, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The node joins the group.
+    Fuse(FusionKind),
+    /// The node starts a new kernel; the reason is printed in the fusion log.
+    Refuse(String),
+}
+
+/// A fusion policy: decides for one candidate. [`can_fuse`] is the engine's own.
+pub type FusionPolicy = fn(&FusionCandidate) -> Decision;
+
+/// The engine's fusion decision, TorchInductor's rules in small:
+///
+/// - matmul is an extern library call and never fuses;
+/// - pointwise nodes over the same elements fuse into one loop;
+/// - a reduction fuses with the pointwise nodes that compute its input (a prologue);
+/// - a reduction group takes pointwise nodes over its rows' elements or over its reduced values,
+///   and further reductions of the same rows (softmax and layer norm become one kernel);
+/// - a consumer that reads a group's buffer at any other element than its own needs that buffer
+///   in memory, so it starts a new kernel.
+pub fn can_fuse(c: &FusionCandidate) -> Decision {
+    let kind = match (&c.group, &c.role) {
+        (_, NodeRole::Extern) => {
+            return Decision::Refuse(format!(
+                "{} is an extern library call (sgemm/cuBLAS): it reads its inputs from memory and cannot be fused",
+                c.op
+            ));
+        }
+        (GroupKind::Extern, _) => {
+            return Decision::Refuse(
+                "the producer is an extern library call; its epilogue starts a new kernel".to_string(),
+            );
+        }
+        (GroupKind::Pointwise { shape }, NodeRole::Pointwise { shape: s }) if s == shape => FusionKind::Pointwise,
+        (GroupKind::Pointwise { shape }, NodeRole::Reduction { shape: s, .. }) if s == shape => {
+            FusionKind::ReductionPrologue
+        }
+        (GroupKind::Reduction { shape, .. }, NodeRole::Pointwise { shape: s }) if s == shape => FusionKind::RowEpilogue,
+        (GroupKind::Reduction { shape, dim }, NodeRole::Pointwise { shape: s }) if is_row_shape(s, shape, *dim) => {
+            FusionKind::PerRow
+        }
+        (GroupKind::Reduction { shape, dim }, NodeRole::Reduction { shape: s, dim: d }) if s == shape && d == dim => {
+            FusionKind::AnotherReduction
+        }
+        (group, role) => {
+            return Decision::Refuse(format!(
+                "different iteration spaces: the kernel is a {group}, {} is a {role}",
+                c.node
+            ));
+        }
+    };
+    match c.reads.iter().find(|r| r.access == Access::Other) {
+        Some(r) => Decision::Refuse(format!(
+            "{} reads {} at other elements than the ones it computes (a view or broadcast of it), so {} must be \
+             written to memory first",
+            c.node, r.buffer, r.buffer
+        )),
+        None => Decision::Fuse(kind),
+    }
+}
+
+impl fmt::Display for NodeRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeRole::Pointwise { shape } => write!(f, "pointwise over {shape:?}"),
+            NodeRole::Reduction { shape, dim } => write!(f, "reduction over dim {dim} of {shape:?}"),
+            NodeRole::Extern => f.write_str("extern call"),
+        }
+    }
+}
+
+/// True when `s` is the shape of one value per row of `full` reduced along `dim` (keepdim or not).
+pub fn is_row_shape(s: &[usize], full: &[usize], dim: usize) -> bool {
+    let mut keep = full.to_vec();
+    keep[dim] = 1;
+    let mut squeezed = full.to_vec();
+    squeezed.remove(dim);
+    s == keep || s == squeezed
+}
+
+/// One group of IR nodes that becomes one kernel (or one extern call).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    /// The loop structure.
+    pub kind: GroupKind,
+    /// IR node indices, in execution order.
+    pub members: Vec<usize>,
+}
+
+/// One fusion decision, as the fusion log prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusionRecord {
+    /// The candidate node (`add_2 (buf5)`).
+    pub node: String,
+    /// The nodes of the group it was tried against.
+    pub group_nodes: Vec<String>,
+    /// The decision.
+    pub decision: Decision,
+}
+
+impl fmt::Display for FusionRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = self.group_nodes.join(", ");
+        match &self.decision {
+            Decision::Fuse(kind) => write!(f, "fused {} into [{group}] as {kind}", self.node),
+            Decision::Refuse(why) => write!(f, "cannot fuse {} into [{group}]: {why}", self.node),
+        }
+    }
+}
+
+/// The groups in execution order, the decisions that made them, and which buffers must exist in
+/// memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// Kernels and extern calls, in execution order.
+    pub groups: Vec<Group>,
+    /// Every fusion decision taken.
+    pub decisions: Vec<FusionRecord>,
+    /// For each IR node, whether its output is written to memory (read by another group or
+    /// returned) rather than living only in registers inside its kernel.
+    pub stored: Vec<bool>,
+}
+
+/// Groups the nodes of `graph` with the fusion decision `policy`.
+///
+/// Fails when the policy fuses what cannot be fused (a read that cannot pass in a register, or a
+/// loop structure the node does not have): the decision is checked, not trusted.
+pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: Vec<usize> = Vec::with_capacity(graph.nodes.len());
+    let mut decisions = Vec::new();
+    for (n, node) in graph.nodes.iter().enumerate() {
+        let latest_producer = node
+            .reads()
+            .iter()
+            .filter_map(|b| match b {
+                BufferName::Node(p) => Some(group_of[*p]),
+                BufferName::Input(_) => None,
+            })
+            .max();
+        let joined = match latest_producer {
+            Some(g) => {
+                let candidate = candidate(graph, &groups[g], n);
+                let decision = policy(&candidate);
+                decisions.push(FusionRecord {
+                    node: format!("{} ({})", node.origin_name, BufferName::Node(n)),
+                    group_nodes: groups[g].members.iter().map(|&m| graph.nodes[m].origin_name.clone()).collect(),
+                    decision: decision.clone(),
+                });
+                match decision {
+                    Decision::Fuse(kind) => {
+                        check_legal(&candidate, kind)?;
+                        let group = &mut groups[g];
+                        if let (FusionKind::ReductionPrologue, NodeRole::Reduction { shape, dim }) =
+                            (kind, &candidate.role)
+                        {
+                            group.kind = GroupKind::Reduction { shape: shape.clone(), dim: *dim };
+                        }
+                        group.members.push(n);
+                        Some(g)
+                    }
+                    Decision::Refuse(_) => None,
+                }
+            }
+            None => None,
+        };
+        let g = joined.unwrap_or_else(|| {
+            groups.push(Group { kind: own_kind(node), members: vec![n] });
+            groups.len() - 1
+        });
+        group_of.push(g);
+    }
+    let stored = stored_buffers(graph, &group_of);
+    Ok(Schedule { groups, decisions, stored })
+}
+
+/// The loop structure a node has on its own.
+fn own_kind(node: &IrNode) -> GroupKind {
+    match &node.body {
+        NodeBody::Pointwise { .. } => GroupKind::Pointwise { shape: node.shape.clone() },
+        NodeBody::Reduction { dim, input_shape, .. } => GroupKind::Reduction { shape: input_shape.clone(), dim: *dim },
+        NodeBody::Matmul { .. } => GroupKind::Extern,
+    }
+}
+
+fn role(node: &IrNode) -> NodeRole {
+    match &node.body {
+        NodeBody::Pointwise { .. } => NodeRole::Pointwise { shape: node.shape.clone() },
+        NodeBody::Reduction { dim, input_shape, .. } => NodeRole::Reduction { shape: input_shape.clone(), dim: *dim },
+        NodeBody::Matmul { .. } => NodeRole::Extern,
+    }
+}
+
+/// The facts a fusion decision needs about node `n` joining `group`.
+fn candidate(graph: &LoweredGraph, group: &Group, n: usize) -> FusionCandidate {
+    let node = &graph.nodes[n];
+    let reads = node
+        .loads()
+        .iter()
+        .filter_map(|load| match load.buffer {
+            BufferName::Node(p) if group.members.contains(&p) => Some(GroupRead {
+                buffer: load.buffer.to_string(),
+                access: access(graph, &group.kind, node, p, &load.index),
+            }),
+            _ => None,
+        })
+        .collect();
+    FusionCandidate {
+        group: group.kind.clone(),
+        group_ops: group.members.iter().map(|&m| graph.nodes[m].op_name.to_string()).collect(),
+        node: node.origin_name.clone(),
+        op: node.op_name.to_string(),
+        role: role(node),
+        reads,
+    }
+}
+
+/// How `reader` reads node `p`'s buffer at `index` (over the reader's iteration space), were it
+/// in a group of kind `group`.
+fn access(graph: &LoweredGraph, group: &GroupKind, reader: &IrNode, p: usize, index: &Affine) -> Access {
+    let producer = &graph.nodes[p];
+    let (full, dim) = match group {
+        GroupKind::Pointwise { shape } => (shape.as_slice(), None),
+        GroupKind::Reduction { shape, dim } => (shape.as_slice(), Some(*dim)),
+        GroupKind::Extern => return Access::Other,
+    };
+    let (Some(read), Some(written)) =
+        (embed(index, reader.iteration_shape(), full, dim), store_index(producer, full, dim))
+    else {
+        return Access::Other;
+    };
+    if read != written {
+        return Access::Other;
+    }
+    let per_row = dim.is_some_and(|d| full[d] != 1 && written.coeffs[d] == 0);
+    if per_row { Access::RowValue } else { Access::SameElement }
+}
+
+/// Where a group member stores its value, over the group's coordinates: elements at their dense
+/// position, per-row values at their row's position.
+fn store_index(node: &IrNode, full: &[usize], dim: Option<usize>) -> Option<Affine> {
+    let own = match node.body {
+        NodeBody::Reduction { .. } => {
+            let d = dim?;
+            let mut keep = full.to_vec();
+            keep[d] = 1;
+            return Some(Affine::contiguous(&keep));
+        }
+        _ => Affine::contiguous(&node.shape),
+    };
+    embed(&own, &node.shape, full, dim)
+}
+
+/// An index over a node's own iteration space rewritten over the group's: the same space, or a
+/// row space missing the reduced dimension.
+fn embed(index: &Affine, space: &[usize], full: &[usize], dim: Option<usize>) -> Option<Affine> {
+    if space == full {
+        return Some(index.clone());
+    }
+    let d = dim?;
+    if !is_row_shape(space, full, d) {
+        return None;
+    }
+    if space.len() == full.len() {
+        let mut keep = index.clone();
+        keep.coeffs[d] = 0;
+        Some(keep)
+    } else {
+        Some(index.with_dim_inserted(d))
+    }
+}
+
+/// Checks a policy's "fuse" against the facts, so that a wrong policy fails loudly instead of
+/// generating a wrong kernel.
+fn check_legal(c: &FusionCandidate, kind: FusionKind) -> Result<()> {
+    let legal = match can_fuse(c) {
+        Decision::Fuse(k) => k == kind,
+        Decision::Refuse(_) => false,
+    };
+    if legal {
+        return Ok(());
+    }
+    Err(Error::Backend {
+        backend: "inductor".into(),
+        message: format!(
+            "the fusion policy fused {} ({}) into [{}] as {kind:?}, which cannot work: the kernel is a {} and the reads \
+             are {:?}",
+            c.node,
+            c.role,
+            c.group_ops.join(", "),
+            c.group,
+            c.reads
+        ),
+    })
+}
+
+/// Which nodes' outputs must be written to memory: those read by another group, and outputs.
+fn stored_buffers(graph: &LoweredGraph, group_of: &[usize]) -> Vec<bool> {
+    let mut stored = vec![false; graph.nodes.len()];
+    for (n, node) in graph.nodes.iter().enumerate() {
+        for read in node.reads() {
+            if let BufferName::Node(p) = read
+                && group_of[p] != group_of[n]
+            {
+                stored[p] = true;
+            }
+        }
+    }
+    for out in &graph.outputs {
+        if let BufferName::Node(p) = out.buffer {
+            stored[p] = true;
+        }
+    }
+    stored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(group: GroupKind, role: NodeRole, access: Access) -> FusionCandidate {
+        FusionCandidate {
+            group,
+            group_ops: vec!["add".into()],
+            node: "mul".into(),
+            op: "mul".into(),
+            role,
+            reads: vec![GroupRead { buffer: "buf0".into(), access }],
+        }
+    }
+
+    #[test]
+    fn same_space_pointwise_fuses() {
+        let shape = vec![4, 8];
+        let c = candidate(
+            GroupKind::Pointwise { shape: shape.clone() },
+            NodeRole::Pointwise { shape },
+            Access::SameElement,
+        );
+        assert_eq!(can_fuse(&c), Decision::Fuse(FusionKind::Pointwise));
+    }
+
+    #[test]
+    fn a_transposed_read_is_refused_with_the_buffer_named() {
+        let c = candidate(
+            GroupKind::Pointwise { shape: vec![4, 4] },
+            NodeRole::Pointwise { shape: vec![4, 4] },
+            Access::Other,
+        );
+        let Decision::Refuse(why) = can_fuse(&c) else { panic!() };
+        assert!(why.contains("buf0"), "{why}");
+    }
+
+    #[test]
+    fn row_values_fuse_into_reductions() {
+        let group = GroupKind::Reduction { shape: vec![4, 8], dim: 1 };
+        let c = candidate(group.clone(), NodeRole::Pointwise { shape: vec![4, 1] }, Access::RowValue);
+        assert_eq!(can_fuse(&c), Decision::Fuse(FusionKind::PerRow));
+        let c = candidate(group, NodeRole::Pointwise { shape: vec![4, 8] }, Access::RowValue);
+        assert_eq!(can_fuse(&c), Decision::Fuse(FusionKind::RowEpilogue));
+    }
+
+    #[test]
+    fn externs_never_fuse() {
+        let c = candidate(GroupKind::Pointwise { shape: vec![4, 8] }, NodeRole::Extern, Access::SameElement);
+        assert!(matches!(can_fuse(&c), Decision::Refuse(why) if why.contains("extern")));
+    }
+}

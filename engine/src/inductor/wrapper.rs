@@ -1,0 +1,110 @@
+//! The call plan, the analogue of TorchInductor's wrapper code (`codegen/wrapper.py`, the `call`
+//! function of the output code): allocate each buffer that must exist in memory, reusing the
+//! memory of a dead buffer of the same size, launch kernels and extern calls in order, and return
+//! views of the results.
+//!
+//! Everything here is decided at compile time, so running a compiled graph only walks the steps.
+
+use super::ir::{BufferName, LoweredGraph, View};
+use super::scheduler::{GroupKind, Schedule};
+use crate::layout::numel;
+
+/// One step of the call plan.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Memory for node buffer `buffer`, fresh or taken over from the dead buffer `reuses`.
+    Alloc {
+        /// The IR node whose output the memory holds.
+        buffer: usize,
+        /// A buffer of the same size whose last reader has already run.
+        reuses: Option<usize>,
+    },
+    /// Launch kernel `kernel` (an index into the plan's kernels) on its arguments.
+    Kernel {
+        /// Which kernel.
+        kernel: usize,
+    },
+    /// The extern matmul computing IR node `node`.
+    Matmul {
+        /// The IR node.
+        node: usize,
+    },
+}
+
+/// The whole plan: steps, the memory slot of each stored buffer, and the returned views.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallPlan {
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// For each IR node, the slot of memory holding its buffer (`None` when it lives only in
+    /// registers).
+    pub slot_of: Vec<Option<usize>>,
+    /// Elements in each slot.
+    pub slot_sizes: Vec<usize>,
+    /// The graph's outputs: views of inputs or of node buffers.
+    pub outputs: Vec<View>,
+}
+
+/// Plans the call for a scheduled graph; kernels are numbered in group order.
+pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
+    let groups = &schedule.groups;
+    let mut group_of = vec![0; graph.nodes.len()];
+    for (g, group) in groups.iter().enumerate() {
+        for &m in &group.members {
+            group_of[m] = g;
+        }
+    }
+    // The last group that reads each stored buffer; outputs live past every group.
+    let mut last_use = vec![0; graph.nodes.len()];
+    for (n, node) in graph.nodes.iter().enumerate() {
+        for read in node.reads() {
+            if let BufferName::Node(p) = read {
+                last_use[p] = last_use[p].max(group_of[n]);
+            }
+        }
+    }
+    for out in &graph.outputs {
+        if let BufferName::Node(p) = out.buffer {
+            last_use[p] = usize::MAX;
+        }
+    }
+
+    let mut steps = Vec::new();
+    let mut slot_of = vec![None; graph.nodes.len()];
+    let mut slot_sizes = Vec::new();
+    // Dead buffers whose memory may be taken: (buffer, slot).
+    let mut free: Vec<(usize, usize)> = Vec::new();
+    let mut next_kernel = 0;
+    for (g, group) in groups.iter().enumerate() {
+        for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
+            let size = numel(&graph.nodes[m].shape);
+            let reused = free.iter().position(|&(_, slot)| slot_sizes[slot] == size).map(|i| free.remove(i));
+            let slot = match reused {
+                Some((_, slot)) => slot,
+                None => {
+                    slot_sizes.push(size);
+                    slot_sizes.len() - 1
+                }
+            };
+            slot_of[m] = Some(slot);
+            steps.push(Step::Alloc { buffer: m, reuses: reused.map(|(b, _)| b) });
+        }
+        match group.kind {
+            GroupKind::Extern => steps.push(Step::Matmul { node: group.members[0] }),
+            _ => {
+                steps.push(Step::Kernel { kernel: next_kernel });
+                next_kernel += 1;
+            }
+        }
+        // Buffers whose last reader just ran are dead from here on.
+        for (n, slot) in slot_of.iter().enumerate() {
+            if let Some(slot) = slot
+                && last_use[n] == g
+                && group_of[n] < g
+            {
+                free.push((n, *slot));
+            }
+        }
+    }
+    CallPlan { steps, slot_of, slot_sizes, outputs: graph.outputs.clone() }
+}
