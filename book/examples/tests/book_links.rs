@@ -4,7 +4,8 @@
 //!   and closed in that file by `ANCHOR: name` / `ANCHOR_END: name` markers; a line range
 //!   (`path:4:`) must lie in the file, and on an insta snapshot it must start on the first line
 //!   after the snapshot's header, so the book never shows insta's metadata;
-//! - every relative link or image names a file that exists;
+//! - every relative link or image names a file that exists, and a `#fragment` on a page names one
+//!   of its headings;
 //! - every ```rust block consists of includes only, so each line of Rust the book shows is
 //!   compiled (and, for the examples crate, run) by `cargo test`.
 //!
@@ -87,7 +88,7 @@ fn check_page(src: &Path, page: &Path, text: &str) -> Vec<String> {
             Some(_) => {}
             None => {
                 for target in link_targets(line) {
-                    if let Err(message) = check_link(src, dir, &target) {
+                    if let Err(message) = check_link(src, page, &target) {
                         report(message);
                     }
                 }
@@ -183,21 +184,50 @@ fn link_targets(line: &str) -> Vec<String> {
     targets
 }
 
-/// A relative link must name an existing file (a pending page may be missing until it lands).
-fn check_link(src: &Path, dir: &Path, target: &str) -> Result<(), String> {
-    let path = target.split('#').next().unwrap_or_default();
-    if path.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+/// A relative link must name an existing file (a pending page may be missing until it lands), and
+/// a `#fragment` on a page must name one of its headings.
+fn check_link(src: &Path, page: &Path, target: &str) -> Result<(), String> {
+    if target.contains("://") || target.starts_with("mailto:") {
         return Ok(());
     }
-    let file = normalize(&dir.join(path));
-    if file.exists() {
+    let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+    let file = if path.is_empty() { page.to_path_buf() } else { normalize(&page.parent().unwrap_or(src).join(path)) };
+    if !file.exists() {
+        let pending = file.strip_prefix(src).is_ok_and(|p| PENDING_PAGES.iter().any(|q| Path::new(q) == p));
+        return if pending { Ok(()) } else { Err(format!("link to `{target}`: no file {}", file.display())) };
+    }
+    if fragment.is_empty() || file.extension().is_none_or(|e| e != "md") {
         return Ok(());
     }
-    let pending = file.strip_prefix(src).is_ok_and(|p| PENDING_PAGES.iter().any(|q| Path::new(q) == p));
-    if pending {
-        return Ok(());
+    let text = fs::read_to_string(&file).map_err(|e| format!("link to `{target}`: {e}"))?;
+    if heading_ids(&text).iter().any(|id| id == fragment) {
+        Ok(())
+    } else {
+        Err(format!("link to `{target}`: {} has no heading with the id `{fragment}`", file.display()))
     }
-    Err(format!("link to `{target}`: no file {}", file.display()))
+}
+
+/// The ids mdBook gives a page's headings: lower case, spaces as `-`, other punctuation dropped.
+fn heading_ids(text: &str) -> Vec<String> {
+    let mut in_fence = false;
+    let mut ids = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence && let Some(heading) = line.strip_prefix('#') {
+            let title = heading.trim_start_matches('#');
+            if title.starts_with(' ') {
+                let id = title.trim().to_lowercase();
+                let id = id.chars().filter_map(|c| match c {
+                    c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c),
+                    c if c.is_whitespace() => Some('-'),
+                    _ => None,
+                });
+                ids.push(id.collect());
+            }
+        }
+    }
+    ids
 }
 
 /// `a/b/../c` as `a/c`, without touching the file system (the file may not exist).
@@ -253,9 +283,20 @@ x = [y](z)
 #[test]
 fn pending_pages_may_be_missing_but_other_pages_may_not() {
     let src = normalize(&book_src());
-    let dir = src.join("phase1");
-    assert!(check_link(&src, &dir, "exercises.md#the-checks").is_ok());
-    assert!(check_link(&src, &dir, "../grader.md").is_ok());
-    assert!(check_link(&src, &dir, "exercise.md").is_err());
-    assert!(check_link(&src, &dir, "https://pytorch.org/docs").is_ok());
+    let page = src.join("phase1/engine.md");
+    assert!(check_link(&src, &page, "exercises.md").is_ok());
+    assert!(check_link(&src, &page, "../grader.md").is_ok());
+    assert!(check_link(&src, &page, "exercise.md").is_err());
+    assert!(check_link(&src, &page, "https://pytorch.org/docs").is_ok());
+}
+
+#[test]
+fn fragments_must_name_a_heading() {
+    let src = normalize(&book_src());
+    let page = src.join("phase1/engine.md");
+    assert!(check_link(&src, &page, "../tour.md#what-the-engine-cannot-do-yet").is_ok());
+    assert!(check_link(&src, &page, "#a-backend-of-your-own").is_ok());
+    let err = check_link(&src, &page, "../tour.md#no-such-heading").unwrap_err();
+    assert!(err.contains("no heading with the id `no-such-heading`"), "{err}");
+    assert_eq!(heading_ids("# A `Backend`, explained\n```\n# not a heading\n```\n#hashtag\n"), ["a-backend-explained"]);
 }
