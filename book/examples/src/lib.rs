@@ -4,6 +4,15 @@
 //!
 //! Run any section yourself with `cargo run -p book-examples -- <section>`; run it without an
 //! argument to list them.
+//!
+//! To add an example to a chapter: write a function here between `// ANCHOR: name` and
+//! `// ANCHOR_END: name` comments, list it in [`SECTIONS`], run
+//! `INSTA_UPDATE=always cargo test -p book-examples` and read the new snapshot in
+//! `tests/snapshots/`, then include both in the page: the code in a `` ```rust `` block with
+//! `{{#include ../examples/src/FILE.rs:name}}`, the output in a `` ```text `` block with
+//! `{{#include ../examples/tests/snapshots/SECTION.snap:4:}}` (line 4 is where insta's header
+//! ends). `tests/book_links.rs` checks that every include and link in the book resolves and that
+//! `` ```rust `` blocks hold includes only.
 
 pub mod mlp;
 pub mod phase1;
