@@ -184,8 +184,18 @@ pub struct Pack {
 pub struct PackManifest {
     /// Which crates the runners were built against.
     pub subject: Subject,
-    /// Each phase's runner file name, or why it could not be built.
-    pub phases: BTreeMap<String, Result<String, BuildFailure>>,
+    /// What the pack holds for each phase.
+    pub phases: BTreeMap<String, PackedPhase>,
+}
+
+/// A phase in a pack: its runner's file name, or why it could not be built.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PackedPhase {
+    /// The runner's file name in the pack directory.
+    Runner(String),
+    /// The phase's crate did not compile when packing.
+    BuildError(BuildFailure),
 }
 
 impl Pack {
@@ -232,12 +242,9 @@ impl Pack {
             ),
             location: None,
         };
-        if subject != self.manifest.subject {
-            return Err(missing());
-        }
         match self.manifest.phases.get(phase.name) {
-            Some(Ok(file)) => Ok(Runner::new(self.dir.join(file))),
-            Some(Err(failure)) => Err(failure.clone()),
+            Some(PackedPhase::Runner(file)) => Ok(Runner::new(self.dir.join(file))),
+            Some(PackedPhase::BuildError(failure)) => Err(failure.clone()),
             None => Err(missing()),
         }
     }

@@ -17,8 +17,7 @@ use crate::CheckOptions;
 /// Checks the named phases; exit code 1 when a required check did not pass.
 pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool) -> Result<ExitCode> {
     let phases = phases::select(phase)?;
-    let subject = if options.solutions { Subject::Solutions } else { Subject::Exercises };
-    let (runners, workbook) = runners(root, options, subject)?;
+    let (runners, workbook, subject) = runners(root, options)?;
     if let Some(workbook) = &workbook {
         State::of(workbook).remember_pristine(workbook)?;
     }
@@ -46,21 +45,26 @@ pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool)
     Ok(if reports.iter().all(PhaseReport::passed) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// Where runners come from: a pack (named, or the one the grader lies in), or cargo in the
-/// workbook. A pack needs no workbook; cargo does.
-pub fn runners(root: Option<&Path>, options: &CheckOptions, subject: Subject) -> Result<(Runners, Option<Workbook>)> {
+/// Where runners come from, and which subject they test: a pack (named, or the one the grader
+/// lies in) tests what was packed; cargo builds the exercises, or the solutions with
+/// `--solutions`. A pack needs no workbook; cargo does.
+pub fn runners(root: Option<&Path>, options: &CheckOptions) -> Result<(Runners, Option<Workbook>, Subject)> {
     let pack = match &options.prebuilt {
         Some(dir) => Some(Pack::open(dir)?),
         None => Pack::beside_executable(),
     };
     match pack {
         Some(pack) => {
-            pack.expect_subject(subject)?;
-            Ok((Runners::Prebuilt(pack), Workbook::find(root).ok()))
+            if options.solutions {
+                pack.expect_subject(Subject::Solutions)?;
+            }
+            let subject = pack.manifest.subject;
+            Ok((Runners::Prebuilt(pack), Workbook::find(root).ok(), subject))
         }
         None => {
             let workbook = Workbook::find(root)?;
-            Ok((Runners::Cargo { workbook: workbook.clone(), release: options.release }, Some(workbook)))
+            let subject = if options.solutions { Subject::Solutions } else { Subject::Exercises };
+            Ok((Runners::Cargo { workbook: workbook.clone(), release: options.release }, Some(workbook), subject))
         }
     }
 }

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 
 use anyhow::{Context as _, Result, anyhow};
 use grader::phases::PHASES;
-use grader::runners::{BuildFailure, PACK_MANIFEST, PackManifest, build_runner, cargo_build, runner_bin};
+use grader::runners::{PACK_MANIFEST, PackManifest, PackedPhase, build_runner, cargo_build, runner_bin};
 use grader::workbook::Workbook;
 use grader_harness::Subject;
 
@@ -21,22 +21,24 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
     let mut phases = BTreeMap::new();
     for phase in PHASES {
         eprintln!("Building the {} runner for {subject} (release)...", phase.name);
-        let packed = build_runner(&workbook, phase, subject, true).and_then(|exe| {
-            let name = runner_bin(phase, subject);
-            copy_executable(&exe, &out.join(&name))
-                .map_err(|e| BuildFailure { message: format!("{e:#}"), location: None })?;
-            Ok(name)
-        });
-        if let Err(failure) = &packed {
-            eprintln!("{} {}", phase.name, failure.message);
-        }
+        let packed = match build_runner(&workbook, phase, subject, true) {
+            Ok(exe) => {
+                let name = runner_bin(phase, subject);
+                copy_executable(&exe, &out.join(&name))?;
+                PackedPhase::Runner(name)
+            }
+            Err(failure) => {
+                eprintln!("{} {}", phase.name, failure.message);
+                PackedPhase::BuildError(failure)
+            }
+        };
         phases.insert(phase.name.to_string(), packed);
     }
     eprintln!("Building the grader (release)...");
     let grader = cargo_build(&workbook, &["-p", "grader", "--bin", "grader", "--release"], "grader")
         .map_err(|f| anyhow!("the grader {}", f.message))?;
     copy_executable(&grader, &out.join("grader"))?;
-    let all_built = phases.values().all(Result::is_ok);
+    let all_built = phases.values().all(|p| matches!(p, PackedPhase::Runner(_)));
     let manifest = PackManifest { subject, phases };
     std::fs::write(out.join(PACK_MANIFEST), serde_json::to_string_pretty(&manifest)?)?;
     println!("Packed the grader and the {subject} runners into {}.", out.display());
@@ -45,9 +47,12 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
     Ok(if all_built { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// Copies an executable, replacing what was there (it may be running or read-only).
+/// Copies an executable, replacing what was there (it may be running or read-only), and strips
+/// its debug information when `strip` is installed: packs travel, and panic locations do not
+/// need it.
 fn copy_executable(from: &Path, to: &Path) -> Result<()> {
     let _ = std::fs::remove_file(to);
     std::fs::copy(from, to).with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+    let _ = Command::new("strip").arg(to).status();
     Ok(())
 }
