@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::fx::Graph;
 use crate::tensor::Tensor;
 
+// ANCHOR: backend_trait
 /// Turns a captured graph into a runnable [`CompiledGraph`].
 pub trait Backend: Send + Sync {
     /// A short name for logs and errors (`eager`, `aot_eager`, `inductor`).
@@ -27,11 +28,24 @@ pub trait Backend: Send + Sync {
     fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>>;
 }
 
+/// A boxed backend is a backend, so a list of backends (`Vec<Box<dyn Backend>>`) can be handed to
+/// [`Compiled::backend`](crate::dynamo::Compiled::backend) one by one.
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        (**self).compile(graph, example_inputs)
+    }
+}
+
 /// A compiled graph: takes one tensor per placeholder, returns one per output.
 pub trait CompiledGraph: Send + Sync {
     /// Runs the compiled graph.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
 }
+// ANCHOR_END: backend_trait
 
 /// Any suitable closure is a compiled graph, so a backend can return `Box::new(move |inputs| ...)`.
 impl<F> CompiledGraph for F
