@@ -1,7 +1,7 @@
 //! The model every phase 1 exercise compiles, and the backends they compare. This file is given:
 //! the exercises are in the other modules.
 
-use engine::backends::{AotEager, Backend, Eager};
+use engine::backends::{AotEager, Backend, Eager, Inductor};
 use engine::{Device, Error, Result, SourceLocation, Tensor};
 
 /// Features of one input row.
@@ -51,7 +51,7 @@ pub fn example_input(batch: usize, seed: u64) -> Tensor {
 
 /// The backends the exercises compare, in order: adding a backend is one line here.
 pub fn backends() -> Vec<Box<dyn Backend>> {
-    vec![Box::new(Eager), Box::new(AotEager)]
+    vec![Box::new(Eager), Box::new(AotEager), Box::new(Inductor::default())]
 }
 
 /// The model (seed 0) and a batch of `batch` inputs (seed 1), placed on `device`.

@@ -1,6 +1,6 @@
 //! Checks of `compare_backends`.
 
-use engine::backends::{AotEager, Backend, Eager};
+use engine::backends::{AotEager, Backend, Eager, Inductor};
 use engine::{Tensor, dynamo};
 use grader_harness::{CheckResult, Context, ensure, for_all, max_abs_diff};
 use proptest::prelude::*;
@@ -28,11 +28,16 @@ pub fn differences_are_measured(ctx: &Context) -> CheckResult {
     for_all(ctx, cases, (any::<u64>(), 1usize..8, 0.001f32..0.5), |(seed, batch, offset)| {
         let (mlp, x) = (Mlp::new(seed), example_input(batch, seed ^ 1));
         let make = || -> Vec<Box<dyn Backend>> {
-            vec![Box::new(Eager), Box::new(AotEager), Box::new(Probe::new().offset(offset))]
+            vec![
+                Box::new(Eager),
+                Box::new(AotEager),
+                Box::new(Inductor::default()),
+                Box::new(Probe::new().offset(offset)),
+            ]
         };
         let reports = compare_backends(&mlp, &x, make())?;
-        ensure(reports.len() == 3, || {
-            format!("given 3 backends [eager, aot_eager, probe], you returned {} reports", reports.len())
+        ensure(reports.len() == 4, || {
+            format!("given 4 backends [eager, aot_eager, inductor, probe], you returned {} reports", reports.len())
         })?;
         let expected = mlp.forward(&x)?.to_vec()?;
         for (report, backend) in reports.iter().zip(make()) {
