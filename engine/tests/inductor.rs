@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use engine::backends::{Backend, CompiledGraph, Inductor};
 use engine::fx::{Graph, Interpreter};
+use engine::inductor::Config;
 use engine::inductor::scheduler::can_fuse;
 use engine::{Device, Result, Tensor, dynamo};
 use proptest::prelude::*;
@@ -78,8 +79,8 @@ fn snapshot_cases() -> Vec<(&'static str, Model, Vec<Tensor>)> {
 fn generated_code_snapshots() {
     for (name, model, inputs) in snapshot_cases() {
         let graph = capture(model, &inputs);
-        let c = engine::inductor::generate(&graph, Device::Cpu, can_fuse).unwrap();
-        let cuda = engine::inductor::generate(&graph, Device::Cuda(0), can_fuse).unwrap();
+        let c = engine::inductor::generate(&graph, Device::Cpu, &Config::default()).unwrap();
+        let cuda = engine::inductor::generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
         insta::assert_snapshot!(format!("{name}_c"), c.to_string());
         insta::assert_snapshot!(format!("{name}_cuda"), cuda.to_string());
     }
@@ -88,7 +89,7 @@ fn generated_code_snapshots() {
 #[test]
 fn kernel_names_say_what_was_fused() {
     let names = |model: Model, inputs: &[Tensor]| {
-        let code = engine::inductor::generate(&capture(model, inputs), Device::Cpu, can_fuse).unwrap();
+        let code = engine::inductor::generate(&capture(model, inputs), Device::Cpu, &Config::default()).unwrap();
         code.kernel_names().iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
     let pair = [Tensor::randn(&[64], 0), Tensor::randn(&[64], 1)];
@@ -335,5 +336,15 @@ proptest! {
                 return Err(TestCaseError::fail(why));
             }
         }
+    }
+}
+
+#[test]
+fn modules_that_ran_in_parallel_can_be_dropped() {
+    // Large enough for the OpenMP team to start; unloading its code would crash the process.
+    for i in 0..3 {
+        let x = Tensor::randn(&[100_000], i);
+        let model = dynamo::compile(|x: Tensor| x.mul(1.5 + i as f32)).backend(Inductor::default());
+        close(&model.call(&x).unwrap().to_vec().unwrap(), &x.mul(1.5 + i as f32).unwrap().to_vec().unwrap()).unwrap();
     }
 }

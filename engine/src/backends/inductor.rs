@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use super::{Backend, CompiledGraph};
 use crate::error::Result;
 use crate::fx::Graph;
-use crate::inductor::scheduler::{FusionPolicy, can_fuse};
-use crate::inductor::{OutputCode, compile_fx};
+use crate::inductor::scheduler::FusionPolicy;
+use crate::inductor::{Config, OutputCode, compile_fx};
 use crate::tensor::Tensor;
 
 /// Compiles captured graphs with [`compile_fx`]. Clones share the record of output code, so keep
@@ -21,23 +21,23 @@ use crate::tensor::Tensor;
 /// println!("{}", inductor.output_codes()[0]);
 /// # Ok::<(), engine::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Inductor {
-    policy: FusionPolicy,
+    config: Config,
     generated: Arc<Mutex<Vec<OutputCode>>>,
 }
 
-impl Default for Inductor {
-    fn default() -> Self {
-        Inductor::with_fusion_policy(can_fuse)
-    }
-}
-
 impl Inductor {
+    /// An Inductor compiling with `config` (fusion decision, printers) instead of the defaults.
+    pub fn with_config(config: Config) -> Self {
+        Inductor { config, generated: Arc::new(Mutex::new(Vec::new())) }
+    }
+
     /// An Inductor that decides fusions with `policy` instead of the engine's
-    /// [`can_fuse`]: how a learner's fusion decision is plugged in.
+    /// [`can_fuse`](crate::inductor::scheduler::can_fuse): how a learner's fusion decision is
+    /// plugged in.
     pub fn with_fusion_policy(policy: FusionPolicy) -> Self {
-        Inductor { policy, generated: Arc::new(Mutex::new(Vec::new())) }
+        Inductor::with_config(Config { fusion: policy, ..Config::default() })
     }
 
     /// The output code of every graph compiled so far, oldest first.
@@ -52,7 +52,7 @@ impl Backend for Inductor {
     }
 
     fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
-        let module = compile_fx(graph, self.policy)?;
+        let module = compile_fx(graph, &self.config)?;
         self.generated.lock().expect("output code lock").push(module.output_code().clone());
         Ok(Box::new(module))
     }

@@ -136,10 +136,21 @@ pub struct SharedLibrary {
 }
 
 impl SharedLibrary {
+    /// Loads the library for the rest of the process, like PyTorch's `CppCodeCache`: its code
+    /// stays mapped even after this handle is dropped, because OpenMP worker threads that ran it
+    /// live on in the process, and unmapping code they may still be parked in crashes it.
     fn load(path: &Path) -> Result<SharedLibrary> {
-        // SAFETY: the library was built by us from generated C with no initialisers that run code
-        // on load beyond the C runtime's own.
-        let library = unsafe { libloading::Library::new(path) }
+        #[cfg(unix)]
+        let opened = {
+            use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+            // SAFETY: the library was built by us from generated C with no initialisers that run
+            // code on load beyond the C runtime's own.
+            unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE) }.map(Into::into)
+        };
+        #[cfg(not(unix))]
+        // SAFETY: as above.
+        let opened = unsafe { libloading::Library::new(path) };
+        let library = opened
             .map_err(|e| Error::Compile { tool: "dlopen".into(), message: format!("{}: {e}", path.display()) })?;
         Ok(SharedLibrary { library, path: path.to_path_buf() })
     }

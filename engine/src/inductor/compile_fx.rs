@@ -2,11 +2,13 @@
 //! schedule and fuse, generate code, compile it, plan the call.
 
 use super::codegen;
+use super::config::Config;
 use super::ir::LoweredGraph;
+use super::kernel::KernelBody;
 use super::kernel::{self, Kernel};
 use super::output_code::OutputCode;
 use super::runtime::CpuProgram;
-use super::scheduler::{self, FusionPolicy, GroupKind, Schedule};
+use super::scheduler::{self, GroupKind, Schedule};
 use super::wrapper::{self, CallPlan};
 use super::{CompiledModule, lowering};
 use crate::aot;
@@ -24,11 +26,10 @@ pub(crate) struct Generated {
     pub output_code: OutputCode,
 }
 
-/// Compiles a captured graph with the fusion decision `policy` (normally
-/// [`scheduler::can_fuse`]) for the device its inputs are on.
-pub fn compile_fx(graph: &Graph, policy: FusionPolicy) -> Result<CompiledModule> {
+/// Compiles a captured graph for the device its inputs are on.
+pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
-    let generated = generate_for(graph, device, policy)?;
+    let generated = generate_for(graph, device, config)?;
     logs::log(Artifact::OutputCode, || generated.output_code.to_string());
     let Generated { lowered, kernels, plan, output_code } = generated;
     let program = match device {
@@ -54,26 +55,36 @@ pub fn compile_fx(graph: &Graph, policy: FusionPolicy) -> Result<CompiledModule>
 
 /// The output code Inductor would compile for `graph` on `device`, without compiling it: how
 /// to read the CUDA C for a model on a machine with no GPU.
-pub fn generate(graph: &Graph, device: Device, policy: FusionPolicy) -> Result<OutputCode> {
-    generate_for(graph, device, policy).map(|g| g.output_code)
+pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<OutputCode> {
+    generate_for(graph, device, config).map(|g| g.output_code)
 }
 
-fn generate_for(graph: &Graph, device: Device, policy: FusionPolicy) -> Result<Generated> {
+fn generate_for(graph: &Graph, device: Device, config: &Config) -> Result<Generated> {
     let decomposed = aot::decompose(graph)?;
     let lowered = lowering::lower(&decomposed)?;
-    let schedule = scheduler::schedule(&lowered, policy)?;
+    let schedule = scheduler::schedule(&lowered, config.fusion)?;
     logs::log(Artifact::Fusion, || fusion_log(&schedule));
     let kernels = build_kernels(&lowered, &schedule);
     let plan = wrapper::plan(&lowered, &schedule);
-    let sources = kernels
-        .iter()
-        .map(|k| match device {
-            Device::Cpu => codegen::c::kernel(k),
-            Device::Cuda(_) => codegen::cuda::kernel(k).source,
-        })
-        .collect();
+    let sources = kernels.iter().map(|k| print(k, device, config)).collect();
     let output_code = OutputCode::new(device, &lowered, &kernels, sources, &plan);
     Ok(Generated { lowered, kernels, plan, output_code })
+}
+
+/// A kernel's source for `device`, from the configured printer or the engine's own.
+fn print(k: &Kernel, device: Device, config: &Config) -> String {
+    let p = &config.printers;
+    let pointwise = matches!(k.body, KernelBody::Pointwise(_));
+    match device {
+        Device::Cpu => match (pointwise, p.pointwise_c, p.reduction_c) {
+            (true, Some(print), _) | (false, _, Some(print)) => print(k),
+            _ => codegen::c::kernel(k),
+        },
+        Device::Cuda(_) => match (pointwise, p.pointwise_cuda) {
+            (true, Some(print)) => print(k),
+            _ => codegen::cuda::kernel(k).source,
+        },
+    }
 }
 
 /// One kernel per fused group, numbered in launch order.

@@ -5,6 +5,7 @@
 //! | TorchInductor | here |
 //! | --- | --- |
 //! | `compile_fx.py` | [`compile_fx`] |
+//! | `config.py` | [`config`] |
 //! | index expressions in `ir.py` | [`index`] |
 //! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`) | [`ir`] |
 //! | `lowering.py` | [`lowering`] |
@@ -25,6 +26,7 @@
 
 pub mod codegen;
 mod compile_fx;
+pub mod config;
 pub mod index;
 pub mod ir;
 pub mod kernel;
@@ -35,6 +37,7 @@ pub mod scheduler;
 pub mod wrapper;
 
 pub use compile_fx::{compile_fx, generate};
+pub use config::{Config, Printers};
 pub use output_code::OutputCode;
 
 use crate::backends::CompiledGraph;

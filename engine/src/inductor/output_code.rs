@@ -11,6 +11,17 @@ use super::wrapper::{CallPlan, Step};
 use crate::device::Device;
 use crate::layout::{Layout, numel};
 
+/// One pointer argument of a kernel, as the call plan passes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArgCode {
+    /// The buffer passed (`arg0`, `fc1_bias`, `buf3`).
+    pub buffer: String,
+    /// Elements in that buffer.
+    pub elements: usize,
+    /// Whether the kernel writes it.
+    pub output: bool,
+}
+
 /// One kernel's printed source and where it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelCode {
@@ -20,6 +31,8 @@ pub struct KernelCode {
     pub source: String,
     /// The graph nodes it computes.
     pub origins: Vec<Origin>,
+    /// Its pointer arguments in order: inputs, then outputs.
+    pub args: Vec<ArgCode>,
 }
 
 /// The generated module: kernels and the call plan, as text.
@@ -47,7 +60,20 @@ impl OutputCode {
         let kernels_code = kernels
             .iter()
             .zip(sources)
-            .map(|(k, source)| KernelCode { name: k.name.clone(), source, origins: k.origins.clone() })
+            .map(|(k, source)| KernelCode {
+                name: k.name.clone(),
+                source,
+                origins: k.origins.clone(),
+                args: k
+                    .args
+                    .iter()
+                    .map(|a| ArgCode {
+                        buffer: graph.buffer_name(a.buffer),
+                        elements: numel(graph.buffer_shape(a.buffer)),
+                        output: a.output,
+                    })
+                    .collect(),
+            })
             .collect();
         let extern_calls = plan
             .steps

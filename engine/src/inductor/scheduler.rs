@@ -63,7 +63,7 @@ pub enum NodeRole {
 }
 
 /// How a candidate reads one buffer computed inside the group it might join.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// The same element the reader computes: passes in a register.
     SameElement,

@@ -54,6 +54,9 @@ pub fn op_expr(op: PointwiseOp, args: &[String], dialect: Dialect) -> String {
             UnaryOp::Tanh => format!("tanhf({})", a()),
             UnaryOp::Erf => format!("erff({})", a()),
             UnaryOp::Abs => format!("fabsf({})", a()),
+            // A select rather than `fmaxf`: GCC cannot vectorise `fmaxf` on x86 without
+            // fast-math, and a NaN gives 0 either way, as the eager kernel does.
+            UnaryOp::Relu if dialect == Dialect::C => format!("({0} > 0.0f ? {0} : 0.0f)", a()),
             UnaryOp::Relu => format!("fmaxf({}, 0.0f)", a()),
             UnaryOp::Sigmoid => format!("1.0f / (1.0f + expf(-{}))", a()),
             UnaryOp::Gelu => format!("0.5f * {0} * (1.0f + erff({0} * 0.70710677f))", a()),

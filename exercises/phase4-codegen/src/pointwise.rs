@@ -1,0 +1,51 @@
+//! Exercises `pointwise_c` and `pointwise_cuda`: print a fused pointwise kernel, the kind that
+//! turns a chain of elementwise ops into one pass over memory.
+
+use engine::inductor::codegen::{Dialect, constant, op_expr};
+use engine::inductor::kernel::{Kernel, KernelBody, Stmt, Value};
+
+// ANCHOR: pointwise_c
+/// **Exercise `pointwise_c`.** Print `kernel` (a pointwise kernel: its body is
+/// [`KernelBody::Pointwise`]) as a C function
+///
+/// ```c
+/// void NAME(float* const* args, int64_t xnumel)
+/// ```
+///
+/// that unpacks `args` into one pointer per [`Kernel::args`] entry (named after it, in order:
+/// `in_ptr0`, ..., `out_ptr0`, ...), then runs the statements for every `x` in `0..xnumel`.
+/// Each [`Stmt`] becomes one line: a load `float tmpN = in_ptr0[INDEX];`, a computation
+/// `float tmpN = EXPR;`, or a store `out_ptr0[INDEX] = VALUE;`. [`FlatIndex::to_c`] prints an
+/// index, [`op_expr`] an op applied to printed operands, [`constant`] a float constant.
+/// `<math.h>` and `<stdint.h>` are included for you. Parallelise the loop with OpenMP if you
+/// like (`#pragma omp parallel for`).
+///
+/// [`FlatIndex::to_c`]: engine::inductor::index::FlatIndex::to_c
+///
+/// Book: `book/src/phase4/exercises.md`, section "pointwise_c".
+/// Check: `cargo grader check phase4`.
+pub fn pointwise_c(kernel: &Kernel) -> String {
+    todo!()
+}
+// ANCHOR_END: pointwise_c
+
+// ANCHOR: pointwise_cuda
+/// **Exercise `pointwise_cuda`.** Print the same kernel as CUDA C:
+///
+/// ```c
+/// extern "C" __global__ void NAME(const float* in_ptr0, ..., float* out_ptr0, ..., long long xnumel)
+/// ```
+///
+/// with one pointer parameter per [`Kernel::args`] entry, in order (`const` for inputs), and
+/// the statements run for every `x` in `0..xnumel`. The kernel is launched with 256 threads per
+/// block and at most a few blocks per multiprocessor, so one thread must handle several `x`:
+/// start at `blockIdx.x * blockDim.x + threadIdx.x` and step by `blockDim.x * gridDim.x` (a
+/// grid-stride loop). Compute `x` in `long long`. The statement lines are the same as in C with
+/// [`Dialect::Cuda`].
+///
+/// Book: `book/src/phase4/exercises.md`, section "pointwise_cuda".
+/// Check: `cargo grader check phase4` (on a GPU; elsewhere the check is skipped).
+pub fn pointwise_cuda(kernel: &Kernel) -> String {
+    todo!()
+}
+// ANCHOR_END: pointwise_cuda

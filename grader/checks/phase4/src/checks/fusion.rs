@@ -1,0 +1,182 @@
+//! Checks of `can_fuse`: known cases, reasons for refusals, and the decision plugged into the
+//! real scheduler: outputs must match eager execution with no more kernels than the engine's.
+
+use std::cell::RefCell;
+
+use engine::backends::Inductor;
+use engine::inductor::scheduler::{
+    self, Access, Decision, FusionCandidate, FusionKind, GroupKind, GroupRead, NodeRole,
+};
+use engine::{Result, Tensor};
+use grader_harness::{CheckResult, Context, Failure, ensure};
+
+use super::support::matches_eager;
+use crate::subject::{can_fuse, catalogue};
+
+fn candidate(group: GroupKind, role: NodeRole, access: Option<Access>) -> FusionCandidate {
+    FusionCandidate {
+        group,
+        group_ops: vec!["add".into(), "exp".into()],
+        node: "mul_1".into(),
+        op: if role == NodeRole::Extern { "matmul".into() } else { "mul".into() },
+        role,
+        reads: access.into_iter().map(|access| GroupRead { buffer: "buf3".into(), access }).collect(),
+    }
+}
+
+/// Hand-made candidates and the engine's decision for each (`None`: refuse).
+fn known_cases() -> Vec<(&'static str, FusionCandidate, Option<FusionKind>)> {
+    let pw = |s: &[usize]| GroupKind::Pointwise { shape: s.to_vec() };
+    let red = |s: &[usize], dim| GroupKind::Reduction { shape: s.to_vec(), dim };
+    let node = |s: &[usize]| NodeRole::Pointwise { shape: s.to_vec() };
+    let reduce = |s: &[usize], dim| NodeRole::Reduction { shape: s.to_vec(), dim };
+    let same = Some(Access::SameElement);
+    let row = Some(Access::RowValue);
+    let other = Some(Access::Other);
+    vec![
+        (
+            "pointwise after pointwise, same shape",
+            candidate(pw(&[4, 8]), node(&[4, 8]), same),
+            Some(FusionKind::Pointwise),
+        ),
+        ("pointwise after pointwise, other shape", candidate(pw(&[4, 8]), node(&[8, 4]), same), None),
+        ("pointwise reading a transposed buffer", candidate(pw(&[4, 4]), node(&[4, 4]), other), None),
+        (
+            "reduction of the group's shape",
+            candidate(pw(&[4, 8]), reduce(&[4, 8], 1), same),
+            Some(FusionKind::ReductionPrologue),
+        ),
+        ("reduction of another shape", candidate(pw(&[4, 8]), reduce(&[8, 8], 1), same), None),
+        ("reduction reading through a view", candidate(pw(&[4, 8]), reduce(&[4, 8], 0), other), None),
+        (
+            "element op in a reduction kernel",
+            candidate(red(&[4, 8], 1), node(&[4, 8]), row),
+            Some(FusionKind::RowEpilogue),
+        ),
+        (
+            "row op (keepdim) in a reduction kernel",
+            candidate(red(&[4, 8], 1), node(&[4, 1]), row),
+            Some(FusionKind::PerRow),
+        ),
+        (
+            "row op (squeezed) in a reduction kernel",
+            candidate(red(&[4, 8], 0), node(&[8]), row),
+            Some(FusionKind::PerRow),
+        ),
+        ("op over the wrong dim's rows", candidate(red(&[4, 8], 1), node(&[8]), row), None),
+        (
+            "second reduction, same rows",
+            candidate(red(&[4, 8], 1), reduce(&[4, 8], 1), same),
+            Some(FusionKind::AnotherReduction),
+        ),
+        ("second reduction, other dim", candidate(red(&[4, 8], 1), reduce(&[4, 8], 0), same), None),
+        ("element op reading through a view", candidate(red(&[4, 8], 1), node(&[4, 8]), other), None),
+        ("matmul after pointwise", candidate(pw(&[4, 8]), NodeRole::Extern, None), None),
+        ("pointwise after matmul", candidate(GroupKind::Extern, node(&[4, 8]), same), None),
+    ]
+}
+
+/// The subject decides every hand-made case as Inductor does.
+pub fn decides_known_cases(_: &Context) -> CheckResult {
+    let cases = known_cases();
+    for (what, c, expected) in &cases {
+        let got = can_fuse(c);
+        let right = match (expected, &got) {
+            (Some(kind), Decision::Fuse(k)) => kind == k,
+            (None, Decision::Refuse(_)) => true,
+            _ => false,
+        };
+        ensure(right, || {
+            let wanted = match expected {
+                Some(kind) => format!("Fuse({kind:?})"),
+                None => "Refuse(..)".into(),
+            };
+            format!("{what}: expected {wanted}, got {got:?} for\n{c:#?}")
+        })?;
+    }
+    Ok(format!("{} hand-made candidates decided as Inductor decides them", cases.len()))
+}
+
+/// Every refusal says why; a refusal caused by a read names the buffer.
+pub fn refusals_give_reasons(_: &Context) -> CheckResult {
+    let mut refusals = 0;
+    for (what, c, expected) in known_cases() {
+        if expected.is_some() {
+            continue;
+        }
+        let Decision::Refuse(reason) = can_fuse(&c) else {
+            return Err(Failure::fail(format!("{what}: must be refused, got {:?}", can_fuse(&c))));
+        };
+        ensure(reason.trim().len() >= 10, || format!("{what}: the reason {reason:?} does not explain the refusal"))?;
+        let by_read = c.reads.iter().any(|r| r.access == Access::Other)
+            && matches!(scheduler::can_fuse(&c), Decision::Refuse(ref r) if r.contains("buf3"));
+        ensure(!by_read || reason.contains("buf3"), || {
+            format!("{what}: the refusal is caused by the read of buf3, but your reason does not name it: {reason:?}")
+        })?;
+        refusals += 1;
+    }
+    Ok(format!("{refusals} refusals, each with a reason"))
+}
+
+thread_local! {
+    static SEEN: RefCell<Vec<FusionCandidate>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The subject's decision, recording each candidate it was asked about.
+fn recording(c: &FusionCandidate) -> Decision {
+    SEEN.with(|seen| seen.borrow_mut().push(c.clone()));
+    can_fuse(c)
+}
+
+/// More models than the catalogue: chains of every fusion kind.
+fn extra_models(seed: u64) -> Vec<(&'static str, crate::subject::Model, Vec<Tensor>)> {
+    fn chain(t: Vec<Tensor>) -> Result<Tensor> {
+        t[0].mul(&t[1])?.add(1.0)?.tanh()?.sub(&t[0])?.relu()
+    }
+    fn norm_then_scale(t: Vec<Tensor>) -> Result<Tensor> {
+        let centred = t[0].sub(&t[0].mean(-1, true)?)?;
+        centred.div(&centred.mul(&centred)?.mean(-1, true)?.add(1e-5)?.sqrt()?)?.mul(&t[1])
+    }
+    fn matmul_softmax(t: Vec<Tensor>) -> Result<Tensor> {
+        t[0].matmul(&t[1])?.mul(0.125)?.softmax(-1)?.matmul(&t[2])
+    }
+    let r = |shape: &[usize], k: u64| Tensor::randn(shape, seed.wrapping_mul(8).wrapping_add(k));
+    vec![
+        ("chain", chain as crate::subject::Model, vec![r(&[37, 11], 0), r(&[37, 11], 1)]),
+        ("norm_then_scale", norm_then_scale, vec![r(&[9, 50], 0), r(&[50], 1)]),
+        ("matmul_softmax", matmul_softmax, vec![r(&[6, 16], 0), r(&[16, 6], 1), r(&[6, 16], 2)]),
+    ]
+}
+
+/// Plugged into the scheduler, the subject's decision compiles every model correctly, with no
+/// more kernels than the engine's own decision, and agrees with it on every candidate.
+pub fn fuses_as_much_as_inductor(ctx: &Context) -> CheckResult {
+    let mut models = catalogue(ctx.seed);
+    models.extend(extra_models(ctx.seed));
+    let mut candidates = 0;
+    for (name, model, inputs) in &models {
+        SEEN.with(|seen| seen.borrow_mut().clear());
+        let yours = matches_eager(&format!("model `{name}`"), Inductor::with_fusion_policy(recording), model, inputs)?;
+        let reference = Inductor::default();
+        let expected = matches_eager(&format!("model `{name}`"), reference, model, inputs)?;
+        ensure(yours.kernels.len() <= expected.kernels.len(), || {
+            format!(
+                "model `{name}`: your decision leaves {} kernels {:?}, Inductor's {} {:?}. Run with \
+                 ENGINE_LOGS=fusion to see every decision.",
+                yours.kernels.len(),
+                yours.kernel_names(),
+                expected.kernels.len(),
+                expected.kernel_names()
+            )
+        })?;
+        for c in SEEN.with(|seen| seen.take()) {
+            let (mine, theirs) = (can_fuse(&c), scheduler::can_fuse(&c));
+            let agree = matches!((&mine, &theirs), (Decision::Refuse(_), Decision::Refuse(_))) || mine == theirs;
+            ensure(agree, || {
+                format!("model `{name}`: for\n{c:#?}\nyou decided {mine:?}, Inductor decides {theirs:?}")
+            })?;
+            candidates += 1;
+        }
+    }
+    Ok(format!("{} models match eager with Inductor's kernel counts; {candidates} decisions agree", models.len()))
+}

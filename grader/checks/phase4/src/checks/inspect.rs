@@ -1,0 +1,108 @@
+//! Checks of `inspect`: kernel names are read correctly, and the summaries agree with the output
+//! code the engine itself reports.
+
+use engine::backends::Inductor;
+use engine::dynamo;
+use engine::inductor::output_code::KernelCode;
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+use proptest::prelude::*;
+
+use super::support::reference_code;
+use crate::subject::{KernelKind, KernelSummary, catalogue, inspect, parse_kernel_name};
+
+/// The ops a kernel computes, in the order they first run: what its name lists.
+fn ops_of(kernel: &KernelCode) -> Vec<String> {
+    let mut ops: Vec<String> = Vec::new();
+    for origin in &kernel.origins {
+        if !ops.iter().any(|o| o == origin.op) {
+            ops.push(origin.op.to_string());
+        }
+    }
+    ops
+}
+
+fn kind_of(name: &str) -> KernelKind {
+    match &name[..3] {
+        "poi" => KernelKind::Pointwise,
+        "per" => KernelKind::PersistentReduction,
+        _ => KernelKind::LoopedReduction,
+    }
+}
+
+const PREFIXES: [(&str, KernelKind); 3] =
+    [("poi", KernelKind::Pointwise), ("per", KernelKind::PersistentReduction), ("red", KernelKind::LoopedReduction)];
+
+const OPS: [&str; 10] = ["add", "mul", "relu", "exp", "amax", "sum", "div", "sub", "rsqrt", "mean"];
+
+/// Every kernel name the engine generates for the catalogue, synthetic names, and names of other
+/// forms (which must give `None`).
+pub fn names_are_read(ctx: &Context) -> CheckResult {
+    let mut seen = 0;
+    for (model_name, model, inputs) in catalogue(ctx.seed) {
+        for kernel in reference_code(&model, &inputs)?.kernels {
+            let expected = (kind_of(&kernel.name), ops_of(&kernel));
+            let got = parse_kernel_name(&kernel.name);
+            ensure(got.as_ref() == Some(&expected), || {
+                format!(
+                    "model `{model_name}`: parse_kernel_name(\"{}\") returned {got:?}, expected {:?}",
+                    kernel.name,
+                    Some(&expected)
+                )
+            })?;
+            seen += 1;
+        }
+    }
+    let names = (0usize..3, prop::collection::vec(0usize..OPS.len(), 1..6), 0usize..200);
+    for_all(ctx, 200, names, |(prefix, ops, position)| {
+        let (text, kind) = PREFIXES[prefix];
+        let ops: Vec<String> = ops.iter().map(|&i| OPS[i].to_string()).collect();
+        let name = format!("{text}_fused_{}_{position}", ops.join("_"));
+        let got = parse_kernel_name(&name);
+        ensure(got == Some((kind, ops.clone())), || {
+            format!("parse_kernel_name(\"{name}\") returned {got:?}, expected {:?}", Some((kind, ops)))
+        })
+    })?;
+    for bad in
+        ["tri_fused_add_0", "poi_fused_add", "poi_fused__3", "poi_add_relu_0", "poi_fused_add_x", "", "per_fused"]
+    {
+        let got = parse_kernel_name(bad);
+        ensure(got.is_none(), || format!("\"{bad}\" is not a kernel name, but parse_kernel_name returned {got:?}"))?;
+    }
+    Ok(format!("{seen} generated names, 200 synthetic ones and 7 malformed ones read correctly"))
+}
+
+/// `inspect` on every catalogue model agrees with the output code the grader gets itself.
+pub fn kernels_are_summarised(ctx: &Context) -> CheckResult {
+    let mut kernels = 0;
+    for (model_name, model, inputs) in catalogue(ctx.seed) {
+        let got = inspect(model, &inputs)?;
+        let inductor = Inductor::default();
+        dynamo::compile(model).backend(inductor.clone()).call(&inputs)?;
+        let code = inductor.output_codes().pop().expect("one compile");
+        let expected: Vec<KernelSummary> = code
+            .kernels
+            .iter()
+            .map(|k| KernelSummary {
+                name: k.name.clone(),
+                kind: kind_of(&k.name),
+                ops: ops_of(k),
+                nodes: k.origins.iter().map(|o| o.node.clone()).collect(),
+                bytes: k.args.iter().map(|a| 4 * a.elements).sum(),
+            })
+            .collect();
+        ensure(got.len() == expected.len(), || {
+            format!("model `{model_name}` compiles to {} kernels, you reported {}:\n{code}", expected.len(), got.len())
+        })?;
+        for (g, e) in got.iter().zip(&expected) {
+            if g != e {
+                return Err(Failure::fail(format!(
+                    "model `{model_name}`, kernel `{}`:\n  you reported {g:?}\n  expected     {e:?}\n\nthe output \
+                     code:\n{code}",
+                    e.name
+                )));
+            }
+        }
+        kernels += expected.len();
+    }
+    Ok(format!("{kernels} kernels of {} models summarised as the output code says", catalogue(ctx.seed).len()))
+}

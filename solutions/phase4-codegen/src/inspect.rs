@@ -1,0 +1,93 @@
+//! Exercise `inspect`: compile a model with Inductor, then read its output code: which kernels it
+//! generated, what each one fused, and how many bytes each must move.
+
+use engine::backends::Inductor;
+use engine::inductor::output_code::KernelCode;
+use engine::{Error, Result, Tensor, dynamo};
+
+use crate::models::Model;
+
+/// What kind of loop a kernel is, as the prefix of its name says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    /// `poi_`: one loop over elements.
+    Pointwise,
+    /// `per_`: a reduction whose rows fit in registers (on a GPU, one block per row).
+    PersistentReduction,
+    /// `red_`: a reduction that loops over each row as many times as it needs.
+    LoopedReduction,
+}
+
+/// What one generated kernel does, read off the output code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSummary {
+    /// The kernel's name (`poi_fused_add_relu_mul_0`).
+    pub name: String,
+    /// Its kind, from the name's prefix.
+    pub kind: KernelKind,
+    /// The ops its name lists, in order (`["add", "relu", "mul"]`).
+    pub ops: Vec<String>,
+    /// The graph nodes it computes, by name (`["add", "relu", "mul"]`).
+    pub nodes: Vec<String>,
+    /// The fewest bytes it can move: each argument buffer read or written once, 4 bytes a float.
+    pub bytes: usize,
+}
+
+// ANCHOR: parse_kernel_name
+/// **Exercise `inspect`, part 1.** Split a kernel name such as `poi_fused_add_relu_mul_0` into
+/// its kind (`poi` is [`KernelKind::Pointwise`], `per` is [`KernelKind::PersistentReduction`],
+/// `red` is [`KernelKind::LoopedReduction`]) and the ops it lists (`["add", "relu", "mul"]`).
+/// The trailing number is the kernel's position, not an op. Return `None` for a name of any
+/// other form.
+///
+/// Book: `book/src/phase4/exercises.md`, section "inspect".
+/// Check: `cargo grader check phase4`.
+pub fn parse_kernel_name(name: &str) -> Option<(KernelKind, Vec<String>)> {
+    let (prefix, rest) = name.split_once("_fused_")?;
+    let kind = match prefix {
+        "poi" => KernelKind::Pointwise,
+        "per" => KernelKind::PersistentReduction,
+        "red" => KernelKind::LoopedReduction,
+        _ => return None,
+    };
+    let (ops, position) = rest.rsplit_once('_')?;
+    let numbered = !position.is_empty() && position.chars().all(|c| c.is_ascii_digit());
+    if !numbered || ops.is_empty() || ops.split('_').any(str::is_empty) {
+        return None;
+    }
+    Some((kind, ops.split('_').map(String::from).collect()))
+}
+// ANCHOR_END: parse_kernel_name
+
+// ANCHOR: inspect
+/// **Exercise `inspect`, part 2.** Compile `model` with the Inductor backend, call it once on
+/// `inputs`, and summarise every kernel of the output code it generated, in launch order: the
+/// name, what [`parse_kernel_name`] reads from it, the graph nodes the kernel computes, and the
+/// bytes it must move.
+///
+/// Book: `book/src/phase4/exercises.md`, section "inspect".
+/// Check: `cargo grader check phase4`.
+pub fn inspect(model: Model, inputs: &[Tensor]) -> Result<Vec<KernelSummary>> {
+    let inductor = Inductor::default();
+    dynamo::compile(model).backend(inductor.clone()).call(inputs)?;
+    let code = inductor.output_codes().pop().ok_or_else(|| Error::Backend {
+        backend: "inductor".into(),
+        message: "the model was called but nothing was compiled".into(),
+    })?;
+    code.kernels.iter().map(summarise).collect()
+}
+// ANCHOR_END: inspect
+
+fn summarise(kernel: &KernelCode) -> Result<KernelSummary> {
+    let (kind, ops) = parse_kernel_name(&kernel.name).ok_or_else(|| Error::Backend {
+        backend: "inductor".into(),
+        message: format!("`{}` is not a kernel name", kernel.name),
+    })?;
+    Ok(KernelSummary {
+        name: kernel.name.clone(),
+        kind,
+        ops,
+        nodes: kernel.origins.iter().map(|o| o.node.clone()).collect(),
+        bytes: kernel.args.iter().map(|a| a.elements * 4).sum(),
+    })
+}

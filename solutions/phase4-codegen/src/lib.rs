@@ -1,0 +1,26 @@
+//! Phase 4 of the workbook: the code Inductor generates, read and written (reference solutions).
+//!
+//! [`models`] gives the models the exercises compile. The exercises, in order:
+//!
+//! | exercise | module | what you write |
+//! | --- | --- | --- |
+//! | `inspect` | [`inspect`] | compile a model with Inductor and say what each generated kernel fused |
+//! | `can_fuse` | [`fusion`] | the fusion decision, with a reason for every refusal |
+//! | `pointwise_c` | [`pointwise`] | print a fused pointwise kernel as C |
+//! | `pointwise_cuda` | [`pointwise`] | print the same kernel as CUDA C |
+//! | `reduction_c` (stretch) | [`reduction`] | print a row-reduction kernel as C |
+//!
+//! Read `book/src/phase4/exercises.md`, then check your work with `cargo grader check phase4`.
+//! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
+
+pub mod fusion;
+pub mod inspect;
+pub mod models;
+pub mod pointwise;
+pub mod reduction;
+
+pub use fusion::can_fuse;
+pub use inspect::{KernelKind, KernelSummary, inspect, parse_kernel_name};
+pub use models::{Model, catalogue};
+pub use pointwise::{pointwise_c, pointwise_cuda};
+pub use reduction::reduction_c;
