@@ -511,22 +511,19 @@ impl Op {
 }
 
 /// The output shape of a `cond` whose operands (after the predicate) have these shapes, or what is
-/// wrong with them.
+/// wrong with them. Each branch checks the operands against its (possibly symbolic) input sizes.
 fn cond_shape(true_graph: &Graph, false_graph: &Graph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
     if shapes[0].iter().product::<usize>() != 1 {
         return Err(format!("the predicate must have exactly one element, got shape {:?}", shapes[0]));
     }
     let mut outputs = Vec::with_capacity(2);
     for (branch, graph) in [("true", true_graph), ("false", false_graph)] {
-        let expected: Vec<&[usize]> =
-            graph.placeholders().iter().map(|&p| graph.node(p).meta.shape.as_slice()).collect();
-        if expected != shapes[1..] {
-            return Err(format!("the {branch} branch takes operands of shapes {expected:?}, got {:?}", &shapes[1..]));
-        }
+        let bindings =
+            graph.bind_symbols(&shapes[1..]).map_err(|mismatch| format!("the {branch} branch: {mismatch}"))?;
         let [output] = graph.outputs() else {
             return Err(format!("the {branch} branch must return exactly one tensor, got {}", graph.outputs().len()));
         };
-        outputs.push(graph.node(*output).meta.shape.clone());
+        outputs.push(graph.node(*output).sym_shape.eval(&bindings).expect("bindings cover the branch's symbols"));
     }
     if outputs[0] != outputs[1] {
         return Err(format!("the branches return different shapes: {:?} and {:?}", outputs[0], outputs[1]));

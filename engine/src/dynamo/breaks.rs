@@ -5,7 +5,6 @@
 //! have yet.
 
 use std::fmt;
-use std::io::Write;
 
 use crate::error::{Result, SourceLocation};
 use crate::fx::proxy;
@@ -45,9 +44,11 @@ pub fn print_side_effect(args: fmt::Arguments<'_>, newline: bool) -> Result<()> 
         location,
     )?;
     let text = proxy::at_statement(location, || fmt::format(args));
-    let mut out = std::io::stdout().lock();
-    // Printing is best effort, as with std's macros minus the panic on a closed stdout.
-    let _ = if newline { writeln!(out, "{text}") } else { write!(out, "{text}") };
+    if newline {
+        std::println!("{text}");
+    } else {
+        std::print!("{text}");
+    }
     Ok(())
 }
 

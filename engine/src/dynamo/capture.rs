@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::cache::Cache;
 use super::options::Options;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
 use crate::fx::{Graph, NodeKind};
 use crate::logs::{self, Artifact};
@@ -58,9 +58,6 @@ fn input_of(graph: &Graph, inputs: &[Tensor], node: crate::fx::NodeId) -> Tensor
 
 impl CaptureHooks for Capture {
     fn run_partial(&self, traced: Traced, reason: &BreakReason) -> Result<Vec<Tensor>> {
-        if self.options.fullgraph {
-            return Err(Error::GraphBreak { reason: reason.reason.clone(), location: reason.location });
-        }
         logs::log(Artifact::GraphBreaks, || {
             format!("graph break in `{}` at {}: {}", self.options.name, reason.location.short(), reason.reason)
         });

@@ -26,7 +26,7 @@ use crate::tensor::{Operand, Tensor};
 /// use engine::{dynamo, Tensor};
 /// let f = dynamo::compile(|x: Tensor| {
 ///     let positive = x.sum_all()?.gt(0.0)?;
-///     dynamo::cond(&positive, |xs| xs[0].mul(2.0), |xs| xs[0].neg(), &[x])
+///     dynamo::cond(&positive, |xs| xs[0].mul(2.0), |xs| xs[0].neg(), &[&x])
 /// })
 /// .fullgraph(true);
 /// assert_eq!(f.call(&Tensor::from_vec(vec![1.0, 2.0], &[2])?)?.to_vec()?, vec![2.0, 4.0]);
@@ -34,7 +34,7 @@ use crate::tensor::{Operand, Tensor};
 /// # Ok::<(), engine::Error>(())
 /// ```
 #[track_caller]
-pub fn cond<T, E>(pred: &Tensor, true_fn: T, false_fn: E, operands: &[Tensor]) -> Result<Tensor>
+pub fn cond<T, E>(pred: &Tensor, true_fn: T, false_fn: E, operands: &[&Tensor]) -> Result<Tensor>
 where
     T: Fn(&[Tensor]) -> Result<Tensor>,
     E: Fn(&[Tensor]) -> Result<Tensor>,
@@ -47,12 +47,13 @@ where
             location,
         });
     }
+    let operands: Vec<Tensor> = operands.iter().map(|&t| t.clone()).collect();
     if !is_tracing() {
-        return if pred.item()? != 0.0 { true_fn(operands) } else { false_fn(operands) };
+        return if pred.item()? != 0.0 { true_fn(&operands) } else { false_fn(&operands) };
     }
-    match capture(pred, &true_fn, &false_fn, operands, location) {
+    match capture(pred, &true_fn, &false_fn, &operands, location) {
         Err(Error::GraphBreak { reason, location: inner }) => {
-            fall_back(pred, &true_fn, &false_fn, operands, location, &reason, inner)
+            fall_back(pred, &true_fn, &false_fn, &operands, location, &reason, inner)
         }
         result => result,
     }

@@ -266,7 +266,8 @@ impl Graph {
             .collect();
         let sym_shape = self.sym_output_shape(&op, &sym_inputs, &shape, location);
         let meta = TensorMeta { shape, dtype: DType::F32, device: device.unwrap_or_default() };
-        let name = self.unique_name(op.name());
+        // Like FX, a node is named after its target: `add`, or `soft_clip` for `mylib::soft_clip`.
+        let name = self.unique_name(op.name().rsplit("::").next().unwrap_or_default());
         let id = NodeId(self.nodes.len());
         self.nodes.push(Node { name, kind: NodeKind::Call { op, args }, meta, sym_shape, location: Some(location) });
         Ok(id)

@@ -58,7 +58,7 @@ pub struct BreakReason {
 /// How a trace started by dynamo hands its graphs over at a graph break.
 pub(crate) trait CaptureHooks {
     /// Compiles and runs the graph traced so far (its outputs are the live values) and returns
-    /// one concrete tensor per output; or fails, for example when breaks are not allowed.
+    /// one concrete tensor per output. Only called when [`CaptureHooks::allows_breaks`].
     fn run_partial(&self, traced: Traced, reason: &BreakReason) -> Result<Vec<Tensor>>;
 
     /// Whether breaks are allowed at all (`false` under `fullgraph(true)`).
@@ -519,7 +519,7 @@ pub(crate) fn concretize(tensor: &Tensor, reason: &str, location: SourceLocation
     }
     let break_reason = BreakReason { reason: reason.to_string(), location };
     let hooks = with_trace(trace, |s| s.hooks.clone()).flatten();
-    let Some(hooks) = hooks.filter(|_| innermost == Some(trace)) else {
+    let Some(hooks) = hooks.filter(|h| innermost == Some(trace) && h.allows_breaks()) else {
         return Err(Error::GraphBreak { reason: break_reason.reason, location });
     };
     break_graph(trace, hooks.as_ref(), &break_reason)?;
@@ -555,7 +555,7 @@ pub(crate) fn break_for_side_effect(reason: &str, location: SourceLocation) -> R
         return Ok(());
     };
     let reason = BreakReason { reason: reason.to_string(), location };
-    match hooks {
+    match hooks.filter(|h| h.allows_breaks()) {
         Some(hooks) => break_graph(trace, hooks.as_ref(), &reason),
         None => Err(Error::GraphBreak { reason: reason.reason, location }),
     }
