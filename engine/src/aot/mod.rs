@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::fx::proxy::Tracer;
 use crate::fx::{Graph, Interpreter};
 
+// ANCHOR: decompose
 /// The same computation as `graph` with every composite op replaced by primitive ops (inside
 /// `cond` branches too). Each new node keeps the source location of the composite it came from,
 /// and a dynamic graph stays dynamic in the same sizes.
@@ -28,3 +29,4 @@ pub fn decompose(graph: &Graph) -> Result<Graph> {
     }
     Ok(traced.graph)
 }
+// ANCHOR_END: decompose
