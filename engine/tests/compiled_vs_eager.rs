@@ -1,11 +1,11 @@
 //! Compiled execution against eager execution on random programs: the `eager` backend must be
-//! bit-identical (it runs the same kernels), `aot_eager` equal within float tolerance (its
-//! decompositions round differently).
+//! bit-identical (it runs the same kernels), `aot_eager` and `inductor` equal within float
+//! tolerance (decompositions and fused kernels round differently).
 
 mod common;
 
 use common::programs::{Program, programs};
-use engine::backends::{AotEager, Eager};
+use engine::backends::{AotEager, Eager, Inductor};
 use engine::{Tensor, dynamo};
 use proptest::prelude::*;
 
@@ -35,6 +35,20 @@ proptest! {
         let got = compiled.call(&inputs).unwrap();
         for (g, e) in got.iter().zip(eager(&program, &inputs)) {
             prop_assert!(close(&g.to_vec().unwrap(), &e), "{program:?}");
+        }
+    }
+
+    #[test]
+    fn inductor_matches_within_tolerance(program in programs(12), seed in any::<u64>()) {
+        // Every case runs the C compiler; the tolerance allows for the C library's `expf` and
+        // `erff` against Rust's, and for sums reassociated into vector lanes.
+        let inputs = program.inputs(seed);
+        let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).backend(Inductor::default());
+        let got = compiled.call(&inputs).unwrap();
+        for (g, e) in got.iter().zip(eager(&program, &inputs)) {
+            let (g, e) = (g.to_vec().unwrap(), e);
+            let near = g.iter().zip(&e).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs());
+            prop_assert!(near, "{program:?}\ngot      {g:?}\nexpected {e:?}");
         }
     }
 }

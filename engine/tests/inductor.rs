@@ -8,7 +8,6 @@ use engine::fx::{Graph, Interpreter};
 use engine::inductor::Config;
 use engine::inductor::scheduler::can_fuse;
 use engine::{Device, Result, Tensor, dynamo};
-use proptest::prelude::*;
 
 mod models;
 
@@ -108,7 +107,7 @@ fn kernel_names_say_what_was_fused() {
 fn refusals_name_their_reason() {
     let graph = capture(models::transpose_read, &[Tensor::randn(&[3, 3], 0)]);
     let decomposed = engine::aot::decompose(&graph).unwrap();
-    let lowered = engine::inductor::lowering::lower(&decomposed).unwrap();
+    let lowered = engine::inductor::lowering::lower(&decomposed, &engine::fx::SymBindings::new()).unwrap();
     let schedule = engine::inductor::scheduler::schedule(&lowered, can_fuse).unwrap();
     let refusal = schedule.decisions.iter().find(|d| d.to_string().starts_with("cannot fuse")).unwrap();
     assert_eq!(
@@ -176,167 +175,79 @@ fn strided_and_offset_inputs_are_indexed_correctly() {
     close(&model.call(&x).unwrap().to_vec().unwrap(), &f(x.clone()).unwrap().to_vec().unwrap()).unwrap();
 }
 
-/// One step of a random program over a pool of tensors (indices wrap around the pool).
-#[derive(Clone, Debug)]
-enum Instr {
-    Unary(usize, usize),
-    Binary(usize, usize, usize),
-    Scalar(usize, usize, f32),
-    Where(usize, usize, usize),
-    Reduce(usize, usize, usize, bool),
-    SubRowMax(usize, usize),
-    Transpose(usize),
-    Slice(usize, usize),
-    Flatten(usize),
-    Softmax(usize),
-    LayerNorm(usize),
-    Matmul(usize, usize),
-}
-
-fn instr() -> impl Strategy<Value = Instr> {
-    let i = || 0usize..64;
-    prop_oneof![
-        (i(), i()).prop_map(|(o, a)| Instr::Unary(o, a)),
-        (i(), i(), i()).prop_map(|(o, a, b)| Instr::Binary(o, a, b)),
-        (i(), i(), -2.0f32..2.0).prop_map(|(o, a, s)| Instr::Scalar(o, a, s)),
-        (i(), i(), i()).prop_map(|(c, a, b)| Instr::Where(c, a, b)),
-        (i(), i(), i(), any::<bool>()).prop_map(|(k, a, d, keep)| Instr::Reduce(k, a, d, keep)),
-        (i(), i()).prop_map(|(a, d)| Instr::SubRowMax(a, d)),
-        i().prop_map(Instr::Transpose),
-        (i(), i()).prop_map(|(a, d)| Instr::Slice(a, d)),
-        i().prop_map(Instr::Flatten),
-        i().prop_map(Instr::Softmax),
-        i().prop_map(Instr::LayerNorm),
-        (i(), 1usize..10).prop_map(|(a, n)| Instr::Matmul(a, n)),
-    ]
-}
-
-/// Unary ops that stay finite and well conditioned on inputs of moderate size.
-const UNARY: [engine::op::UnaryOp; 10] = {
-    use engine::op::UnaryOp::*;
-    [Neg, Exp, Sin, Cos, Tanh, Erf, Abs, Relu, Sigmoid, Gelu]
-};
-
-fn run_program(program: &[Instr], inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
-    use engine::op::{BinaryOp, Op};
-    let mut pool = inputs;
-    let here = engine::SourceLocation::caller();
-    for ins in program {
-        let pick = |k: usize| pool[k % pool.len()].clone();
-        let next = match ins {
-            Instr::Unary(o, a) => Some(Op::Unary(UNARY[o % UNARY.len()]).apply(&[(&pick(*a)).into()], here)?),
-            Instr::Binary(o, a, b) => {
-                let (a, b) = (pick(*a), pick(*b));
-                let op = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Maximum, BinaryOp::Minimum][o % 5];
-                match engine::layout::broadcast_shapes(a.shape(), b.shape()) {
-                    Some(_) => Some(Op::Binary(op).apply(&[(&a).into(), (&b).into()], here)?),
-                    None => None,
-                }
-            }
-            Instr::Scalar(o, a, s) => {
-                let ops = [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Gt, BinaryOp::Pow];
-                let op = ops[o % ops.len()];
-                let s = match op {
-                    BinaryOp::Div => s.abs() + 0.5,
-                    BinaryOp::Pow => 2.0,
-                    _ => *s,
-                };
-                Some(Op::Binary(op).apply(&[(&pick(*a)).into(), s.into()], here)?)
-            }
-            Instr::Where(c, a, b) => {
-                let (c, a, b) = (pick(*c), pick(*a), pick(*b));
-                let mask = c.gt(0.0)?;
-                let fits = engine::layout::broadcast_shapes(a.shape(), b.shape())
-                    .and_then(|s| engine::layout::broadcast_shapes(&s, mask.shape()))
-                    .is_some();
-                if fits { Some(mask.where_(&a, &b)?) } else { None }
-            }
-            Instr::Reduce(k, a, d, keep) => {
-                let a = pick(*a);
-                if a.rank() == 0 {
-                    None
-                } else {
-                    let dim = (*d % a.rank()) as isize;
-                    Some(match k % 3 {
-                        0 => a.sum(dim, *keep)?,
-                        1 => a.mean(dim, *keep)?,
-                        _ => a.amax(dim, *keep)?,
-                    })
-                }
-            }
-            Instr::SubRowMax(a, d) => {
-                let a = pick(*a);
-                if a.rank() == 0 { None } else { Some(a.sub(&a.amax((*d % a.rank()) as isize, true)?)?) }
-            }
-            Instr::Transpose(a) => {
-                let a = pick(*a);
-                if a.rank() < 2 { None } else { Some(a.transpose(0, -1)?) }
-            }
-            Instr::Slice(a, d) => {
-                let a = pick(*a);
-                if a.rank() == 0 || a.shape()[d % a.rank()] < 2 {
-                    None
-                } else {
-                    let dim = d % a.rank();
-                    Some(a.slice(dim as isize, 1, a.shape()[dim], 2)?)
-                }
-            }
-            Instr::Flatten(a) => {
-                let a = pick(*a);
-                Some(a.reshape(&[a.numel()])?)
-            }
-            Instr::Softmax(a) => {
-                let a = pick(*a);
-                if a.rank() == 0 { None } else { Some(a.softmax(-1)?) }
-            }
-            Instr::LayerNorm(a) => {
-                let a = pick(*a);
-                match a.shape().last() {
-                    Some(&d) => {
-                        Some(a.layer_norm(&Tensor::uniform(&[d], 0.5, 1.5, 7), &Tensor::randn(&[d], 8), 1e-5)?)
-                    }
-                    None => None,
-                }
-            }
-            Instr::Matmul(a, n) => {
-                let a = pick(*a);
-                if a.rank() != 2 {
-                    None
-                } else {
-                    Some(a.matmul(&Tensor::uniform(&[a.shape()[1], *n], -0.5, 0.5, 9))?)
-                }
-            }
-        };
-        pool.extend(next);
+/// GCC 12 at -O3 once turned this program's short max-reduction rows into wrong numbers (the
+/// row loop fully unrolled, the loop around it vectorised with masked loads).
+#[test]
+fn short_max_rows_with_a_select_survive_gcc() {
+    let f = |t: Vec<Tensor>| -> Result<Vec<Tensor>> {
+        let x = &t[0];
+        let picked = x.gt(0.0)?.where_(&x.neg()?, &x.softmax(-1)?)?;
+        Ok(vec![picked.sub(&picked.amax(1, true)?)?, x.neg()?.mean(0, false)?])
+    };
+    let inputs = vec![Tensor::uniform(&[3, 4], -2.0, 2.0, 89)];
+    let got = dynamo::compile(f).backend(Inductor::default()).call(&inputs).unwrap();
+    for (g, e) in got.iter().zip(f(inputs.clone()).unwrap()) {
+        close(&g.to_vec().unwrap(), &e.to_vec().unwrap()).unwrap();
     }
-    let start = pool.len().saturating_sub(3);
-    Ok(pool[start..].to_vec())
 }
 
-fn shape() -> impl Strategy<Value = Vec<usize>> {
-    prop::collection::vec(1usize..10, 1..4)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
-
-    #[test]
-    fn compiled_equals_eager_on_random_programs(
-        program in prop::collection::vec(instr(), 1..7),
-        shape in shape(),
-        seed in 0u64..1000,
-    ) {
-        let inputs = vec![Tensor::uniform(&shape, -2.0, 2.0, seed), Tensor::uniform(&shape, -2.0, 2.0, seed + 1)];
-        let expected = run_program(&program, inputs.clone()).unwrap();
-        let compiled = dynamo::compile(|t: Vec<Tensor>| run_program(&program, t)).backend(Inductor::default());
-        let got = compiled.call(&inputs).unwrap();
-        for (g, e) in got.iter().zip(&expected) {
-            prop_assert_eq!(g.shape(), e.shape());
-            if let Err(why) = close(&g.to_vec().unwrap(), &e.to_vec().unwrap()) {
-                return Err(TestCaseError::fail(why));
-            }
-        }
+#[test]
+fn one_library_serves_every_batch_size_of_a_dynamic_graph() {
+    let inductor = Inductor::default();
+    let w = Tensor::randn(&[24], 5);
+    let f = |x: Tensor| x.add(&w)?.relu()?.softmax(-1);
+    let model = dynamo::compile(f).dynamic(true).backend(inductor.clone());
+    for batch in [3, 8, 5, 130] {
+        let x = Tensor::randn(&[batch, 24], batch as u64);
+        close(&model.call(&x).unwrap().to_vec().unwrap(), &f(x.clone()).unwrap().to_vec().unwrap()).unwrap();
     }
+    assert_eq!(model.stats().compiles, 1);
+    assert_eq!(inductor.output_codes()[0].kernel_names(), ["per_fused_add_relu_amax_sub_exp_sum_div_0"]);
+}
+
+#[test]
+fn a_dynamic_inner_size_is_baked_in_per_size() {
+    // The column count is a stride inside the index, so each size gets its own source.
+    let f = |x: Tensor| x.t()?.exp();
+    let model = dynamo::compile(f).dynamic(true).backend(Inductor::default());
+    for (rows, cols) in [(3, 4), (3, 7), (5, 9)] {
+        let x = Tensor::randn(&[rows, cols], 1);
+        close(&model.call(&x).unwrap().to_vec().unwrap(), &f(x.clone()).unwrap().to_vec().unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn custom_ops_fuse_into_kernels() {
+    let soft_clip = engine::dynamo::CustomOp::elementwise("inductor_test::soft_clip", 1)
+        .c_source("float soft_clip(float x) { return x / (1.0f + fabsf(x)); }")
+        .register()
+        .unwrap();
+    let inductor = Inductor::default();
+    let f = |x: Tensor| soft_clip.call(&[&x.mul(3.0)?])?.add(&x);
+    let model = dynamo::compile(f).backend(inductor.clone());
+    let x = Tensor::randn(&[1000], 2);
+    close(&model.call(&x).unwrap().to_vec().unwrap(), &f(x.clone()).unwrap().to_vec().unwrap()).unwrap();
+    let code = &inductor.output_codes()[0];
+    assert_eq!(code.kernel_names(), ["poi_fused_mul_soft_clip_add_0"]);
+    assert!(code.kernels[0].source.contains("soft_clip(tmp"), "{code}");
+    assert!(code.to_string().contains("float soft_clip(float x)"), "{code}");
+}
+
+#[test]
+fn cond_runs_eagerly_between_kernels() {
+    let inductor = Inductor::default();
+    let f = |x: Tensor| {
+        let h = x.mul(2.0)?;
+        let positive = h.sum_all()?.gt(0.0)?;
+        dynamo::cond(&positive, |hs| hs[0].exp(), |hs| hs[0].neg(), &[&h])?.add(1.0)
+    };
+    let model = dynamo::compile(f).backend(inductor.clone());
+    for seed in 0..4 {
+        let x = Tensor::randn(&[4, 5], seed);
+        close(&model.call(&x).unwrap().to_vec().unwrap(), &f(x.clone()).unwrap().to_vec().unwrap()).unwrap();
+    }
+    let call = &inductor.output_codes()[0].call;
+    assert!(call.contains("fallback::cond("), "{call}");
 }
 
 #[test]

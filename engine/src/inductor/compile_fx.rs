@@ -1,74 +1,162 @@
 //! The entry point, the analogue of `torch._inductor.compile_fx.compile_fx`: decompose, lower,
 //! schedule and fuse, generate code, compile it, plan the call.
+//!
+//! A dynamic graph (sizes `s0`, `s1`, ... from dynamo) is lowered for the sizes it was traced
+//! with, and again for each new binding of its symbols when one first arrives. Kernels take the
+//! extent of their loop (`xnumel`) at run time, so where a size only changes how far a loop runs,
+//! every binding prints the same source, and the disk cache and the loader hand back the one
+//! library already compiled: the size is passed at run time. A size that changes the source (a
+//! stride inside an index) is baked in, and that source is compiled once for its size.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::codegen;
 use super::config::Config;
-use super::ir::LoweredGraph;
-use super::kernel::KernelBody;
-use super::kernel::{self, Kernel};
+use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
+use super::kernel::{self, Kernel, KernelBody};
 use super::output_code::OutputCode;
 use super::runtime::CpuProgram;
 use super::scheduler::{self, GroupKind, Schedule};
-use super::wrapper::{self, CallPlan};
+use super::wrapper;
 use super::{CompiledModule, lowering};
 use crate::aot;
 use crate::codecache::CCompiler;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::fx::Graph;
+use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
+use crate::tensor::Tensor;
 
-/// Everything code generation produces for one graph, before anything is compiled.
-pub(crate) struct Generated {
-    pub lowered: LoweredGraph,
-    pub kernels: Vec<Kernel>,
-    pub plan: CallPlan,
-    pub output_code: OutputCode,
+/// Everything code generation produces for one graph and one binding of its sizes, before
+/// anything is compiled.
+struct Generated {
+    lowered: LoweredGraph,
+    kernels: Vec<Kernel>,
+    plan: wrapper::CallPlan,
+    output_code: OutputCode,
 }
 
 /// Compiles a captured graph for the device its inputs are on.
 pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
-    let generated = generate_for(graph, device, config)?;
+    let decomposed = aot::decompose(graph)?;
+    let hints = hint_bindings(&decomposed)?;
+    let generated = generate_for(&decomposed, &hints, device, config, true)?;
     logs::log(Artifact::OutputCode, || generated.output_code.to_string());
-    let Generated { lowered, kernels, plan, output_code } = generated;
-    let program = match device {
-        Device::Cpu => {
-            let library = if kernels.is_empty() {
-                None
-            } else {
-                let sources: Vec<&str> = output_code.kernels.iter().map(|k| k.source.as_str()).collect();
-                let module = format!("{}\n{}", codegen::c::prelude(), sources.join("\n"));
-                Some(CCompiler::detect()?.compile(&module)?)
-            };
-            CpuProgram::new(&lowered, &kernels, &plan, library)?
-        }
-        Device::Cuda(i) => {
-            return Err(Error::Backend {
-                backend: "inductor".into(),
-                message: format!("cuda:{i} graphs need the CUDA runtime, which this build does not have yet"),
-            });
-        }
-    };
-    Ok(CompiledModule { output_code, program })
+    let output_code = generated.output_code.clone();
+    let program = Arc::new(build_program(generated, device)?);
+    let dynamic = decomposed.is_dynamic().then(|| Specializations {
+        programs: Mutex::new(HashMap::from([(binding_key(&hints), program.clone())])),
+        graph: decomposed,
+        device,
+        config: *config,
+    });
+    Ok(CompiledModule { output_code, program, dynamic })
 }
 
 /// The output code Inductor would compile for `graph` on `device`, without compiling it: how
 /// to read the CUDA C for a model on a machine with no GPU.
 pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<OutputCode> {
-    generate_for(graph, device, config).map(|g| g.output_code)
+    let decomposed = aot::decompose(graph)?;
+    let hints = hint_bindings(&decomposed)?;
+    generate_for(&decomposed, &hints, device, config, true).map(|g| g.output_code)
 }
 
-fn generate_for(graph: &Graph, device: Device, config: &Config) -> Result<Generated> {
-    let decomposed = aot::decompose(graph)?;
-    let lowered = lowering::lower(&decomposed)?;
+/// The binding of every size symbol to the size it was traced with.
+fn hint_bindings(graph: &Graph) -> Result<SymBindings> {
+    let shapes: Vec<&[usize]> = graph.placeholders().iter().map(|&p| graph.node(p).meta.shape.as_slice()).collect();
+    graph.bind_symbols(&shapes).map_err(|m| Error::Backend { backend: "inductor".into(), message: m.to_string() })
+}
+
+fn binding_key(bindings: &SymBindings) -> Vec<usize> {
+    bindings.iter().map(|(_, value)| value).collect()
+}
+
+fn generate_for(
+    graph: &Graph,
+    bindings: &SymBindings,
+    device: Device,
+    config: &Config,
+    log: bool,
+) -> Result<Generated> {
+    let lowered = lowering::lower(graph, bindings)?;
     let schedule = scheduler::schedule(&lowered, config.fusion)?;
-    logs::log(Artifact::Fusion, || fusion_log(&schedule));
+    if log {
+        logs::log(Artifact::Fusion, || fusion_log(&schedule));
+    }
     let kernels = build_kernels(&lowered, &schedule);
     let plan = wrapper::plan(&lowered, &schedule);
     let sources = kernels.iter().map(|k| print(k, device, config)).collect();
-    let output_code = OutputCode::new(device, &lowered, &kernels, sources, &plan);
+    let custom = custom_sources(&lowered, device)?;
+    let output_code = OutputCode::new(device, &lowered, &kernels, sources, custom, &plan);
     Ok(Generated { lowered, kernels, plan, output_code })
+}
+
+/// Compiles the generated code and resolves its kernels.
+fn build_program(generated: Generated, device: Device) -> Result<CpuProgram> {
+    let Generated { lowered, kernels, plan, output_code } = generated;
+    match device {
+        Device::Cpu => {
+            let library = if kernels.is_empty() {
+                None
+            } else {
+                Some(CCompiler::detect()?.compile(&output_code.module_source(&codegen::c::prelude()))?)
+            };
+            CpuProgram::new(&lowered, &kernels, &plan, library)
+        }
+        Device::Cuda(i) => Err(Error::Backend {
+            backend: "inductor".into(),
+            message: format!("cuda:{i} graphs need the CUDA runtime, which this build does not have yet"),
+        }),
+    }
+}
+
+/// The source of every custom op the kernels call, once each, in the device's language.
+fn custom_sources(lowered: &LoweredGraph, device: Device) -> Result<Vec<String>> {
+    let mut sources: Vec<String> = Vec::new();
+    for node in &lowered.nodes {
+        let NodeBody::Pointwise { op: PointwiseOp::Custom(custom), .. } = &node.body else { continue };
+        let source = match device {
+            Device::Cpu => custom.c_source().to_string(),
+            Device::Cuda(_) => custom.cuda_source().map(str::to_string).ok_or_else(|| Error::Backend {
+                backend: "inductor".into(),
+                message: format!("custom op `{}` has no CUDA source, so it cannot run on {device}", custom.name()),
+            })?,
+        };
+        if !sources.contains(&source) {
+            sources.push(source);
+        }
+    }
+    Ok(sources)
+}
+
+/// The programs of a dynamic graph, one per binding of its sizes seen so far.
+pub(crate) struct Specializations {
+    graph: Graph,
+    device: Device,
+    config: Config,
+    programs: Mutex<HashMap<Vec<usize>, Arc<CpuProgram>>>,
+}
+
+impl Specializations {
+    /// The program for the sizes of `inputs`, built (and compiled if its source is new) on first
+    /// use.
+    pub(crate) fn program_for(&self, inputs: &[Tensor]) -> Result<Arc<CpuProgram>> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
+        let bindings = self
+            .graph
+            .bind_symbols(&shapes)
+            .map_err(|m| Error::Backend { backend: "inductor".into(), message: m.to_string() })?;
+        let key = binding_key(&bindings);
+        if let Some(program) = self.programs.lock().expect("programs lock").get(&key) {
+            return Ok(program.clone());
+        }
+        let generated = generate_for(&self.graph, &bindings, self.device, &self.config, false)?;
+        let program = Arc::new(build_program(generated, self.device)?);
+        self.programs.lock().expect("programs lock").insert(key, program.clone());
+        Ok(program)
+    }
 }
 
 /// A kernel's source for `device`, from the configured printer or the engine's own.

@@ -6,10 +6,11 @@
 use std::fmt;
 
 use super::index::Affine;
+use crate::dynamo::CustomOp;
 use crate::error::SourceLocation;
 use crate::fx::NodeId;
 use crate::layout::Layout;
-use crate::op::{BinaryOp, ReduceOp, UnaryOp};
+use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A region of memory a kernel can read: a graph input or the output of an IR node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,7 +58,7 @@ pub enum Operand {
 }
 
 /// The scalar function a pointwise node applies to its operands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PointwiseOp {
     /// A unary op of the catalogue.
     Unary(UnaryOp),
@@ -67,6 +68,8 @@ pub enum PointwiseOp {
     Where,
     /// The operand itself: a copy into a dense buffer (`contiguous`, a reshape that needs one).
     Copy,
+    /// A registered custom op: its own C (or CUDA C) function, called per element.
+    Custom(CustomOp),
 }
 
 /// What an IR node computes.
@@ -99,6 +102,23 @@ pub enum NodeBody {
         /// Right operand.
         b: View,
     },
+    /// An op Inductor does not lower (`cond`), run by the eager dispatcher on its operands, as
+    /// Inductor falls back to ATen for ops it has no lowering for.
+    Fallback {
+        /// The op, with its size parameters for this compilation.
+        op: Op,
+        /// Its operands: views of buffers, or scalars.
+        args: Vec<FallbackArg>,
+    },
+}
+
+/// An operand of a [`NodeBody::Fallback`] node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FallbackArg {
+    /// A tensor, read through a view.
+    Tensor(View),
+    /// A scalar constant.
+    Scalar(f32),
 }
 
 /// One node of the loop-level IR: a buffer the size of `shape`, and how to compute it.
@@ -138,7 +158,7 @@ impl IrNode {
                 })
                 .collect(),
             NodeBody::Reduction { input, .. } => vec![input],
-            NodeBody::Matmul { .. } => Vec::new(),
+            NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => Vec::new(),
         }
     }
 
@@ -146,13 +166,20 @@ impl IrNode {
     pub fn reads(&self) -> Vec<BufferName> {
         match &self.body {
             NodeBody::Matmul { a, b } => vec![a.buffer, b.buffer],
+            NodeBody::Fallback { args, .. } => args
+                .iter()
+                .filter_map(|a| match a {
+                    FallbackArg::Tensor(v) => Some(v.buffer),
+                    FallbackArg::Scalar(_) => None,
+                })
+                .collect(),
             _ => self.loads().iter().map(|l| l.buffer).collect(),
         }
     }
 
-    /// True for a node that only a library call can compute.
+    /// True for a node computed outside generated kernels: a library call or an eager fallback.
     pub fn is_extern(&self) -> bool {
-        matches!(self.body, NodeBody::Matmul { .. })
+        matches!(self.body, NodeBody::Matmul { .. } | NodeBody::Fallback { .. })
     }
 }
 

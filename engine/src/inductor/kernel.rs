@@ -343,7 +343,7 @@ impl<'a> Builder<'a> {
             self.next_tmp += 1;
             self.next_tmp - 1
         });
-        out.push(Stmt::Compute { tmp, op: *op, operands: values });
+        out.push(Stmt::Compute { tmp, op: op.clone(), operands: values });
         emitted.push(m);
         Value::Tmp(tmp)
     }

@@ -3,24 +3,35 @@
 //! of the same buffer, so broadcasting, permutes and slices cost index arithmetic, not copies.
 
 use super::index::Affine;
-use super::ir::{BufferName, GraphInput, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View};
+use super::ir::{
+    BufferName, FallbackArg, GraphInput, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
+};
 use crate::error::{Error, Result};
-use crate::fx::{Arg, Graph, Node, NodeId, NodeKind};
-use crate::layout::Layout;
+use crate::fx::{Arg, Graph, Node, NodeId, NodeKind, SymBindings};
+use crate::layout::{Layout, contiguous_strides};
 use crate::op::Op;
 
-/// Lowers a decomposed graph (see [`crate::aot::decompose`]) to loop-level IR. Nodes whose
-/// values nothing returned depends on are dropped (dead-code elimination), as Inductor drops them
-/// from the FX graph before lowering.
-pub fn lower(graph: &Graph) -> Result<LoweredGraph> {
+/// Lowers a decomposed graph (see [`crate::aot::decompose`]) to loop-level IR, with every
+/// size of a dynamic graph evaluated for `bindings` (a static graph takes empty bindings). Nodes
+/// whose values nothing returned depends on are dropped (dead-code elimination), as Inductor
+/// drops them from the FX graph before lowering.
+pub fn lower(graph: &Graph, bindings: &SymBindings) -> Result<LoweredGraph> {
     let live = live_nodes(graph);
     let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default() };
     for id in graph.ids() {
         let node = graph.node(id);
+        let shape = node.sym_shape.eval(bindings).ok_or_else(|| unsupported(node, "a size symbol is not bound"))?;
         let view = match &node.kind {
-            NodeKind::Placeholder { strides } => lowering.placeholder(node, strides),
+            NodeKind::Placeholder { strides } => {
+                // Inputs with symbolic sizes are contiguous; static ones keep their traced strides.
+                let strides = if node.sym_shape.is_static() { strides.clone() } else { contiguous_strides(&shape) };
+                lowering.placeholder(node, shape, strides)
+            }
             NodeKind::Call { .. } if !live[id.index()] => continue,
-            NodeKind::Call { op, args } => lowering.call(id, op, args)?,
+            NodeKind::Call { args, .. } => {
+                let op = graph.concrete_op(node, bindings).expect("call nodes have an op");
+                lowering.call(id, &op, args, shape)?
+            }
         };
         lowering.values[id.index()] = Some(view);
     }
@@ -56,14 +67,11 @@ impl Lowering<'_> {
         self.values[id.index()].as_ref().expect("graph nodes only read earlier nodes")
     }
 
-    fn placeholder(&mut self, node: &Node, strides: &[usize]) -> View {
+    fn placeholder(&mut self, node: &Node, shape: Vec<usize>, strides: Vec<usize>) -> View {
         let index = self.out.inputs.len();
-        self.out.inputs.push(GraphInput {
-            name: node.name.clone(),
-            shape: node.meta.shape.clone(),
-            strides: strides.to_vec(),
-        });
-        View { buffer: BufferName::Input(index), layout: Layout::new(node.meta.shape.clone(), strides.to_vec(), 0) }
+        let layout = Layout::new(shape.clone(), strides.clone(), 0);
+        self.out.inputs.push(GraphInput { name: node.name.clone(), shape, strides });
+        View { buffer: BufferName::Input(index), layout }
     }
 
     /// Appends an IR node for `origin` and returns the dense view of its output.
@@ -73,7 +81,9 @@ impl Lowering<'_> {
         self.out.nodes.push(IrNode {
             origin: id,
             origin_name: origin.name.clone(),
-            op_name: op.name(),
+            // A custom op's name has a namespace (`mylib::soft_clip`); kernel names take the
+            // function's part, which is a C identifier.
+            op_name: op.name().rsplit("::").next().unwrap_or_default(),
             location: origin.location,
             shape: shape.clone(),
             body,
@@ -89,9 +99,8 @@ impl Lowering<'_> {
         self.push(origin, op, shape, body)
     }
 
-    fn call(&mut self, id: NodeId, op: &Op, args: &[Arg]) -> Result<View> {
+    fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
         let node = self.graph.node(id);
-        let shape = node.meta.shape.clone();
         let source = || match &args[0] {
             Arg::Node(id) => Ok(self.value(*id).clone()),
             Arg::Scalar(_) => Err(unsupported(node, "its first operand must be a tensor")),
@@ -121,6 +130,20 @@ impl Lowering<'_> {
             Op::Where => {
                 let body = pointwise(PointwiseOp::Where);
                 self.push(id, op, shape, body)
+            }
+            Op::Custom(custom) => {
+                let body = pointwise(PointwiseOp::Custom(custom.clone()));
+                self.push(id, op, shape, body)
+            }
+            Op::Cond { .. } => {
+                let args = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Node(id) => FallbackArg::Tensor(self.value(*id).clone()),
+                        Arg::Scalar(s) => FallbackArg::Scalar(s.0),
+                    })
+                    .collect();
+                self.push(id, op, shape, NodeBody::Fallback { op: op.clone(), args })
             }
             Op::Reduce { kind, dim, .. } => {
                 let input = source()?;
@@ -192,6 +215,10 @@ mod tests {
             .collect();
         let out = f(&inputs).unwrap();
         tracer.finish(&[out]).unwrap().graph
+    }
+
+    fn lower(graph: &Graph) -> Result<LoweredGraph> {
+        super::lower(graph, &SymBindings::new())
     }
 
     #[test]

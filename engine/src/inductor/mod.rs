@@ -44,10 +44,12 @@ use crate::backends::CompiledGraph;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-/// A compiled graph: its output code and the program that runs it.
+/// A compiled graph: its output code and the program that runs it (for a dynamic graph, one
+/// program per binding of its sizes).
 pub struct CompiledModule {
     output_code: OutputCode,
-    program: runtime::CpuProgram,
+    program: std::sync::Arc<runtime::CpuProgram>,
+    dynamic: Option<compile_fx::Specializations>,
 }
 
 impl CompiledModule {
@@ -59,6 +61,9 @@ impl CompiledModule {
 
 impl CompiledGraph for CompiledModule {
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        self.program.run(inputs)
+        match &self.dynamic {
+            None => self.program.run(inputs),
+            Some(dynamic) => dynamic.program_for(inputs)?.run(inputs),
+        }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::ir::{BufferName, LoweredGraph, NodeBody, View};
+use super::ir::{BufferName, FallbackArg, LoweredGraph, NodeBody, View};
 use super::kernel::{Kernel, Origin};
 use super::wrapper::{CallPlan, Step};
 use crate::device::Device;
@@ -42,8 +42,10 @@ pub struct OutputCode {
     pub device: Device,
     /// The kernels, in launch order.
     pub kernels: Vec<KernelCode>,
-    /// Extern library calls made by the plan (`matmul`), in order.
+    /// Extern calls made by the plan (`matmul`, eager fallbacks), in order.
     pub extern_calls: Vec<String>,
+    /// Sources of the custom ops the kernels call, placed before the kernels.
+    pub custom_sources: Vec<String>,
     /// The `call` function.
     pub call: String,
 }
@@ -55,6 +57,7 @@ impl OutputCode {
         graph: &LoweredGraph,
         kernels: &[Kernel],
         sources: Vec<String>,
+        custom_sources: Vec<String>,
         plan: &CallPlan,
     ) -> Self {
         let kernels_code = kernels
@@ -79,11 +82,25 @@ impl OutputCode {
             .steps
             .iter()
             .filter_map(|s| match s {
-                Step::Matmul { node } => Some(graph.nodes[*node].origin_name.clone()),
+                Step::Extern { node } => Some(graph.nodes[*node].origin_name.clone()),
                 _ => None,
             })
             .collect();
-        OutputCode { device, kernels: kernels_code, extern_calls, call: render_call(graph, kernels, plan) }
+        OutputCode {
+            device,
+            kernels: kernels_code,
+            extern_calls,
+            custom_sources,
+            call: render_call(graph, kernels, plan),
+        }
+    }
+
+    /// The whole source file to compile: `prelude`, the custom ops' sources, then every kernel.
+    pub fn module_source(&self, prelude: &str) -> String {
+        let mut parts = vec![prelude.to_string()];
+        parts.extend(self.custom_sources.iter().cloned());
+        parts.extend(self.kernels.iter().map(|k| k.source.clone()));
+        parts.join("\n")
     }
 
     /// The kernels' names, in launch order.
@@ -102,6 +119,9 @@ impl fmt::Display for OutputCode {
             self.device,
             self.extern_calls.len()
         )?;
+        for source in &self.custom_sources {
+            writeln!(f, "\n// custom op source:\n{}", source.trim_end())?;
+        }
         for k in &self.kernels {
             writeln!(f)?;
             writeln!(f, "// {} computes:", k.name)?;
@@ -166,16 +186,33 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                 let args: Vec<String> = k.args.iter().map(|a| graph.buffer_name(a.buffer)).collect();
                 format!("{}({}, xnumel = {});", k.name, args.join(", "), k.xnumel)
             }
-            Step::Matmul { node } => {
+            Step::Extern { node } => {
                 let n = &graph.nodes[*node];
-                let NodeBody::Matmul { a, b } = &n.body else { unreachable!("matmul steps run matmul nodes") };
                 let place = n.location.map(|l| format!(" at {}", l.short())).unwrap_or_default();
-                format!(
-                    "extern_kernels::matmul({}, {}, out = buf{node});  // %{}{place}",
-                    view_text(graph, a),
-                    view_text(graph, b),
-                    n.origin_name
-                )
+                match &n.body {
+                    NodeBody::Matmul { a, b } => format!(
+                        "extern_kernels::matmul({}, {}, out = buf{node});  // %{}{place}",
+                        view_text(graph, a),
+                        view_text(graph, b),
+                        n.origin_name
+                    ),
+                    NodeBody::Fallback { op, args } => {
+                        let args: Vec<String> = args
+                            .iter()
+                            .map(|a| match a {
+                                FallbackArg::Tensor(v) => view_text(graph, v),
+                                FallbackArg::Scalar(s) => format!("{s:?}"),
+                            })
+                            .collect();
+                        format!(
+                            "fallback::{}({}, out = buf{node});  // %{}{place}, run eagerly: no lowering",
+                            op.name(),
+                            args.join(", "),
+                            n.origin_name
+                        )
+                    }
+                    _ => unreachable!("extern steps run extern nodes"),
+                }
             }
         };
         out.push_str("    ");

@@ -4,14 +4,15 @@
 
 use std::sync::Arc;
 
-use super::ir::{BufferName, GraphInput, LoweredGraph, NodeBody, View};
+use super::ir::{BufferName, FallbackArg, GraphInput, LoweredGraph, NodeBody, View};
 use super::kernel::Kernel;
 use super::wrapper::{CallPlan, Step};
 use crate::codecache::SharedLibrary;
 use crate::device::cpu::{self, matmul_into};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
-use crate::tensor::{Storage, Tensor};
+use crate::op::Op;
+use crate::tensor::{Operand, Storage, Tensor};
 
 /// The ABI of every generated C kernel: the argument pointers, then the extent of `x`.
 type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
@@ -32,6 +33,13 @@ enum CpuStep {
         b: View,
         out: usize,
         shape: Vec<usize>,
+    },
+    /// An op run by the eager dispatcher on tensors made from the planned buffers.
+    Fallback {
+        op: Op,
+        args: Vec<FallbackArg>,
+        out: usize,
+        location: SourceLocation,
     },
 }
 
@@ -70,11 +78,20 @@ impl CpuProgram {
                     let func = unsafe { *library.get::<KernelFn>(&k.name)? };
                     CpuStep::Kernel { func, args: k.args.iter().map(|a| a.buffer).collect(), xnumel: k.xnumel as i64 }
                 }
-                Step::Matmul { node } => {
-                    let NodeBody::Matmul { a, b } = &graph.nodes[*node].body else {
-                        unreachable!("matmul steps run matmul nodes")
-                    };
-                    CpuStep::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: graph.nodes[*node].shape.clone() }
+                Step::Extern { node } => {
+                    let n = &graph.nodes[*node];
+                    match &n.body {
+                        NodeBody::Matmul { a, b } => {
+                            CpuStep::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: n.shape.clone() }
+                        }
+                        NodeBody::Fallback { op, args } => CpuStep::Fallback {
+                            op: op.clone(),
+                            args: args.clone(),
+                            out: *node,
+                            location: n.location.unwrap_or(SourceLocation::caller()),
+                        },
+                        _ => unreachable!("extern steps run extern nodes"),
+                    }
                 }
             });
         }
@@ -122,6 +139,26 @@ impl CpuProgram {
                     }
                     slots[self.slot(*out)] = result;
                 }
+                CpuStep::Fallback { op, args, out, location } => {
+                    let tensors: Vec<Option<Tensor>> = args
+                        .iter()
+                        .map(|a| match a {
+                            FallbackArg::Tensor(view) => Some(self.view_tensor(view, inputs, &slots)),
+                            FallbackArg::Scalar(_) => None,
+                        })
+                        .collect();
+                    let operands: Vec<Operand> = args
+                        .iter()
+                        .zip(&tensors)
+                        .map(|(a, t)| match (a, t) {
+                            (FallbackArg::Scalar(v), _) => Operand::Scalar(*v),
+                            (_, Some(t)) => Operand::Tensor(t),
+                            (FallbackArg::Tensor(_), None) => unreachable!("tensor arguments were made above"),
+                        })
+                        .collect();
+                    let value = op.apply(&operands, *location)?.to_vec()?;
+                    slots[self.slot(*out)].copy_from_slice(&value);
+                }
             }
         }
         Ok(self.outputs(inputs, slots))
@@ -136,6 +173,23 @@ impl CpuProgram {
         match view.buffer {
             BufferName::Input(i) => (inputs[i], view.layout.clone()),
             BufferName::Node(n) => (&slots[self.slot(n)], view.layout.clone()),
+        }
+    }
+
+    /// A tensor with a view's values, for an eager fallback: inputs share the caller's storage,
+    /// planned buffers are copied out of their slot.
+    fn view_tensor(&self, view: &View, inputs: &[Tensor], slots: &[Vec<f32>]) -> Tensor {
+        match view.buffer {
+            BufferName::Input(i) => {
+                let c = inputs[i].concrete().expect("checked concrete");
+                let l = &view.layout;
+                let layout = Layout::new(l.shape().to_vec(), l.strides().to_vec(), c.layout.offset() + l.offset());
+                Tensor::from_concrete(c.storage.clone(), layout)
+            }
+            BufferName::Node(n) => {
+                let storage = Arc::new(Storage::Cpu(slots[self.slot(n)].clone()));
+                Tensor::from_concrete(storage, view.layout.clone())
+            }
         }
     }
 
@@ -181,12 +235,7 @@ impl CpuProgram {
         self.outputs
             .iter()
             .map(|view| match view.buffer {
-                BufferName::Input(i) => {
-                    let c = inputs[i].concrete().expect("checked concrete");
-                    let l = &view.layout;
-                    let layout = Layout::new(l.shape().to_vec(), l.strides().to_vec(), c.layout.offset() + l.offset());
-                    Tensor::from_concrete(c.storage.clone(), layout)
-                }
+                BufferName::Input(_) => self.view_tensor(view, inputs, &[]),
                 BufferName::Node(n) => {
                     let slot = self.slot(n);
                     let storage = shared[slot]

@@ -29,7 +29,7 @@ pub enum GroupKind {
         /// The dimension reduced.
         dim: usize,
     },
-    /// A library call (matmul); never fused.
+    /// A library call (matmul) or an eager fallback (`cond`); never fused.
     Extern,
 }
 
@@ -58,7 +58,7 @@ pub enum NodeRole {
         /// The dimension reduced.
         dim: usize,
     },
-    /// A library call.
+    /// A library call or an eager fallback.
     Extern,
 }
 
@@ -153,13 +153,15 @@ pub fn can_fuse(c: &FusionCandidate) -> Decision {
     let kind = match (&c.group, &c.role) {
         (_, NodeRole::Extern) => {
             return Decision::Refuse(format!(
-                "{} is an extern library call (sgemm/cuBLAS): it reads its inputs from memory and cannot be fused",
+                "{} runs outside generated code (a library call such as sgemm/cuBLAS, or an eager fallback): it \
+                 reads its inputs from memory and cannot be fused",
                 c.op
             ));
         }
         (GroupKind::Extern, _) => {
             return Decision::Refuse(
-                "the producer is an extern library call; its epilogue starts a new kernel".to_string(),
+                "the producer runs outside generated code (an extern call); its epilogue starts a new kernel"
+                    .to_string(),
             );
         }
         (GroupKind::Pointwise { shape }, NodeRole::Pointwise { shape: s }) if s == shape => FusionKind::Pointwise,
@@ -310,7 +312,7 @@ fn own_kind(node: &IrNode) -> GroupKind {
     match &node.body {
         NodeBody::Pointwise { .. } => GroupKind::Pointwise { shape: node.shape.clone() },
         NodeBody::Reduction { dim, input_shape, .. } => GroupKind::Reduction { shape: input_shape.clone(), dim: *dim },
-        NodeBody::Matmul { .. } => GroupKind::Extern,
+        NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => GroupKind::Extern,
     }
 }
 
@@ -318,7 +320,7 @@ fn role(node: &IrNode) -> NodeRole {
     match &node.body {
         NodeBody::Pointwise { .. } => NodeRole::Pointwise { shape: node.shape.clone() },
         NodeBody::Reduction { dim, input_shape, .. } => NodeRole::Reduction { shape: input_shape.clone(), dim: *dim },
-        NodeBody::Matmul { .. } => NodeRole::Extern,
+        NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => NodeRole::Extern,
     }
 }
 
@@ -494,6 +496,6 @@ mod tests {
     #[test]
     fn externs_never_fuse() {
         let c = candidate(GroupKind::Pointwise { shape: vec![4, 8] }, NodeRole::Extern, Access::SameElement);
-        assert!(matches!(can_fuse(&c), Decision::Refuse(why) if why.contains("extern")));
+        assert!(matches!(can_fuse(&c), Decision::Refuse(why) if why.contains("outside generated code")));
     }
 }

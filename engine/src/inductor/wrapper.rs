@@ -24,8 +24,8 @@ pub enum Step {
         /// Which kernel.
         kernel: usize,
     },
-    /// The extern matmul computing IR node `node`.
-    Matmul {
+    /// The extern call (matmul, or an eager fallback) computing IR node `node`.
+    Extern {
         /// The IR node.
         node: usize,
     },
@@ -90,7 +90,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
             steps.push(Step::Alloc { buffer: m, reuses: reused.map(|(b, _)| b) });
         }
         match group.kind {
-            GroupKind::Extern => steps.push(Step::Matmul { node: group.members[0] }),
+            GroupKind::Extern => steps.push(Step::Extern { node: group.members[0] }),
             _ => {
                 steps.push(Step::Kernel { kernel: next_kernel });
                 next_kernel += 1;

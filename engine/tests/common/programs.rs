@@ -31,7 +31,9 @@ pub struct Step {
     scalar: f32,
 }
 
-/// A program over four inputs: `x[m, n]`, `y[m, n]`, `row[n]` and `col[m, 1]`.
+/// A program over four inputs: `x[m, n]`, `y[m, n]`, `row[n]` and `col[m, 1]`. Besides
+/// pointwise ops and reductions it takes views (transposes, slices, flattening), layer norms and
+/// matrix products, so that a compiler meets strided reads and extern calls.
 #[derive(Clone, Debug)]
 pub struct Program {
     pub m: usize,
@@ -68,7 +70,7 @@ impl Program {
         for step in &self.steps {
             let pick = |i: u8| &pool[i as usize % pool.len()];
             let a = pick(step.a);
-            let value = match step.kind % 8 {
+            let value = match step.kind % 13 {
                 0 | 1 => {
                     // No log or sqrt (negative inputs would turn everything after them into NaN),
                     // and a tanh after each op so that chains of exp cannot overflow.
@@ -95,6 +97,17 @@ impl Program {
                 }
                 6 if a.rank() > 0 => a.softmax(-1)?,
                 7 => a.gt(0.0)?.where_(a, step.scalar)?,
+                8 if a.rank() == 2 => a.t()?,
+                9 if a.rank() > 0 && a.shape()[0] > 1 => a.slice(0, 1, a.shape()[0], 2)?,
+                10 => a.reshape(&[a.numel()])?,
+                11 if a.rank() > 0 => {
+                    let d = a.shape()[a.rank() - 1];
+                    a.layer_norm(&Tensor::uniform(&[d], 0.5, 1.5, 7), &Tensor::uniform(&[d], -1.0, 1.0, 8), 1e-5)?
+                }
+                12 if a.rank() == 2 => {
+                    let k = a.shape()[1];
+                    a.matmul(&Tensor::uniform(&[k, 1 + step.variant as usize % 9], -0.5, 0.5, 9))?.tanh()?
+                }
                 _ => continue,
             };
             pool.push(value);

@@ -97,7 +97,7 @@ pub(crate) fn line(kernel: &Kernel, stmt: &Stmt, dialect: Dialect) -> String {
         Stmt::Load { tmp, arg, index } => format!("float tmp{tmp} = {}[{}];", kernel.args[*arg].name, index.to_c()),
         Stmt::Compute { tmp, op, operands } => {
             let operands: Vec<String> = operands.iter().map(value).collect();
-            format!("float tmp{tmp} = {};", op_expr(*op, &operands, dialect))
+            format!("float tmp{tmp} = {};", op_expr(op, &operands, dialect))
         }
         Stmt::Store { arg, index, value: v } => format!("{}[{}] = {};", kernel.args[*arg].name, index.to_c(), value(v)),
     }

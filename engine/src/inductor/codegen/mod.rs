@@ -35,14 +35,16 @@ pub fn constant(v: f32, dialect: Dialect) -> String {
 }
 
 /// The C expression of `op` applied to the already-printed operands.
-pub fn op_expr(op: PointwiseOp, args: &[String], dialect: Dialect) -> String {
+pub fn op_expr(op: &PointwiseOp, args: &[String], dialect: Dialect) -> String {
     let a = || args[0].as_str();
     let b = || args[1].as_str();
     let compare = |sym: &str| format!("({} {sym} {} ? 1.0f : 0.0f)", a(), b());
     match op {
         PointwiseOp::Copy => a().to_string(),
+        // The op's own function, whose source the module includes (see `custom_sources`).
+        PointwiseOp::Custom(custom) => format!("{}({})", custom.function(), args.join(", ")),
         PointwiseOp::Where => format!("({} != 0.0f ? {} : {})", a(), b(), args[2]),
-        PointwiseOp::Unary(u) => match u {
+        PointwiseOp::Unary(u) => match *u {
             UnaryOp::Neg => format!("-{}", a()),
             UnaryOp::Exp => format!("expf({})", a()),
             UnaryOp::Log => format!("logf({})", a()),
@@ -61,7 +63,7 @@ pub fn op_expr(op: PointwiseOp, args: &[String], dialect: Dialect) -> String {
             UnaryOp::Sigmoid => format!("1.0f / (1.0f + expf(-{}))", a()),
             UnaryOp::Gelu => format!("0.5f * {0} * (1.0f + erff({0} * 0.70710677f))", a()),
         },
-        PointwiseOp::Binary(op) => match op {
+        PointwiseOp::Binary(op) => match *op {
             BinaryOp::Add => format!("{} + {}", a(), b()),
             BinaryOp::Sub => format!("{} - {}", a(), b()),
             BinaryOp::Mul => format!("{} * {}", a(), b()),
@@ -134,7 +136,7 @@ impl Spelling<'_> {
             }
             Stmt::Compute { tmp, op, operands } => {
                 let args: Vec<String> = operands.iter().map(|v| self.value(v)).collect();
-                format!("{ty}{} = {};", (self.tmp)(*tmp), op_expr(*op, &args, self.dialect))
+                format!("{ty}{} = {};", (self.tmp)(*tmp), op_expr(op, &args, self.dialect))
             }
             Stmt::Store { arg, index, value } => {
                 format!("{}[{}] = {};", kernel.args[*arg].name, (self.index)(index), self.value(value))
