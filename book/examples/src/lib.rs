@@ -16,6 +16,7 @@
 
 pub mod mlp;
 pub mod phase1;
+pub mod phase4;
 pub mod tour;
 
 /// One runnable example: the name it is run and snapshotted by, and the code.
@@ -37,6 +38,10 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase1_backends", run: phase1::backends },
     Section { name: "phase1_print_backend", run: phase1::print_backend },
     Section { name: "phase1_steady_state", run: phase1::steady_state },
+    Section { name: "phase4_output_code", run: phase4::output_code },
+    Section { name: "phase4_output_code_cuda", run: phase4::output_code_cuda },
+    Section { name: "phase4_kernel_ir", run: phase4::kernel_ir },
+    Section { name: "phase4_fusion", run: phase4::fusion },
 ];
 
 /// The section called `name`.

@@ -63,6 +63,15 @@ pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<Output
     generate_for(&decomposed, &hints, device, config, true).map(|g| g.output_code)
 }
 
+/// The kernels Inductor generates for `graph`, in launch order, as kernel IR: what the printers
+/// are handed. `println!("{kernel}")` shows one as pseudo-code.
+pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
+    let decomposed = aot::decompose(graph)?;
+    let hints = hint_bindings(&decomposed)?;
+    let lowered = lowering::lower(&decomposed, &hints)?;
+    Ok(build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?))
+}
+
 /// The binding of every size symbol to the size it was traced with.
 fn hint_bindings(graph: &Graph) -> Result<SymBindings> {
     let shapes: Vec<&[usize]> = graph.placeholders().iter().map(|&p| graph.node(p).meta.shape.as_slice()).collect();

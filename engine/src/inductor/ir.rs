@@ -72,6 +72,19 @@ pub enum PointwiseOp {
     Custom(CustomOp),
 }
 
+impl PointwiseOp {
+    /// The op's name (`add`, `where`, `copy`, or a custom op's function).
+    pub fn name(&self) -> &str {
+        match self {
+            PointwiseOp::Unary(u) => u.name(),
+            PointwiseOp::Binary(b) => b.name(),
+            PointwiseOp::Where => "where",
+            PointwiseOp::Copy => "copy",
+            PointwiseOp::Custom(custom) => custom.function(),
+        }
+    }
+}
+
 /// What an IR node computes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeBody {

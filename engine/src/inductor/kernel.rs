@@ -9,6 +9,7 @@
 //! temporaries (`tmpN`); only buffers read by other kernels or returned are stored.
 
 use std::collections::HashMap;
+use std::fmt;
 
 use super::index::{Affine, FlatIndex};
 use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
@@ -154,6 +155,67 @@ pub struct Kernel {
     pub body: KernelBody,
     /// The graph nodes fused into it, in order.
     pub origins: Vec<Origin>,
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Tmp(t) => write!(f, "tmp{t}"),
+            Value::Constant(c) => write!(f, "{c:?}"),
+        }
+    }
+}
+
+impl Kernel {
+    fn stmt_text(&self, stmt: &Stmt) -> String {
+        match stmt {
+            Stmt::Load { tmp, arg, index } => format!("tmp{tmp} = {}[{}]", self.args[*arg].name, index.to_c()),
+            Stmt::Compute { tmp, op, operands } => {
+                let args: Vec<String> = operands.iter().map(ToString::to_string).collect();
+                format!("tmp{tmp} = {}({})", op.name(), args.join(", "))
+            }
+            Stmt::Store { arg, index, value } => format!("{}[{}] = {value}", self.args[*arg].name, index.to_c()),
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    /// The kernel IR as indented pseudo-code: arguments, loops and statements.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let args: Vec<String> = self.args.iter().map(|a| format!("{} = {}", a.name, a.buffer)).collect();
+        writeln!(f, "kernel {}({})", self.name, args.join(", "))?;
+        match &self.body {
+            KernelBody::Pointwise(stmts) => {
+                writeln!(f, "  for x in 0..{}:", self.xnumel)?;
+                for s in stmts {
+                    writeln!(f, "    {}", self.stmt_text(s))?;
+                }
+            }
+            KernelBody::Reduction { row_len, phases, .. } => {
+                writeln!(f, "  for x in 0..{} (rows of {row_len}):", self.xnumel)?;
+                for phase in phases {
+                    match phase {
+                        Phase::Row(stmts) => {
+                            for s in stmts {
+                                writeln!(f, "    {}", self.stmt_text(s))?;
+                            }
+                        }
+                        Phase::Loop { stmts, reductions } => {
+                            writeln!(f, "    for r in 0..{row_len}:")?;
+                            for s in stmts {
+                                writeln!(f, "      {}", self.stmt_text(s))?;
+                            }
+                            for r in reductions {
+                                let combine = if r.combine == Combine::Sum { "sum" } else { "max" };
+                                writeln!(f, "      tmp{} = {combine} over r of {}", r.tmp, r.value)?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Builds the kernel for `group` (not an extern group); `index` numbers it in the graph.

@@ -36,7 +36,7 @@ mod runtime;
 pub mod scheduler;
 pub mod wrapper;
 
-pub use compile_fx::{compile_fx, generate};
+pub use compile_fx::{compile_fx, generate, kernels};
 pub use config::{Config, Printers};
 pub use output_code::OutputCode;
 

@@ -140,6 +140,7 @@ pub enum Decision {
 /// A fusion policy: decides for one candidate. [`can_fuse`] is the engine's own.
 pub type FusionPolicy = fn(&FusionCandidate) -> Decision;
 
+// ANCHOR: can_fuse
 /// The engine's fusion decision, TorchInductor's rules in small:
 ///
 /// - matmul is an extern library call and never fuses;
@@ -191,6 +192,7 @@ pub fn can_fuse(c: &FusionCandidate) -> Decision {
         None => Decision::Fuse(kind),
     }
 }
+// ANCHOR_END: can_fuse
 
 impl fmt::Display for NodeRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

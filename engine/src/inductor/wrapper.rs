@@ -75,6 +75,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     // Dead buffers whose memory may be taken: (buffer, slot).
     let mut free: Vec<(usize, usize)> = Vec::new();
     let mut next_kernel = 0;
+    // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
         for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
             let size = numel(&graph.nodes[m].shape);
@@ -106,5 +107,6 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
             }
         }
     }
+    // ANCHOR_END: reuse
     CallPlan { steps, slot_of, slot_sizes, outputs: graph.outputs.clone() }
 }

@@ -29,6 +29,7 @@ pub fn module(kernels: &[Kernel]) -> String {
     out
 }
 
+// ANCHOR: c_kernel
 /// One kernel as a C function.
 pub fn kernel(k: &Kernel) -> String {
     let mut out = format!("void {}(float* const* args, int64_t xnumel) {{\n", k.name);
@@ -57,3 +58,4 @@ pub fn kernel(k: &Kernel) -> String {
     out.push_str("}\n");
     out
 }
+// ANCHOR_END: c_kernel

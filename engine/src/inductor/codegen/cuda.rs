@@ -322,11 +322,8 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) 
 
     let mut b = String::from("    __shared__ float smem[32];\n");
     b.push_str(&alignment_check(k, &vector_args));
-    writeln!(
-        b,
-        "    // {threads} threads share each row of {row_len}: {slots} elements per thread, kept in registers."
-    )
-    .unwrap();
+    writeln!(b, "    // {threads} threads share each row of {row_len}, {slots} per thread, kept in registers.")
+        .unwrap();
     b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
     let decls: Vec<String> = arrays.iter().map(|t| format!("tmp{t}[{slots}]")).collect();
     if !decls.is_empty() {
