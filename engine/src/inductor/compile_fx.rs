@@ -17,7 +17,7 @@ use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel, KernelBody};
 use super::output_code::OutputCode;
 use super::runtime::CpuProgram;
-use super::scheduler::{self, GroupKind, Schedule};
+use super::scheduler::{self, LoopKind, Schedule};
 use super::wrapper;
 use super::{CompiledModule, lowering};
 use crate::aot;
@@ -189,7 +189,7 @@ fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Vec<Kernel> {
     schedule
         .groups
         .iter()
-        .filter(|g| g.kind != GroupKind::Extern)
+        .filter(|g| g.kind != LoopKind::Extern)
         .enumerate()
         .map(|(i, g)| kernel::build(lowered, schedule, g, i))
         .collect()

@@ -13,7 +13,7 @@ use std::fmt;
 
 use super::index::{Affine, FlatIndex};
 use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
-use super::scheduler::{Group, GroupKind, Schedule, is_row_shape};
+use super::scheduler::{Group, LoopKind, Schedule, is_row_shape};
 use crate::error::SourceLocation;
 use crate::op::{BinaryOp, ReduceOp};
 
@@ -221,9 +221,9 @@ impl fmt::Display for Kernel {
 /// Builds the kernel for `group` (not an extern group); `index` numbers it in the graph.
 pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: usize) -> Kernel {
     let (shape, dim) = match &group.kind {
-        GroupKind::Pointwise { shape } => (shape.clone(), None),
-        GroupKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
-        GroupKind::Extern => unreachable!("extern groups are calls, not kernels"),
+        LoopKind::Pointwise { shape } => (shape.clone(), None),
+        LoopKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
+        LoopKind::Extern => unreachable!("extern groups are calls, not kernels"),
     };
     let mut builder = Builder::new(graph, schedule, group, &shape, dim);
     let body = match dim {

@@ -14,9 +14,9 @@ use super::index::Affine;
 use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody};
 use crate::error::{Error, Result};
 
-/// What a kernel group loops over.
+/// The loops a kernel group runs, or a single node would run on its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GroupKind {
+pub enum LoopKind {
     /// One loop over every element of `shape`.
     Pointwise {
         /// The iteration space.
@@ -33,33 +33,14 @@ pub enum GroupKind {
     Extern,
 }
 
-impl fmt::Display for GroupKind {
+impl fmt::Display for LoopKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GroupKind::Pointwise { shape } => write!(f, "pointwise over {shape:?}"),
-            GroupKind::Reduction { shape, dim } => write!(f, "reduction over dim {dim} of {shape:?}"),
-            GroupKind::Extern => f.write_str("extern call"),
+            LoopKind::Pointwise { shape } => write!(f, "pointwise over {shape:?}"),
+            LoopKind::Reduction { shape, dim } => write!(f, "reduction over dim {dim} of {shape:?}"),
+            LoopKind::Extern => f.write_str("extern call"),
         }
     }
-}
-
-/// What a node would be inside a group.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeRole {
-    /// A pointwise node over `shape`.
-    Pointwise {
-        /// Its output shape.
-        shape: Vec<usize>,
-    },
-    /// A reduction of `shape` along `dim`.
-    Reduction {
-        /// The shape reduced.
-        shape: Vec<usize>,
-        /// The dimension reduced.
-        dim: usize,
-    },
-    /// A library call or an eager fallback.
-    Extern,
 }
 
 /// How a candidate reads one buffer computed inside the group it might join.
@@ -86,15 +67,15 @@ pub struct GroupRead {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FusionCandidate {
     /// The group's loop structure.
-    pub group: GroupKind,
+    pub group: LoopKind,
     /// The ops already in the group, in order.
     pub group_ops: Vec<String>,
     /// The candidate's name in the graph (`add_2`).
     pub node: String,
     /// The candidate's op (`add`, `amax`, `matmul`).
     pub op: String,
-    /// What the candidate would be.
-    pub role: NodeRole,
+    /// The loops the candidate runs on its own.
+    pub own: LoopKind,
     /// Its reads of buffers computed in the group.
     pub reads: Vec<GroupRead>,
 }
@@ -151,34 +132,34 @@ pub type FusionPolicy = fn(&FusionCandidate) -> Decision;
 /// - a consumer that reads a group's buffer at any other element than its own needs that buffer
 ///   in memory, so it starts a new kernel.
 pub fn can_fuse(c: &FusionCandidate) -> Decision {
-    let kind = match (&c.group, &c.role) {
-        (_, NodeRole::Extern) => {
+    let kind = match (&c.group, &c.own) {
+        (_, LoopKind::Extern) => {
             return Decision::Refuse(format!(
                 "{} runs outside generated code (a library call such as sgemm/cuBLAS, or an eager fallback): it \
                  reads its inputs from memory and cannot be fused",
                 c.op
             ));
         }
-        (GroupKind::Extern, _) => {
+        (LoopKind::Extern, _) => {
             return Decision::Refuse(
                 "the producer runs outside generated code (an extern call); its epilogue starts a new kernel"
                     .to_string(),
             );
         }
-        (GroupKind::Pointwise { shape }, NodeRole::Pointwise { shape: s }) if s == shape => FusionKind::Pointwise,
-        (GroupKind::Pointwise { shape }, NodeRole::Reduction { shape: s, .. }) if s == shape => {
+        (LoopKind::Pointwise { shape }, LoopKind::Pointwise { shape: s }) if s == shape => FusionKind::Pointwise,
+        (LoopKind::Pointwise { shape }, LoopKind::Reduction { shape: s, .. }) if s == shape => {
             FusionKind::ReductionPrologue
         }
-        (GroupKind::Reduction { shape, .. }, NodeRole::Pointwise { shape: s }) if s == shape => FusionKind::RowEpilogue,
-        (GroupKind::Reduction { shape, dim }, NodeRole::Pointwise { shape: s }) if is_row_shape(s, shape, *dim) => {
+        (LoopKind::Reduction { shape, .. }, LoopKind::Pointwise { shape: s }) if s == shape => FusionKind::RowEpilogue,
+        (LoopKind::Reduction { shape, dim }, LoopKind::Pointwise { shape: s }) if is_row_shape(s, shape, *dim) => {
             FusionKind::PerRow
         }
-        (GroupKind::Reduction { shape, dim }, NodeRole::Reduction { shape: s, dim: d }) if s == shape && d == dim => {
+        (LoopKind::Reduction { shape, dim }, LoopKind::Reduction { shape: s, dim: d }) if s == shape && d == dim => {
             FusionKind::AnotherReduction
         }
-        (group, role) => {
+        (group, own) => {
             return Decision::Refuse(format!(
-                "different iteration spaces: the kernel is a {group}, {} is a {role}",
+                "different iteration spaces: the kernel is a {group}, {} is a {own}",
                 c.node
             ));
         }
@@ -194,16 +175,6 @@ pub fn can_fuse(c: &FusionCandidate) -> Decision {
 }
 // ANCHOR_END: can_fuse
 
-impl fmt::Display for NodeRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeRole::Pointwise { shape } => write!(f, "pointwise over {shape:?}"),
-            NodeRole::Reduction { shape, dim } => write!(f, "reduction over dim {dim} of {shape:?}"),
-            NodeRole::Extern => f.write_str("extern call"),
-        }
-    }
-}
-
 /// True when `s` is the shape of one value per row of `full` reduced along `dim` (keepdim or not).
 pub fn is_row_shape(s: &[usize], full: &[usize], dim: usize) -> bool {
     let mut keep = full.to_vec();
@@ -217,7 +188,7 @@ pub fn is_row_shape(s: &[usize], full: &[usize], dim: usize) -> bool {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     /// The loop structure.
-    pub kind: GroupKind,
+    pub kind: LoopKind,
     /// IR node indices, in execution order.
     pub members: Vec<usize>,
 }
@@ -286,10 +257,10 @@ pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> 
                     Decision::Fuse(kind) => {
                         check_legal(&candidate, kind)?;
                         let group = &mut groups[g];
-                        if let (FusionKind::ReductionPrologue, NodeRole::Reduction { shape, dim }) =
-                            (kind, &candidate.role)
+                        if let (FusionKind::ReductionPrologue, LoopKind::Reduction { shape, dim }) =
+                            (kind, &candidate.own)
                         {
-                            group.kind = GroupKind::Reduction { shape: shape.clone(), dim: *dim };
+                            group.kind = LoopKind::Reduction { shape: shape.clone(), dim: *dim };
                         }
                         group.members.push(n);
                         Some(g)
@@ -309,20 +280,12 @@ pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> 
     Ok(Schedule { groups, decisions, stored })
 }
 
-/// The loop structure a node has on its own.
-fn own_kind(node: &IrNode) -> GroupKind {
+/// The loops a node runs on its own.
+fn own_kind(node: &IrNode) -> LoopKind {
     match &node.body {
-        NodeBody::Pointwise { .. } => GroupKind::Pointwise { shape: node.shape.clone() },
-        NodeBody::Reduction { dim, input_shape, .. } => GroupKind::Reduction { shape: input_shape.clone(), dim: *dim },
-        NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => GroupKind::Extern,
-    }
-}
-
-fn role(node: &IrNode) -> NodeRole {
-    match &node.body {
-        NodeBody::Pointwise { .. } => NodeRole::Pointwise { shape: node.shape.clone() },
-        NodeBody::Reduction { dim, input_shape, .. } => NodeRole::Reduction { shape: input_shape.clone(), dim: *dim },
-        NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => NodeRole::Extern,
+        NodeBody::Pointwise { .. } => LoopKind::Pointwise { shape: node.shape.clone() },
+        NodeBody::Reduction { dim, input_shape, .. } => LoopKind::Reduction { shape: input_shape.clone(), dim: *dim },
+        NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => LoopKind::Extern,
     }
 }
 
@@ -345,19 +308,19 @@ fn candidate(graph: &LoweredGraph, group: &Group, n: usize) -> FusionCandidate {
         group_ops: group.members.iter().map(|&m| graph.nodes[m].op_name.to_string()).collect(),
         node: node.origin_name.clone(),
         op: node.op_name.to_string(),
-        role: role(node),
+        own: own_kind(node),
         reads,
     }
 }
 
 /// How `reader` reads node `p`'s buffer at `index` (over the reader's iteration space), were it
 /// in a group of kind `group`.
-fn access(graph: &LoweredGraph, group: &GroupKind, reader: &IrNode, p: usize, index: &Affine) -> Access {
+fn access(graph: &LoweredGraph, group: &LoopKind, reader: &IrNode, p: usize, index: &Affine) -> Access {
     let producer = &graph.nodes[p];
     let (full, dim) = match group {
-        GroupKind::Pointwise { shape } => (shape.as_slice(), None),
-        GroupKind::Reduction { shape, dim } => (shape.as_slice(), Some(*dim)),
-        GroupKind::Extern => return Access::Other,
+        LoopKind::Pointwise { shape } => (shape.as_slice(), None),
+        LoopKind::Reduction { shape, dim } => (shape.as_slice(), Some(*dim)),
+        LoopKind::Extern => return Access::Other,
     };
     let (Some(read), Some(written)) =
         (embed(index, reader.iteration_shape(), full, dim), store_index(producer, full, dim))
@@ -421,7 +384,7 @@ fn check_legal(c: &FusionCandidate, kind: FusionKind) -> Result<()> {
             "the fusion policy fused {} ({}) into [{}] as {kind:?}, which cannot work: the kernel is a {} and the reads \
              are {:?}",
             c.node,
-            c.role,
+            c.own,
             c.group_ops.join(", "),
             c.group,
             c.reads
@@ -453,13 +416,13 @@ fn stored_buffers(graph: &LoweredGraph, group_of: &[usize]) -> Vec<bool> {
 mod tests {
     use super::*;
 
-    fn candidate(group: GroupKind, role: NodeRole, access: Access) -> FusionCandidate {
+    fn candidate(group: LoopKind, own: LoopKind, access: Access) -> FusionCandidate {
         FusionCandidate {
             group,
             group_ops: vec!["add".into()],
             node: "mul".into(),
             op: "mul".into(),
-            role,
+            own,
             reads: vec![GroupRead { buffer: "buf0".into(), access }],
         }
     }
@@ -467,19 +430,16 @@ mod tests {
     #[test]
     fn same_space_pointwise_fuses() {
         let shape = vec![4, 8];
-        let c = candidate(
-            GroupKind::Pointwise { shape: shape.clone() },
-            NodeRole::Pointwise { shape },
-            Access::SameElement,
-        );
+        let c =
+            candidate(LoopKind::Pointwise { shape: shape.clone() }, LoopKind::Pointwise { shape }, Access::SameElement);
         assert_eq!(can_fuse(&c), Decision::Fuse(FusionKind::Pointwise));
     }
 
     #[test]
     fn a_transposed_read_is_refused_with_the_buffer_named() {
         let c = candidate(
-            GroupKind::Pointwise { shape: vec![4, 4] },
-            NodeRole::Pointwise { shape: vec![4, 4] },
+            LoopKind::Pointwise { shape: vec![4, 4] },
+            LoopKind::Pointwise { shape: vec![4, 4] },
             Access::Other,
         );
         let Decision::Refuse(why) = can_fuse(&c) else { panic!() };
@@ -488,16 +448,16 @@ mod tests {
 
     #[test]
     fn row_values_fuse_into_reductions() {
-        let group = GroupKind::Reduction { shape: vec![4, 8], dim: 1 };
-        let c = candidate(group.clone(), NodeRole::Pointwise { shape: vec![4, 1] }, Access::RowValue);
+        let group = LoopKind::Reduction { shape: vec![4, 8], dim: 1 };
+        let c = candidate(group.clone(), LoopKind::Pointwise { shape: vec![4, 1] }, Access::RowValue);
         assert_eq!(can_fuse(&c), Decision::Fuse(FusionKind::PerRow));
-        let c = candidate(group, NodeRole::Pointwise { shape: vec![4, 8] }, Access::RowValue);
+        let c = candidate(group, LoopKind::Pointwise { shape: vec![4, 8] }, Access::RowValue);
         assert_eq!(can_fuse(&c), Decision::Fuse(FusionKind::RowEpilogue));
     }
 
     #[test]
     fn externs_never_fuse() {
-        let c = candidate(GroupKind::Pointwise { shape: vec![4, 8] }, NodeRole::Extern, Access::SameElement);
+        let c = candidate(LoopKind::Pointwise { shape: vec![4, 8] }, LoopKind::Extern, Access::SameElement);
         assert!(matches!(can_fuse(&c), Decision::Refuse(why) if why.contains("outside generated code")));
     }
 }

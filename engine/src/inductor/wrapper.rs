@@ -6,7 +6,7 @@
 //! Everything here is decided at compile time, so running a compiled graph only walks the steps.
 
 use super::ir::{BufferName, LoweredGraph, View};
-use super::scheduler::{GroupKind, Schedule};
+use super::scheduler::{LoopKind, Schedule};
 use crate::layout::numel;
 
 /// One step of the call plan.
@@ -91,7 +91,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
             steps.push(Step::Alloc { buffer: m, reuses: reused.map(|(b, _)| b) });
         }
         match group.kind {
-            GroupKind::Extern => steps.push(Step::Extern { node: group.members[0] }),
+            LoopKind::Extern => steps.push(Step::Extern { node: group.members[0] }),
             _ => {
                 steps.push(Step::Kernel { kernel: next_kernel });
                 next_kernel += 1;

@@ -1,6 +1,6 @@
 //! Exercise `can_fuse`: the fusion decision, the heart of Inductor's scheduler.
 
-use engine::inductor::scheduler::{Access, Decision, FusionCandidate, FusionKind, GroupKind, NodeRole, is_row_shape};
+use engine::inductor::scheduler::{Access, Decision, FusionCandidate, FusionKind, LoopKind, is_row_shape};
 
 // ANCHOR: can_fuse
 /// **Exercise `can_fuse`.** Decide whether the candidate node joins the kernel group it reads

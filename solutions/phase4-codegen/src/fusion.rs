@@ -1,6 +1,6 @@
 //! Exercise `can_fuse`: the fusion decision, the heart of Inductor's scheduler.
 
-use engine::inductor::scheduler::{Access, Decision, FusionCandidate, FusionKind, GroupKind, NodeRole, is_row_shape};
+use engine::inductor::scheduler::{Access, Decision, FusionCandidate, FusionKind, LoopKind, is_row_shape};
 
 // ANCHOR: can_fuse
 /// **Exercise `can_fuse`.** Decide whether the candidate node joins the kernel group it reads
@@ -26,16 +26,16 @@ use engine::inductor::scheduler::{Access, Decision, FusionCandidate, FusionKind,
 /// Book: `book/src/phase4/exercises.md`, section "can_fuse".
 /// Check: `cargo grader check phase4`.
 pub fn can_fuse(c: &FusionCandidate) -> Decision {
-    if c.role == NodeRole::Extern {
+    if c.own == LoopKind::Extern {
         return Decision::Refuse(format!("{} is an extern library call: it cannot be fused", c.op));
     }
-    let kind = match (&c.group, &c.role) {
-        (GroupKind::Extern, _) => return Decision::Refuse("an extern call's output starts a new kernel".into()),
-        (GroupKind::Pointwise { shape }, NodeRole::Pointwise { shape: own }) if own == shape => FusionKind::Pointwise,
-        (GroupKind::Pointwise { shape }, NodeRole::Reduction { shape: own, .. }) if own == shape => {
+    let kind = match (&c.group, &c.own) {
+        (LoopKind::Extern, _) => return Decision::Refuse("an extern call's output starts a new kernel".into()),
+        (LoopKind::Pointwise { shape }, LoopKind::Pointwise { shape: own }) if own == shape => FusionKind::Pointwise,
+        (LoopKind::Pointwise { shape }, LoopKind::Reduction { shape: own, .. }) if own == shape => {
             FusionKind::ReductionPrologue
         }
-        (GroupKind::Reduction { shape, dim }, NodeRole::Pointwise { shape: own }) => {
+        (LoopKind::Reduction { shape, dim }, LoopKind::Pointwise { shape: own }) => {
             if own == shape {
                 FusionKind::RowEpilogue
             } else if is_row_shape(own, shape, *dim) {
@@ -44,12 +44,12 @@ pub fn can_fuse(c: &FusionCandidate) -> Decision {
                 return Decision::Refuse(format!("{} loops over {own:?}, the kernel over {shape:?}", c.node));
             }
         }
-        (GroupKind::Reduction { shape, dim }, NodeRole::Reduction { shape: own, dim: d })
+        (LoopKind::Reduction { shape, dim }, LoopKind::Reduction { shape: own, dim: d })
             if own == shape && d == dim =>
         {
             FusionKind::AnotherReduction
         }
-        (group, role) => return Decision::Refuse(format!("the kernel is a {group}, but {} is a {role}", c.node)),
+        (group, own) => return Decision::Refuse(format!("the kernel is a {group}, but {} is a {own}", c.node)),
     };
     if let Some(read) = c.reads.iter().find(|r| r.access == Access::Other) {
         return Decision::Refuse(format!(

@@ -28,13 +28,7 @@ pub fn pointwise_c(kernel: &Kernel) -> String {
     let KernelBody::Pointwise(stmts) = &kernel.body else {
         panic!("pointwise_c prints pointwise kernels; {} is a reduction", kernel.name)
     };
-    let mut out = format!("void {}(float* const* args, int64_t xnumel) {{\n", kernel.name);
-    for (i, arg) in kernel.args.iter().enumerate() {
-        let pointer = if arg.output { "float*" } else { "const float*" };
-        out.push_str(&format!("    {pointer} {} = args[{i}];\n", arg.name));
-    }
-    out.push_str("    #pragma omp parallel for\n");
-    out.push_str("    for (int64_t x = 0; x < xnumel; x++) {\n");
+    let mut out = c_header(kernel);
     for stmt in stmts {
         out.push_str(&format!("        {}\n", line(kernel, stmt, Dialect::C)));
     }
@@ -81,6 +75,18 @@ pub fn pointwise_cuda(kernel: &Kernel) -> String {
     out
 }
 // ANCHOR_END: pointwise_cuda
+
+/// A C kernel's signature, its argument pointers and the start of its parallel loop over `x`.
+pub(crate) fn c_header(kernel: &Kernel) -> String {
+    let mut out = format!("void {}(float* const* args, int64_t xnumel) {{\n", kernel.name);
+    for (i, arg) in kernel.args.iter().enumerate() {
+        let pointer = if arg.output { "float*" } else { "const float*" };
+        out.push_str(&format!("    {pointer} {} = args[{i}];\n", arg.name));
+    }
+    out.push_str("    #pragma omp parallel for\n");
+    out.push_str("    for (int64_t x = 0; x < xnumel; x++) {\n");
+    out
+}
 
 /// An operand as printed: `tmpN` or a constant.
 pub(crate) fn value(v: &Value, dialect: Dialect) -> String {

@@ -4,7 +4,7 @@
 use engine::inductor::codegen::{Dialect, identity};
 use engine::inductor::kernel::{Combine, Kernel, KernelBody, Phase};
 
-use crate::pointwise::{line, value};
+use crate::pointwise::{c_header, line, value};
 
 // ANCHOR: reduction_c
 /// **Exercise `reduction_c` (stretch).** Print `kernel` (a reduction kernel: its body is
@@ -26,13 +26,7 @@ pub fn reduction_c(kernel: &Kernel) -> String {
     let KernelBody::Reduction { row_len, phases, .. } = &kernel.body else {
         panic!("reduction_c prints reduction kernels; {} is pointwise", kernel.name)
     };
-    let mut out = format!("void {}(float* const* args, int64_t xnumel) {{\n", kernel.name);
-    for (i, arg) in kernel.args.iter().enumerate() {
-        let pointer = if arg.output { "float*" } else { "const float*" };
-        out.push_str(&format!("    {pointer} {} = args[{i}];\n", arg.name));
-    }
-    out.push_str("    #pragma omp parallel for\n");
-    out.push_str("    for (int64_t x = 0; x < xnumel; x++) {\n");
+    let mut out = c_header(kernel);
     for phase in phases {
         match phase {
             Phase::Row(stmts) => {

@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use super::{Dialect, RowLoops, Spelling, block_reduce, combine_expr, helper_functions, identity, row_loops};
 use crate::inductor::index::{FlatIndex, Var};
-use crate::inductor::kernel::{Kernel, KernelBody, Phase, Reduce, Stmt, Value};
+use crate::inductor::kernel::{Combine, Kernel, KernelBody, Phase, Reduce, Stmt, Value};
 
 /// Threads per block of pointwise kernels and of one-thread-per-row reductions.
 const THREADS: u32 = 256;
@@ -70,38 +70,37 @@ pub struct CudaKernel {
 /// reductions (every thread of the block receives the result).
 pub fn prelude() -> String {
     let mut out = helper_functions("__device__ __forceinline__");
-    out.push_str(
-        r#"
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int offset = 16; offset > 0; offset >>= 1) v = maximum(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    return v;
-}
-// `smem` holds one partial per warp; the first barrier keeps a previous reduction's readers safe.
-__device__ __forceinline__ float block_sum(float v, float* smem) {
-    v = warp_sum(v);
-    if (blockDim.x <= 32) return v;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? smem[threadIdx.x & 31] : 0.0f;
-    return warp_sum(v);
-}
-__device__ __forceinline__ float block_max(float v, float* smem) {
-    v = warp_max(v);
-    if (blockDim.x <= 32) return v;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? smem[threadIdx.x & 31] : __int_as_float(0xff800000);
-    return warp_max(v);
-}
-"#,
-    );
+    for combine in [Combine::Sum, Combine::Max] {
+        out.push_str(&reduction_helpers(combine));
+    }
     out
+}
+
+/// `warp_<op>` (a butterfly of shuffles) and `block_<op>` (warps, then one partial per warp in
+/// `smem`) for one way of combining. The first barrier keeps the readers of a previous
+/// reduction's partials safe from this one's writes.
+fn reduction_helpers(combine: Combine) -> String {
+    let block = block_reduce(combine);
+    let warp = block.replace("block", "warp");
+    let step = combine_expr(combine, "v", "__shfl_xor_sync(0xffffffffu, v, offset)");
+    let identity = identity(combine, Dialect::Cuda);
+    format!(
+        r#"
+__device__ __forceinline__ float {warp}(float v) {{
+    for (int offset = 16; offset > 0; offset >>= 1) v = {step};
+    return v;
+}}
+__device__ __forceinline__ float {block}(float v, float* smem) {{
+    v = {warp}(v);
+    if (blockDim.x <= 32) return v;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? smem[threadIdx.x & 31] : {identity};
+    return {warp}(v);
+}}
+"#
+    )
 }
 
 /// A whole CUDA C module: the prelude, then every kernel.
@@ -341,6 +340,19 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) 
     };
     let slot_r = format!("(s / {vec}) * {} + threadIdx.x * {vec} + s % {vec}", threads * vec);
     let chunk_r = format!("c * {} + threadIdx.x * {vec}", threads * vec);
+    // The loop over a thread's chunks of `vec` neighbouring elements, around `lines` (none: no loop).
+    let chunk_loop = |lines: &[String]| -> String {
+        if lines.is_empty() {
+            return String::new();
+        }
+        let mut out = format!("        #pragma unroll\n        for (int c = 0; c < {}; c++) {{\n", slots / vec);
+        out.push_str(&format!("            const long long r = {chunk_r};\n{open}"));
+        for line in lines {
+            out.push_str(&format!("{body_indent}{line}\n"));
+        }
+        out.push_str(&format!("{close}        }}\n"));
+        out
+    };
     let mut computed: Vec<usize> = Vec::new();
     for phase in phases {
         match phase {
@@ -375,24 +387,18 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) 
                 for r in reductions {
                     writeln!(b, "        float tmp{} = {};", r.tmp, identity(r.combine, Dialect::Cuda)).unwrap();
                 }
-                if !vector_loads.is_empty() {
-                    b.push_str("        #pragma unroll\n");
-                    writeln!(b, "        for (int c = 0; c < {}; c++) {{", slots / vec).unwrap();
-                    writeln!(b, "            const long long r = {chunk_r};").unwrap();
-                    b.push_str(&open);
-                    for s in &vector_loads {
-                        let Stmt::Load { tmp, arg, index } = s else { unreachable!() };
-                        let ptr = &k.args[*arg].name;
-                        let idx = index.to_c();
+                let loads: Vec<String> = vector_loads
+                    .iter()
+                    .flat_map(|s| {
+                        let Stmt::Load { tmp, arg, index } = s else { unreachable!("filtered to loads") };
+                        let (ptr, idx) = (&k.args[*arg].name, index.to_c());
                         let dst = |j: usize| format!("tmp{tmp}[c * {vec} + {j}]");
-                        writeln!(b, "{body_indent}if (aligned) {}", load4(ptr, &idx, dst)).unwrap();
                         let scalars: Vec<String> =
                             (0..vec).map(|j| format!("{} = {ptr}[{idx} + {j}];", dst(j))).collect();
-                        writeln!(b, "{body_indent}else {{ {} }}", scalars.join(" ")).unwrap();
-                    }
-                    b.push_str(&close);
-                    b.push_str("        }\n");
-                }
+                        [format!("if (aligned) {}", load4(ptr, &idx, dst)), format!("else {{ {} }}", scalars.join(" "))]
+                    })
+                    .collect();
+                b.push_str(&chunk_loop(&loads));
                 if !per_slot.is_empty() || !reductions.is_empty() {
                     b.push_str("        #pragma unroll\n");
                     writeln!(b, "        for (int s = 0; s < {slots}; s++) {{").unwrap();
@@ -412,27 +418,24 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) 
                     b.push_str(&close);
                     b.push_str("        }\n");
                 }
-                if !vector_stores.is_empty() {
-                    b.push_str("        #pragma unroll\n");
-                    writeln!(b, "        for (int c = 0; c < {}; c++) {{", slots / vec).unwrap();
-                    writeln!(b, "            const long long r = {chunk_r};").unwrap();
-                    b.push_str(&open);
-                    for s in &vector_stores {
-                        let Stmt::Store { arg, index, value } = s else { unreachable!() };
-                        let ptr = &k.args[*arg].name;
-                        let idx = index.to_c();
+                let stores: Vec<String> = vector_stores
+                    .iter()
+                    .flat_map(|s| {
+                        let Stmt::Store { arg, index, value } = s else { unreachable!("filtered to stores") };
+                        let (ptr, idx) = (&k.args[*arg].name, index.to_c());
                         let src = |j: usize| match value {
                             Value::Tmp(t) => format!("tmp{t}[c * {vec} + {j}]"),
                             Value::Constant(c) => super::constant(*c, Dialect::Cuda),
                         };
-                        writeln!(b, "{body_indent}if (aligned) {}", store4(ptr, &idx, src)).unwrap();
                         let scalars: Vec<String> =
                             (0..vec).map(|j| format!("{ptr}[{idx} + {j}] = {};", src(j))).collect();
-                        writeln!(b, "{body_indent}else {{ {} }}", scalars.join(" ")).unwrap();
-                    }
-                    b.push_str(&close);
-                    b.push_str("        }\n");
-                }
+                        [
+                            format!("if (aligned) {}", store4(ptr, &idx, src)),
+                            format!("else {{ {} }}", scalars.join(" ")),
+                        ]
+                    })
+                    .collect();
+                b.push_str(&chunk_loop(&stores));
                 for r in reductions {
                     writeln!(b, "        tmp{0} = {1}(tmp{0}, smem);", r.tmp, block_reduce(r.combine)).unwrap();
                 }
@@ -468,6 +471,16 @@ mod tests {
         assert_eq!(access(&index(vec![x(1, None, 3)], 0), Var::X), Access::Gather);
         let row = FlatIndex::new(&Affine { offset: 0, coeffs: vec![64, 1] }, &[8, 64], Some(1));
         assert_eq!(access(&row, Var::R), Access::Vector);
+    }
+
+    #[test]
+    fn the_prelude_defines_each_reduction_helper() {
+        let prelude = prelude();
+        for helper in ["warp_sum(float v)", "block_sum(float v, float* smem)", "warp_max(float v)", "block_max("] {
+            assert!(prelude.contains(helper), "{helper} missing from:\n{prelude}");
+        }
+        assert!(prelude.contains("v = maximum(v, __shfl_xor_sync(0xffffffffu, v, offset));"), "{prelude}");
+        assert!(prelude.contains(": __int_as_float(0xff800000);"), "{prelude}");
     }
 
     #[test]

@@ -4,32 +4,30 @@
 use std::cell::RefCell;
 
 use engine::backends::Inductor;
-use engine::inductor::scheduler::{
-    self, Access, Decision, FusionCandidate, FusionKind, GroupKind, GroupRead, NodeRole,
-};
+use engine::inductor::scheduler::{self, Access, Decision, FusionCandidate, FusionKind, GroupRead, LoopKind};
 use engine::{Result, Tensor};
 use grader_harness::{CheckResult, Context, Failure, ensure};
 
 use super::support::matches_eager;
 use crate::subject::{can_fuse, catalogue};
 
-fn candidate(group: GroupKind, role: NodeRole, access: Option<Access>) -> FusionCandidate {
+fn candidate(group: LoopKind, own: LoopKind, access: Option<Access>) -> FusionCandidate {
     FusionCandidate {
         group,
         group_ops: vec!["add".into(), "exp".into()],
         node: "mul_1".into(),
-        op: if role == NodeRole::Extern { "matmul".into() } else { "mul".into() },
-        role,
+        op: if own == LoopKind::Extern { "matmul".into() } else { "mul".into() },
+        own,
         reads: access.into_iter().map(|access| GroupRead { buffer: "buf3".into(), access }).collect(),
     }
 }
 
 /// Hand-made candidates and the engine's decision for each (`None`: refuse).
 fn known_cases() -> Vec<(&'static str, FusionCandidate, Option<FusionKind>)> {
-    let pw = |s: &[usize]| GroupKind::Pointwise { shape: s.to_vec() };
-    let red = |s: &[usize], dim| GroupKind::Reduction { shape: s.to_vec(), dim };
-    let node = |s: &[usize]| NodeRole::Pointwise { shape: s.to_vec() };
-    let reduce = |s: &[usize], dim| NodeRole::Reduction { shape: s.to_vec(), dim };
+    let pw = |s: &[usize]| LoopKind::Pointwise { shape: s.to_vec() };
+    let red = |s: &[usize], dim| LoopKind::Reduction { shape: s.to_vec(), dim };
+    let node = |s: &[usize]| LoopKind::Pointwise { shape: s.to_vec() };
+    let reduce = |s: &[usize], dim| LoopKind::Reduction { shape: s.to_vec(), dim };
     let same = Some(Access::SameElement);
     let row = Some(Access::RowValue);
     let other = Some(Access::Other);
@@ -71,8 +69,8 @@ fn known_cases() -> Vec<(&'static str, FusionCandidate, Option<FusionKind>)> {
         ),
         ("second reduction, other dim", candidate(red(&[4, 8], 1), reduce(&[4, 8], 0), same), None),
         ("element op reading through a view", candidate(red(&[4, 8], 1), node(&[4, 8]), other), None),
-        ("matmul after pointwise", candidate(pw(&[4, 8]), NodeRole::Extern, None), None),
-        ("pointwise after matmul", candidate(GroupKind::Extern, node(&[4, 8]), same), None),
+        ("matmul after pointwise", candidate(pw(&[4, 8]), LoopKind::Extern, None), None),
+        ("pointwise after matmul", candidate(LoopKind::Extern, node(&[4, 8]), same), None),
     ]
 }
 
