@@ -1,0 +1,163 @@
+//! Every eager CPU op against the float64 reference, on random shapes, values and memory layouts
+//! (dense, transposed, strided), including sizes that are not multiples of the vector width.
+
+mod common;
+
+use common::reference::{self, RefTensor};
+use common::{Layout, assert_close, layouts, make, shapes, values};
+use engine::Tensor;
+use engine::op::{BinaryOp, ReduceOp, UnaryOp};
+use proptest::prelude::*;
+
+/// A shape together with values for it.
+fn tensor_data(ranks: std::ops::RangeInclusive<usize>, max: usize) -> impl Strategy<Value = (Vec<usize>, Vec<f32>)> {
+    shapes(ranks, max).prop_flat_map(|shape| {
+        let n = shape.iter().product();
+        (Just(shape), values(n))
+    })
+}
+
+/// A shape that broadcasts against `shape`: some leading dims dropped, some sizes set to 1.
+fn broadcast_partner(shape: Vec<usize>) -> impl Strategy<Value = Vec<usize>> {
+    let rank = shape.len();
+    (0..=rank, proptest::collection::vec(any::<bool>(), rank)).prop_map(move |(drop, ones)| {
+        shape[drop..].iter().zip(&ones[drop..]).map(|(&s, &one)| if one { 1 } else { s }).collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn unary_ops_match(op in proptest::sample::select(UnaryOp::ALL.to_vec()), (shape, data) in tensor_data(0..=4, 7), layout in layouts()) {
+        let (x, rx) = make(&data, &shape, layout);
+        let got = engine::op::Op::Unary(op).apply(&[(&x).into()], engine::SourceLocation::caller()).unwrap();
+        assert_close(&got, &rx.map(|v| reference::unary(op, v)), None, 2e-6, 1e-6);
+    }
+
+    #[test]
+    fn binary_ops_broadcast_and_match(
+        op in proptest::sample::select(BinaryOp::ALL.to_vec()),
+        (shape, other_shape) in shapes(0..=4, 6).prop_flat_map(|s| (Just(s.clone()), broadcast_partner(s))),
+        seed in any::<u64>(),
+        swap in any::<bool>(),
+        layout in layouts(),
+    ) {
+        let data = Tensor::uniform(&shape, -3.0, 3.0, seed).to_vec().unwrap();
+        let other_data = Tensor::uniform(&other_shape, -3.0, 3.0, seed + 1).to_vec().unwrap();
+        let (a, ra) = make(&data, &shape, layout);
+        let (b, rb) = make(&other_data, &other_shape, Layout::Contiguous);
+        let (a, b, ra, rb) = if swap { (b, a, rb, ra) } else { (a, b, ra, rb) };
+        let got = engine::op::Op::Binary(op).apply(&[(&a).into(), (&b).into()], engine::SourceLocation::caller()).unwrap();
+        let want = RefTensor::zip(&[&ra, &rb], |v| reference::binary(op, v[0], v[1]));
+        assert_close(&got, &want, None, 4e-6, 1e-6);
+    }
+
+    #[test]
+    fn scalar_operands_match(op in proptest::sample::select(BinaryOp::ALL.to_vec()), (shape, data) in tensor_data(0..=3, 9), s in -2.0f32..2.0) {
+        let (x, rx) = make(&data, &shape, Layout::Contiguous);
+        let got = engine::op::Op::Binary(op).apply(&[(&x).into(), s.into()], engine::SourceLocation::caller()).unwrap();
+        assert_close(&got, &rx.map(|v| reference::binary(op, v, s as f64)), None, 4e-6, 1e-6);
+    }
+
+    #[test]
+    fn where_selects_elementwise((shape, data) in tensor_data(1..=3, 6), layout in layouts()) {
+        let (x, rx) = make(&data, &shape, layout);
+        let got = x.gt(0.0).unwrap().where_(&x, -1.0).unwrap();
+        assert_close(&got, &rx.map(|v| if v > 0.0 { v } else { -1.0 }), None, 0.0, 0.0);
+    }
+
+    #[test]
+    fn reductions_match(
+        kind in proptest::sample::select(vec![ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max]),
+        (shape, data) in tensor_data(1..=4, 9),
+        dim_seed in any::<usize>(),
+        keepdim in any::<bool>(),
+        layout in layouts(),
+    ) {
+        let dim = dim_seed % shape.len();
+        let (x, rx) = make(&data, &shape, layout);
+        let got = match kind {
+            ReduceOp::Sum => x.sum(dim as isize, keepdim),
+            ReduceOp::Mean => x.mean(dim as isize, keepdim),
+            ReduceOp::Max => x.amax(dim as isize, keepdim),
+        }.unwrap();
+        let scale = rx.abs().reduce(if kind == ReduceOp::Max { ReduceOp::Max } else { kind }, dim, keepdim);
+        assert_close(&got, &rx.reduce(kind, dim, keepdim), Some(&scale), 1e-5, 1e-6);
+    }
+
+    #[test]
+    fn matmul_matches((batch, m, k, n) in (shapes(0..=2, 3), 1usize..=9, 1usize..=33, 1usize..=9), transpose_b in any::<bool>(), seed in any::<u64>()) {
+        let a_shape = [batch.clone(), vec![m, k]].concat();
+        let b_shape = [batch.iter().map(|_| 1).collect::<Vec<_>>(), vec![k, n]].concat();
+        let a_data = Tensor::uniform(&a_shape, -1.0, 1.0, seed).to_vec().unwrap();
+        let b_data = Tensor::uniform(&b_shape, -1.0, 1.0, seed + 1).to_vec().unwrap();
+        let (a, ra) = make(&a_data, &a_shape, Layout::Contiguous);
+        let (b, rb) = make(&b_data, &b_shape, if transpose_b { Layout::Transposed } else { Layout::Contiguous });
+        let got = a.matmul(&b).unwrap();
+        assert_close(&got, &ra.matmul(&rb), Some(&ra.abs().matmul(&rb.abs())), 1e-5, 1e-6);
+    }
+
+    #[test]
+    fn softmax_and_log_softmax_match((shape, data) in tensor_data(1..=3, 40), dim_seed in any::<usize>(), layout in layouts()) {
+        let dim = dim_seed % shape.len();
+        let (x, rx) = make(&data, &shape, layout);
+        assert_close(&x.softmax(dim as isize).unwrap(), &rx.softmax(dim, false), None, 1e-5, 1e-6);
+        assert_close(&x.log_softmax(dim as isize).unwrap(), &rx.softmax(dim, true), None, 1e-5, 1e-5);
+    }
+
+    #[test]
+    fn layer_norm_matches((shape, data) in tensor_data(1..=3, 40), seed in any::<u64>(), layout in layouts()) {
+        let d = *shape.last().unwrap();
+        let (x, rx) = make(&data, &shape, layout);
+        let (w, rw) = make(&Tensor::uniform(&[d], 0.5, 1.5, seed).to_vec().unwrap(), &[d], Layout::Contiguous);
+        let (b, rb) = make(&Tensor::uniform(&[d], -1.0, 1.0, seed + 1).to_vec().unwrap(), &[d], Layout::Contiguous);
+        assert_close(&x.layer_norm(&w, &b, 1e-5).unwrap(), &rx.layer_norm(&rw, &rb, 1e-5), None, 1e-4, 1e-4);
+    }
+
+    #[test]
+    fn views_read_the_right_elements((shape, data) in tensor_data(2..=4, 6), layout in layouts()) {
+        let (x, rx) = make(&data, &shape, layout);
+        let rank = shape.len();
+        let perm: Vec<usize> = (0..rank).rev().collect();
+        assert_close(&x.permute(&perm).unwrap(), &rx.permute(&perm), None, 0.0, 0.0);
+        let flat = x.reshape(&[x.numel()]).unwrap();
+        assert_eq!(flat.to_vec().unwrap(), rx.to_f32());
+        let end = shape[rank - 1];
+        let sliced = x.slice(-1, end / 2, end, 1).unwrap();
+        let want: Vec<f32> = rx.data.chunks(end).flat_map(|row| row[end / 2..].iter().map(|&v| v as f32)).collect();
+        assert_eq!(sliced.to_vec().unwrap(), want);
+        let expanded = x.unsqueeze(0).unwrap().expand(&[[2].as_slice(), &shape].concat()).unwrap();
+        assert_eq!(expanded.to_vec().unwrap(), [rx.to_f32(), rx.to_f32()].concat());
+    }
+}
+
+#[test]
+fn linear_is_matmul_with_transposed_weight_plus_bias() {
+    let x = Tensor::randn(&[3, 5], 1);
+    let w = Tensor::randn(&[4, 5], 2);
+    let b = Tensor::randn(&[4], 3);
+    let direct = x.matmul(&w.t().unwrap()).unwrap().add(&b).unwrap();
+    assert_eq!(x.linear(&w, Some(&b)).unwrap().to_vec().unwrap(), direct.to_vec().unwrap());
+}
+
+#[test]
+fn large_pointwise_ops_take_the_parallel_path_and_stay_exact() {
+    let n = (1 << 16) + 3;
+    let x = Tensor::uniform(&[n], -1.0, 1.0, 5);
+    let y = x.add(&x).unwrap().to_vec().unwrap();
+    assert!(x.to_vec().unwrap().iter().zip(&y).all(|(a, b)| 2.0 * a == *b));
+}
+
+#[test]
+fn bad_shapes_are_errors_that_name_op_shapes_and_line() {
+    let err = Tensor::ones(&[2, 3]).matmul(&Tensor::ones(&[4, 5])).unwrap_err().to_string();
+    assert!(
+        err.starts_with("matmul:") && err.contains("[2, 3] and [4, 5]") && err.contains("eager_reference.rs"),
+        "{err}"
+    );
+    let err = Tensor::ones(&[2, 3]).sum(2, false).unwrap_err().to_string();
+    assert!(err.contains("dim 2 is out of range for a tensor of rank 2"), "{err}");
+    let err = Tensor::ones(&[2, 3]).reshape(&[4]).unwrap_err().to_string();
+    assert!(err.contains("cannot view 6 elements as [4]"), "{err}");
+}
