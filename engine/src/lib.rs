@@ -19,6 +19,7 @@
 
 pub mod aot;
 pub mod backends;
+pub mod bench;
 pub mod codecache;
 pub mod device;
 pub mod dtype;
