@@ -49,6 +49,7 @@ fn gelu(x: &Tensor, location: SourceLocation) -> Result<Tensor> {
     binary(BinaryOp::Mul, &half_x, Operand::Tensor(&one_plus), location)
 }
 
+// ANCHOR: softmax
 /// `exp(x - max) / sum(exp(x - max))`, or for log-softmax `(x - max) - log(sum(exp(x - max)))`.
 fn softmax(x: &Tensor, dim: usize, log: bool, location: SourceLocation) -> Result<Tensor> {
     let max = reduce(ReduceOp::Max, x, dim, location)?;
@@ -62,6 +63,7 @@ fn softmax(x: &Tensor, dim: usize, log: bool, location: SourceLocation) -> Resul
         binary(BinaryOp::Div, &exp, Operand::Tensor(&sum), location)
     }
 }
+// ANCHOR_END: softmax
 
 /// `(x - mean) * rsqrt(var + eps) * weight + bias` over the last dimension.
 fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f32, location: SourceLocation) -> Result<Tensor> {

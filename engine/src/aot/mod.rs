@@ -13,6 +13,7 @@ use crate::fx::proxy::Tracer;
 use crate::fx::{Graph, Interpreter, NodeKind};
 use crate::tensor::Tensor;
 
+// ANCHOR: decompose
 /// The same computation as `graph` with every composite op replaced by primitive ops. Each new
 /// node keeps the source location of the composite it came from.
 pub fn decompose(graph: &Graph) -> Result<Graph> {
@@ -38,3 +39,4 @@ pub fn decompose(graph: &Graph) -> Result<Graph> {
     }
     Ok(traced.graph)
 }
+// ANCHOR_END: decompose

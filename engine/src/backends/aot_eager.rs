@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::fx::{Graph, Interpreter};
 use crate::tensor::Tensor;
 
+// ANCHOR: aot_eager_backend
 /// Decomposes captured graphs with [`aot::decompose`], then interprets them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AotEager;
@@ -20,3 +21,4 @@ impl Backend for AotEager {
         Ok(Box::new(Interpreter::new(aot::decompose(graph)?)))
     }
 }
+// ANCHOR_END: aot_eager_backend

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::fx::{Graph, Interpreter};
 use crate::tensor::Tensor;
 
+// ANCHOR: eager_backend
 /// Runs captured graphs as they are, through [`Interpreter`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Eager;
@@ -19,6 +20,7 @@ impl Backend for Eager {
         Ok(Box::new(Interpreter::new(graph.clone())))
     }
 }
+// ANCHOR_END: eager_backend
 
 impl CompiledGraph for Interpreter {
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {

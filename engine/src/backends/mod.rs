@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::fx::Graph;
 use crate::tensor::Tensor;
 
+// ANCHOR: backend_trait
 /// Turns a captured graph into a runnable [`CompiledGraph`].
 pub trait Backend: Send + Sync {
     /// A short name for logs and errors (`eager`, `aot_eager`, `inductor`).
@@ -29,6 +30,7 @@ pub trait CompiledGraph: Send + Sync {
     /// Runs the compiled graph.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
 }
+// ANCHOR_END: backend_trait
 
 /// Any suitable closure is a compiled graph, so a backend can return `Box::new(move |inputs| ...)`.
 impl<F> CompiledGraph for F

@@ -14,6 +14,7 @@ use crate::error::{Error, Result, SourceLocation};
 use crate::op::Op;
 use crate::tensor::{Operand, Tensor};
 
+// ANCHOR: op_apply
 impl Op {
     /// Applies the op to its operands: recorded into the active trace if there is one, run
     /// eagerly otherwise. This is how graphs are interpreted (see [`crate::fx::Interpreter`]).
@@ -24,6 +25,7 @@ impl Op {
         crate::eager::run(self, operands, location)
     }
 }
+// ANCHOR_END: op_apply
 
 /// Resolves a possibly negative dimension (`-1` is the last) against a rank.
 fn normalize_dim(op: &'static str, dim: isize, rank: usize, location: SourceLocation) -> Result<usize> {

@@ -1,0 +1,45 @@
+//! The code the book shows, as compiled functions. Each function is one *section*: a block of
+//! code the book includes between `ANCHOR` markers, and the output it prints, which the book
+//! includes from the insta snapshot that `tests/output.rs` keeps of it.
+//!
+//! Run any section yourself with `cargo run -p book-examples -- <section>`; run it without an
+//! argument to list them.
+//!
+//! To add an example to a chapter: write a function here between `// ANCHOR: name` and
+//! `// ANCHOR_END: name` comments, list it in [`SECTIONS`], run
+//! `INSTA_UPDATE=always cargo test -p book-examples` and read the new snapshot in
+//! `tests/snapshots/`, then include both in the page: the code in a `` ```rust `` block with
+//! `{{#include ../examples/src/FILE.rs:name}}`, the output in a `` ```text `` block with
+//! `{{#include ../examples/tests/snapshots/SECTION.snap:4:}}` (line 4 is where insta's header
+//! ends). `tests/book_links.rs` checks that every include and link in the book resolves and that
+//! `` ```rust `` blocks hold includes only.
+
+pub mod mlp;
+pub mod phase1;
+pub mod tour;
+
+/// One runnable example: the name it is run and snapshotted by, and the code.
+pub struct Section {
+    /// The command-line name, also the snapshot's name (`tour_eager`).
+    pub name: &'static str,
+    /// Prints the section's output to stdout.
+    pub run: fn() -> engine::Result<()>,
+}
+
+/// Every section, in the order the book shows them.
+pub const SECTIONS: &[Section] = &[
+    Section { name: "tour_eager", run: tour::eager },
+    Section { name: "tour_views", run: tour::views },
+    Section { name: "tour_trace", run: tour::trace },
+    Section { name: "tour_graph", run: tour::graph },
+    Section { name: "tour_decompose", run: tour::decompose },
+    Section { name: "tour_item", run: tour::item_inside_compile },
+    Section { name: "phase1_backends", run: phase1::backends },
+    Section { name: "phase1_print_backend", run: phase1::print_backend },
+    Section { name: "phase1_steady_state", run: phase1::steady_state },
+];
+
+/// The section called `name`.
+pub fn section(name: &str) -> Option<&'static Section> {
+    SECTIONS.iter().find(|s| s.name == name)
+}

@@ -1,0 +1,104 @@
+//! Random straight-line programs over the op catalogue, for testing compiled execution against
+//! eager execution. A program is a list of raw choices that an interpreter turns into ops on a
+//! growing pool of values; shrinking the choices shrinks the program.
+
+use engine::op::{BinaryOp, Op, UnaryOp};
+use engine::{Result, SourceLocation, Tensor};
+use proptest::prelude::*;
+
+const SAFE_UNARY: [UnaryOp; 9] = [
+    UnaryOp::Neg,
+    UnaryOp::Exp,
+    UnaryOp::Tanh,
+    UnaryOp::Relu,
+    UnaryOp::Sigmoid,
+    UnaryOp::Abs,
+    UnaryOp::Sin,
+    UnaryOp::Gelu,
+    UnaryOp::Erf,
+];
+
+const BINARY: [BinaryOp; 6] =
+    [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Gt];
+
+/// One raw step: which kind of op, which operands, which variant, and a scalar.
+#[derive(Clone, Debug)]
+pub struct Step {
+    kind: u8,
+    a: u8,
+    b: u8,
+    variant: u8,
+    scalar: f32,
+}
+
+/// A program over four inputs: `x[m, n]`, `y[m, n]`, `row[n]` and `col[m, 1]`.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub m: usize,
+    pub n: usize,
+    steps: Vec<Step>,
+}
+
+pub fn programs(max_steps: usize) -> impl Strategy<Value = Program> {
+    let step = (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), -2.0f32..2.0)
+        .prop_map(|(kind, a, b, variant, scalar)| Step { kind, a, b, variant, scalar });
+    (1usize..=9, 1usize..=70, proptest::collection::vec(step, 1..=max_steps)).prop_map(|(m, n, steps)| Program {
+        m,
+        n,
+        steps,
+    })
+}
+
+impl Program {
+    /// Seeded random inputs of the program's shapes.
+    pub fn inputs(&self, seed: u64) -> Vec<Tensor> {
+        vec![
+            Tensor::uniform(&[self.m, self.n], -2.0, 2.0, seed),
+            Tensor::uniform(&[self.m, self.n], -2.0, 2.0, seed + 1),
+            Tensor::uniform(&[self.n], -2.0, 2.0, seed + 2),
+            Tensor::uniform(&[self.m, 1], -2.0, 2.0, seed + 3),
+        ]
+    }
+
+    /// Runs the program on `inputs` (eagerly, or inside a trace when called from a compiled
+    /// closure) and returns the last three values it produced.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let here = SourceLocation::caller();
+        let mut pool: Vec<Tensor> = inputs.to_vec();
+        for step in &self.steps {
+            let pick = |i: u8| &pool[i as usize % pool.len()];
+            let a = pick(step.a);
+            let value = match step.kind % 8 {
+                0 | 1 => {
+                    // No log or sqrt (negative inputs would turn everything after them into NaN),
+                    // and a tanh after each op so that chains of exp cannot overflow.
+                    let op = SAFE_UNARY[step.variant as usize % SAFE_UNARY.len()];
+                    Op::Unary(op).apply(&[a.into()], here)?.tanh()?
+                }
+                2 | 3 => {
+                    let b = pick(step.b);
+                    if engine::layout::broadcast_shapes(a.shape(), b.shape()).is_none() {
+                        continue;
+                    }
+                    let op = BINARY[step.variant as usize % BINARY.len()];
+                    Op::Binary(op).apply(&[a.into(), b.into()], here)?
+                }
+                4 => a.mul(step.scalar)?.add(0.5)?,
+                5 if a.rank() > 0 => {
+                    // keepdim, so the result still broadcasts against the rest of the pool.
+                    let dim = (step.b as usize % a.rank()) as isize;
+                    match step.variant % 3 {
+                        0 => a.sum(dim, true)?,
+                        1 => a.mean(dim, true)?,
+                        _ => a.amax(dim, true)?,
+                    }
+                }
+                6 if a.rank() > 0 => a.softmax(-1)?,
+                7 => a.gt(0.0)?.where_(a, step.scalar)?,
+                _ => continue,
+            };
+            pool.push(value);
+        }
+        Ok(pool.into_iter().rev().take(3).collect())
+    }
+}
