@@ -19,13 +19,16 @@ use crate::codecache::cache_key;
 use crate::device::Device;
 use crate::error::{Error, Result};
 
+/// A device set up on first use, or why that failed (kept, so the failure is not retried per op).
+type Opened = std::result::Result<Arc<CudaDevice>, CudaError>;
+
 /// A CUDA device ready to run kernels. Get one with [`CudaDevice::get`]; it lives for the process.
 pub struct CudaDevice {
     facts: DeviceFacts,
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: OnceLock<std::result::Result<Mutex<CudaBlas>, CudaError>>,
-    eager: OnceLock<std::result::Result<Arc<Module>, CudaError>>,
+    eager: Mutex<HashMap<String, std::result::Result<Arc<Module>, CudaError>>>,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     flush_buffer: Mutex<Option<CudaSlice<u8>>>,
 }
@@ -44,7 +47,7 @@ impl CudaDevice {
         let probe = probe();
         probe.usable().map_err(|reason| unavailable(reason.to_string()))?;
         let count = probe.devices.as_ref().map(Vec::len).unwrap_or(0);
-        static DEVICES: OnceLock<Vec<OnceLock<std::result::Result<Arc<CudaDevice>, CudaError>>>> = OnceLock::new();
+        static DEVICES: OnceLock<Vec<OnceLock<Opened>>> = OnceLock::new();
         let slot = DEVICES
             .get_or_init(|| (0..count).map(|_| OnceLock::new()).collect())
             .get(ordinal)
@@ -70,7 +73,7 @@ impl CudaDevice {
             context,
             stream,
             blas: OnceLock::new(),
-            eager: OnceLock::new(),
+            eager: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             flush_buffer: Mutex::new(None),
         })
@@ -129,10 +132,23 @@ impl CudaDevice {
         Ok(Module { module, functions: Mutex::new(HashMap::new()), cubin_path: path, compiled_now: compiled })
     }
 
-    /// A kernel of the eager module (every eager kernel is in one module, loaded on first use).
-    pub(crate) fn eager_kernel(&self, name: &str) -> std::result::Result<CudaFunction, CudaError> {
-        let module = self.eager.get_or_init(|| self.load(eager_source()).map_err(CudaError::from));
-        Ok(module.as_ref().map_err(Clone::clone)?.function(name)?)
+    /// The module of eager kernel family `family` (see [`super::eager_families`]), compiled (or
+    /// read from the disk cache) and loaded on first use.
+    pub fn eager_module(&self, family: &str) -> std::result::Result<Arc<Module>, CudaError> {
+        if let Some(loaded) = lock(&self.eager).get(family) {
+            return loaded.clone();
+        }
+        // Compile without holding the lock, so other families can load meanwhile; a race only
+        // loads the same module twice, and the first one stored wins.
+        let source =
+            eager_source(family).ok_or_else(|| CudaError::new(format!("no eager kernel family `{family}`")))?;
+        let loaded = self.load(&source).map_err(CudaError::from);
+        lock(&self.eager).entry(family.to_string()).or_insert(loaded).clone()
+    }
+
+    /// Kernel `name` of eager kernel family `family`.
+    pub(crate) fn eager_kernel(&self, family: &str, name: &str) -> std::result::Result<CudaFunction, CudaError> {
+        Ok(self.eager_module(family)?.function(name)?)
     }
 
     /// The cuBLAS handle, bound to this device's stream; created on first use.

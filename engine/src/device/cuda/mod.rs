@@ -12,7 +12,7 @@
 //! | a device: context, stream, cuBLAS, loaded modules | [`CudaDevice`] |
 //! | CUDA C to a cached CUBIN | [`nvrtc`] |
 //! | tensor memory and host transfers | `buffer` |
-//! | the eager kernels' source (generated op prelude + `kernels/eager.cu`) | `source` |
+//! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
 //! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul` |
 //!
 //! Generated code (Inductor) reuses the same plumbing: [`CudaDevice::load`] compiles and loads a
@@ -36,7 +36,7 @@ pub(crate) use buffer::CudaBuffer;
 pub use context::{CudaDevice, Module};
 pub use error::CudaError;
 pub use probe::{DeviceFacts, Probe, available, probe, unavailable_reason};
-pub use source::eager_source;
+pub use source::{eager_families, eager_source};
 
 use std::sync::Arc;
 

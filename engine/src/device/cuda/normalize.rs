@@ -31,19 +31,20 @@ pub(super) fn softmax(device: &Arc<CudaDevice>, input: Input, dim: usize, log: b
     let (x_ptr, out_ptr, log) = (x.ptr, out.ptr(), i32::from(log));
     let (outer_arg, size_arg, inner_arg) = (outer as i64, size as i64, inner as i64);
     if inner == 1 {
-        let vec = i32::from(size % 4 == 0 && x_ptr % 16 == 0);
-        let function = device.eager_kernel("softmax_rows")?;
+        let vec = i32::from(size.is_multiple_of(4) && x_ptr.is_multiple_of(16));
+        let function = device.eager_kernel("softmax", "softmax_rows")?;
         let mut launch = device.stream().launch_builder(&function);
         launch.arg(&x_ptr).arg(&out_ptr).arg(&outer_arg).arg(&size_arg).arg(&log).arg(&vec);
         // SAFETY: the arguments match the kernel; both buffers hold outer * size elements.
         unsafe { launch.launch(launch_config(outer, (row_threads(size), 1))) }?;
     } else {
-        let function = device.eager_kernel("softmax_columns")?;
+        let function = device.eager_kernel("softmax", "softmax_columns")?;
         let mut launch = device.stream().launch_builder(&function);
         launch.arg(&x_ptr).arg(&out_ptr).arg(&outer_arg).arg(&size_arg).arg(&inner_arg).arg(&log);
-        let resident = device.facts().multiprocessors as usize * 8;
+        // 32 neighbouring lines per block, up to 32 threads along each.
+        let along = size.next_power_of_two().clamp(1, 32) as u32;
         // SAFETY: as above, with outer * size * inner elements.
-        unsafe { launch.launch(launch_config((outer * inner).div_ceil(256).min(resident), (256, 1))) }?;
+        unsafe { launch.launch(launch_config(outer * inner.div_ceil(32), (32, along))) }?;
     }
     Ok(out)
 }
@@ -66,9 +67,10 @@ pub(super) fn layer_norm(
     let rows = n / size;
     let (x_ptr, w_ptr, b_ptr, out_ptr) = (x.ptr, w.ptr, b.ptr, out.ptr());
     let (rows_arg, size_arg) = (rows as i64, size as i64);
-    let function = device.eager_kernel("layer_norm_rows")?;
+    let vec = i32::from(size.is_multiple_of(4) && [x_ptr, w_ptr, b_ptr].iter().all(|p| p.is_multiple_of(16)));
+    let function = device.eager_kernel("layer_norm", "layer_norm_rows")?;
     let mut launch = device.stream().launch_builder(&function);
-    launch.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&out_ptr).arg(&rows_arg).arg(&size_arg).arg(&eps);
+    launch.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&out_ptr).arg(&rows_arg).arg(&size_arg).arg(&eps).arg(&vec);
     // SAFETY: the arguments match the kernel; x and out hold rows * size elements, w and b size.
     unsafe { launch.launch(launch_config(rows, (row_threads(size), 1))) }?;
     Ok(out)

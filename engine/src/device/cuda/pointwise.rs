@@ -57,9 +57,9 @@ fn launch_dense(
         };
     }
     // float4 accesses need every address on a 16-byte boundary (a view may start mid-vector).
-    let vec = operands.iter().all(|o| o.ptr % 16 == 0) && out.ptr() % 16 == 0;
+    let vec = operands.iter().all(|o| o.ptr.is_multiple_of(16)) && out.ptr().is_multiple_of(16);
     let threads = if vec { n.div_ceil(4) } else { n };
-    let function = device.eager_kernel(&format!("{kernel}_dense"))?;
+    let function = device.eager_kernel(kernel, &format!("{kernel}_dense"))?;
     let (out_ptr, n, vec) = (out.ptr(), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
     launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&n).arg(&vec);
@@ -103,14 +103,29 @@ fn launch_strided(
     }
     let geometry = Geometry::new(&shape);
     let n = numel(out_shape);
-    let function = device.eager_kernel(&format!("{kernel}_strided"))?;
-    let (out_ptr, n_arg) = (out.ptr(), n as i64);
+    let vec = inner_vectorizable(&shape, &operands, inputs.len());
+    let function = device.eager_kernel(kernel, &format!("{kernel}_strided"))?;
+    let (out_ptr, n_arg, vec_arg) = (out.ptr(), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
-    launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&geometry).arg(&n_arg);
+    launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&geometry).arg(&n_arg).arg(&vec_arg);
     // SAFETY: the arguments match the kernel's signature; every offset the strides produce lies
     // inside its operand's buffer, because the layouts were validated when the views were made.
-    unsafe { launch.launch(grid_stride_config(device, n)) }?;
+    unsafe { launch.launch(grid_stride_config(device, if vec { n / 4 } else { n })) }?;
     Ok(())
+}
+
+/// Whether each thread can take 4 neighbouring outputs along the innermost (merged) dim: its size
+/// is a multiple of 4, and every tensor operand either steps through it with stride 1 from a
+/// 16-byte aligned start (a float4 load) or repeats one value along it (stride 0).
+fn inner_vectorizable(shape: &[usize], operands: &[StridedIn], count: usize) -> bool {
+    let Some(&inner) = shape.last() else { return false };
+    inner.is_multiple_of(4)
+        && operands[..count].iter().all(|o| {
+            let rank = shape.len();
+            o.ptr == 0
+                || o.strides[0] == 0
+                || (o.strides[0] == 1 && o.ptr.is_multiple_of(16) && o.strides[1..rank].iter().all(|s| s % 4 == 0))
+        })
 }
 
 /// A grid-stride launch over `threads` work items: enough blocks to fill every multiprocessor

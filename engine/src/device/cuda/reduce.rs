@@ -22,9 +22,15 @@ use super::pointwise::Dense;
 use crate::layout::{Layout, numel};
 use crate::op::ReduceOp;
 
-/// Elements each thread should accumulate before threads combine: enough loads in flight to
-/// cover memory latency, few enough that the block count still fills the GPU.
-const PER_THREAD: usize = 16;
+/// Elements each thread of a ROWS launch should accumulate: a warp per row of 4096 (32 float4
+/// loads per lane, issued 4 at a time), so rows need no shared memory or barriers.
+const ROW_ELEMENTS_PER_THREAD: usize = 128;
+
+/// Rows of a column each thread of a COLUMNS launch should accumulate.
+const COLUMN_ROWS_PER_THREAD: usize = 64;
+
+/// The fewest elements per thread when a row is split across blocks.
+const MIN_PER_THREAD: usize = 16;
 
 /// `kind` over `dim`; the result is dense in the keepdim shape (either keepdim form reads it).
 pub(super) fn reduce(
@@ -87,23 +93,35 @@ impl Task {
             return None;
         };
         let n_out = numel(&out_shape);
-        let target_blocks = 4 * device.facts().multiprocessors as usize;
-        let (block, blocks, per_split) = if columns {
-            let rows = size.div_ceil(PER_THREAD).next_power_of_two().clamp(1, 16);
-            ((32, rows as u32), n_out.div_ceil(32), rows * PER_THREAD)
-        } else {
-            let width = size.div_ceil(PER_THREAD).next_power_of_two().clamp(32, 512);
-            let rows = (256 / width).max(1);
-            ((width as u32, rows as u32), n_out.div_ceil(rows), width * PER_THREAD)
+        let (inner_size, kept_outer_strides) = match out_shape.len() {
+            0 => (1, &out_strides[..0]),
+            rank => (out_shape[rank - 1], &out_strides[..rank - 1]),
         };
-        // Too few blocks to fill the GPU and long rows: split rows across grid.y, in chunks that
-        // are multiples of 4 so that every chunk starts on a 16-byte boundary.
+        let vec = if columns {
+            // 4 neighbouring outputs per thread: they must sit in one innermost row, 16-byte aligned.
+            inner_size.is_multiple_of(4)
+                && stride % 4 == 0
+                && ptr.is_multiple_of(16)
+                && kept_outer_strides.iter().all(|s| s % 4 == 0)
+        } else {
+            stride == 1 && size.is_multiple_of(4) && ptr.is_multiple_of(16) && out_strides.iter().all(|s| s % 4 == 0)
+        };
+        let (block, blocks, per_split) = if columns {
+            let rows = size.div_ceil(COLUMN_ROWS_PER_THREAD).next_power_of_two().clamp(1, 16);
+            let outputs_per_block = if vec { 128 } else { 32 };
+            ((32, rows as u32), n_out.div_ceil(outputs_per_block), rows * MIN_PER_THREAD)
+        } else {
+            let width = size.div_ceil(ROW_ELEMENTS_PER_THREAD).next_power_of_two().clamp(32, 512);
+            let rows = (256 / width).max(1);
+            ((width as u32, rows as u32), n_out.div_ceil(rows), width * MIN_PER_THREAD)
+        };
+        // Too few blocks to keep two on every multiprocessor, and long rows: split the rows across
+        // grid.y, in chunks that are multiples of 4 so that every chunk starts 16-byte aligned.
+        let target_blocks = 2 * device.facts().multiprocessors as usize;
         let wanted = if blocks < target_blocks { target_blocks.div_ceil(blocks) } else { 1 };
         let splits = wanted.min(size.div_ceil(per_split)).clamp(1, 65_535);
         let chunk = size.div_ceil(splits).next_multiple_of(4).max(4);
         let splits = size.div_ceil(chunk).max(1);
-        let aligned = ptr % 16 == 0 && out_strides.iter().all(|s| s % 4 == 0);
-        let vec = !columns && stride == 1 && size % 4 == 0 && aligned;
         let args = ReduceArgs {
             input: ptr,
             out: 0,
@@ -129,7 +147,7 @@ impl Plan {
             return Ok(out);
         }
         self.args.out = out.ptr();
-        let function = device.eager_kernel(self.task.kernel)?;
+        let function = device.eager_kernel("reduce", self.task.kernel)?;
         let config = LaunchConfig {
             grid_dim: (self.blocks.min(i32::MAX as usize) as u32, self.splits as u32, 1),
             block_dim: (self.block.0, self.block.1, 1),

@@ -1,34 +1,53 @@
-//! The eager kernels' CUDA C: a prelude generated from the op catalogue ([`crate::op`]), so each
-//! op's scalar function is written once for CPU and GPU alike, followed by `kernels/eager.cu`.
+//! The eager kernels' CUDA C: `kernels/eager.cu`, compiled once per kernel family after a prelude
+//! generated from the op catalogue ([`crate::op`]), so that each op's scalar function is written
+//! once for the CPU, the GPU and generated code alike.
+//!
+//! A family is what one module holds: the dense and strided kernels of one pointwise op
+//! (`unary_exp`, `binary_add`, `where`, `copy`), or `reduce`, `softmax`, `layer_norm`. Modules are
+//! compiled on first use, like Triton's JIT, so a program pays only for the kernels it launches.
 
 use std::fmt::Write;
-use std::sync::OnceLock;
 
 use super::params::MAX_DIMS;
 use crate::op::{BinaryOp, UnaryOp};
 
-/// The full CUDA C source of the eager kernels, built once.
-pub fn eager_source() -> &'static str {
-    static SOURCE: OnceLock<String> = OnceLock::new();
-    SOURCE.get_or_init(|| format!("{}\n{}", prelude(), include_str!("kernels/eager.cu")))
+/// The kernel families that are not one pointwise op.
+const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_norm"];
+
+/// Every eager kernel family, for tests and tools that must cover them all.
+pub fn eager_families() -> Vec<String> {
+    let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
+    let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
+    unary.chain(binary).chain(OTHER_FAMILIES.iter().map(|f| f.to_string())).collect()
 }
 
-fn prelude() -> String {
-    let mut s = String::from("// Generated from the op catalogue (engine/src/op.rs).\n");
-    writeln!(s, "#define MAX_DIMS {MAX_DIMS}").unwrap();
-    for op in UnaryOp::ALL {
-        let body = op.c_expr("x");
-        writeln!(s, "__device__ __forceinline__ float op_{}(float x) {{ return {body}; }}", op.name()).unwrap();
-    }
-    for op in BinaryOp::ALL {
-        let body = op.c_expr("a", "b");
-        writeln!(s, "__device__ __forceinline__ float op_{}(float a, float b) {{ return {body}; }}", op.name())
-            .unwrap();
-    }
-    let list = |names: Vec<&str>| names.iter().map(|n| format!("X({n})")).collect::<Vec<_>>().join(" ");
-    writeln!(s, "#define FOR_EACH_UNARY(X) {}", list(UnaryOp::ALL.iter().map(|o| o.name()).collect())).unwrap();
-    writeln!(s, "#define FOR_EACH_BINARY(X) {}", list(BinaryOp::ALL.iter().map(|o| o.name()).collect())).unwrap();
-    s
+/// The CUDA C source of one kernel family, or `None` for an unknown name.
+pub fn eager_source(family: &str) -> Option<String> {
+    let selection = if let Some(op) = UnaryOp::ALL.iter().find(|op| family == format!("unary_{}", op.name())) {
+        pointwise(family, &op.c_expr("x"))
+    } else if let Some(op) = BinaryOp::ALL.iter().find(|op| family == format!("binary_{}", op.name())) {
+        pointwise(family, &op.c_expr("x", "y"))
+    } else {
+        match family {
+            "where" => pointwise(family, "(x != 0.0f ? y : z)"),
+            "copy" => pointwise(family, "x"),
+            "reduce" => "#define REDUCTIONS\n".to_string(),
+            "softmax" => "#define SOFTMAX\n".to_string(),
+            "layer_norm" => "#define LAYER_NORM\n".to_string(),
+            _ => return None,
+        }
+    };
+    let mut source =
+        format!("// Eager kernel family `{family}`, generated from the op catalogue (engine/src/op.rs).\n");
+    writeln!(source, "#define MAX_DIMS {MAX_DIMS}\n{selection}").unwrap();
+    source.push_str(include_str!("kernels/eager.cu"));
+    Some(source)
+}
+
+/// Selects the dense and strided kernels named `<name>_dense` and `<name>_strided` computing
+/// `expression` of the inputs `x`, `y`, `z`.
+fn pointwise(name: &str, expression: &str) -> String {
+    format!("#define POINTWISE(X) X({name}, {expression})\n")
 }
 
 #[cfg(test)]
@@ -36,12 +55,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_catalogue_op_gets_a_kernel() {
-        let source = eager_source();
+    fn every_catalogue_op_has_a_family() {
+        let families = eager_families();
         for op in UnaryOp::ALL {
-            assert!(source.contains(&format!("float op_{}(float x)", op.name())));
+            let source = eager_source(&format!("unary_{}", op.name())).unwrap();
+            assert!(source.contains(&op.c_expr("x")));
         }
-        assert!(source.contains("X(relu)") && source.contains("X(maximum)"));
+        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len());
+        assert!(eager_source("no_such_family").is_none());
     }
 
     /// NVRTC needs no GPU, so wherever the library is installed the kernels are compiled for
@@ -55,9 +76,12 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("engine-nvrtc-test-{}", std::process::id()));
         let cache = crate::codecache::DiskCache::at(dir.clone());
-        let cubin = super::super::nvrtc::compile_cubin_in(&cache, eager_source(), "sm_90").unwrap();
-        assert!(cubin.compiled && cubin.bytes.starts_with(b"\x7fELF"), "a CUBIN is an ELF file");
-        let again = super::super::nvrtc::compile_cubin_in(&cache, eager_source(), "sm_90").unwrap();
+        for family in eager_families() {
+            let source = eager_source(&family).unwrap();
+            let cubin = super::super::nvrtc::compile_cubin_in(&cache, &source, "sm_90").unwrap();
+            assert!(cubin.compiled && cubin.bytes.starts_with(b"\x7fELF"), "{family}: a CUBIN is an ELF file");
+        }
+        let again = super::super::nvrtc::compile_cubin_in(&cache, &eager_source("reduce").unwrap(), "sm_90").unwrap();
         assert!(!again.compiled, "the second build comes from the disk cache");
         let _ = std::fs::remove_dir_all(dir);
     }
