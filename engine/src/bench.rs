@@ -4,8 +4,8 @@
 //! A [`Bench`] runs a closure a few times to warm up (module loads, compilation, allocator pools),
 //! then times it `samples` times and keeps every sample, so that a result is a median with its
 //! spread rather than one lucky number. On a GPU each sample is bracketed by CUDA events recorded
-//! on the device's stream (the GPU's own clock, free of launch jitter), and a write over twice the
-//! L2 cache before each sample keeps one sample's inputs from warming the next. On the CPU the
+//! on the device's stream (the GPU's own clock, free of launch jitter), and a read of twice the L2
+//! cache before each sample keeps one sample's inputs from warming the next. On the CPU the
 //! same API reads a monotonic clock.
 //!
 //! ```
@@ -17,6 +17,9 @@
 //! ```
 
 pub mod baseline;
+mod spin;
+
+pub use spin::spin;
 
 use std::time::{Duration, Instant};
 
@@ -232,6 +235,17 @@ mod tests {
         assert_eq!(t.quantile(0.25), 2.0);
         assert!((t.spread() - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(Timing::new(vec![1.0, 2.0]).median(), 1.5);
+    }
+
+    #[test]
+    fn a_timing_covers_the_work_it_times() {
+        // On a GPU the spin is a kernel, so this proves the events bracket the device's work.
+        let device = Device::cuda_if_available();
+        let bench = Bench::new(device).warmup(1).samples(3).flush_cache(false);
+        let timing = bench.run(|| spin(device, Duration::from_millis(2))).unwrap();
+        assert!(timing.min() >= 0.002, "{device}: {:?}", timing.samples());
+        let ((), once) = time_once(device, || spin(device, Duration::from_millis(2))).unwrap();
+        assert!(once >= Duration::from_millis(2), "{device}: {once:?}");
     }
 
     #[test]

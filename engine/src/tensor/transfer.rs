@@ -9,9 +9,10 @@ use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 
 impl Tensor {
-    /// The same values on `device`: the tensor itself when it is already there, else a dense copy.
-    /// Moving to a GPU that this machine lacks fails with [`Error::DeviceUnavailable`], whose
-    /// reason says what is missing.
+    /// The same values on `device`: the tensor itself when it is already there, else a dense copy
+    /// (keeping the tensor's name, so a model's parameters read the same in graphs on any
+    /// device). Moving to a GPU that this machine lacks fails with [`Error::DeviceUnavailable`],
+    /// whose reason says what is missing.
     ///
     /// ```
     /// use engine::{Device, Tensor};
@@ -44,6 +45,10 @@ impl Tensor {
                 Storage::Cuda(buffer)
             }
         };
-        Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(self.shape())))
+        let moved = Tensor::from_concrete(Arc::new(storage), Layout::contiguous(self.shape()));
+        Ok(match self.name() {
+            Some(name) => moved.with_name(name),
+            None => moved,
+        })
     }
 }

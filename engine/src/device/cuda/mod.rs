@@ -3,12 +3,12 @@
 //! architecture, and matrix products through cuBLAS.
 //!
 //! Everything is reached through cudarc with the CUDA libraries loaded at run time, so the engine
-//! builds and runs on machines without CUDA: [`probe`] says once per process what is there, and
+//! builds and runs on machines without CUDA: [`probe()`] says once per process what is there, and
 //! [`CudaDevice::get`] refuses with the reason instead of panicking.
 //!
 //! | piece | module |
 //! | --- | --- |
-//! | is CUDA here? versions, device facts | [`probe`] |
+//! | is CUDA here? versions, device facts | [`mod@probe`] |
 //! | a device: context, stream, cuBLAS, loaded modules | [`CudaDevice`] |
 //! | CUDA C to a cached CUBIN | [`nvrtc`] |
 //! | tensor memory and host transfers | `buffer` |

@@ -22,9 +22,10 @@ use super::pointwise::Dense;
 use crate::layout::{Layout, numel};
 use crate::op::ReduceOp;
 
-/// Elements each thread of a ROWS launch should accumulate: a warp per row of 4096 (32 float4
-/// loads per lane, issued 4 at a time), so rows need no shared memory or barriers.
-const ROW_ELEMENTS_PER_THREAD: usize = 128;
+/// Elements each thread of a ROWS launch should accumulate: a block of 256 per row of 4096, each
+/// thread issuing its 4 float4 loads at once. (A warp per row, 32 loads per lane in 8 batches,
+/// reached only 0.66 of copy bandwidth on an H100; layer norm, built this way, reached 0.95.)
+const ROW_ELEMENTS_PER_THREAD: usize = 16;
 
 /// Rows of a column each thread of a COLUMNS launch should accumulate.
 const COLUMN_ROWS_PER_THREAD: usize = 64;
