@@ -47,6 +47,19 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
         },
         // Like ATen's linear, a matmul kernel then a bias add: no dedicated kernel.
         Op::Linear => crate::aot::decompose_op(op, operands, location).expect("linear has a decomposition"),
+        Op::Cond { true_graph, false_graph } => {
+            let Operand::Tensor(pred) = operands[0] else { unreachable!("shape inference rejects a scalar predicate") };
+            let inputs: Vec<Tensor> = operands[1..]
+                .iter()
+                .map(|o| match o {
+                    Operand::Tensor(t) => (*t).clone(),
+                    Operand::Scalar(_) => unreachable!("shape inference rejects scalar operands of cond"),
+                })
+                .collect();
+            let branch = if pred.item()? != 0.0 { true_graph } else { false_graph };
+            let mut outputs = crate::fx::run_graph(branch, &inputs, location)?;
+            Ok(outputs.remove(0))
+        }
         _ => kernel(op, operands, &out_shape, device).map_err(|e| {
             let shapes = operands.iter().filter_map(|o| o.shape().map(<[usize]>::to_vec)).collect();
             e.at(op.name(), device, shapes, location)

@@ -1,7 +1,9 @@
 //! Structured logs to stderr, the analogue of `TORCH_LOGS`: `ENGINE_LOGS=graph,recompiles` (or
 //! [`set_logs`] from code) turns on named artifacts, and each enabled message prints as
-//! `[engine:<artifact>] <message>`.
+//! `[engine:<artifact>] <message>`. [`capture`] collects the lines of chosen artifacts on the
+//! calling thread instead, for tests and graders.
 
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -104,19 +106,48 @@ pub fn enabled(artifact: Artifact) -> bool {
     bits & artifact.bit() != 0
 }
 
-/// Prints `message` under `artifact` if it is enabled. Build the message lazily so that disabled
-/// logs cost nothing on hot paths.
+thread_local! {
+    /// While [`capture`] runs on this thread: the artifacts it collects and the lines so far.
+    static CAPTURED: RefCell<Option<(u32, String)>> = const { RefCell::new(None) };
+}
+
+/// Prints `message` under `artifact` if it is enabled (or collects it, inside [`capture`]). Build
+/// the message lazily so that disabled logs cost nothing on hot paths.
 pub fn log(artifact: Artifact, message: impl FnOnce() -> String) {
-    if enabled(artifact) {
-        for line in message().lines() {
-            eprintln!("[engine:{}] {line}", artifact.name());
-        }
+    let captured = CAPTURED.with(|c| c.borrow().as_ref().is_some_and(|(bits, _)| bits & artifact.bit() != 0));
+    if !captured && !enabled(artifact) {
+        return;
     }
+    let text: String = message().lines().map(|line| format!("[engine:{}] {line}\n", artifact.name())).collect();
+    if captured {
+        CAPTURED.with(|c| c.borrow_mut().as_mut().expect("checked above").1.push_str(&text));
+    } else {
+        eprint!("{text}");
+    }
+}
+
+/// Runs `f` and returns its result with the log lines of `artifacts` it produced on this thread,
+/// in the format stderr would show; those lines are not printed.
+pub fn capture<R>(artifacts: &[Artifact], f: impl FnOnce() -> R) -> (R, String) {
+    let bits = artifacts.iter().fold(0, |acc, a| acc | a.bit());
+    let outer = CAPTURED.with(|c| c.borrow_mut().replace((bits, String::new())));
+    let result = f();
+    let (_, text) = CAPTURED.with(|c| std::mem::replace(&mut *c.borrow_mut(), outer)).expect("set above");
+    (result, text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capture_collects_only_the_chosen_artifacts() {
+        let ((), text) = capture(&[Artifact::Recompiles], || {
+            log(Artifact::Recompiles, || "first\nsecond".into());
+            log(Artifact::Fusion, || "not collected".into());
+        });
+        assert_eq!(text, "[engine:recompiles] first\n[engine:recompiles] second\n");
+    }
 
     #[test]
     fn parses_names_and_all() {

@@ -5,8 +5,11 @@
 //! these ops, so a learner meets the same names at every stage of the pipeline.
 
 use std::fmt;
+use std::sync::Arc;
 
+use crate::dynamo::CustomOp;
 use crate::error::{Error, Result, SourceLocation};
+use crate::fx::Graph;
 use crate::layout::{broadcast_shapes, numel};
 use crate::scalar::Scalar;
 
@@ -334,6 +337,19 @@ pub enum Op {
     },
     /// `x @ weight.T (+ bias)`: arguments `(x, weight)` or `(x, weight, bias)`; composite.
     Linear,
+    /// `cond(pred, operands...)`, the analogue of `torch.cond`: runs `true_graph` on the operands
+    /// when the one-element tensor `pred` is nonzero, `false_graph` otherwise. Both subgraphs take
+    /// every operand (in order, one placeholder each) and return one tensor of the same shape.
+    /// Each subgraph has its own size symbols, bound from its own inputs.
+    Cond {
+        /// Run when `pred != 0`.
+        true_graph: Arc<Graph>,
+        /// Run when `pred == 0`.
+        false_graph: Arc<Graph>,
+    },
+    /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
+    /// together and its C (or CUDA C) function computes each output element.
+    Custom(CustomOp),
 }
 
 /// What kind of loop an op becomes, the classification Inductor's lowering starts from.
@@ -349,6 +365,9 @@ pub enum OpClass {
     Extern,
     /// Defined in terms of other ops; AOT replaces it by its decomposition.
     Composite,
+    /// Holds subgraphs and runs one of them (`cond`): a backend compiles each subgraph, or runs
+    /// the node eagerly.
+    HigherOrder,
 }
 
 impl Op {
@@ -369,6 +388,8 @@ impl Op {
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",
             Op::Linear => "linear",
+            Op::Cond { .. } => "cond",
+            Op::Custom(custom) => custom.name(),
         }
     }
 
@@ -376,13 +397,14 @@ impl Op {
     pub fn class(&self) -> OpClass {
         match self {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
-            Op::Unary(_) | Op::Binary(_) | Op::Where => OpClass::Pointwise,
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
             Op::Matmul => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }
             Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Linear => OpClass::Composite,
+            Op::Cond { .. } => OpClass::HigherOrder,
         }
     }
 
@@ -392,6 +414,11 @@ impl Op {
             Op::Binary(_) | Op::Matmul => 2..=2,
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::Linear => 2..=3,
+            Op::Cond { true_graph, .. } => {
+                let n = 1 + true_graph.placeholders().len();
+                n..=n
+            }
+            Op::Custom(custom) => custom.arity()..=custom.arity(),
             _ => 1..=1,
         }
     }
@@ -434,7 +461,7 @@ impl Op {
         };
         match self {
             Op::Unary(_) | Op::Contiguous => Ok(shapes[0].to_vec()),
-            Op::Binary(_) | Op::Where => shapes[1..]
+            Op::Binary(_) | Op::Where | Op::Custom(_) => shapes[1..]
                 .iter()
                 .try_fold(shapes[0].to_vec(), |acc, s| broadcast_shapes(&acc, s))
                 .ok_or_else(|| shape_error("shapes cannot be broadcast together")),
@@ -510,6 +537,7 @@ impl Op {
                 }
                 Ok(shape.clone())
             }
+            Op::Cond { true_graph, false_graph } => cond_shape(true_graph, false_graph, &shapes).map_err(&invalid),
             Op::Slice { dim, start, end, step } => {
                 check_dim(*dim, shapes[0].len())?;
                 let size = shapes[0][*dim];
@@ -524,6 +552,27 @@ impl Op {
             }
         }
     }
+}
+
+/// The output shape of a `cond` whose operands (after the predicate) have these shapes, or what is
+/// wrong with them. Each branch checks the operands against its (possibly symbolic) input sizes.
+fn cond_shape(true_graph: &Graph, false_graph: &Graph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
+    if shapes[0].iter().product::<usize>() != 1 {
+        return Err(format!("the predicate must have exactly one element, got shape {:?}", shapes[0]));
+    }
+    let mut outputs = Vec::with_capacity(2);
+    for (branch, graph) in [("true", true_graph), ("false", false_graph)] {
+        let bindings =
+            graph.bind_symbols(&shapes[1..]).map_err(|mismatch| format!("the {branch} branch: {mismatch}"))?;
+        let [output] = graph.outputs() else {
+            return Err(format!("the {branch} branch must return exactly one tensor, got {}", graph.outputs().len()));
+        };
+        outputs.push(graph.node(*output).sym_shape.eval(&bindings).expect("bindings cover the branch's symbols"));
+    }
+    if outputs[0] != outputs[1] {
+        return Err(format!("the branches return different shapes: {:?} and {:?}", outputs[0], outputs[1]));
+    }
+    Ok(outputs.swap_remove(0))
 }
 
 /// The shape of `a @ b` for tensors of rank 2 or more, or `None` when they do not multiply.

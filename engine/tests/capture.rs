@@ -80,11 +80,12 @@ fn a_second_call_with_the_same_shapes_hits_the_cache() {
 }
 
 #[test]
-fn item_inside_a_trace_reports_its_line() {
+fn item_under_fullgraph_is_an_error_naming_its_line() {
     let f = dynamo::compile(|x: Tensor| {
         let total = x.sum_all()?.item()?;
         x.mul(total)
-    });
+    })
+    .fullgraph(true);
     let err = f.call(&Tensor::ones(&[2])).unwrap_err().to_string();
-    assert!(err.contains("Tensor::item()") && err.contains("capture.rs"), "{err}");
+    assert!(err.contains("Tensor::item()") && err.contains("capture.rs:85"), "{err}");
 }

@@ -329,6 +329,28 @@ fn gpu_backends_agree_with_cpu_eager() {
 }
 
 #[test]
+fn gpu_custom_ops_run_their_cuda_source() {
+    let Some(gpu) = gpu() else { return };
+    let blend = engine::dynamo::CustomOp::elementwise("gpu_test::blend", 2)
+        .c_source("float blend(float a, float b) { return a > b ? a - 0.5f * b : 0.25f * a * b; }")
+        .cuda_source("__device__ float blend(float a, float b) { return a > b ? a - 0.5f * b : 0.25f * a * b; }")
+        .register()
+        .unwrap();
+    let (a, b) = (Tensor::randn(&[37, 1], 1), Tensor::randn(&[6], 2));
+    let cpu = blend.call(&[&a, &b]).unwrap().to_vec().unwrap();
+    let on_gpu = blend.call(&[&a.to(gpu).unwrap(), &b.to(gpu).unwrap()]).unwrap();
+    assert_eq!((on_gpu.device(), on_gpu.shape()), (gpu, &[37usize, 6][..]));
+    let want = RefTensor::new(vec![37, 6], cpu.iter().map(|&v| v as f64).collect());
+    assert_close(&on_gpu, &want, None, 1e-6, 1e-6);
+    let c_only = engine::dynamo::CustomOp::elementwise("gpu_test::twice", 1)
+        .c_source("float twice(float x) { return 2.0f * x; }")
+        .register()
+        .unwrap();
+    let err = c_only.call(&[&a.to(gpu).unwrap()]).unwrap_err();
+    assert!(matches!(err, Error::Cuda { .. }) && err.to_string().contains("has no CUDA source"), "{err}");
+}
+
+#[test]
 fn gpu_kernel_modules_are_cached_on_disk() {
     let Some(gpu) = gpu() else { return };
     let Device::Cuda(ordinal) = gpu else { unreachable!() };

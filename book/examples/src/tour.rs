@@ -74,14 +74,14 @@ pub fn decompose() -> Result<()> {
 /// What happens today when traced code asks for a value.
 pub fn item_inside_compile() -> Result<()> {
     // ANCHOR: item
-    let normalise = dynamo::compile(|x: Tensor| {
+    let normalise = |x: Tensor| {
         let largest = x.amax(0, false)?.item()?; // needs a real number while tracing
         x.div(largest)
-    });
-    match normalise.call(&Tensor::from_vec(vec![1.0, 4.0, 2.0], &[3])?) {
-        Ok(y) => println!("{y}"),
-        Err(e) => println!("error: {e}"),
-    }
+    };
+    let x = Tensor::from_vec(vec![1.0, 4.0, 2.0], &[3])?;
+    println!("{}", dynamo::compile(normalise).call(&x)?);
+    let report = dynamo::explain(normalise).call(&x)?;
+    println!("{} graphs, {} break: {}", report.graph_count(), report.graph_break_count(), report.breaks[0].reason);
     // ANCHOR_END: item
     Ok(())
 }

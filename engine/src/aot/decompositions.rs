@@ -2,9 +2,11 @@
 //! `torch._decomp` writes them in Python over ATen ops.
 
 use std::f32::consts::FRAC_1_SQRT_2;
+use std::sync::Arc;
 
 use crate::error::{Result, SourceLocation};
-use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::fx::Graph;
+use crate::op::{BinaryOp, Op, OpClass, ReduceOp, UnaryOp};
 use crate::tensor::{Operand, Tensor};
 
 fn tensor<'a>(operands: &[Operand<'a>], i: usize) -> &'a Tensor {
@@ -23,7 +25,27 @@ pub fn decompose_op(op: &Op, operands: &[Operand], location: SourceLocation) -> 
         Op::LogSoftmax { dim } => softmax(x(), *dim, true, location),
         Op::LayerNorm { eps } => layer_norm(x(), tensor(operands, 1), tensor(operands, 2), eps.0, location),
         Op::Linear => linear(x(), tensor(operands, 1), operands.get(2).map(|_| tensor(operands, 2)), location),
+        Op::Cond { true_graph, false_graph } => {
+            if is_primitive(true_graph) && is_primitive(false_graph) {
+                return None;
+            }
+            let decomposed = (super::decompose(true_graph), super::decompose(false_graph));
+            match decomposed {
+                (Ok(t), Ok(f)) => {
+                    prim(Op::Cond { true_graph: Arc::new(t), false_graph: Arc::new(f) }, operands, location)
+                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
+        }
         _ => return None,
+    })
+}
+
+/// True when no node of `graph` (or of its branches) has a decomposition left to apply.
+fn is_primitive(graph: &Graph) -> bool {
+    graph.nodes().iter().filter_map(|n| n.op()).all(|op| match op {
+        Op::Cond { true_graph, false_graph } => is_primitive(true_graph) && is_primitive(false_graph),
+        op => op.class() != OpClass::Composite,
     })
 }
 

@@ -10,25 +10,15 @@ pub use decompositions::decompose_op;
 
 use crate::error::{Error, Result};
 use crate::fx::proxy::Tracer;
-use crate::fx::{Graph, Interpreter, NodeKind};
-use crate::tensor::Tensor;
+use crate::fx::{Graph, Interpreter};
 
 // ANCHOR: decompose
-/// The same computation as `graph` with every composite op replaced by primitive ops. Each new
-/// node keeps the source location of the composite it came from.
+/// The same computation as `graph` with every composite op replaced by primitive ops (inside
+/// `cond` branches too). Each new node keeps the source location of the composite it came from,
+/// and a dynamic graph stays dynamic in the same sizes.
 pub fn decompose(graph: &Graph) -> Result<Graph> {
     let tracer = Tracer::with_decompositions(decompose_op);
-    let inputs: Vec<Tensor> = graph
-        .placeholders()
-        .iter()
-        .map(|&p| {
-            let node = graph.node(p);
-            let NodeKind::Placeholder { strides } = &node.kind else {
-                unreachable!("placeholders() lists placeholders")
-            };
-            tracer.placeholder(&node.name, node.meta.clone(), strides.clone())
-        })
-        .collect();
+    let inputs = tracer.placeholders_like(graph);
     let outputs = Interpreter::new(graph.clone()).run(&inputs)?;
     let traced = tracer.finish(&outputs)?;
     if traced.inputs.len() != inputs.len() {

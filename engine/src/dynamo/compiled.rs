@@ -1,26 +1,34 @@
-//! The compiled function: trace, look up, compile on a miss, run.
+//! The compiled function: trace, look up, compile on a miss, run; graph breaks split a call into
+//! several graphs.
 
-use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
 
+use super::cache::Cache;
+use super::capture::{CallRecord, Capture};
 use super::io::{Inputs, Outputs};
-use crate::backends::{Backend, CompiledGraph, Eager};
+use super::options::Options;
+use crate::backends::Backend;
 use crate::error::{Error, Result, SourceLocation};
-use crate::fx::Graph;
 use crate::fx::proxy::{Tracer, is_tracing};
-use crate::tensor::Tensor;
 
 /// Counters of what a compiled function has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompileStats {
     /// Calls made.
     pub calls: usize,
-    /// Graphs handed to the backend (cache misses).
+    /// Graphs handed to the backend (cache misses that compiled).
     pub compiles: usize,
-    /// Calls whose graph was already compiled.
+    /// Graphs whose compiled form was already cached.
     pub cache_hits: usize,
+    /// Compiles caused by a guard failure of an existing graph (a subset of `compiles`).
+    pub recompiles: usize,
+    /// Graph breaks met, over all calls.
+    pub graph_breaks: usize,
+    /// Graphs run eagerly because their resume point hit the recompile limit.
+    pub eager_fallbacks: usize,
     /// Time spent inside the backend's `compile`, summed.
     pub compile_time: Duration,
 }
@@ -28,15 +36,14 @@ pub struct CompileStats {
 /// A closure wrapped by [`compile`]. Call it with [`Compiled::call`].
 pub struct Compiled<I, O, F> {
     f: F,
-    backend: Arc<dyn Backend>,
-    cache: Mutex<HashMap<Graph, Arc<dyn CompiledGraph>>>,
-    stats: Mutex<CompileStats>,
+    options: Options,
+    cache: Arc<Cache>,
     _io: PhantomData<fn(I) -> O>,
 }
 
 /// Wraps `f` so that calls capture it into graphs and run them through a backend, like
-/// `torch.compile(f)`. The default backend is [`Eager`]; choose another with
-/// [`Compiled::backend`].
+/// `torch.compile(f)`. The default backend is [`Eager`](crate::backends::Eager); choose another
+/// with [`Compiled::backend`].
 ///
 /// ```
 /// use engine::{dynamo, Tensor};
@@ -45,19 +52,14 @@ pub struct Compiled<I, O, F> {
 /// assert_eq!(y.to_vec()?, vec![0.0, 6.0]);
 /// # Ok::<(), engine::Error>(())
 /// ```
+#[track_caller]
 pub fn compile<I, O, F>(f: F) -> Compiled<I, O, F>
 where
     I: Inputs,
     O: Outputs,
     F: Fn(I) -> Result<O>,
 {
-    Compiled {
-        f,
-        backend: Arc::new(Eager),
-        cache: Mutex::new(HashMap::new()),
-        stats: Mutex::new(CompileStats::default()),
-        _io: PhantomData,
-    }
+    Compiled { f, options: Options::new(SourceLocation::caller()), cache: Arc::new(Cache::default()), _io: PhantomData }
 }
 
 impl<I, O, F> Compiled<I, O, F>
@@ -68,49 +70,70 @@ where
 {
     /// Uses `backend` to compile captured graphs (`torch.compile(backend=...)`).
     pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
-        self.backend = Arc::new(backend);
+        self.options.backend = Arc::new(backend);
+        self
+    }
+
+    /// With `true`, a graph break is an error naming its reason and line, instead of a split
+    /// (`torch.compile(fullgraph=True)`).
+    pub fn fullgraph(mut self, fullgraph: bool) -> Self {
+        self.options.fullgraph = fullgraph;
+        self
+    }
+
+    /// With `true`, every size of every input (except captured tensors) is symbolic from the
+    /// first call; with `false`, sizes are never symbolic and each new shape compiles a new graph.
+    /// Without a call, sizes become symbolic once they change (automatic dynamic shapes).
+    pub fn dynamic(mut self, dynamic: bool) -> Self {
+        self.options.dynamic = Some(dynamic);
+        self
+    }
+
+    /// How many graphs to keep per resume point before running that part of the function eagerly
+    /// (default 8, PyTorch's `recompile_limit`).
+    pub fn recompile_limit(mut self, limit: usize) -> Self {
+        self.options.recompile_limit = limit;
+        self
+    }
+
+    /// The name logs and warnings use for this function (default: where `compile` was called).
+    pub fn name(mut self, name: &str) -> Self {
+        self.options.name = name.into();
         self
     }
 
     /// What this compiled function has done so far.
     pub fn stats(&self) -> CompileStats {
-        *self.stats.lock().expect("stats lock")
+        self.cache.stats()
     }
 
-    /// Calls the function: trace it, reuse or compile the graph, run it. Inside another compiled
-    /// function's trace it is simply inlined into that trace, as Dynamo inlines nested calls.
+    /// Calls the function: trace it, reuse or compile each graph, run them. Inside another
+    /// compiled function's trace it is simply inlined into that trace, as Dynamo inlines nested
+    /// calls.
     #[track_caller]
     pub fn call(&self, inputs: I::Ref<'_>) -> Result<O> {
-        let location = SourceLocation::caller();
+        self.call_recorded(inputs, SourceLocation::caller()).map(|(outputs, _)| outputs)
+    }
+
+    /// [`Compiled::call`], also returning the graphs run and the breaks met.
+    pub(crate) fn call_recorded(&self, inputs: I::Ref<'_>, location: SourceLocation) -> Result<(O, CallRecord)> {
         let concrete = I::to_vec(inputs);
         if is_tracing() {
-            return (self.f)(I::from_vec(concrete));
+            return Ok(((self.f)(I::from_vec(concrete))?, CallRecord::default()));
         }
-        self.stats.lock().expect("stats lock").calls += 1;
-        let tracer = Tracer::new();
+        self.cache.count_call();
+        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone()));
+        let tracer = Tracer::capture(capture.clone());
         let symbolic = concrete.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
         let outputs = (self.f)(I::from_vec(symbolic))?.into_vec();
         if outputs.is_empty() {
-            return Err(Error::Capture { message: "the compiled function returned no tensor".into(), location });
+            return Err(Error::Capture {
+                message: "the compiled function returned no tensor; return the tensors it computes".into(),
+                location,
+            });
         }
         let traced = tracer.finish(&outputs)?;
-        let inputs: Vec<Tensor> =
-            traced.inputs.into_iter().map(|t| t.expect("every placeholder of a capture is bound")).collect();
-        let compiled = self.lookup_or_compile(traced.graph, &inputs)?;
-        Ok(O::from_vec(compiled.run(&inputs)?))
-    }
-
-    fn lookup_or_compile(&self, graph: Graph, inputs: &[Tensor]) -> Result<Arc<dyn CompiledGraph>> {
-        if let Some(hit) = self.cache.lock().expect("cache lock").get(&graph) {
-            self.stats.lock().expect("stats lock").cache_hits += 1;
-            return Ok(hit.clone());
-        }
-        let start = Instant::now();
-        let compiled: Arc<dyn CompiledGraph> = Arc::from(self.backend.compile(&graph, inputs)?);
-        let mut stats = self.stats.lock().expect("stats lock");
-        stats.compiles += 1;
-        stats.compile_time += start.elapsed();
-        self.cache.lock().expect("cache lock").insert(graph, compiled.clone());
-        Ok(compiled)
+        let results = capture.run_graph(traced)?;
+        Ok((O::from_vec(results), capture.take_record()))
     }
 }

@@ -3,9 +3,12 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
+use super::shape_env::{ShapeEnv, SymbolInfo};
+use super::symbolic::{SymInt, SymShape};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
+use crate::layout::contiguous_strides;
 use crate::op::Op;
 use crate::scalar::Scalar;
 use crate::tensor::TensorMeta;
@@ -57,8 +60,12 @@ pub struct Node {
     pub name: String,
     /// Placeholder or op call.
     pub kind: NodeKind,
-    /// Shape, dtype and device of the value this node produces.
+    /// Shape, dtype and device of the value this node produces, with the sizes it was traced
+    /// with (for a dynamic graph: the sizes of the call that traced it).
     pub meta: TensorMeta,
+    /// The shape with symbolic sizes (`[s0, 16]`): equal to `meta.shape` when the graph is
+    /// static. Compiled code for a dynamic graph evaluates it for each call's sizes.
+    pub sym_shape: SymShape,
     /// The learner's line that produced the node (`None` for placeholders).
     pub location: Option<SourceLocation>,
 }
@@ -92,14 +99,16 @@ impl Node {
 /// A dataflow graph: placeholders and op calls in execution order, and the values it returns.
 ///
 /// Equality and hashing are structural: two graphs are equal when they have the same ops, args,
-/// metadata and outputs, whatever their node names and source locations. That is what makes a
-/// graph usable as a compile-cache key.
+/// symbolic shapes, dtypes, devices and outputs, whatever their node names, source locations and
+/// the sizes a dynamic graph was traced with. That is what makes a graph usable as a compile-cache
+/// key, and why one dynamic graph serves every batch size.
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
-    nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
     placeholders: Vec<NodeId>,
     outputs: Vec<NodeId>,
     name_counts: HashMap<String, usize>,
+    pub(super) shape_env: ShapeEnv,
 }
 
 impl Graph {
@@ -156,9 +165,65 @@ impl Graph {
     pub fn add_placeholder(&mut self, name: &str, meta: TensorMeta, strides: Vec<usize>) -> NodeId {
         let name = self.unique_name(name);
         let id = NodeId(self.nodes.len());
-        self.nodes.push(Node { name, kind: NodeKind::Placeholder { strides }, meta, location: None });
+        let sym_shape = SymShape::from_static(&meta.shape);
+        self.nodes.push(Node { name, kind: NodeKind::Placeholder { strides }, meta, sym_shape, location: None });
         self.placeholders.push(id);
         id
+    }
+
+    /// Appends a graph input whose sizes at `dims` are dynamic: each gets a new symbol (`s0`,
+    /// `s1`, ...). As in PyTorch, sizes 0 and 1 stay static (broadcasting treats them
+    /// specially), and so does every size of an input that is not contiguous. Returns the
+    /// placeholder; its [`Node::sym_shape`] shows which sizes became symbols.
+    pub fn add_dynamic_placeholder(
+        &mut self,
+        name: &str,
+        meta: TensorMeta,
+        strides: Vec<usize>,
+        dims: &[usize],
+    ) -> NodeId {
+        let contiguous = strides == contiguous_strides(&meta.shape);
+        let id = self.add_placeholder(name, meta, strides);
+        for &dim in dims {
+            match self.nodes[id.0].meta.shape.get(dim) {
+                Some(&hint) if contiguous && hint >= 2 => {
+                    let symbol = self.new_symbol(id, dim, hint);
+                    self.nodes[id.0].sym_shape.0[dim] = SymInt::symbol(symbol);
+                }
+                _ => {}
+            }
+        }
+        id
+    }
+
+    /// Appends a copy of every placeholder of `other`, with its symbolic sizes and symbols: how a
+    /// graph re-traced from another one (AOT decomposition) stays exactly as dynamic. Call it on
+    /// a graph that has no placeholders yet; returns the new placeholders in order.
+    pub fn add_placeholders_like(&mut self, other: &Graph) -> Vec<NodeId> {
+        debug_assert!(self.placeholders.is_empty(), "placeholders are copied into an empty graph");
+        let ids: Vec<NodeId> = other
+            .placeholders()
+            .iter()
+            .map(|&p| {
+                let node = other.node(p);
+                let strides = match &node.kind {
+                    NodeKind::Placeholder { strides } => strides.clone(),
+                    NodeKind::Call { .. } => unreachable!("placeholders() lists placeholders"),
+                };
+                let id = self.add_placeholder(&node.name, node.meta.clone(), strides);
+                self.nodes[id.0].sym_shape = node.sym_shape.clone();
+                id
+            })
+            .collect();
+        for (symbol, info) in other.symbols() {
+            let index = other
+                .placeholders()
+                .iter()
+                .position(|&p| p == info.placeholder)
+                .expect("symbols come from placeholders");
+            self.adopt_symbol(symbol, SymbolInfo { placeholder: ids[index], ..info.clone() });
+        }
+        ids
     }
 
     /// Appends a call of `op` on `args`, inferring the output's metadata (and checking the op's
@@ -192,10 +257,19 @@ impl Graph {
             }
         }
         let shape = op.infer_shape(&shapes, location)?;
+        let sym_inputs: Vec<Option<SymShape>> = args
+            .iter()
+            .map(|a| match a {
+                Arg::Node(id) => Some(self.nodes[id.0].sym_shape.clone()),
+                Arg::Scalar(_) => None,
+            })
+            .collect();
+        let sym_shape = self.sym_output_shape(&op, &sym_inputs, &shape, location);
         let meta = TensorMeta { shape, dtype: DType::F32, device: device.unwrap_or_default() };
-        let name = self.unique_name(op.name());
+        // Like FX, a node is named after its target: `add`, or `soft_clip` for `mylib::soft_clip`.
+        let name = self.unique_name(op.name().rsplit("::").next().unwrap_or_default());
         let id = NodeId(self.nodes.len());
-        self.nodes.push(Node { name, kind: NodeKind::Call { op, args }, meta, location: Some(location) });
+        self.nodes.push(Node { name, kind: NodeKind::Call { op, args }, meta, sym_shape, location: Some(location) });
         Ok(id)
     }
 
@@ -205,22 +279,53 @@ impl Graph {
     }
 }
 
+impl Node {
+    /// Whether two nodes do the same thing on values of the same symbolic shape. Sizes that a
+    /// dynamic graph only knows from its trace (a reshape's target, a dynamic input's strides)
+    /// are compared through the symbolic shape instead.
+    pub(crate) fn same_structure(&self, other: &Node) -> bool {
+        let same_kind = match (&self.kind, &other.kind) {
+            (NodeKind::Call { op: a, args: x }, NodeKind::Call { op: b, args: y }) => {
+                x == y
+                    && match (a, b) {
+                        (Op::Reshape { .. }, Op::Reshape { .. }) | (Op::Expand { .. }, Op::Expand { .. }) => true,
+                        _ => a == b,
+                    }
+            }
+            // A dynamic input is contiguous by construction; a static one keeps its exact strides.
+            (NodeKind::Placeholder { strides: a }, NodeKind::Placeholder { strides: b }) => {
+                !self.sym_shape.is_static() || a == b
+            }
+            _ => false,
+        };
+        same_kind
+            && self.sym_shape == other.sym_shape
+            && self.meta.dtype == other.meta.dtype
+            && self.meta.device == other.meta.device
+    }
+}
+
 impl PartialEq for Graph {
     fn eq(&self, other: &Self) -> bool {
         self.outputs == other.outputs
+            && self.placeholders == other.placeholders
             && self.nodes.len() == other.nodes.len()
-            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| a.kind == b.kind && a.meta == b.meta)
+            && self.nodes.iter().zip(&other.nodes).all(|(a, b)| a.same_structure(b))
     }
 }
 
 impl Eq for Graph {}
 
 impl Hash for Graph {
+    /// Hashes a part of what [`PartialEq`] compares, so equal graphs hash equally.
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.outputs.hash(state);
         for node in &self.nodes {
-            node.kind.hash(state);
-            node.meta.hash(state);
+            node.op().map(Op::name).hash(state);
+            node.args().hash(state);
+            node.sym_shape.hash(state);
+            node.meta.dtype.hash(state);
+            node.meta.device.hash(state);
         }
     }
 }

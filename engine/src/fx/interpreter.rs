@@ -1,5 +1,8 @@
 //! Running a graph node by node, the analogue of `torch.fx.Interpreter`: each op call runs its
 //! eager kernel (or, inside a trace, records itself again, which is how AOT re-traces graphs).
+//!
+//! A dynamic graph first reads its size symbols from the inputs' shapes (checking the sizes it
+//! relies on), then evaluates the size parameters of its reshapes and expands for this call.
 
 use super::graph::{Arg, Graph, NodeKind};
 use crate::error::{Error, Result, SourceLocation};
@@ -26,30 +29,31 @@ impl Interpreter {
     /// the output nodes' values are returned.
     #[track_caller]
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let graph = &self.graph;
-        let here = SourceLocation::caller();
-        if inputs.len() != graph.placeholders().len() {
-            return Err(Error::Capture {
-                message: format!("the graph takes {} inputs, got {}", graph.placeholders().len(), inputs.len()),
-                location: here,
-            });
-        }
-        let mut values: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
-        for (&id, input) in graph.placeholders().iter().zip(inputs) {
-            values[id.index()] = Some(input.clone());
-        }
-        for id in graph.ids() {
-            let node = graph.node(id);
-            let NodeKind::Call { op, args } = &node.kind else { continue };
-            let operands: Vec<Operand> = args
-                .iter()
-                .map(|arg| match arg {
-                    Arg::Node(input) => Operand::Tensor(values[input.index()].as_ref().expect("inputs come first")),
-                    Arg::Scalar(s) => Operand::Scalar(s.0),
-                })
-                .collect();
-            values[id.index()] = Some(op.apply(&operands, node.location.unwrap_or(here))?);
-        }
-        Ok(graph.outputs().iter().map(|o| values[o.index()].clone().expect("outputs are computed")).collect())
+        run_graph(&self.graph, inputs, SourceLocation::caller())
     }
+}
+
+/// Runs `graph` on `inputs` as [`Interpreter::run`] does; `here` names the caller in errors.
+pub(crate) fn run_graph(graph: &Graph, inputs: &[Tensor], here: SourceLocation) -> Result<Vec<Tensor>> {
+    let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
+    let bindings =
+        graph.bind_symbols(&shapes).map_err(|m| Error::Capture { message: m.to_string(), location: here })?;
+    let mut values: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
+    for (&id, input) in graph.placeholders().iter().zip(inputs) {
+        values[id.index()] = Some(input.clone());
+    }
+    for id in graph.ids() {
+        let node = graph.node(id);
+        let NodeKind::Call { args, .. } = &node.kind else { continue };
+        let op = graph.concrete_op(node, &bindings).expect("call nodes have an op");
+        let operands: Vec<Operand> = args
+            .iter()
+            .map(|arg| match arg {
+                Arg::Node(input) => Operand::Tensor(values[input.index()].as_ref().expect("inputs come first")),
+                Arg::Scalar(s) => Operand::Scalar(s.0),
+            })
+            .collect();
+        values[id.index()] = Some(op.apply(&operands, node.location.unwrap_or(here))?);
+    }
+    Ok(graph.outputs().iter().map(|o| values[o.index()].clone().expect("outputs are computed")).collect())
 }

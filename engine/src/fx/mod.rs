@@ -1,11 +1,21 @@
 //! The graph IR, the analogue of `torch.fx`: a flat list of nodes in execution order
 //! (placeholders, op calls) plus the outputs, printable as code or as a table, runnable by an
 //! interpreter, and built by tracing with symbolic tensors ([`proxy`]).
+//!
+//! Sizes may be symbolic ([`symbolic`]): a node's [`Node::sym_shape`] says which of its sizes are
+//! written in terms of the graph's size symbols, so that one graph runs for many input shapes.
 
+mod generalize;
 mod graph;
 mod interpreter;
 mod print;
 pub mod proxy;
+mod shape_env;
+mod sym_rules;
+pub mod symbolic;
 
 pub use graph::{Arg, Graph, Node, NodeId, NodeKind};
 pub use interpreter::Interpreter;
+pub(crate) use interpreter::run_graph;
+pub use shape_env::{SizeMismatch, Specialization, SymbolInfo};
+pub use symbolic::{SymBindings, SymInt, SymShape, Symbol};

@@ -3,23 +3,67 @@
 //! returns a symbolic tensor that stands for the node's value.
 //!
 //! Dynamo uses a tracer to capture a closure; AOT uses one with a decomposition table to re-trace
-//! a graph into primitive ops. Concrete tensors that meet a trace (a model's weights captured by
-//! the closure) are lifted into placeholders, as Dynamo lifts parameters into graph inputs.
+//! a graph into primitive ops; `cond` uses one per branch. Concrete tensors that meet a trace (a
+//! model's weights captured by the closure) are lifted into placeholders, as Dynamo lifts
+//! parameters into graph inputs.
+//!
+//! **Graph breaks.** A symbolic tensor has no values, so code that needs them (`item()`,
+//! `to_vec()`, printing) calls [`concretize`]. A trace started by dynamo then breaks: the graph so
+//! far is handed to its [`CaptureHooks`], which compile and run it with every still-live symbolic
+//! tensor as an output (liveness is read from weak references to the tensors handed out), and the
+//! trace goes on in a new, empty graph. The live tensors do not change: each one is a value id
+//! that the trace now maps to a concrete result, lifted into the new graph when first used.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
-use super::graph::{Arg, Graph, NodeId};
+use super::graph::{Arg, Graph, NodeId, NodeKind};
 use crate::error::{Error, Result, SourceLocation};
+use crate::layout::contiguous_strides;
 use crate::op::{Op, OpClass};
 use crate::scalar::Scalar;
-use crate::tensor::{Operand, Symbolic, Tensor, TensorMeta};
+use crate::tensor::{Operand, Repr, Symbolic, Tensor, TensorMeta};
 
 /// A decomposition table: returns the composite op's value built from other ops, or `None` to
 /// record the op as it is.
 pub type Decomposition = fn(&Op, &[Operand], SourceLocation) -> Option<Result<Tensor>>;
+
+/// Where a placeholder's value comes from, which decides how guards name it and whether its
+/// sizes may become dynamic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputOrigin {
+    /// Argument number `i` of the compiled function.
+    Argument(usize),
+    /// A tensor the traced code captured rather than received: a model's weight (as Dynamo lifts
+    /// parameters), or a tensor made on the host in the middle of the trace.
+    Captured,
+    /// A value an earlier graph of the same call computed, carried across a graph break.
+    Carried,
+    /// Declared from metadata with [`Tracer::placeholder`], or an operand of a `cond` branch.
+    Declared,
+}
+
+/// A graph break: why tracing needed a concrete value, and the learner's line where it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakReason {
+    /// What needed the value, for example `Tensor::item() needs the tensor's value`.
+    pub reason: String,
+    /// The learner's line.
+    pub location: SourceLocation,
+}
+
+/// How a trace started by dynamo hands its graphs over at a graph break.
+pub(crate) trait CaptureHooks {
+    /// Compiles and runs the graph traced so far (its outputs are the live values) and returns
+    /// one concrete tensor per output. Only called when [`CaptureHooks::allows_breaks`].
+    fn run_partial(&self, traced: Traced, reason: &BreakReason) -> Result<Vec<Tensor>>;
+
+    /// Whether breaks are allowed at all (`false` under `fullgraph(true)`).
+    fn allows_breaks(&self) -> bool;
+}
 
 /// The graph under construction and the bookkeeping that maps tensors to its nodes.
 struct TraceState {
@@ -28,15 +72,31 @@ struct TraceState {
     /// The node currently holding each symbolic value of this trace.
     values: HashMap<u64, NodeId>,
     next_value: u64,
-    /// Concrete tensors already lifted to placeholders, compared by identity.
+    /// Every symbolic tensor handed out, to find the live ones at a graph break.
+    handles: Vec<(u64, Weak<Repr>)>,
+    /// Values an earlier graph computed, with the name of the node that computed them; lifted
+    /// into the current graph when first used.
+    carried: HashMap<u64, (Tensor, String)>,
+    /// Tensors already lifted to placeholders, compared by identity.
     lifted: Vec<(Tensor, NodeId)>,
-    /// The concrete tensor bound to each placeholder, in placeholder order (`None` when the
-    /// placeholder was declared from metadata only).
+    /// The tensor bound to each placeholder, in placeholder order (`None` when the placeholder
+    /// was declared from metadata only).
     bound: Vec<Option<Tensor>>,
+    origins: Vec<InputOrigin>,
     paused: bool,
     decompositions: Option<Decomposition>,
     /// While a composite is being decomposed, the nodes it produces carry its location.
     location_override: Option<SourceLocation>,
+    hooks: Option<Rc<dyn CaptureHooks>>,
+    /// For a `cond` branch: the enclosing traces, whose tensors the branch may read (lifted as
+    /// inputs of the branch).
+    ancestors: Vec<u64>,
+    /// The line of the last graph break, where the current graph resumed.
+    resumed_at: Option<SourceLocation>,
+    /// The learner's line of the statement running now, when a macro told us (`print!`).
+    statement: Option<SourceLocation>,
+    /// An error noticed where it could not be returned (inside `Display`), reported at the end.
+    pending_error: Option<Error>,
 }
 
 thread_local! {
@@ -46,14 +106,19 @@ thread_local! {
 
 static NEXT_TRACE_ID: AtomicU64 = AtomicU64::new(1);
 
-/// What a finished trace produced.
+/// What a finished trace (or the part of one before a graph break) produced.
 #[derive(Debug)]
 pub struct Traced {
     /// The recorded graph, with its outputs set.
     pub graph: Graph,
-    /// The concrete tensor for each placeholder, in order; `None` for placeholders declared with
+    /// The tensor for each placeholder, in order; `None` for placeholders declared with
     /// [`Tracer::placeholder`].
     pub inputs: Vec<Option<Tensor>>,
+    /// Where each placeholder's value comes from.
+    pub origins: Vec<InputOrigin>,
+    /// The line of the graph break this graph resumed after (`None` for a call's first graph):
+    /// the analogue of Dynamo's resume functions, each with its own cache.
+    pub resumed_at: Option<SourceLocation>,
 }
 
 /// An active trace on this thread. Dropping it without [`Tracer::finish`] abandons the graph.
@@ -68,17 +133,34 @@ impl Default for Tracer {
 }
 
 impl Tracer {
-    /// Starts recording ops on this thread.
+    /// Starts recording ops on this thread. A graph break is an error in this trace.
     pub fn new() -> Tracer {
-        Tracer::start(None)
+        Tracer::start(None, None, Vec::new())
     }
 
     /// Starts recording ops, replacing each composite op by its decomposition from `table`.
     pub fn with_decompositions(table: Decomposition) -> Tracer {
-        Tracer::start(Some(table))
+        Tracer::start(Some(table), None, Vec::new())
     }
 
-    fn start(decompositions: Option<Decomposition>) -> Tracer {
+    /// Starts a dynamo capture: graph breaks go to `hooks`.
+    pub(crate) fn capture(hooks: Rc<dyn CaptureHooks>) -> Tracer {
+        Tracer::start(None, Some(hooks), Vec::new())
+    }
+
+    /// Starts tracing a `cond` branch inside the innermost trace, which it may read tensors from.
+    pub(crate) fn branch() -> Tracer {
+        let ancestors = TRACES.with(|t| {
+            t.borrow().last().map(|s| s.ancestors.iter().copied().chain([s.id]).collect()).unwrap_or_default()
+        });
+        Tracer::start(None, None, ancestors)
+    }
+
+    fn start(
+        decompositions: Option<Decomposition>,
+        hooks: Option<Rc<dyn CaptureHooks>>,
+        ancestors: Vec<u64>,
+    ) -> Tracer {
         let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
         TRACES.with(|t| {
             t.borrow_mut().push(TraceState {
@@ -86,35 +168,52 @@ impl Tracer {
                 graph: Graph::new(),
                 values: HashMap::new(),
                 next_value: 0,
+                handles: Vec::new(),
+                carried: HashMap::new(),
                 lifted: Vec::new(),
                 bound: Vec::new(),
+                origins: Vec::new(),
                 paused: false,
                 decompositions,
                 location_override: None,
+                hooks,
+                ancestors,
+                resumed_at: None,
+                statement: None,
+                pending_error: None,
             })
         });
         Tracer { id }
     }
 
     fn with_state<R>(&self, f: impl FnOnce(&mut TraceState) -> R) -> R {
-        TRACES.with(|t| {
-            let mut traces = t.borrow_mut();
-            let state = traces.iter_mut().find(|s| s.id == self.id).expect("a live Tracer has its state");
-            f(state)
-        })
+        with_trace(self.id, f).expect("a live Tracer has its state")
     }
 
     /// Declares a graph input from metadata alone and returns the symbolic tensor standing for it.
     pub fn placeholder(&self, name: &str, meta: TensorMeta, strides: Vec<usize>) -> Tensor {
         self.with_state(|s| {
             let id = s.graph.add_placeholder(name, meta, strides);
-            s.bound.push(None);
-            s.symbolic(id)
+            s.declared(id)
         })
     }
 
-    /// Declares a graph input bound to a concrete tensor (named after it, or `arg<N>`) and
-    /// returns the symbolic tensor standing for it.
+    /// Declares one input per placeholder of `graph`, with the same names, layouts and symbolic
+    /// sizes, and returns the symbolic tensors standing for them: how a graph is re-traced.
+    pub fn placeholders_like(&self, graph: &Graph) -> Vec<Tensor> {
+        self.with_state(|s| s.graph.add_placeholders_like(graph).into_iter().map(|id| s.declared(id)).collect())
+    }
+
+    /// Declares an input whose sizes at `dims` are symbolic (see [`Graph::add_dynamic_placeholder`]).
+    pub fn dynamic_placeholder(&self, name: &str, meta: TensorMeta, strides: Vec<usize>, dims: &[usize]) -> Tensor {
+        self.with_state(|s| {
+            let id = s.graph.add_dynamic_placeholder(name, meta, strides, dims);
+            s.declared(id)
+        })
+    }
+
+    /// Declares argument `index` of the traced function, bound to a concrete tensor (named after
+    /// it, or `arg<N>`), and returns the symbolic tensor standing for it.
     #[track_caller]
     pub fn input(&self, tensor: &Tensor) -> Result<Tensor> {
         let location = SourceLocation::caller();
@@ -127,7 +226,19 @@ impl Tracer {
                 });
             }
             let name = tensor.name().map(str::to_string).unwrap_or_else(|| format!("arg{}", s.bound.len()));
-            Ok(s.lift(tensor, &name))
+            let argument = s.origins.iter().filter(|o| matches!(o, InputOrigin::Argument(_))).count();
+            let node = s.add_input(tensor, &name, InputOrigin::Argument(argument));
+            Ok(s.symbolic(node))
+        })
+    }
+
+    /// Declares an operand of a `cond` branch: a placeholder for `tensor` (a tensor of the
+    /// enclosing trace, or a concrete one) that later uses of the same tensor also read.
+    pub(crate) fn operand(&self, tensor: &Tensor) -> Tensor {
+        self.with_state(|s| {
+            let name = format!("arg{}", s.bound.len());
+            let node = s.add_input(tensor, &name, InputOrigin::Declared);
+            s.symbolic(node)
         })
     }
 
@@ -136,14 +247,15 @@ impl Tracer {
     pub fn finish(self, outputs: &[Tensor]) -> Result<Traced> {
         let location = SourceLocation::caller();
         let ids = self.with_state(|s| outputs.iter().map(|t| s.node_of(t, location)).collect::<Result<Vec<_>>>())?;
-        let state = TRACES.with(|t| {
+        let mut state = TRACES.with(|t| {
             let mut traces = t.borrow_mut();
             let index = traces.iter().position(|s| s.id == self.id).expect("a live Tracer has its state");
             traces.remove(index)
         });
-        let mut graph = state.graph;
-        graph.set_outputs(ids);
-        Ok(Traced { graph, inputs: state.bound })
+        if let Some(error) = state.pending_error.take() {
+            return Err(error);
+        }
+        Ok(state.take_graph(ids))
     }
 }
 
@@ -154,6 +266,11 @@ impl Drop for Tracer {
     }
 }
 
+/// Runs `f` on the state of trace `id`, if it is active.
+fn with_trace<R>(id: u64, f: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
+    TRACES.with(|t| t.borrow_mut().iter_mut().find(|s| s.id == id).map(f))
+}
+
 impl TraceState {
     /// A new symbolic tensor for the value of `node`.
     fn symbolic(&mut self, node: NodeId) -> Tensor {
@@ -161,35 +278,61 @@ impl TraceState {
         self.next_value += 1;
         self.values.insert(value, node);
         let meta = self.graph.node(node).meta.clone();
-        Tensor::from_symbolic(Symbolic { trace: self.id, value, meta })
+        let tensor = Tensor::from_symbolic(Symbolic { trace: self.id, value, meta });
+        self.handles.push((value, Arc::downgrade(&tensor.repr)));
+        tensor
     }
 
-    /// The placeholder for a concrete tensor, adding one the first time it is seen.
-    fn lift(&mut self, tensor: &Tensor, name: &str) -> Tensor {
-        let node = self.lifted_node(tensor, name);
+    fn declared(&mut self, node: NodeId) -> Tensor {
+        self.bound.push(None);
+        self.origins.push(InputOrigin::Declared);
         self.symbolic(node)
     }
 
-    fn lifted_node(&mut self, tensor: &Tensor, name: &str) -> NodeId {
-        if let Some((_, id)) = self.lifted.iter().find(|(t, _)| Arc::ptr_eq(&t.repr, &tensor.repr)) {
-            return *id;
+    /// A new placeholder bound to `tensor`; later uses of the same tensor read it too.
+    fn add_input(&mut self, tensor: &Tensor, name: &str, origin: InputOrigin) -> NodeId {
+        let meta = tensor.meta();
+        let strides = tensor.strides().map_or_else(|| contiguous_strides(&meta.shape), <[usize]>::to_vec);
+        let id = self.graph.add_placeholder(name, meta, strides);
+        if !self.lifted.iter().any(|(t, _)| Arc::ptr_eq(&t.repr, &tensor.repr)) {
+            self.lifted.push((tensor.clone(), id));
         }
-        let strides = tensor.strides().expect("lifted tensors are concrete").to_vec();
-        let id = self.graph.add_placeholder(name, tensor.meta(), strides);
-        self.lifted.push((tensor.clone(), id));
         self.bound.push(Some(tensor.clone()));
+        self.origins.push(origin);
         id
     }
 
+    /// The placeholder for a tensor from outside this graph, adding one the first time it is seen.
+    fn lifted_node(&mut self, tensor: &Tensor, name: &str, origin: InputOrigin) -> NodeId {
+        match self.lifted.iter().find(|(t, _)| Arc::ptr_eq(&t.repr, &tensor.repr)) {
+            Some((_, id)) => *id,
+            None => self.add_input(tensor, name, origin),
+        }
+    }
+
     /// The node a tensor stands for in this trace: its own node if symbolic, a lifted placeholder
-    /// if concrete.
+    /// if concrete, carried across a break, or read from the enclosing trace by a `cond` branch.
     fn node_of(&mut self, tensor: &Tensor, location: SourceLocation) -> Result<NodeId> {
         match tensor.symbolic() {
             None => {
                 let name = tensor.name().unwrap_or("captured").to_string();
-                Ok(self.lifted_node(tensor, &name))
+                Ok(self.lifted_node(tensor, &name, InputOrigin::Captured))
             }
-            Some(s) if s.trace == self.id => Ok(self.values[&s.value]),
+            Some(s) if s.trace == self.id => {
+                if let Some(&node) = self.values.get(&s.value) {
+                    return Ok(node);
+                }
+                let (value, name) = self.carried.get(&s.value).cloned().ok_or_else(|| Error::Capture {
+                    message: "a symbolic tensor outlived the graph that computed it".into(),
+                    location,
+                })?;
+                let node = self.lifted_node(&value, &name, InputOrigin::Carried);
+                self.values.insert(s.value, node);
+                Ok(node)
+            }
+            Some(s) if self.ancestors.contains(&s.trace) => {
+                Ok(self.lifted_node(tensor, &format!("arg{}", self.bound.len()), InputOrigin::Declared))
+            }
             Some(_) => Err(Error::Capture {
                 message: "this tensor belongs to another compiled function's trace; tensors seen inside a compiled \
                           function exist only during that call, so return it from that function instead"
@@ -197,6 +340,17 @@ impl TraceState {
                 location,
             }),
         }
+    }
+
+    /// The concrete value of one of this trace's symbolic values, when it is already known (an
+    /// input, a captured tensor, or a value an earlier graph computed).
+    fn known_value(&self, value: u64) -> Option<Tensor> {
+        if let Some((tensor, _)) = self.carried.get(&value) {
+            return Some(tensor.clone());
+        }
+        let node = *self.values.get(&value)?;
+        let index = self.graph.placeholders().iter().position(|&p| p == node)?;
+        self.bound[index].clone()
     }
 
     fn record(&mut self, op: &Op, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
@@ -211,6 +365,60 @@ impl TraceState {
         let id = self.graph.add_call(op.clone(), args, location)?;
         Ok(self.symbolic(id))
     }
+
+    /// Moves the graph out with `outputs` set, leaving an empty graph for the trace to go on in.
+    fn take_graph(&mut self, outputs: Vec<NodeId>) -> Traced {
+        let mut graph = std::mem::take(&mut self.graph);
+        graph.set_outputs(outputs);
+        self.values.clear();
+        self.lifted.clear();
+        Traced {
+            graph,
+            inputs: std::mem::take(&mut self.bound),
+            origins: std::mem::take(&mut self.origins),
+            resumed_at: self.resumed_at,
+        }
+    }
+
+    /// The graph so far, returning every live value it computed, ready to run at a break; also
+    /// says which output holds each such value. Live values that are placeholders need no
+    /// output: their tensors are carried over directly.
+    fn partial_graph(&mut self) -> (Traced, Vec<Pending>) {
+        self.handles.retain(|(_, handle)| handle.strong_count() > 0);
+        let mut computed: Vec<(u64, NodeId)> = Vec::new();
+        for &(value, _) in &self.handles {
+            let Some(&node) = self.values.get(&value) else { continue };
+            let name = self.graph.node(node).name.clone();
+            match &self.graph.node(node).kind {
+                NodeKind::Call { .. } => computed.push((value, node)),
+                NodeKind::Placeholder { .. } => {
+                    let index = self.graph.placeholders().iter().position(|&p| p == node).expect("a placeholder");
+                    let tensor = self.bound[index].clone().expect("captured placeholders are bound");
+                    self.carried.insert(value, (tensor, name));
+                }
+            }
+        }
+        let mut outputs: Vec<NodeId> = computed.iter().map(|&(_, node)| node).collect();
+        outputs.sort();
+        outputs.dedup();
+        let pending = computed
+            .into_iter()
+            .map(|(value, node)| Pending {
+                value,
+                output: outputs.binary_search(&node).expect("every computed value is an output"),
+                name: self.graph.node(node).name.clone(),
+            })
+            .collect();
+        (self.take_graph(outputs), pending)
+    }
+}
+
+/// A live value that the graph run at a break computes: which output holds it, and the name of
+/// its node (which the placeholder carrying it into the next graph takes).
+struct Pending {
+    value: u64,
+    output: usize,
+    name: String,
 }
 
 /// Records `op` into the innermost active trace; `None` when no trace is recording on this thread
@@ -221,7 +429,18 @@ pub(crate) fn record(op: &Op, operands: &[Operand], location: SourceLocation) ->
         let top = traces.last().filter(|s| !s.paused)?;
         Some((top.decompositions, top.location_override))
     })?;
-    if let (Some(table), OpClass::Composite) = (decompositions, op.class()) {
+    let fitted;
+    let op = match op {
+        Op::Cond { .. } => match fit_cond(op, operands, location) {
+            Ok(f) => {
+                fitted = f;
+                &fitted
+            }
+            Err(e) => return Some(Err(e)),
+        },
+        _ => op,
+    };
+    if let (Some(table), OpClass::Composite | OpClass::HigherOrder) = (decompositions, op.class()) {
         // The decomposition records its own ops through this function, so no borrow is held
         // while it runs; its nodes carry the composite's location.
         let effective = outer_override.unwrap_or(location);
@@ -233,6 +452,30 @@ pub(crate) fn record(op: &Op, operands: &[Operand], location: SourceLocation) ->
         }
     }
     Some(TRACES.with(|t| t.borrow_mut().last_mut().expect("checked above").record(op, operands, location)))
+}
+
+/// The `cond` with each branch exactly as dynamic as the operand it receives in the innermost
+/// trace, so that a dynamic graph's branches run for every size the graph runs for.
+fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<Op> {
+    let Op::Cond { true_graph, false_graph } = op else { return Ok(op.clone()) };
+    let wanted = TRACES.with(|t| {
+        let mut traces = t.borrow_mut();
+        let top = traces.last_mut().expect("record checked for a trace");
+        operands[1..]
+            .iter()
+            .map(|o| match o {
+                Operand::Tensor(t) => top.node_of(t, location).map(|n| {
+                    let shape = &top.graph.node(n).sym_shape;
+                    (0..shape.rank()).filter(|&d| !shape.dims()[d].is_static()).collect()
+                }),
+                Operand::Scalar(_) => Ok(Vec::new()),
+            })
+            .collect::<Result<Vec<Vec<usize>>>>()
+    })?;
+    let fit = |g: &Arc<Graph>| -> Result<Arc<Graph>> {
+        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.with_dynamic_dims(&wanted).map(Arc::new) }
+    };
+    Ok(Op::Cond { true_graph: fit(true_graph)?, false_graph: fit(false_graph)? })
 }
 
 fn set_override(location: Option<SourceLocation>) {
@@ -248,11 +491,109 @@ pub fn is_tracing() -> bool {
     TRACES.with(|t| t.borrow().last().is_some_and(|s| !s.paused))
 }
 
-/// A concrete tensor with `tensor`'s value. Symbolic tensors have no value while tracing, so
-/// asking for one is a graph break; `reason` says what needed the value.
+/// Whether the innermost trace may break its graph (a dynamo capture without `fullgraph`).
+pub(crate) fn breaks_allowed() -> bool {
+    let hooks = TRACES.with(|t| t.borrow().last().and_then(|s| s.hooks.clone()));
+    hooks.is_some_and(|h| h.allows_breaks())
+}
+
+/// A concrete tensor with `tensor`'s value. A symbolic tensor whose value is not known yet needs
+/// the graph so far to run: a graph break in a dynamo capture, an error in any other trace.
+/// `reason` says what needed the value.
 pub(crate) fn concretize(tensor: &Tensor, reason: &str, location: SourceLocation) -> Result<Tensor> {
-    if tensor.is_symbolic() {
-        return Err(Error::GraphBreak { reason: reason.to_string(), location });
+    let Some(symbolic) = tensor.symbolic() else { return Ok(tensor.clone()) };
+    let (trace, value) = (symbolic.trace, symbolic.value);
+    let innermost = TRACES.with(|t| t.borrow().last().map(|s| s.id));
+    let Some(known) = with_trace(trace, |s| s.known_value(value)) else {
+        return Err(Error::Capture {
+            message: format!(
+                "{reason}, but this tensor escaped the compiled function that traced it; tensors seen inside a \
+                 compiled function exist only during that call, so return them instead of storing them"
+            ),
+            location,
+        });
+    };
+    if let Some(tensor) = known {
+        // A `cond` branch's input may be bound to a symbolic tensor of the enclosing trace.
+        return concretize(&tensor, reason, location);
     }
-    Ok(tensor.clone())
+    let break_reason = BreakReason { reason: reason.to_string(), location };
+    let hooks = with_trace(trace, |s| s.hooks.clone()).flatten();
+    let Some(hooks) = hooks.filter(|h| innermost == Some(trace) && h.allows_breaks()) else {
+        return Err(Error::GraphBreak { reason: break_reason.reason, location });
+    };
+    break_graph(trace, hooks.as_ref(), &break_reason)?;
+    Ok(with_trace(trace, |s| s.known_value(value)).flatten().expect("a live value is carried across the break"))
+}
+
+/// Runs the graph so far through `hooks` and starts a new one in which every live value is known.
+fn break_graph(trace: u64, hooks: &dyn CaptureHooks, reason: &BreakReason) -> Result<()> {
+    let (traced, pending) = with_trace(trace, |s| {
+        s.paused = true;
+        s.partial_graph()
+    })
+    .expect("the trace is active");
+    let result = hooks.run_partial(traced, reason);
+    with_trace(trace, |s| {
+        s.paused = false;
+        s.resumed_at = Some(reason.location);
+        if let Ok(values) = &result {
+            for p in pending {
+                s.carried.insert(p.value, (values[p.output].clone(), p.name));
+            }
+        }
+    });
+    result.map(drop)
+}
+
+/// An explicit graph break with no value needed, for a side effect that must happen between the
+/// graphs (`engine::print!`). Returns `Ok` outside a trace.
+pub(crate) fn break_for_side_effect(reason: &str, location: SourceLocation) -> Result<()> {
+    let Some((trace, hooks)) =
+        TRACES.with(|t| t.borrow().last().filter(|s| !s.paused).map(|s| (s.id, s.hooks.clone())))
+    else {
+        return Ok(());
+    };
+    let reason = BreakReason { reason: reason.to_string(), location };
+    match hooks.filter(|h| h.allows_breaks()) {
+        Some(hooks) => break_graph(trace, hooks.as_ref(), &reason),
+        None => Err(Error::GraphBreak { reason: reason.reason, location }),
+    }
+}
+
+/// Runs `f` with `location` as the line of the current statement, so that a value printed by
+/// `Display` inside it is attributed to the learner's line.
+pub(crate) fn at_statement<R>(location: SourceLocation, f: impl FnOnce() -> R) -> R {
+    let trace = TRACES.with(|t| t.borrow().last().map(|s| s.id));
+    let previous = trace.and_then(|id| with_trace(id, |s| s.statement.replace(location)).flatten());
+    let result = f();
+    if let Some(id) = trace {
+        with_trace(id, |s| s.statement = previous);
+    }
+    result
+}
+
+/// The values of a tensor for `Display`. Inside a dynamo capture this may break the graph; where
+/// that is not allowed, the error is kept for the end of the trace and `None` is returned (the
+/// tensor then prints its metadata).
+pub(crate) fn values_for_display(tensor: &Tensor) -> Option<Tensor> {
+    let symbolic = tensor.symbolic()?;
+    let (trace, value) = (symbolic.trace, symbolic.value);
+    // Attribute the break to the printing statement when a macro told us its line, otherwise to
+    // the line that computed the tensor.
+    let location = with_trace(trace, |s| {
+        let computed_at = s.values.get(&value).and_then(|&node| s.graph.node(node).location);
+        s.statement.or(computed_at).or(s.resumed_at)
+    })
+    .flatten()
+    .unwrap_or_else(SourceLocation::caller);
+    match concretize(tensor, "formatting a tensor's values with `{}` (Display) needs them", location) {
+        Ok(value) => Some(value),
+        Err(error) => {
+            with_trace(trace, |s| {
+                s.pending_error.get_or_insert(error);
+            });
+            None
+        }
+    }
 }

@@ -216,11 +216,21 @@ impl fmt::Debug for Tensor {
 }
 
 impl fmt::Display for Tensor {
-    /// The values, nested by dimension, like `print(tensor)` in PyTorch. A symbolic tensor has no
-    /// values, so inside a trace this prints its metadata instead.
+    /// The values, nested by dimension, like `print(tensor)` in PyTorch. Inside a compiled
+    /// function a tensor's values may not exist yet: formatting it is then a graph break (the
+    /// graph so far runs to compute them). Where a break is not allowed, it prints its metadata
+    /// and the compiled call fails with the break's reason.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(c) = self.concrete() else {
-            return fmt::Debug::fmt(self, f);
+        let known;
+        let c = match self.concrete() {
+            Some(c) => c,
+            None => match crate::fx::proxy::values_for_display(self) {
+                Some(value) => {
+                    known = value;
+                    known.concrete().expect("values_for_display returns a concrete tensor")
+                }
+                None => return fmt::Debug::fmt(self, f),
+            },
         };
         let values = match c.storage.gather(&c.layout) {
             Ok(values) => values,

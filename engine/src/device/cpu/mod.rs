@@ -6,7 +6,7 @@ mod normalize;
 mod pointwise;
 mod reduce;
 
-use crate::layout::Layout;
+use crate::layout::{Layout, numel};
 use crate::op::Op;
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
@@ -42,8 +42,23 @@ pub(crate) fn execute(op: &Op, inputs: &[Input], out_shape: &[usize]) -> Vec<f32
         Op::LogSoftmax { dim } => normalize::softmax(inputs[0], *dim, true),
         Op::LayerNorm { eps } => normalize::layer_norm(inputs[0], inputs[1], inputs[2], eps.0),
         Op::Matmul => matmul::matmul(inputs[0], inputs[1], out_shape),
-        Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Linear => {
-            unreachable!("views and linear are handled before device kernels")
+        Op::Custom(custom) => {
+            let dense: Vec<Vec<f32>> = inputs
+                .iter()
+                .map(|input| {
+                    let (data, layout) = input.tensor();
+                    contiguous(data, &layout.expand(out_shape)).into_owned()
+                })
+                .collect();
+            custom.run_cpu(&dense, numel(out_shape))
+        }
+        Op::Reshape { .. }
+        | Op::Permute { .. }
+        | Op::Expand { .. }
+        | Op::Slice { .. }
+        | Op::Linear
+        | Op::Cond { .. } => {
+            unreachable!("views, linear and cond are handled before device kernels")
         }
     }
 }

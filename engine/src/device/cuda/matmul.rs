@@ -128,7 +128,12 @@ fn operand(
     if let Some(operand) = in_place(buffer.ptr_at(full.offset()), &full, batch.len(), rows, cols) {
         return Ok(operand);
     }
-    let copy = pointwise::run(device, "copy", &[Input::Tensor { buffer, layout: &full }], &full_shape)?;
+    let copy = pointwise::run(
+        device,
+        pointwise::Kernels::Eager("copy"),
+        &[Input::Tensor { buffer, layout: &full }],
+        &full_shape,
+    )?;
     let mut operand = in_place(copy.ptr(), &Layout::contiguous(&full_shape), batch.len(), rows, cols)
         .expect("a dense row-major batch is always readable in place");
     operand._copy = Some(copy);

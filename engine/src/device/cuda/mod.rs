@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use crate::layout::Layout;
 use crate::op::Op;
+use pointwise::Kernels;
 
 /// One operand as a CUDA kernel launcher sees it.
 #[derive(Clone, Copy)]
@@ -69,17 +70,23 @@ pub(crate) fn execute(
     out_shape: &[usize],
 ) -> Result<CudaBuffer, CudaError> {
     match op {
-        Op::Unary(u) => pointwise::run(device, &format!("unary_{}", u.name()), inputs, out_shape),
-        Op::Binary(b) => pointwise::run(device, &format!("binary_{}", b.name()), inputs, out_shape),
-        Op::Where => pointwise::run(device, "where", inputs, out_shape),
-        Op::Contiguous => pointwise::run(device, "copy", inputs, out_shape),
+        Op::Unary(u) => pointwise::run(device, Kernels::Eager(&format!("unary_{}", u.name())), inputs, out_shape),
+        Op::Binary(b) => pointwise::run(device, Kernels::Eager(&format!("binary_{}", b.name())), inputs, out_shape),
+        Op::Where => pointwise::run(device, Kernels::Eager("where"), inputs, out_shape),
+        Op::Contiguous => pointwise::run(device, Kernels::Eager("copy"), inputs, out_shape),
+        Op::Custom(custom) => pointwise::run(device, Kernels::Custom(custom), inputs, out_shape),
         Op::Reduce { kind, dim, .. } => reduce::reduce(device, *kind, inputs[0], *dim),
         Op::Softmax { dim } => normalize::softmax(device, inputs[0], *dim, false),
         Op::LogSoftmax { dim } => normalize::softmax(device, inputs[0], *dim, true),
         Op::LayerNorm { eps } => normalize::layer_norm(device, inputs[0], inputs[1], inputs[2], eps.0),
         Op::Matmul => matmul::matmul(device, inputs[0], inputs[1], out_shape),
-        Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Linear => {
-            unreachable!("views and linear are handled before device kernels")
+        Op::Reshape { .. }
+        | Op::Permute { .. }
+        | Op::Expand { .. }
+        | Op::Slice { .. }
+        | Op::Linear
+        | Op::Cond { .. } => {
+            unreachable!("views, linear and cond are handled before device kernels")
         }
     }
 }

@@ -4,23 +4,43 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
 use super::error::CudaError;
 use super::params::{DenseIn, Geometry, MAX_DIMS, StridedIn, merge_dims, reversed};
+use super::source::custom_source;
 use super::{Input, launch_config};
+use crate::dynamo::CustomOp;
 use crate::layout::{Layout, contiguous_strides, numel};
 
 /// Threads per block of the pointwise kernels.
 const THREADS: u32 = 256;
 
-/// Runs pointwise kernel `kernel` (`unary_exp`, `binary_add`, `where`, `copy`) over up to three
-/// operands into a new dense buffer of `out_shape`.
+/// Where a pointwise op's two kernels, `<name>_dense` and `<name>_strided`, come from.
+#[derive(Clone, Copy)]
+pub(super) enum Kernels<'a> {
+    /// An eager family: `unary_exp`, `binary_add`, `where`, `copy`.
+    Eager(&'a str),
+    /// A custom op's module, built from its CUDA source (kernels `custom_*`).
+    Custom(&'a CustomOp),
+}
+
+impl Kernels<'_> {
+    fn function(self, device: &CudaDevice, variant: &str) -> Result<CudaFunction, CudaError> {
+        match self {
+            Kernels::Eager(family) => device.eager_kernel(family, &format!("{family}_{variant}")),
+            Kernels::Custom(op) => Ok(device.load(&custom_source(op)?)?.function(&format!("custom_{variant}"))?),
+        }
+    }
+}
+
+/// Runs a pointwise op's kernels over up to three operands into a new dense buffer of
+/// `out_shape`.
 pub(super) fn run(
     device: &Arc<CudaDevice>,
-    kernel: &str,
+    kernel: Kernels,
     inputs: &[Input],
     out_shape: &[usize],
 ) -> Result<CudaBuffer, CudaError> {
@@ -44,7 +64,7 @@ pub(super) fn run(
 
 fn launch_dense(
     device: &Arc<CudaDevice>,
-    kernel: &str,
+    kernel: Kernels,
     inputs: &[Input],
     out: &CudaBuffer,
     n: usize,
@@ -59,7 +79,7 @@ fn launch_dense(
     // float4 accesses need every address on a 16-byte boundary (a view may start mid-vector).
     let vec = operands.iter().all(|o| o.ptr.is_multiple_of(16)) && out.ptr().is_multiple_of(16);
     let threads = if vec { n.div_ceil(4) } else { n };
-    let function = device.eager_kernel(kernel, &format!("{kernel}_dense"))?;
+    let function = kernel.function(device, "dense")?;
     let (out_ptr, n, vec) = (out.ptr(), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
     launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&n).arg(&vec);
@@ -71,7 +91,7 @@ fn launch_dense(
 
 fn launch_strided(
     device: &Arc<CudaDevice>,
-    kernel: &str,
+    kernel: Kernels,
     inputs: &[Input],
     out: &CudaBuffer,
     out_shape: &[usize],
@@ -104,7 +124,7 @@ fn launch_strided(
     let geometry = Geometry::new(&shape);
     let n = numel(out_shape);
     let vec = inner_vectorizable(&shape, &operands, inputs.len());
-    let function = device.eager_kernel(kernel, &format!("{kernel}_strided"))?;
+    let function = kernel.function(device, "strided")?;
     let (out_ptr, n_arg, vec_arg) = (out.ptr(), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
     launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&geometry).arg(&n_arg).arg(&vec_arg);
@@ -152,7 +172,7 @@ impl Dense {
         if layout.is_contiguous() {
             return Ok(Dense { ptr: buffer.ptr_at(layout.offset()), shape: layout.shape().to_vec(), _copy: None });
         }
-        let copy = run(device, "copy", &[input], layout.shape())?;
+        let copy = run(device, Kernels::Eager("copy"), &[input], layout.shape())?;
         Ok(Dense { ptr: copy.ptr(), shape: layout.shape().to_vec(), _copy: Some(copy) })
     }
 

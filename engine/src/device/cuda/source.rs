@@ -8,7 +8,9 @@
 
 use std::fmt::Write;
 
+use super::error::CudaError;
 use super::params::MAX_DIMS;
+use crate::dynamo::CustomOp;
 use crate::op::{BinaryOp, UnaryOp};
 
 /// The kernel families that are not one pointwise op.
@@ -42,6 +44,36 @@ pub fn eager_source(family: &str) -> Option<String> {
     writeln!(source, "#define MAX_DIMS {MAX_DIMS}\n{selection}").unwrap();
     source.push_str(include_str!("kernels/eager.cu"));
     Some(source)
+}
+
+/// The CUDA C of a custom op's kernels, `custom_dense` and `custom_strided`: its element function,
+/// then the pointwise kernels calling it (so custom ops get broadcasting, strided inputs and
+/// 16-byte loads like the catalogue's ops).
+pub(crate) fn custom_source(op: &CustomOp) -> Result<String, CudaError> {
+    let Some(element) = op.cuda_source() else {
+        return Err(CudaError::new(format!(
+            "custom op `{}` has no CUDA source: register it with `.cuda_source(\"__device__ float {}(...) {{ ... }}\")` \
+             to run it on a GPU",
+            op.name(),
+            op.function()
+        )));
+    };
+    let args = ["x", "y", "z"];
+    if op.arity() > args.len() {
+        return Err(CudaError::new(format!(
+            "custom op `{}` takes {} inputs; on a GPU custom ops take at most {}",
+            op.name(),
+            op.arity(),
+            args.len()
+        )));
+    }
+    let call = format!("{}({})", op.function(), args[..op.arity()].join(", "));
+    Ok(format!(
+        "// Custom op `{}`.\n#define MAX_DIMS {MAX_DIMS}\n{element}\n{}{}",
+        op.name(),
+        pointwise("custom", &call),
+        include_str!("kernels/eager.cu")
+    ))
 }
 
 /// Selects the dense and strided kernels named `<name>_dense` and `<name>_strided` computing
@@ -83,6 +115,25 @@ mod tests {
         }
         let again = super::super::nvrtc::compile_cubin_in(&cache, &eager_source("reduce").unwrap(), "sm_90").unwrap();
         assert!(!again.compiled, "the second build comes from the disk cache");
+        let blend = CustomOp::elementwise("test::blend", 2)
+            .c_source("float blend(float a, float b) { return a > b ? a : 0.5f * b; }")
+            .cuda_source("__device__ float blend(float a, float b) { return a > b ? a : 0.5f * b; }")
+            .register()
+            .unwrap();
+        let cubin = super::super::nvrtc::compile_cubin_in(&cache, &custom_source(&blend).unwrap(), "sm_90").unwrap();
+        assert!(cubin.bytes.starts_with(b"\x7fELF"));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn custom_ops_without_a_cuda_source_or_with_four_inputs_say_why() {
+        let c_only = CustomOp::elementwise("test::twice", 1).c_source("float twice(float x) { return 2.0f * x; }");
+        let message = custom_source(&c_only.register().unwrap()).unwrap_err().message;
+        assert!(message.contains("has no CUDA source") && message.contains("__device__ float twice"), "{message}");
+        let four = CustomOp::elementwise("test::sum4", 4)
+            .c_source("float sum4(float a, float b, float c, float d) { return a + b + c + d; }")
+            .cuda_source("__device__ float sum4(float a, float b, float c, float d) { return a + b + c + d; }");
+        let message = custom_source(&four.register().unwrap()).unwrap_err().message;
+        assert!(message.contains("at most 3"), "{message}");
     }
 }

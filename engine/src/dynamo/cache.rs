@@ -1,0 +1,188 @@
+//! The compiled function's cache, the analogue of Dynamo's per-code-object cache entries: for
+//! each *resume point* (the function's start, and the line after each graph break, like
+//! Dynamo's resume functions) a list of compiled graphs with their guards, newest first.
+//!
+//! A miss on a resume point that already has graphs is a *recompile*: the `recompiles` log says
+//! which guard failed. When the failure is a size, that dimension becomes dynamic for the next
+//! graph (automatic dynamic shapes). Past the recompile limit, the graph runs eagerly.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::compiled::CompileStats;
+use super::guards::{GuardFailure, Guards};
+use super::options::Options;
+use crate::backends::CompiledGraph;
+use crate::error::{Result, SourceLocation};
+use crate::fx::proxy::{InputOrigin, Traced};
+use crate::fx::{Graph, Interpreter};
+use crate::logs::{self, Artifact};
+use crate::tensor::Tensor;
+
+/// Every graph a compiled function has compiled, and its counters.
+#[derive(Default)]
+pub(crate) struct Cache {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    frames: Vec<Frame>,
+    stats: CompileStats,
+}
+
+/// The graphs of one resume point.
+struct Frame {
+    resumed_at: Option<SourceLocation>,
+    entries: Vec<Entry>,
+    /// Per input, the dims that have changed size between calls (or all, under `dynamic(true)`).
+    dynamic: Vec<BTreeSet<usize>>,
+    warned: bool,
+}
+
+struct Entry {
+    graph: Graph,
+    guards: Guards,
+    compiled: Arc<dyn CompiledGraph>,
+}
+
+impl Frame {
+    fn label(&self) -> String {
+        match self.resumed_at {
+            None => "its graph at the start".into(),
+            Some(location) => format!("its graph resuming after the break at {}", location.short()),
+        }
+    }
+
+    /// The dims to make symbolic in a trace with these inputs.
+    fn marking(&mut self, traced: &Traced, options: &Options) -> Vec<Vec<usize>> {
+        let n = traced.origins.len();
+        if self.dynamic.len() < n {
+            self.dynamic.resize(n, BTreeSet::new());
+        }
+        if options.dynamic == Some(true) {
+            for (i, origin) in traced.origins.iter().enumerate() {
+                if *origin != InputOrigin::Captured {
+                    self.dynamic[i].extend(0..traced.graph.node(traced.graph.placeholders()[i]).meta.shape.len());
+                }
+            }
+        }
+        self.dynamic[..n].iter().map(|dims| dims.iter().copied().collect()).collect()
+    }
+}
+
+impl Cache {
+    pub fn stats(&self) -> CompileStats {
+        self.inner.lock().expect("cache lock").stats
+    }
+
+    pub fn count_call(&self) {
+        self.inner.lock().expect("cache lock").stats.calls += 1;
+    }
+
+    pub fn count_break(&self) {
+        self.inner.lock().expect("cache lock").stats.graph_breaks += 1;
+    }
+
+    /// The compiled form of a traced graph: a cached one whose guards pass, a new one, or (past
+    /// the recompile limit) the graph run eagerly.
+    pub fn lookup_or_compile(
+        &self,
+        traced: &Traced,
+        inputs: &[Tensor],
+        options: &Options,
+    ) -> Result<Arc<dyn CompiledGraph>> {
+        let mut inner = self.inner.lock().expect("cache lock");
+        let Inner { frames, stats } = &mut *inner;
+        let frame_index = match frames.iter().position(|f| f.resumed_at == traced.resumed_at) {
+            Some(i) => i,
+            None => {
+                let frame =
+                    Frame { resumed_at: traced.resumed_at, entries: Vec::new(), dynamic: Vec::new(), warned: false };
+                frames.push(frame);
+                frames.len() - 1
+            }
+        };
+        let frame = &mut frames[frame_index];
+        let mut generalized: Vec<(Vec<Vec<usize>>, Graph)> = Vec::new();
+        let mut generalize = |dims: &[Vec<usize>]| -> std::result::Result<Graph, String> {
+            if let Some((_, graph)) = generalized.iter().find(|(d, _)| d == dims) {
+                return Ok(graph.clone());
+            }
+            let graph = if dims.iter().all(Vec::is_empty) {
+                traced.graph.clone()
+            } else {
+                traced
+                    .graph
+                    .with_dynamic_dims(dims)
+                    .map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))?
+            };
+            generalized.push((dims.to_vec(), graph.clone()));
+            Ok(graph)
+        };
+        let mut failures: Vec<(usize, GuardFailure)> = Vec::new();
+        for (e, entry) in frame.entries.iter().enumerate().rev() {
+            match entry.guards.check(&entry.graph, inputs, &mut generalize) {
+                Ok(()) => {
+                    stats.cache_hits += 1;
+                    return Ok(entry.compiled.clone());
+                }
+                Err(failure) => failures.push((e, failure)),
+            }
+        }
+        let id = |e: usize| format!("{frame_index}/{e}");
+        if frame.entries.len() >= options.recompile_limit {
+            stats.eager_fallbacks += 1;
+            if !std::mem::replace(&mut frame.warned, true) {
+                let last =
+                    failures.first().map(|(e, f)| format!(" Last guard failure: {}: {f}.", id(*e))).unwrap_or_default();
+                eprintln!(
+                    "[engine] warning: `{}` hit the recompile limit ({}) for {}; from now on a trace that misses the \
+                     cache runs eagerly.{last} To see every recompile, set ENGINE_LOGS=recompiles.",
+                    options.name,
+                    options.recompile_limit,
+                    frame.label()
+                );
+            }
+            return Ok(Arc::new(Interpreter::new(traced.graph.clone())));
+        }
+        if !failures.is_empty() {
+            stats.recompiles += 1;
+            let mut lines = vec![format!(
+                "Recompiling `{}` ({}): triggered by the following guard failure(s):",
+                options.name,
+                frame.label()
+            )];
+            lines.extend(failures.iter().map(|(e, f)| format!("    - {}: {f}", id(*e))));
+            if options.dynamic.is_none() {
+                let _ = frame.marking(traced, options);
+                for (_, failure) in &failures {
+                    let Some((input, dim)) = failure.size else { continue };
+                    if traced.origins[input] != InputOrigin::Captured && frame.dynamic[input].insert(dim) {
+                        lines.push(format!(
+                            "    automatic dynamic shapes: input {input} dim {dim} is dynamic from now on"
+                        ));
+                    }
+                }
+            }
+            logs::log(Artifact::Recompiles, || lines.join("\n"));
+        }
+        let marking = frame.marking(traced, options);
+        let graph = generalize(&marking)
+            .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
+        let guards = Guards::new(&graph, traced, inputs, marking);
+        let e = frame.entries.len();
+        logs::log(Artifact::Graph, || format!("graph {} of `{}` ({}):\n{graph}", id(e), options.name, frame.label()));
+        logs::log(Artifact::Guards, || {
+            let lines: Vec<String> = guards.describe(&graph).into_iter().map(|l| format!("    {l}")).collect();
+            format!("guards of graph {} of `{}`:\n{}", id(e), options.name, lines.join("\n"))
+        });
+        let start = Instant::now();
+        let compiled: Arc<dyn CompiledGraph> = Arc::from(options.backend.compile(&graph, inputs)?);
+        stats.compiles += 1;
+        stats.compile_time += start.elapsed();
+        frame.entries.push(Entry { graph, guards, compiled: compiled.clone() });
+        Ok(compiled)
+    }
+}

@@ -1,0 +1,39 @@
+//! The knobs of `torch.compile` that concern capture: `backend`, `fullgraph`, `dynamic`, and
+//! Dynamo's `recompile_limit`.
+
+use std::sync::Arc;
+
+use crate::backends::{Backend, Eager};
+use crate::error::SourceLocation;
+
+/// PyTorch's default `torch._dynamo.config.recompile_limit`.
+pub const DEFAULT_RECOMPILE_LIMIT: usize = 8;
+
+/// How a compiled function captures and compiles. Set through [`Compiled`](super::Compiled)'s
+/// builder methods.
+#[derive(Clone)]
+pub(crate) struct Options {
+    pub backend: Arc<dyn Backend>,
+    /// A graph break is an error instead of a split.
+    pub fullgraph: bool,
+    /// `None`: automatic dynamic shapes (a size that changes becomes symbolic on the
+    /// recompile it causes); `Some(true)`: every input size symbolic from the start;
+    /// `Some(false)`: never symbolic, one graph per shape.
+    pub dynamic: Option<bool>,
+    /// Graphs kept per resume point before the function runs that part eagerly.
+    pub recompile_limit: usize,
+    /// How logs and warnings name the function.
+    pub name: Arc<str>,
+}
+
+impl Options {
+    pub fn new(defined_at: SourceLocation) -> Options {
+        Options {
+            backend: Arc::new(Eager),
+            fullgraph: false,
+            dynamic: None,
+            recompile_limit: DEFAULT_RECOMPILE_LIMIT,
+            name: format!("compiled function at {}", defined_at.short()).into(),
+        }
+    }
+}
