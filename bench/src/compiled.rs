@@ -77,7 +77,8 @@ pub fn run(options: &Options) -> Result<()> {
     // The CPU target names 4 M floats; the GPU needs 16 M to fill an H100 and outgrow its L2.
     let n: usize = if device == Device::Cpu { 1 << 22 } else { 1 << 24 };
     let mut figures = Vec::new();
-    let mut details = Table::new(&["workload", "moved", "compiled", "eager", "copy", "compiled/copy", "eager/compiled"]);
+    let mut details =
+        Table::new(&["workload", "moved", "compiled", "eager", "copy", "compiled/copy", "eager/compiled"]);
     let mut copy = baseline::copy(device, n)?;
     let copy_bytes = 8.0 * n as f64;
 
@@ -94,7 +95,8 @@ pub fn run(options: &Options) -> Result<()> {
         let mut eager = || f(&x, &y).map(drop);
         let t = bench.run_interleaved(&mut [&mut copy, &mut compiled, &mut eager])?;
         let bytes = 12.0 * n as f64;
-        let (of_copy, speedup) = ((bytes / t[1].median()) / (copy_bytes / t[0].median()), t[2].median() / t[1].median());
+        let (of_copy, speedup) =
+            ((bytes / t[1].median()) / (copy_bytes / t[0].median()), t[2].median() / t[1].median());
         details.row(vec![
             format!("{name} [{n}]"),
             megabytes(bytes),
@@ -148,7 +150,12 @@ pub fn run(options: &Options) -> Result<()> {
             format!("{:.2}", t[2].median() / t[1].median()),
         ]);
         let bar = if device == Device::Cpu { Bar::None } else { Bar::AtLeast(0.70) };
-        figures.push(Figure { name: format!("{name} [{rows}, {cols}]: fraction of copy"), measured: of_copy, unit: "", bar });
+        figures.push(Figure {
+            name: format!("{name} [{rows}, {cols}]: fraction of copy"),
+            measured: of_copy,
+            unit: "",
+            bar,
+        });
     }
 
     // Host cost of a cached call: dynamo traces and looks up the graph, then the plan queues one

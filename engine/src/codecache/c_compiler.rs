@@ -106,8 +106,24 @@ fn probe() -> std::result::Result<CCompiler, String> {
         .ok()
         .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(str::to_string))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let openmp = supports_openmp(&program);
+    let openmp = remembered_openmp_support(&program, &version);
     Ok(CCompiler { program, version, openmp, cpu })
+}
+
+/// [`supports_openmp`], remembered in the disk cache under the compiler's name and version: the
+/// probe compiles a file, which would cost every new process tens of milliseconds before its
+/// first kernel could come out of the cache.
+fn remembered_openmp_support(program: &str, version: &str) -> bool {
+    let key = cache_key(&[b"openmp-probe", program.as_bytes(), version.as_bytes()]);
+    let answer = DiskCache::global().get_or_build(&key, "probe", |out| {
+        let answer: &[u8] = if supports_openmp(program) { b"yes" } else { b"no" };
+        std::fs::write(out, answer).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
+    });
+    match answer.and_then(|(path, _)| std::fs::read(&path).map_err(|e| Error::Io { path, message: e.to_string() })) {
+        Ok(bytes) => bytes == b"yes",
+        // An unusable cache directory only costs the probe.
+        Err(_) => supports_openmp(program),
+    }
 }
 
 /// Whether `program` can build a shared library with `-fopenmp` (the compiler may lack libgomp).

@@ -42,8 +42,8 @@ pub struct Compiled<I, O, F> {
 }
 
 /// Wraps `f` so that calls capture it into graphs and run them through a backend, like
-/// `torch.compile(f)`. The default backend is [`Eager`](crate::backends::Eager); choose another
-/// with [`Compiled::backend`].
+/// `torch.compile(f)`. The default backend is [`Inductor`](crate::backends::Inductor), as in
+/// PyTorch; choose another with [`Compiled::backend`].
 ///
 /// ```
 /// use engine::{dynamo, Tensor};

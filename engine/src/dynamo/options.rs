@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::backends::{Backend, Eager};
+use crate::backends::{Backend, Inductor};
 use crate::error::SourceLocation;
 
 /// PyTorch's default `torch._dynamo.config.recompile_limit`.
@@ -29,7 +29,7 @@ pub(crate) struct Options {
 impl Options {
     pub fn new(defined_at: SourceLocation) -> Options {
         Options {
-            backend: Arc::new(Eager),
+            backend: Arc::new(Inductor::default()),
             fullgraph: false,
             dynamic: None,
             recompile_limit: DEFAULT_RECOMPILE_LIMIT,

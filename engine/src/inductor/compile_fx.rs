@@ -12,17 +12,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::codegen;
+use super::codegen::cuda::Launch;
 use super::config::Config;
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel, KernelBody};
 use super::output_code::OutputCode;
-use super::runtime::CpuProgram;
+use super::runtime::Program;
+use super::runtime::cpu::CpuProgram;
+use super::runtime::cuda::CudaProgram;
 use super::scheduler::{self, LoopKind, Schedule};
 use super::wrapper;
 use super::{CompiledModule, lowering};
 use crate::aot;
 use crate::codecache::CCompiler;
 use crate::device::Device;
+use crate::device::cuda::CudaDevice;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
@@ -33,6 +37,8 @@ use crate::tensor::Tensor;
 struct Generated {
     lowered: LoweredGraph,
     kernels: Vec<Kernel>,
+    /// How each kernel is launched (used on a GPU).
+    launches: Vec<Launch>,
     plan: wrapper::CallPlan,
     output_code: OutputCode,
 }
@@ -96,15 +102,16 @@ fn generate_for(
     }
     let kernels = build_kernels(&lowered, &schedule);
     let plan = wrapper::plan(&lowered, &schedule);
-    let sources = kernels.iter().map(|k| print(k, device, config)).collect();
+    let (sources, launches) = kernels.iter().map(|k| print(k, device, config)).unzip();
     let custom = custom_sources(&lowered, device)?;
     let output_code = OutputCode::new(device, &lowered, &kernels, sources, custom, &plan);
-    Ok(Generated { lowered, kernels, plan, output_code })
+    Ok(Generated { lowered, kernels, launches, plan, output_code })
 }
 
-/// Compiles the generated code and resolves its kernels.
-fn build_program(generated: Generated, device: Device) -> Result<CpuProgram> {
-    let Generated { lowered, kernels, plan, output_code } = generated;
+/// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,
+/// both through the disk cache) and resolves its kernels.
+fn build_program(generated: Generated, device: Device) -> Result<Program> {
+    let Generated { lowered, kernels, launches, plan, output_code } = generated;
     match device {
         Device::Cpu => {
             let library = if kernels.is_empty() {
@@ -112,12 +119,17 @@ fn build_program(generated: Generated, device: Device) -> Result<CpuProgram> {
             } else {
                 Some(CCompiler::detect()?.compile(&output_code.module_source(&codegen::c::prelude()))?)
             };
-            CpuProgram::new(&lowered, &kernels, &plan, library)
+            Ok(Program::Cpu(CpuProgram::new(&lowered, &kernels, &plan, library)?))
         }
-        Device::Cuda(i) => Err(Error::Backend {
-            backend: "inductor".into(),
-            message: format!("cuda:{i} graphs need the CUDA runtime, which this build does not have yet"),
-        }),
+        Device::Cuda(ordinal) => {
+            let gpu = CudaDevice::get(ordinal)?;
+            let module = if kernels.is_empty() {
+                None
+            } else {
+                Some(gpu.load(&output_code.module_source(&codegen::cuda::prelude()))?)
+            };
+            Ok(Program::Cuda(CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module)?))
+        }
     }
 }
 
@@ -145,13 +157,13 @@ pub(crate) struct Specializations {
     graph: Graph,
     device: Device,
     config: Config,
-    programs: Mutex<HashMap<Vec<usize>, Arc<CpuProgram>>>,
+    programs: Mutex<HashMap<Vec<usize>, Arc<Program>>>,
 }
 
 impl Specializations {
     /// The program for the sizes of `inputs`, built (and compiled if its source is new) on first
     /// use.
-    pub(crate) fn program_for(&self, inputs: &[Tensor]) -> Result<Arc<CpuProgram>> {
+    pub(crate) fn program_for(&self, inputs: &[Tensor]) -> Result<Arc<Program>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
         let bindings = self
             .graph
@@ -168,18 +180,22 @@ impl Specializations {
     }
 }
 
-/// A kernel's source for `device`, from the configured printer or the engine's own.
-fn print(k: &Kernel, device: Device, config: &Config) -> String {
+/// A kernel's source for `device`, from the configured printer or the engine's own, and how it
+/// is launched on a GPU.
+fn print(k: &Kernel, device: Device, config: &Config) -> (String, Launch) {
     let p = &config.printers;
     let pointwise = matches!(k.body, KernelBody::Pointwise(_));
     match device {
         Device::Cpu => match (pointwise, p.pointwise_c, p.reduction_c) {
-            (true, Some(print), _) | (false, _, Some(print)) => print(k),
-            _ => codegen::c::kernel(k),
+            (true, Some(print), _) | (false, _, Some(print)) => (print(k), Launch::GRID_STRIDE),
+            _ => (codegen::c::kernel(k), Launch::GRID_STRIDE),
         },
         Device::Cuda(_) => match (pointwise, p.pointwise_cuda) {
-            (true, Some(print)) => print(k),
-            _ => codegen::cuda::kernel(k).source,
+            (true, Some(print)) => (print(k), Launch::GRID_STRIDE),
+            _ => {
+                let printed = codegen::cuda::kernel(k);
+                (printed.source, printed.launch)
+            }
         },
     }
 }

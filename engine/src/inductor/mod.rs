@@ -48,7 +48,7 @@ use crate::tensor::Tensor;
 /// program per binding of its sizes).
 pub struct CompiledModule {
     output_code: OutputCode,
-    program: std::sync::Arc<runtime::CpuProgram>,
+    program: std::sync::Arc<runtime::Program>,
     dynamic: Option<compile_fx::Specializations>,
 }
 

@@ -322,6 +322,13 @@ fn access(graph: &LoweredGraph, group: &LoopKind, reader: &IrNode, p: usize, ind
         LoopKind::Reduction { shape, dim } => (shape.as_slice(), Some(*dim)),
         LoopKind::Extern => return Access::Other,
     };
+    // A per-row value is computed once per row, outside the loops over the row's elements, so it
+    // cannot take an element's value from a register, even where a row has a single element.
+    let per_row = |n: &IrNode| dim.is_some() && !matches!(n.body, NodeBody::Reduction { .. }) && n.shape != full;
+    let per_element = |n: &IrNode| !matches!(n.body, NodeBody::Reduction { .. }) && !per_row(n);
+    if per_row(reader) && per_element(producer) {
+        return Access::Other;
+    }
     let (Some(read), Some(written)) =
         (embed(index, reader.iteration_shape(), full, dim), store_index(producer, full, dim))
     else {
@@ -330,8 +337,8 @@ fn access(graph: &LoweredGraph, group: &LoopKind, reader: &IrNode, p: usize, ind
     if read != written {
         return Access::Other;
     }
-    let per_row = dim.is_some_and(|d| full[d] != 1 && written.coeffs[d] == 0);
-    if per_row { Access::RowValue } else { Access::SameElement }
+    let row_value = dim.is_some_and(|d| full[d] != 1 && written.coeffs[d] == 0);
+    if row_value { Access::RowValue } else { Access::SameElement }
 }
 
 /// Where a group member stores its value, over the group's coordinates: elements at their dense

@@ -100,13 +100,16 @@ impl Program {
                 8 if a.rank() == 2 => a.t()?,
                 9 if a.rank() > 0 && a.shape()[0] > 1 => a.slice(0, 1, a.shape()[0], 2)?,
                 10 => a.reshape(&[a.numel()])?,
+                // Parameters live where the program's inputs do.
                 11 if a.rank() > 0 => {
                     let d = a.shape()[a.rank() - 1];
-                    a.layer_norm(&Tensor::uniform(&[d], 0.5, 1.5, 7), &Tensor::uniform(&[d], -1.0, 1.0, 8), 1e-5)?
+                    let weight = Tensor::uniform(&[d], 0.5, 1.5, 7).to(a.device())?;
+                    a.layer_norm(&weight, &Tensor::uniform(&[d], -1.0, 1.0, 8).to(a.device())?, 1e-5)?
                 }
                 12 if a.rank() == 2 => {
                     let k = a.shape()[1];
-                    a.matmul(&Tensor::uniform(&[k, 1 + step.variant as usize % 9], -0.5, 0.5, 9))?.tanh()?
+                    let weight = Tensor::uniform(&[k, 1 + step.variant as usize % 9], -0.5, 0.5, 9).to(a.device())?;
+                    a.matmul(&weight)?.tanh()?
                 }
                 _ => continue,
             };

@@ -39,7 +39,7 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
     let x = contiguous(data, layout);
     for_each_line(&x, layout.shape(), dim, |src, dst, i, inner| {
         let line = || src.iter().skip(i).step_by(inner);
-        let max = line().fold(f32::NEG_INFINITY, |m, &v| if m.is_nan() || v > m { v } else { m });
+        let max = line().fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
         let sum: f32 = line().map(|&v| (v - max).exp()).sum();
         let log_sum = sum.ln();
         for (d, &v) in dst.iter_mut().skip(i).step_by(inner).zip(line()) {

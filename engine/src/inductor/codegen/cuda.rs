@@ -43,6 +43,11 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// 256-thread blocks and one element per thread up to a cap: how a kernel printed by a
+    /// replacement printer (see [`crate::inductor::Printers`]) is launched; it loops over `x`
+    /// with a grid stride.
+    pub const GRID_STRIDE: Launch = Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } };
+
     /// Blocks to launch for `xnumel` on a device with `sm_count` multiprocessors: enough to
     /// cover the work, capped at a few waves (the kernels' loops stride over the rest).
     pub fn grid_size(&self, xnumel: usize, sm_count: u32) -> u32 {

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use super::index::FlatIndex;
 use super::ir::PointwiseOp;
 use super::kernel::{Combine, Kernel, KernelBody, Phase, Stmt, Value};
-use crate::op::{BinaryOp, UnaryOp};
+use crate::op::UnaryOp;
 
 /// Which language a printer writes; CUDA C is C with a few spellings changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,60 +34,26 @@ pub fn constant(v: f32, dialect: Dialect) -> String {
     }
 }
 
-/// The C expression of `op` applied to the already-printed operands.
+/// The C expression of `op` applied to the already-printed operands: the op catalogue's own C
+/// spelling (the one the eager CUDA kernels use), so compiled and eager code compute alike.
 pub fn op_expr(op: &PointwiseOp, args: &[String], dialect: Dialect) -> String {
-    let a = || args[0].as_str();
-    let b = || args[1].as_str();
-    let compare = |sym: &str| format!("({} {sym} {} ? 1.0f : 0.0f)", a(), b());
     match op {
-        PointwiseOp::Copy => a().to_string(),
-        // The op's own function, whose source the module includes (see `custom_sources`).
+        PointwiseOp::Copy => args[0].clone(),
+        PointwiseOp::Where => format!("({} != 0.0f ? {} : {})", args[0], args[1], args[2]),
+        // The op's own function, whose source the module includes.
         PointwiseOp::Custom(custom) => format!("{}({})", custom.function(), args.join(", ")),
-        PointwiseOp::Where => format!("({} != 0.0f ? {} : {})", a(), b(), args[2]),
-        PointwiseOp::Unary(u) => match *u {
-            UnaryOp::Neg => format!("-{}", a()),
-            UnaryOp::Exp => format!("expf({})", a()),
-            UnaryOp::Log => format!("logf({})", a()),
-            UnaryOp::Sqrt => format!("sqrtf({})", a()),
-            UnaryOp::Rsqrt if dialect == Dialect::Cuda => format!("rsqrtf({})", a()),
-            UnaryOp::Rsqrt => format!("1.0f / sqrtf({})", a()),
-            UnaryOp::Sin => format!("sinf({})", a()),
-            UnaryOp::Cos => format!("cosf({})", a()),
-            UnaryOp::Tanh => format!("tanhf({})", a()),
-            UnaryOp::Erf => format!("erff({})", a()),
-            UnaryOp::Abs => format!("fabsf({})", a()),
-            // A select rather than `fmaxf`: GCC cannot vectorise `fmaxf` on x86 without
-            // fast-math, and a NaN gives 0 either way, as the eager kernel does.
-            UnaryOp::Relu if dialect == Dialect::C => format!("({0} > 0.0f ? {0} : 0.0f)", a()),
-            UnaryOp::Relu => format!("fmaxf({}, 0.0f)", a()),
-            UnaryOp::Sigmoid => format!("1.0f / (1.0f + expf(-{}))", a()),
-            UnaryOp::Gelu => format!("0.5f * {0} * (1.0f + erff({0} * 0.70710677f))", a()),
-        },
-        PointwiseOp::Binary(op) => match *op {
-            BinaryOp::Add => format!("{} + {}", a(), b()),
-            BinaryOp::Sub => format!("{} - {}", a(), b()),
-            BinaryOp::Mul => format!("{} * {}", a(), b()),
-            BinaryOp::Div => format!("{} / {}", a(), b()),
-            BinaryOp::Maximum => format!("maximum({}, {})", a(), b()),
-            BinaryOp::Minimum => format!("minimum({}, {})", a(), b()),
-            BinaryOp::Pow => format!("powf({}, {})", a(), b()),
-            BinaryOp::Eq => compare("=="),
-            BinaryOp::Ne => compare("!="),
-            BinaryOp::Lt => compare("<"),
-            BinaryOp::Le => compare("<="),
-            BinaryOp::Gt => compare(">"),
-            BinaryOp::Ge => compare(">="),
-        },
+        // A select rather than `fmaxf`: GCC cannot vectorise `fmaxf` on x86 without fast-math,
+        // and a NaN gives 0 either way, as the eager kernels do.
+        PointwiseOp::Unary(UnaryOp::Relu) if dialect == Dialect::C => format!("({0} > 0.0f ? {0} : 0.0f)", args[0]),
+        PointwiseOp::Unary(u) => u.c_expr(&args[0]),
+        PointwiseOp::Binary(b) => b.c_expr(&args[0], &args[1]),
     }
 }
 
-/// The NaN-propagating `maximum`/`minimum` every kernel file defines (C's `fmaxf` drops NaNs;
-/// `torch.maximum` keeps them). `qualifier` is `static inline` or `__device__ __forceinline__`.
+/// The NaN-propagating `maximum` every kernel file defines for max reductions (C's `fmaxf` drops
+/// NaNs; `torch.amax` keeps them). `qualifier` is `static inline` or `__device__ __forceinline__`.
 pub fn helper_functions(qualifier: &str) -> String {
-    format!(
-        "{qualifier} float maximum(float a, float b) {{ return (a > b || a != a) ? a : b; }}\n\
-         {qualifier} float minimum(float a, float b) {{ return (a < b || a != a) ? a : b; }}\n"
-    )
+    format!("{qualifier} float maximum(float a, float b) {{ return (a > b || a != a) ? a : b; }}\n")
 }
 
 /// The value a reduction's accumulator starts from.

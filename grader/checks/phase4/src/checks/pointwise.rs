@@ -2,10 +2,11 @@
 //! compiler or NVRTC inside a real Inductor compilation, compute what eager execution computes,
 //! on random programs whose sizes are rarely multiples of the vector width.
 
-use engine::backends::Inductor;
-use engine::inductor::{Config, Printers};
+use engine::backends::{CompiledGraph, Inductor};
+use engine::bench::Bench;
+use engine::inductor::{Config, Printers, compile_fx};
 use engine::{Device, Tensor};
-use grader_harness::{CheckResult, Context, Failure, for_all};
+use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all};
 
 use super::support::{PointwiseProgram, capture, matches_eager};
 use crate::subject::{pointwise_c, pointwise_cuda};
@@ -30,25 +31,64 @@ pub fn pointwise_c_matches_eager(ctx: &Context) -> CheckResult {
 
 /// The CUDA C `pointwise_cuda` prints for a small model, printed without a GPU: a learner who has
 /// not started yet reads "not started" here, on any machine.
-fn print_sample() -> Result<String, Failure> {
+fn print_sample() -> Result<(), Failure> {
     let model = |t: Vec<Tensor>| t[0].add(&t[1])?.relu()?.mul(2.0);
     let inputs = [Tensor::randn(&[1000], 0), Tensor::randn(&[1000], 1)];
-    let config = Config {
-        printers: Printers { pointwise_cuda: Some(pointwise_cuda), ..Printers::default() },
-        ..Config::default()
-    };
-    let code = engine::inductor::generate(&capture(&model, &inputs)?, Device::Cuda(0), &config)?;
-    Ok(code.kernels.iter().map(|k| k.source.clone()).collect())
+    engine::inductor::generate(&capture(&model, &inputs)?, Device::Cuda(0), &with_cuda_printer_config())?;
+    Ok(())
+}
+
+fn with_cuda_printer_config() -> Config {
+    Config { printers: Printers { pointwise_cuda: Some(pointwise_cuda), ..Printers::default() }, ..Config::default() }
+}
+
+/// The GPU to check on, or a skip saying why there is none.
+fn gpu() -> Result<Device, Failure> {
+    match engine::device::cuda::unavailable_reason() {
+        None => Ok(Device::Cuda(0)),
+        Some(reason) => Err(Failure::skip(format!("needs a GPU: {reason}"))),
+    }
 }
 
 /// Random pointwise programs compiled with `pointwise_cuda` match eager (on a GPU).
-pub fn pointwise_cuda_matches_eager(_: &Context) -> CheckResult {
+pub fn pointwise_cuda_matches_eager(ctx: &Context) -> CheckResult {
     print_sample()?;
-    Err(Failure::skip("needs a GPU: this engine runs generated CUDA C only where a CUDA device is available"))
+    let device = gpu()?;
+    let cases = 24;
+    for_all(ctx, cases, PointwiseProgram::strategy(), |program| {
+        let inputs = program.inputs(ctx.seed).iter().map(|t| t.to(device)).collect::<engine::Result<Vec<_>>>()?;
+        let inductor = Inductor::with_config(with_cuda_printer_config());
+        matches_eager("the compiled program's output", inductor, &|t| program.run(t), &inputs).map(|_| ())
+    })?;
+    Ok(format!("{cases} random pointwise programs compiled with your CUDA C match eager on the GPU"))
 }
 
-/// The kernel `pointwise_cuda` prints moves memory at 80% or more of the engine's own (on a GPU).
-pub fn pointwise_cuda_bandwidth(_: &Context) -> CheckResult {
+/// The kernel `pointwise_cuda` prints moves memory at 80% or more of the engine's own (on a GPU):
+/// add-ReLU-mul over 16 M floats, both timed by the grader with CUDA events, interleaved.
+pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
     print_sample()?;
-    Err(Failure::skip("needs a GPU: this engine runs generated CUDA C only where a CUDA device is available"))
+    let device = gpu()?;
+    let n = 1 << 24;
+    let inputs = [Tensor::randn(&[n], ctx.seed).to(device)?, Tensor::randn(&[n], ctx.seed + 1).to(device)?];
+    let model = |t: Vec<Tensor>| t[0].add(&t[1])?.relu()?.mul(2.0);
+    let graph = capture(&model, &inputs)?;
+    let yours = compile_fx(&graph, &with_cuda_printer_config())?;
+    let reference = compile_fx(&graph, &Config::default())?;
+    let expected = model(inputs.to_vec())?;
+    assert_close("your kernel's output", &yours.run(&inputs)?[0], &expected, Tolerance::F32)?;
+    let bench = Bench::new(device).warmup(3).samples(25);
+    let mut run_yours = || yours.run(&inputs).map(drop);
+    let mut run_reference = || reference.run(&inputs).map(drop);
+    let t = bench.run_interleaved(&mut [&mut run_reference, &mut run_yours])?;
+    let bytes = 12.0 * n as f64;
+    let (theirs, mine) = (bytes / t[0].median() / 1e9, bytes / t[1].median() / 1e9);
+    let ratio = mine / theirs;
+    ensure(ratio >= 0.8, || {
+        format!(
+            "your kernel moves {mine:.0} GB/s, {:.0}% of the engine's {theirs:.0} GB/s (needs 80%); are consecutive \
+             threads reading consecutive elements?",
+            100.0 * ratio
+        )
+    })?;
+    Ok(format!("{mine:.0} GB/s, {:.0}% of the engine's kernel ({theirs:.0} GB/s)", 100.0 * ratio))
 }

@@ -1,0 +1,114 @@
+//! Running a compiled graph: what the generated `call` function does in TorchInductor's output
+//! module. Every decision (buffers, slots, kernel arguments, launch shapes) was made at compile
+//! time; a call checks its inputs, walks the steps and wraps the results as tensors.
+//!
+//! [`cpu`] calls the kernels of a shared library built by the system C compiler; [`cuda`]
+//! launches the kernels of a CUBIN built by NVRTC on the device's stream. What they share is here.
+
+pub(crate) mod cpu;
+pub(crate) mod cuda;
+
+use std::sync::Arc;
+
+use super::ir::{BufferName, GraphInput, View};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::tensor::{Concrete, Storage, Tensor};
+
+/// A compiled graph ready to run on its device.
+pub(crate) enum Program {
+    /// Kernels in a loaded shared library.
+    Cpu(cpu::CpuProgram),
+    /// Kernels in a loaded CUDA module.
+    Cuda(cuda::CudaProgram),
+}
+
+impl Program {
+    /// Runs the plan on `inputs`, which must have the shapes and strides it was compiled for.
+    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        match self {
+            Program::Cpu(p) => p.run(inputs),
+            Program::Cuda(p) => p.run(inputs),
+        }
+    }
+}
+
+fn mismatch(message: String) -> Error {
+    Error::Backend { backend: "inductor".into(), message }
+}
+
+/// Each input's concrete parts, after checking it is what the code was generated for: the
+/// number of inputs, their shapes and strides (the kernels' indexing relies on them), their
+/// device.
+pub(crate) fn check_inputs<'t>(
+    expected: &[GraphInput],
+    inputs: &'t [Tensor],
+    device: Device,
+) -> Result<Vec<&'t Concrete>> {
+    if inputs.len() != expected.len() {
+        return Err(mismatch(format!("the compiled graph takes {} inputs, got {}", expected.len(), inputs.len())));
+    }
+    inputs
+        .iter()
+        .zip(expected)
+        .map(|(t, expected)| {
+            let Some(concrete) = t.concrete() else {
+                return Err(mismatch(format!("input `{}` is symbolic; pass a concrete tensor", expected.name)));
+            };
+            if t.shape() != expected.shape || concrete.layout.strides() != expected.strides {
+                return Err(mismatch(format!(
+                    "input `{}` has shape {:?} and strides {:?}, but the code was generated for shape {:?} and \
+                     strides {:?}; compile again for this layout",
+                    expected.name,
+                    t.shape(),
+                    concrete.layout.strides(),
+                    expected.shape,
+                    expected.strides
+                )));
+            }
+            if t.device() != device {
+                return Err(mismatch(format!(
+                    "input `{}` is on {}, but the code was compiled for {device}; move it with `.to({device})`",
+                    expected.name,
+                    t.device()
+                )));
+            }
+            Ok(concrete)
+        })
+        .collect()
+}
+
+/// A view of a graph input as a tensor sharing the caller's storage (views are relative to the
+/// input's first element).
+pub(crate) fn input_view(input: &Concrete, view: &View) -> Tensor {
+    let l = &view.layout;
+    let layout = Layout::new(l.shape().to_vec(), l.strides().to_vec(), input.layout.offset() + l.offset());
+    Tensor::from_concrete(input.storage.clone(), layout)
+}
+
+/// The returned tensors: views of inputs share the caller's storage; each slot returned becomes
+/// one storage, shared by every view of it. `slot_of` maps a node to its slot; `storage` takes
+/// a slot's memory.
+pub(crate) fn outputs<M>(
+    views: &[View],
+    inputs: &[&Concrete],
+    slot_of: &[Option<usize>],
+    slots: &mut [Option<M>],
+    storage: impl Fn(M) -> Storage,
+) -> Vec<Tensor> {
+    let mut shared: Vec<Option<Arc<Storage>>> = vec![None; slots.len()];
+    views
+        .iter()
+        .map(|view| match view.buffer {
+            BufferName::Input(i) => input_view(inputs[i], view),
+            BufferName::Node(n) => {
+                let slot = slot_of[n].expect("returned buffers have a slot");
+                let taken = shared[slot].get_or_insert_with(|| {
+                    Arc::new(storage(slots[slot].take().expect("a returned buffer was computed")))
+                });
+                Tensor::from_concrete(taken.clone(), view.layout.clone())
+            }
+        })
+        .collect()
+}
