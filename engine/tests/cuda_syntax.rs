@@ -78,7 +78,8 @@ fn wide_rows_vector_paths_and_looped_rows_are_valid() {
     if !has_cxx() {
         return;
     }
-    let cases: Vec<(fn(Vec<Tensor>) -> engine::Result<Tensor>, Vec<Vec<usize>>)> = vec![
+    type Model = fn(Vec<Tensor>) -> engine::Result<Tensor>;
+    let cases: Vec<(Model, Vec<Vec<usize>>)> = vec![
         (|t| t[0].softmax(-1), vec![vec![8, 4096]]),
         (|t| t[0].softmax(-1), vec![vec![2, 20000]]),
         (|t| t[0].layer_norm(&t[1], &t[2], 1e-5), vec![vec![8, 1024], vec![1024], vec![1024]]),
