@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::compiled::CompileStats;
-use super::guards::{GuardFailure, Guards};
+use super::guards::{GuardFailure, Guards, first_difference};
 use super::options::Options;
 use crate::backends::CompiledGraph;
 use crate::error::{Result, SourceLocation};
@@ -105,25 +105,25 @@ impl Cache {
             }
         };
         let frame = &mut frames[frame_index];
+        // Each set of dynamic dims is re-traced once per call at most; a static trace is compared
+        // as it is.
         let mut generalized: Vec<(Vec<Vec<usize>>, Graph)> = Vec::new();
-        let mut generalize = |dims: &[Vec<usize>]| -> std::result::Result<Graph, String> {
-            if let Some((_, graph)) = generalized.iter().find(|(d, _)| d == dims) {
-                return Ok(graph.clone());
+        let mut compare = |dims: &[Vec<usize>], cached: &Graph| -> std::result::Result<Option<String>, String> {
+            if dims.iter().all(Vec::is_empty) {
+                return Ok(first_difference(cached, &traced.graph));
             }
-            let graph = if dims.iter().all(Vec::is_empty) {
-                traced.graph.clone()
-            } else {
-                traced
-                    .graph
-                    .with_dynamic_dims(dims)
-                    .map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))?
+            let index = match generalized.iter().position(|(d, _)| d == dims) {
+                Some(i) => i,
+                None => {
+                    generalized.push((dims.to_vec(), generalize(traced, dims)?));
+                    generalized.len() - 1
+                }
             };
-            generalized.push((dims.to_vec(), graph.clone()));
-            Ok(graph)
+            Ok(first_difference(cached, &generalized[index].1))
         };
         let mut failures: Vec<(usize, GuardFailure)> = Vec::new();
         for (e, entry) in frame.entries.iter().enumerate().rev() {
-            match entry.guards.check(&entry.graph, inputs, &mut generalize) {
+            match entry.guards.check(&entry.graph, inputs, &mut compare) {
                 Ok(()) => {
                     stats.cache_hits += 1;
                     return Ok(entry.compiled.clone());
@@ -169,7 +169,7 @@ impl Cache {
             logs::log(Artifact::Recompiles, || lines.join("\n"));
         }
         let marking = frame.marking(traced, options);
-        let graph = generalize(&marking)
+        let graph = generalize(traced, &marking)
             .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
         let guards = Guards::new(&graph, traced, inputs, marking);
         let e = frame.entries.len();
@@ -185,4 +185,12 @@ impl Cache {
         frame.entries.push(Entry { graph, guards, compiled: compiled.clone() });
         Ok(compiled)
     }
+}
+
+/// The trace's graph with `dims` of each input symbolic (the graph itself when none are).
+fn generalize(traced: &Traced, dims: &[Vec<usize>]) -> std::result::Result<Graph, String> {
+    if dims.iter().all(Vec::is_empty) {
+        return Ok(traced.graph.clone());
+    }
+    traced.graph.with_dynamic_dims(dims).map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))
 }
