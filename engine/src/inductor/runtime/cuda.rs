@@ -7,45 +7,23 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{check_inputs, input_view, outputs};
+use super::{Run, check_inputs, input_view, outputs, run_fallback, steps};
 use crate::device::Device;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
-use crate::error::{Error, Result, SourceLocation};
+use crate::error::{Error, Result};
 use crate::inductor::codegen::cuda::Launch;
-use crate::inductor::ir::{BufferName, FallbackArg, GraphInput, LoweredGraph, NodeBody, View};
+use crate::inductor::ir::{BufferName, GraphInput, LoweredGraph, View};
 use crate::inductor::kernel::Kernel;
-use crate::inductor::wrapper::{CallPlan, Step};
+use crate::inductor::wrapper::CallPlan;
 use crate::layout::Layout;
 use crate::op::Op;
-use crate::tensor::{Concrete, Operand, Storage, Tensor};
+use crate::tensor::{Concrete, Storage, Tensor};
 
-enum CudaStep {
-    /// Fresh memory for a slot (a reused slot needs no step); every kernel writes all of its
-    /// output, so it is not zeroed.
-    Alloc {
-        slot: usize,
-        len: usize,
-    },
-    Launch {
-        name: String,
-        function: CudaFunction,
-        args: Vec<BufferName>,
-        xnumel: i64,
-        config: LaunchConfig,
-    },
-    Matmul {
-        a: View,
-        b: View,
-        out: usize,
-        shape: Vec<usize>,
-    },
-    /// An op run by the eager dispatcher on tensors copied from the planned buffers.
-    Fallback {
-        op: Op,
-        args: Vec<FallbackArg>,
-        out: usize,
-        location: SourceLocation,
-    },
+/// A kernel as launched: its name (for errors), the function, and the launch shape.
+pub(crate) struct Launched {
+    name: String,
+    function: CudaFunction,
+    config: LaunchConfig,
 }
 
 /// A compiled graph ready to run on one GPU.
@@ -54,7 +32,7 @@ pub(crate) struct CudaProgram {
     /// Keeps the kernels loaded while their functions are in `steps`.
     _module: Option<Arc<Module>>,
     inputs: Vec<GraphInput>,
-    steps: Vec<CudaStep>,
+    steps: Vec<Run<Launched>>,
     slot_of: Vec<Option<usize>>,
     slot_count: usize,
     outputs: Vec<View>,
@@ -75,47 +53,17 @@ impl CudaProgram {
         module: Option<Arc<Module>>,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
-        let mut steps = Vec::new();
-        for step in &plan.steps {
-            steps.push(match step {
-                Step::Alloc { reuses: Some(_), .. } => continue,
-                Step::Alloc { buffer, reuses: None } => {
-                    let slot = plan.slot_of[*buffer].expect("allocated buffers have a slot");
-                    CudaStep::Alloc { slot, len: plan.slot_sizes[slot] }
-                }
-                Step::Kernel { kernel } => {
-                    let (k, launch) = (&kernels[*kernel], launches[*kernel]);
-                    let module = module.as_ref().expect("a plan with kernels has a module");
-                    let config = LaunchConfig {
-                        grid_dim: (launch.grid_size(k.xnumel, sm_count), 1, 1),
-                        block_dim: (launch.block, 1, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    CudaStep::Launch {
-                        name: k.name.clone(),
-                        function: module.function(&k.name)?,
-                        args: k.args.iter().map(|a| a.buffer).collect(),
-                        xnumel: k.xnumel as i64,
-                        config,
-                    }
-                }
-                Step::Extern { node } => {
-                    let n = &graph.nodes[*node];
-                    match &n.body {
-                        NodeBody::Matmul { a, b } => {
-                            CudaStep::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: n.shape.clone() }
-                        }
-                        NodeBody::Fallback { op, args } => CudaStep::Fallback {
-                            op: op.clone(),
-                            args: args.clone(),
-                            out: *node,
-                            location: n.location.unwrap_or(SourceLocation::caller()),
-                        },
-                        _ => unreachable!("extern steps run extern nodes"),
-                    }
-                }
-            });
-        }
+        let steps = steps(graph, plan, |kernel| {
+            let (k, launch) = (&kernels[kernel], launches[kernel]);
+            let module = module.as_ref().expect("a plan with kernels has a module");
+            let config = LaunchConfig {
+                grid_dim: (launch.grid_size(k.xnumel, sm_count), 1, 1),
+                block_dim: (launch.block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let launched = Launched { name: k.name.clone(), function: module.function(&k.name)?, config };
+            Ok((launched, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
+        })?;
         Ok(CudaProgram {
             device,
             _module: module,
@@ -157,10 +105,10 @@ impl CudaProgram {
         let mut slots: Vec<Option<CudaBuffer>> = (0..self.slot_count).map(|_| None).collect();
         for step in &self.steps {
             match step {
-                CudaStep::Alloc { slot, len } => {
+                Run::Alloc { slot, len } => {
                     slots[*slot] = Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
                 }
-                CudaStep::Launch { name, function, args, xnumel, config } => {
+                Run::Kernel { kernel: Launched { name, function, config }, args, xnumel } => {
                     let ptrs: Vec<u64> = args
                         .iter()
                         .map(|b| match b {
@@ -183,7 +131,7 @@ impl CudaProgram {
                     // generated for, which `check_inputs` and the plan's slot sizes guarantee.
                     unsafe { launch.launch(*config) }.map_err(|e| failed(&format!("launching {name}"), e))?;
                 }
-                CudaStep::Matmul { a, b, out, shape } => {
+                Run::Matmul { a, b, out, shape } => {
                     let (ab, al) = self.view_buffer(a, &concrete, &slots);
                     let (bb, bl) = self.view_buffer(b, &concrete, &slots);
                     let operands = [
@@ -195,8 +143,9 @@ impl CudaProgram {
                     // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.
                     slots[self.slot(*out)] = Some(product);
                 }
-                CudaStep::Fallback { op, args, out, location } => {
-                    let value = self.fallback(op, args, &concrete, &slots, *location)?;
+                Run::Fallback { op, args, out, location } => {
+                    let value =
+                        run_fallback(op, args, *location, |view| self.fallback_operand(view, &concrete, &slots))?;
                     slots[self.slot(*out)] = Some(
                         CudaBuffer::from_host(&self.device, &value).map_err(|e| failed("a fallback's result", e))?,
                     );
@@ -206,40 +155,18 @@ impl CudaProgram {
         Ok(outputs(&self.outputs, &concrete, &self.slot_of, &mut slots, Storage::Cuda))
     }
 
-    /// Runs `op` eagerly on copies of its operands and returns its value, read back to the host:
-    /// slow, and only for ops Inductor has no lowering for.
-    fn fallback(
-        &self,
-        op: &Op,
-        args: &[FallbackArg],
-        concrete: &[&Concrete],
-        slots: &[Option<CudaBuffer>],
-        location: SourceLocation,
-    ) -> Result<Vec<f32>> {
-        let tensors = args
-            .iter()
-            .map(|a| match a {
-                FallbackArg::Tensor(view) => Ok(Some(match view.buffer {
-                    BufferName::Input(i) => input_view(concrete[i], view),
-                    BufferName::Node(_) => {
-                        let (buffer, layout) = self.view_buffer(view, concrete, slots);
-                        let mut copy = CudaBuffer::alloc(&self.device, buffer.len())
-                            .map_err(|e| failed("a fallback's operand", e))?;
-                        copy.copy_from(buffer).map_err(|e| failed("a fallback's operand", e))?;
-                        Tensor::from_concrete(Arc::new(Storage::Cuda(copy)), layout)
-                    }
-                })),
-                FallbackArg::Scalar(_) => Ok(None),
-            })
-            .collect::<Result<Vec<Option<Tensor>>>>()?;
-        let operands: Vec<Operand> = args
-            .iter()
-            .zip(&tensors)
-            .map(|(a, t)| match (a, t) {
-                (FallbackArg::Scalar(v), _) => Operand::Scalar(*v),
-                (FallbackArg::Tensor(_), t) => Operand::Tensor(t.as_ref().expect("made above")),
-            })
-            .collect();
-        op.apply(&operands, location)?.to_vec()
+    /// A fallback's operand: graph inputs are shared, planned buffers copied (the eager kernels
+    /// take tensors, not slots). Fallbacks are slow, and only for ops with no lowering.
+    fn fallback_operand(&self, view: &View, concrete: &[&Concrete], slots: &[Option<CudaBuffer>]) -> Result<Tensor> {
+        Ok(match view.buffer {
+            BufferName::Input(i) => input_view(concrete[i], view),
+            BufferName::Node(_) => {
+                let (buffer, layout) = self.view_buffer(view, concrete, slots);
+                let mut copy =
+                    CudaBuffer::alloc(&self.device, buffer.len()).map_err(|e| failed("a fallback's operand", e))?;
+                copy.copy_from(buffer).map_err(|e| failed("a fallback's operand", e))?;
+                Tensor::from_concrete(Arc::new(Storage::Cuda(copy)), layout)
+            }
+        })
     }
 }

@@ -10,11 +10,13 @@ pub(crate) mod cuda;
 
 use std::sync::Arc;
 
-use super::ir::{BufferName, GraphInput, View};
+use super::ir::{BufferName, FallbackArg, GraphInput, LoweredGraph, NodeBody, View};
+use super::wrapper::{CallPlan, Step};
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
-use crate::tensor::{Concrete, Storage, Tensor};
+use crate::op::Op;
+use crate::tensor::{Concrete, Operand, Storage, Tensor};
 
 /// A compiled graph ready to run on its device.
 pub(crate) enum Program {
@@ -32,6 +34,82 @@ impl Program {
             Program::Cuda(p) => p.run(inputs),
         }
     }
+}
+
+/// A step of the plan as a runtime runs it; `K` is the device's resolved kernel.
+pub(crate) enum Run<K> {
+    /// Fresh memory of `len` elements for `slot` (a reused slot needs no step).
+    Alloc { slot: usize, len: usize },
+    /// A generated kernel on its arguments.
+    Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
+    /// The library matmul of two views into node `out`'s buffer.
+    Matmul { a: View, b: View, out: usize, shape: Vec<usize> },
+    /// An op run by the eager dispatcher on tensors made from the planned buffers.
+    Fallback { op: Op, args: Vec<FallbackArg>, out: usize, location: SourceLocation },
+}
+
+/// The plan's steps for a runtime, with each kernel resolved by `resolve(kernel index)`.
+pub(crate) fn steps<K>(
+    graph: &LoweredGraph,
+    plan: &CallPlan,
+    mut resolve: impl FnMut(usize) -> Result<(K, Vec<BufferName>, i64)>,
+) -> Result<Vec<Run<K>>> {
+    let mut steps = Vec::new();
+    for step in &plan.steps {
+        steps.push(match step {
+            Step::Alloc { reuses: Some(_), .. } => continue,
+            Step::Alloc { buffer, reuses: None } => {
+                let slot = plan.slot_of[*buffer].expect("allocated buffers have a slot");
+                Run::Alloc { slot, len: plan.slot_sizes[slot] }
+            }
+            Step::Kernel { kernel } => {
+                let (kernel, args, xnumel) = resolve(*kernel)?;
+                Run::Kernel { kernel, args, xnumel }
+            }
+            Step::Extern { node } => {
+                let n = &graph.nodes[*node];
+                match &n.body {
+                    NodeBody::Matmul { a, b } => {
+                        Run::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: n.shape.clone() }
+                    }
+                    NodeBody::Fallback { op, args } => Run::Fallback {
+                        op: op.clone(),
+                        args: args.clone(),
+                        out: *node,
+                        location: n.location.unwrap_or(SourceLocation::caller()),
+                    },
+                    _ => unreachable!("extern steps run extern nodes"),
+                }
+            }
+        });
+    }
+    Ok(steps)
+}
+
+/// Runs a fallback's `op` eagerly and returns its value on the host; `tensor` makes the
+/// tensor for one view argument.
+pub(crate) fn run_fallback(
+    op: &Op,
+    args: &[FallbackArg],
+    location: SourceLocation,
+    mut tensor: impl FnMut(&View) -> Result<Tensor>,
+) -> Result<Vec<f32>> {
+    let tensors = args
+        .iter()
+        .map(|a| match a {
+            FallbackArg::Tensor(view) => tensor(view).map(Some),
+            FallbackArg::Scalar(_) => Ok(None),
+        })
+        .collect::<Result<Vec<Option<Tensor>>>>()?;
+    let operands: Vec<Operand> = args
+        .iter()
+        .zip(&tensors)
+        .map(|(a, t)| match (a, t) {
+            (FallbackArg::Scalar(v), _) => Operand::Scalar(*v),
+            (FallbackArg::Tensor(_), t) => Operand::Tensor(t.as_ref().expect("made above")),
+        })
+        .collect();
+    op.apply(&operands, location)?.to_vec()
 }
 
 fn mismatch(message: String) -> Error {
