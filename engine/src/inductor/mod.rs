@@ -14,6 +14,7 @@
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`] |
 //! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
+//! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
 //!
 //! ```
 //! use engine::{backends::Inductor, dynamo, Tensor};
