@@ -6,6 +6,7 @@
 //! which guard failed. When the failure is a size, that dimension becomes dynamic for the next
 //! graph (automatic dynamic shapes). Past the recompile limit, the graph runs eagerly.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -106,20 +107,19 @@ impl Cache {
         };
         let frame = &mut frames[frame_index];
         let mut generalized: Vec<(Vec<Vec<usize>>, Graph)> = Vec::new();
-        let mut generalize = |dims: &[Vec<usize>]| -> std::result::Result<Graph, String> {
-            if let Some((_, graph)) = generalized.iter().find(|(d, _)| d == dims) {
-                return Ok(graph.clone());
+        let mut generalize = |dims: &[Vec<usize>]| -> std::result::Result<Cow<'_, Graph>, String> {
+            if dims.iter().all(Vec::is_empty) {
+                return Ok(Cow::Borrowed(&traced.graph));
             }
-            let graph = if dims.iter().all(Vec::is_empty) {
-                traced.graph.clone()
-            } else {
-                traced
-                    .graph
-                    .with_dynamic_dims(dims)
-                    .map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))?
-            };
+            if let Some((_, graph)) = generalized.iter().find(|(d, _)| d == dims) {
+                return Ok(Cow::Owned(graph.clone()));
+            }
+            let graph = traced
+                .graph
+                .with_dynamic_dims(dims)
+                .map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))?;
             generalized.push((dims.to_vec(), graph.clone()));
-            Ok(graph)
+            Ok(Cow::Owned(graph))
         };
         let mut failures: Vec<(usize, GuardFailure)> = Vec::new();
         for (e, entry) in frame.entries.iter().enumerate().rev() {
@@ -170,7 +170,8 @@ impl Cache {
         }
         let marking = frame.marking(traced, options);
         let graph = generalize(&marking)
-            .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
+            .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?
+            .into_owned();
         let guards = Guards::new(&graph, traced, inputs, marking);
         let e = frame.entries.len();
         logs::log(Artifact::Graph, || format!("graph {} of `{}` ({}):\n{graph}", id(e), options.name, frame.label()));

@@ -7,6 +7,7 @@
 //! graph. The input guards come first because they explain a miss best; the last guard compares
 //! the whole trace with the cached graph, which covers constants and control flow.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::device::Device;
@@ -15,8 +16,9 @@ use crate::fx::proxy::{InputOrigin, Traced};
 use crate::fx::{Arg, Graph, Node, NodeKind};
 use crate::tensor::Tensor;
 
-/// Turns a trace's graph into its form with the given dims of each input symbolic.
-pub(crate) type Generalize<'a> = dyn FnMut(&[Vec<usize>]) -> Result<Graph, String> + 'a;
+/// Turns a trace's graph into its form with the given dims of each input symbolic (borrowed when
+/// no dim is).
+pub(crate) type Generalize<'a> = dyn FnMut(&[Vec<usize>]) -> Result<Cow<'a, Graph>, String> + 'a;
 
 /// Why a cached graph does not fit a new trace.
 #[derive(Clone, Debug)]
@@ -72,7 +74,12 @@ impl Guards {
 
     /// Checks a new trace against the cached `graph` these guards belong to. `generalize` turns
     /// the trace's graph into its form with the given dims symbolic.
-    pub fn check(&self, graph: &Graph, inputs: &[Tensor], generalize: &mut Generalize<'_>) -> Result<(), GuardFailure> {
+    pub fn check<'a>(
+        &self,
+        graph: &Graph,
+        inputs: &[Tensor],
+        generalize: &mut Generalize<'a>,
+    ) -> Result<(), GuardFailure> {
         if inputs.len() != self.inputs.len() {
             return Err(GuardFailure::new(format!(
                 "the traced code reads {} tensors, the cached graph {}",
