@@ -14,11 +14,6 @@
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-/// The pages `book/src/SUMMARY.md` lists that another engineer (`grader`) is writing. They may be
-/// missing until they land; once one exists, this test fails until it is removed from here.
-/// TODO(lead): delete this list, and its use in `check_link`, once both pages are on main.
-const PENDING_PAGES: &[&str] = &["grader.md", "phase1/exercises.md"];
-
 fn book_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../src")
 }
@@ -33,13 +28,6 @@ fn includes_links_and_code_blocks_resolve() {
     for page in &pages {
         let text = fs::read_to_string(page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
         problems.extend(check_page(&src, page, &text));
-    }
-    for pending in PENDING_PAGES {
-        if src.join(pending).exists() {
-            problems.push(format!(
-                "book/src/{pending} has landed: remove it from PENDING_PAGES in book/examples/tests/book_links.rs"
-            ));
-        }
     }
     assert!(problems.is_empty(), "the book has {} problem(s):\n{}", problems.len(), problems.join("\n"));
 }
@@ -184,8 +172,7 @@ fn link_targets(line: &str) -> Vec<String> {
     targets
 }
 
-/// A relative link must name an existing file (a pending page may be missing until it lands), and
-/// a `#fragment` on a page must name one of its headings.
+/// A relative link must name an existing file, and a `#fragment` on a page must name one of its headings.
 fn check_link(src: &Path, page: &Path, target: &str) -> Result<(), String> {
     if target.contains("://") || target.starts_with("mailto:") {
         return Ok(());
@@ -193,8 +180,7 @@ fn check_link(src: &Path, page: &Path, target: &str) -> Result<(), String> {
     let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
     let file = if path.is_empty() { page.to_path_buf() } else { normalize(&page.parent().unwrap_or(src).join(path)) };
     if !file.exists() {
-        let pending = file.strip_prefix(src).is_ok_and(|p| PENDING_PAGES.iter().any(|q| Path::new(q) == p));
-        return if pending { Ok(()) } else { Err(format!("link to `{target}`: no file {}", file.display())) };
+        return Err(format!("link to `{target}`: no file {}", file.display()));
     }
     if fragment.is_empty() || file.extension().is_none_or(|e| e != "md") {
         return Ok(());

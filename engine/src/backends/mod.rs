@@ -25,6 +25,18 @@ pub trait Backend: Send + Sync {
     fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>>;
 }
 
+/// A boxed backend is a backend, so a list of backends (`Vec<Box<dyn Backend>>`) can be handed to
+/// [`Compiled::backend`](crate::dynamo::Compiled::backend) one by one.
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        (**self).compile(graph, example_inputs)
+    }
+}
+
 /// A compiled graph: takes one tensor per placeholder, returns one per output.
 pub trait CompiledGraph: Send + Sync {
     /// Runs the compiled graph.

@@ -1,0 +1,39 @@
+//! Exercise `interpreter`: a backend that runs a graph node by node, like `torch.fx.Interpreter`.
+
+use std::collections::HashMap;
+
+use engine::backends::{Backend, CompiledGraph};
+use engine::fx::{Arg, Graph, NodeId, NodeKind};
+use engine::{Error, Operand, Result, SourceLocation, Tensor};
+
+// ANCHOR: interpret
+/// **Exercise `interpreter`, part 1.** Run `graph` on `inputs`: bind the placeholders to
+/// `inputs` in order, then walk the nodes in order, applying each call node's op
+/// ([`engine::op::Op::apply`]) to its arguments, and keep every value in an environment keyed by
+/// [`NodeId`]. Return the values of the graph's outputs, in order. A wrong number of inputs is an
+/// error, not a panic.
+///
+/// Book: `book/src/phase1/exercises.md`, section "interpreter". Check: `cargo grader check phase1`.
+pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    todo!()
+}
+// ANCHOR_END: interpret
+
+// ANCHOR: graph_interpreter
+/// **Exercise `interpreter`, part 2.** A backend whose compiled graphs run through
+/// [`interpret`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GraphInterpreter;
+
+impl Backend for GraphInterpreter {
+    fn name(&self) -> &str {
+        "interpreter"
+    }
+
+    /// Returns something that runs `graph` with [`interpret`]: a closure taking `&[Tensor]` is a
+    /// [`CompiledGraph`].
+    fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        todo!()
+    }
+}
+// ANCHOR_END: graph_interpreter

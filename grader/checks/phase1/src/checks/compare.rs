@@ -1,0 +1,58 @@
+//! Checks of `compare_backends`.
+
+use engine::backends::{AotEager, Backend, Eager};
+use engine::{Tensor, dynamo};
+use grader_harness::{CheckResult, Context, ensure, for_all, max_abs_diff};
+use proptest::prelude::*;
+
+use super::support::Probe;
+use crate::subject::{Mlp, backends, compare_backends, example_input};
+
+/// One report per backend of `backends()`, named and in order.
+pub fn reports_every_backend(ctx: &Context) -> CheckResult {
+    let (mlp, x) = (Mlp::new(ctx.seed), example_input(4, ctx.seed + 1));
+    let expected: Vec<String> = backends().iter().map(|b| b.name().to_string()).collect();
+    let reports = compare_backends(&mlp, &x, backends())?;
+    let names: Vec<&str> = reports.iter().map(|r| r.backend.as_str()).collect();
+    ensure(names == expected, || {
+        format!("expected one BackendDiff per backend, named and in this order: {expected:?}; got {names:?}")
+    })?;
+    let summary: Vec<String> = reports.iter().map(|r| format!("{} {:e}", r.backend, r.max_abs_diff)).collect();
+    Ok(format!("max |diff| against eager: {}", summary.join(", ")))
+}
+
+/// The reported differences are the real ones: checked against the grader's own measurement,
+/// on random models and batches, with a probe backend that shifts outputs by a known amount.
+pub fn differences_are_measured(ctx: &Context) -> CheckResult {
+    let cases = 12;
+    for_all(ctx, cases, (any::<u64>(), 1usize..8, 0.001f32..0.5), |(seed, batch, offset)| {
+        let (mlp, x) = (Mlp::new(seed), example_input(batch, seed ^ 1));
+        let make = || -> Vec<Box<dyn Backend>> {
+            vec![Box::new(Eager), Box::new(AotEager), Box::new(Probe::new().offset(offset))]
+        };
+        let reports = compare_backends(&mlp, &x, make())?;
+        ensure(reports.len() == 3, || {
+            format!("given 3 backends [eager, aot_eager, probe], you returned {} reports", reports.len())
+        })?;
+        let expected = mlp.forward(&x)?.to_vec()?;
+        for (report, backend) in reports.iter().zip(make()) {
+            let name = backend.name().to_string();
+            let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(backend);
+            let truth = max_abs_diff(&compiled.call(&x)?.to_vec()?, &expected);
+            let reported = report.max_abs_diff;
+            ensure(report.backend == name && (reported - truth).abs() <= 1e-6 + 1e-3 * truth, || {
+                let shifted = if name == "probe" {
+                    format!(" (a backend that adds {offset} to every output)")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "for backend `{name}`{shifted} you reported `{}` with max |diff| {reported:e}; the grader measured {truth:e}",
+                    report.backend
+                )
+            })?;
+        }
+        Ok(())
+    })?;
+    Ok(format!("reported differences match the grader's measurement on {cases} random models and batches"))
+}

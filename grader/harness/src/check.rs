@@ -1,0 +1,65 @@
+//! What a check is: a function that exercises the learner's code and says pass (with what it
+//! verified), fail (with what was expected) or skip (with why it cannot run here).
+
+use std::fmt;
+
+/// What a check returns: `Ok(what was verified)` or a [`Failure`].
+pub type CheckResult = Result<String, Failure>;
+
+/// One check, as a runner binary lists it.
+#[derive(Clone, Copy)]
+pub struct Check {
+    /// The id in the phase data ([`crate::CheckSpec::id`]).
+    pub id: &'static str,
+    /// Runs the check in the runner's process.
+    pub run: fn(&Context) -> CheckResult,
+}
+
+/// What every check receives.
+#[derive(Clone, Copy, Debug)]
+pub struct Context {
+    /// The seed for random inputs (`grader check --seed N`); the same seed draws the same cases.
+    pub seed: u64,
+}
+
+/// Why a check did not pass.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Failure {
+    /// The learner's code gave a wrong answer; the message shows expected against actual.
+    Fail(String),
+    /// The check cannot run on this machine; the message says why (for example, no GPU).
+    Skip(String),
+}
+
+impl Failure {
+    /// A failure with this message.
+    pub fn fail(message: impl Into<String>) -> Failure {
+        Failure::Fail(message.into())
+    }
+
+    /// A skip with this reason.
+    pub fn skip(reason: impl Into<String>) -> Failure {
+        Failure::Skip(reason.into())
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Fail(m) => f.write_str(m),
+            Failure::Skip(m) => write!(f, "skipped: {m}"),
+        }
+    }
+}
+
+/// An error the learner's code returned is a failure that quotes it.
+impl From<engine::Error> for Failure {
+    fn from(error: engine::Error) -> Failure {
+        Failure::Fail(format!("your code returned an error: {error}"))
+    }
+}
+
+/// Fails with `message()` unless `condition` holds.
+pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failure> {
+    if condition { Ok(()) } else { Err(Failure::Fail(message())) }
+}

@@ -1,0 +1,35 @@
+//! What the grader and its per-phase check runners share.
+//!
+//! The grader never runs a learner's code in its own process. Each phase has a *runner*: a small
+//! binary (`grader/checks/phaseN/`) linked against the crate under test, either the learner's
+//! `exercises/` crate or its twin in `solutions/`. The grader starts the runner once per check:
+//!
+//! ```text
+//! <runner> list                                   # the check ids, one per line
+//! <runner> run <check-id> --seed N --result FILE  # runs one check, writes its Outcome to FILE as JSON
+//! ```
+//!
+//! A runner that dies before writing FILE (an abort, a segfault, a CUDA fault, the time limit) is
+//! reported by the grader from its exit status, so no check can spoil another's result.
+//!
+//! Modules:
+//! - [`phase`]: the per-phase data (exercises, hints, book section, checks), one `const` per phase;
+//! - [`check`]: what a check is and how it reports (pass message, [`Failure`]);
+//! - [`outcome`]: the result a runner writes, with its [`Status`];
+//! - [`runner`]: the `main` of every runner, with the panic hook that turns `todo!()` into
+//!   "not started";
+//! - [`random`]: seeded property tests whose failures show the shrunk input;
+//! - [`close`]: float comparison with a readable diff.
+
+pub mod check;
+pub mod close;
+pub mod outcome;
+pub mod phase;
+pub mod random;
+pub mod runner;
+
+pub use check::{Check, CheckResult, Context, Failure, ensure};
+pub use close::{Tolerance, assert_close, max_abs_diff};
+pub use outcome::{Outcome, Status, Subject};
+pub use phase::{CheckSpec, Exercise, Phase};
+pub use random::for_all;

@@ -1,0 +1,88 @@
+//! Seeded property tests: draw inputs with proptest from the run's seed, and on failure report
+//! the shrunk (smallest) failing input, so a learner sees a case small enough to reason about.
+
+use std::fmt::Debug;
+
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+
+use crate::check::{Context, Failure};
+
+/// Runs `test` on `cases` inputs drawn from `strategy` with the run's seed. The first failure is
+/// shrunk, and the failure message names the smallest input that still fails.
+pub fn for_all<S>(
+    ctx: &Context,
+    cases: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), Failure>,
+) -> Result<(), Failure>
+where
+    S: Strategy,
+    S::Value: Debug,
+{
+    // No regression files: the learner's tree is theirs, and the seed already makes runs repeatable.
+    let config = Config { cases, failure_persistence: None, max_shrink_iters: 512, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(ctx.seed)));
+    let result = runner.run(&strategy, |value| {
+        test(value).map_err(|failure| match failure {
+            Failure::Fail(message) => TestCaseError::fail(message),
+            Failure::Skip(reason) => TestCaseError::reject(reason),
+        })
+    });
+    match result {
+        Ok(()) => Ok(()),
+        Err(TestError::Fail(reason, input)) => Err(Failure::Fail(format!(
+            "{}\n\nsmallest failing input (seed {}, shrunk by proptest):\n{input:#?}",
+            reason.message(),
+            ctx.seed
+        ))),
+        Err(TestError::Abort(reason)) => Err(Failure::Fail(format!("the property test gave up: {}", reason.message()))),
+    }
+}
+
+/// Spreads a 64-bit seed over the 32 bytes ChaCha wants (SplitMix64, so nearby seeds differ).
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut state = seed;
+    let mut bytes = [0u8; 32];
+    for chunk in bytes.chunks_mut(8) {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_failing_property_reports_the_shrunk_input() {
+        let ctx = Context { seed: 3 };
+        let failure = for_all(&ctx, 64, 0u32..1000, |n| {
+            if n >= 10 { Err(Failure::fail(format!("{n} is too large"))) } else { Ok(()) }
+        })
+        .unwrap_err();
+        let Failure::Fail(message) = failure else { panic!("expected a failure") };
+        assert!(message.contains("10 is too large"), "{message}");
+        assert!(message.contains("seed 3"), "{message}");
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_cases() {
+        let draw = |seed| {
+            let seen = std::cell::RefCell::new(Vec::new());
+            for_all(&Context { seed }, 8, any::<u64>(), |v| {
+                seen.borrow_mut().push(v);
+                Ok(())
+            })
+            .unwrap();
+            seen.into_inner()
+        };
+        assert_eq!(draw(1), draw(1));
+        assert_ne!(draw(1), draw(2));
+    }
+}

@@ -1,0 +1,70 @@
+//! `grader check <phase|all>`: build each phase's runner, run its checks one process each,
+//! report.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use grader::phases;
+use grader::report::PhaseReport;
+use grader::runners::{Pack, Runners};
+use grader::state::State;
+use grader::workbook::Workbook;
+use grader_harness::Subject;
+
+use crate::CheckOptions;
+
+/// Checks the named phases; exit code 1 when a required check did not pass.
+pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool) -> Result<ExitCode> {
+    let phases = phases::select(phase)?;
+    let (runners, workbook, subject) = runners(root, options)?;
+    if let Some(workbook) = &workbook {
+        State::of(workbook).remember_pristine(workbook)?;
+    }
+    let mut reports = Vec::new();
+    for phase in &phases {
+        if !json {
+            eprintln!("Checking {} ({subject})...", phase.name);
+        }
+        let report = PhaseReport::run(runners.get(phase, subject), phase, subject, options.seed);
+        if !json {
+            println!("{}", report.render(phase));
+        }
+        reports.push(report);
+    }
+    if json {
+        let text = match reports.as_slice() {
+            [single] if phase != "all" => serde_json::to_string_pretty(single)?,
+            all => serde_json::to_string_pretty(all)?,
+        };
+        println!("{text}");
+    }
+    if let (Some(workbook), Subject::Exercises) = (&workbook, subject) {
+        State::of(workbook).save_results(&reports)?;
+    }
+    Ok(if reports.iter().all(PhaseReport::passed) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Where runners come from, and which subject they test: a pack (named, or the one the grader
+/// lies in) tests what was packed; cargo builds the exercises, or the solutions with
+/// `--solutions`. A pack needs no workbook; cargo does.
+pub fn runners(root: Option<&Path>, options: &CheckOptions) -> Result<(Runners, Option<Workbook>, Subject)> {
+    let pack = match &options.prebuilt {
+        Some(dir) => Some(Pack::open(dir)?),
+        None => Pack::beside_executable(),
+    };
+    match pack {
+        Some(pack) => {
+            if options.solutions {
+                pack.expect_subject(Subject::Solutions)?;
+            }
+            let subject = pack.manifest.subject;
+            Ok((Runners::Prebuilt(pack), Workbook::find(root).ok(), subject))
+        }
+        None => {
+            let workbook = Workbook::find(root)?;
+            let subject = if options.solutions { Subject::Solutions } else { Subject::Exercises };
+            Ok((Runners::Cargo { workbook: workbook.clone(), release: options.release }, Some(workbook), subject))
+        }
+    }
+}

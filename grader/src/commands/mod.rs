@@ -1,0 +1,9 @@
+//! One module per subcommand.
+
+pub mod check;
+pub mod doctor;
+pub mod hint;
+pub mod list;
+pub mod pack;
+pub mod reset;
+pub mod watch;

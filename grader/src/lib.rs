@@ -1,0 +1,39 @@
+//! The workbook's grader: `cargo grader check phase1`.
+//!
+//! # How a check run works
+//!
+//! 1. [`runners`] builds the phase's *check runner* with cargo
+//!    (`cargo build -p checks-phase1 --bin phase1-exercises --no-default-features --features exercises`),
+//!    so only that phase's crate is compiled. A compile error becomes an `error` status on every
+//!    check of the phase, with the compiler's first error and its `file:line`; other phases go on.
+//!    With `--prebuilt DIR` (a directory made by `grader pack`) no cargo is needed at all.
+//! 2. [`isolation`] runs each check in a child process of its own with a time limit. Whatever the
+//!    learner's code does there (panic, `todo!()`, abort, segfault, endless loop) ends up in that
+//!    check's [`Outcome`](grader_harness::Outcome) and nowhere else.
+//! 3. [`report`] prints a table per phase, a score and the next step, or `--json`.
+//!
+//! The checks themselves live in `grader/checks/phaseN/`, which the grader knows through each
+//! runner crate's `PHASE` constant (see [`phases`]).
+//!
+//! # Adding a phase
+//!
+//! 1. Create `exercises/phaseN-topic/` and `solutions/phaseN-topic/`: packages `phaseN-topic` and
+//!    `phaseN-topic-solution`, both with `[lib] name = "phaseN_topic"` and the same public API.
+//! 2. Copy `grader/checks/phase1/` to `grader/checks/phaseN/`, rename the package `checks-phaseN`,
+//!    its bins `phaseN-exercises` / `phaseN-solutions`, and point its `exercise` / `solution`
+//!    dependencies at the new crates.
+//! 3. In its `src/lib.rs`, describe the phase in `PHASE` (exercises, stub files, book sections,
+//!    hints, check ids); write the checks in `src/checks/` against `crate::subject` and list them
+//!    in `CHECKS` with the same ids. A unit test there keeps both lists in step.
+//! 4. Add the three crates to the root `Cargo.toml`'s members, `checks-phaseN` (with
+//!    `default-features = false`) to `grader/Cargo.toml`, and one line to [`phases::PHASES`].
+//!
+//! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
+//! `skipped` with the reason, and they never fail a run.
+
+pub mod isolation;
+pub mod phases;
+pub mod report;
+pub mod runners;
+pub mod state;
+pub mod workbook;

@@ -1,0 +1,113 @@
+//! `grader`: checks the workbook's exercises. Run it as `cargo grader ...` from anywhere in the
+//! workbook, or install it with `cargo install --path grader`. See the library docs for how it
+//! works and how to add a phase.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Checks your exercises: builds a phase, runs every check in its own process, prints a table
+/// with the next step.
+#[derive(Parser)]
+#[command(name = "grader", version)]
+struct Cli {
+    /// The workbook's root directory (default: found from the current directory upward, or
+    /// $GRADER_ROOT).
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options shared by the commands that run checks.
+#[derive(clap::Args, Clone, Debug)]
+pub struct CheckOptions {
+    /// Check the reference solutions instead of your exercises.
+    #[arg(long)]
+    solutions: bool,
+    /// Seed for random inputs; the same seed draws the same cases.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Build the checks with --release (for timing checks on a GPU).
+    #[arg(long)]
+    release: bool,
+    /// Run runners from a directory made by `grader pack` instead of building them (no Rust
+    /// needed). Used automatically when the grader itself lies in such a directory.
+    #[arg(long, value_name = "DIR")]
+    prebuilt: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a phase (`phase1`) or `all`.
+    Check {
+        /// `phase1`, ..., or `all`.
+        phase: String,
+        #[command(flatten)]
+        options: CheckOptions,
+        /// Print JSON for tools: one object for a phase, an array of them for `all`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Your progress: every exercise with its status at the last check.
+    List,
+    /// The next hint for an exercise (one more each time).
+    Hint {
+        /// The exercise, as `grader list` names it.
+        exercise: String,
+    },
+    /// Restore an exercise's stub; your version is kept as a backup in .grader/backups/.
+    Reset {
+        /// The exercise, as `grader list` names it.
+        exercise: String,
+        /// The git revision to take the stub from (default: the newest one holding a `todo!()`).
+        #[arg(long, value_name = "REV")]
+        from: Option<String>,
+    },
+    /// Re-check a phase each time you save (or press Enter).
+    Watch {
+        /// `phase1`, ..., or `all` (default: the first phase not finished at the last check).
+        phase: Option<String>,
+        #[command(flatten)]
+        options: CheckOptions,
+        /// Poll files for changes instead of waiting for file events (for some containers and
+        /// network file systems).
+        #[arg(long)]
+        poll: bool,
+    },
+    /// Is this machine ready? Rust, a C compiler, mdbook, ...
+    Doctor,
+    /// Build release runners and the grader into DIR, to check on a machine without Rust.
+    Pack {
+        /// Where to put them.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Pack runners for the reference solutions instead of your exercises.
+        #[arg(long)]
+        solutions: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = cli.root.as_deref();
+    let result = match cli.command {
+        Command::Check { phase, options, json } => commands::check::run(root, &phase, &options, json),
+        Command::List => commands::list::run(root),
+        Command::Hint { exercise } => commands::hint::run(root, &exercise),
+        Command::Reset { exercise, from } => commands::reset::run(root, &exercise, from.as_deref()),
+        Command::Watch { phase, options, poll } => commands::watch::run(root, phase.as_deref(), &options, poll),
+        Command::Doctor => commands::doctor::run(root),
+        Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

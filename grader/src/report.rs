@@ -1,0 +1,222 @@
+//! What a check run reports: the JSON contract for instructors' tools, and the table, score and
+//! next step a learner reads.
+//!
+//! # JSON (`--json`)
+//!
+//! `check phaseN --json` prints one object; `check all --json` prints a JSON array of them, one
+//! per phase in course order:
+//!
+//! ```json
+//! {"phase": "phase1", "subject": "exercises", "seed": 7, "checks": [
+//!   {"id": "reports_every_backend", "exercise": "compare_backends", "stretch": false,
+//!    "status": "not_started", "message": "not started: reached the `todo!()` at ...",
+//!    "location": "exercises/phase1-backends/src/compare.rs:28"}]}
+//! ```
+//!
+//! `phase`, `subject` (`exercises` or `solutions`) and `checks` with `id`, `exercise`, `status`
+//! (`pass`, `fail`, `not_started`, `skipped` or `error`) and `message` are the stable contract;
+//! `seed`, `stretch` and `location` (a `file:line` or `null`) come as extras.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use grader_harness::{Outcome, Phase, Status, Subject};
+use serde::{Deserialize, Serialize};
+use tabled::settings::object::Columns;
+use tabled::settings::{Modify, Style, Width};
+use tabled::{Table, Tabled};
+
+use crate::isolation::Runner;
+use crate::runners::BuildFailure;
+use crate::workbook::command_name;
+
+/// One phase's results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PhaseReport {
+    /// `phase1`.
+    pub phase: String,
+    /// Which crates were checked.
+    pub subject: Subject,
+    /// The seed random inputs were drawn from.
+    pub seed: u64,
+    /// Every check, in running order.
+    pub checks: Vec<CheckReport>,
+}
+
+/// One check's result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckReport {
+    /// The check's id, unique within the phase.
+    pub id: String,
+    /// The exercise it grades.
+    pub exercise: String,
+    /// Whether the exercise is a stretch one (never fails a run).
+    pub stretch: bool,
+    /// How it ended.
+    pub status: Status,
+    /// What was verified, or what went wrong.
+    pub message: String,
+    /// The `file:line` that matters, if any.
+    pub location: Option<String>,
+}
+
+impl CheckReport {
+    /// A report for check `id` of `exercise` from its outcome.
+    pub fn new(phase: &Phase, id: &str, exercise: &str, outcome: Outcome) -> CheckReport {
+        let stretch = phase.exercise(exercise).is_some_and(|e| e.stretch);
+        CheckReport {
+            id: id.into(),
+            exercise: exercise.into(),
+            stretch,
+            status: outcome.status,
+            message: outcome.message,
+            location: outcome.location,
+        }
+    }
+
+    /// Whether this result makes the run fail: a required check that did not pass or skip.
+    pub fn blocks(&self) -> bool {
+        !self.stretch && matches!(self.status, Status::Fail | Status::NotStarted | Status::Error)
+    }
+}
+
+impl PhaseReport {
+    /// Runs every check of `phase` with `runner`, each in its own process; when there is no
+    /// runner (the crate does not compile), every check is an `error` carrying the reason.
+    pub fn run(runner: Result<Runner, BuildFailure>, phase: &Phase, subject: Subject, seed: u64) -> PhaseReport {
+        let checks = phase
+            .checks()
+            .map(|(exercise, spec)| {
+                let outcome = match &runner {
+                    Ok(runner) => runner.run(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                    Err(failure) => Outcome {
+                        status: Status::Error,
+                        message: format!("{} {}", phase.name, failure.message),
+                        location: failure.location.clone(),
+                    },
+                };
+                CheckReport::new(phase, spec.id, exercise.name, outcome)
+            })
+            .collect();
+        PhaseReport { phase: phase.name.to_string(), subject, seed, checks }
+    }
+
+    /// True when no required check failed, errored or is not started.
+    pub fn passed(&self) -> bool {
+        !self.checks.iter().any(CheckReport::blocks)
+    }
+
+    /// The exercises with every check passed or skipped, out of all, for core and stretch ones.
+    fn exercises_done(&self, phase: &Phase, stretch: bool) -> (usize, usize) {
+        let exercises: Vec<_> = phase.exercises.iter().filter(|e| e.stretch == stretch).collect();
+        let done = exercises.iter().filter(|e| self.exercise_done(e.name)).count();
+        (done, exercises.len())
+    }
+
+    /// Whether every check of `exercise` passed or was skipped.
+    pub fn exercise_done(&self, exercise: &str) -> bool {
+        self.checks
+            .iter()
+            .filter(|c| c.exercise == exercise)
+            .all(|c| matches!(c.status, Status::Pass | Status::Skipped))
+    }
+
+    /// The table, the details of what failed, the score and the next step.
+    pub fn render(&self, phase: &Phase) -> String {
+        let mut out = format!("{} · {} ({})\n", phase.name, phase.title, self.subject_dir(phase));
+        let rows: Vec<Row> = self.checks.iter().map(Row::from).collect();
+        let mut table = Table::new(rows);
+        table.with(Style::rounded()).with(Modify::new(Columns::last()).with(Width::truncate(72).suffix("…")));
+        let _ = writeln!(out, "{table}");
+        let mut shown: Vec<&str> = Vec::new();
+        for check in self.checks.iter().filter(|c| matches!(c.status, Status::Fail | Status::Error)) {
+            // A compile error is every check's error: show it once.
+            if shown.contains(&check.message.as_str()) {
+                continue;
+            }
+            shown.push(&check.message);
+            let _ = writeln!(
+                out,
+                "\n── {} · {}: {} ──\n{}",
+                check.exercise,
+                check.id,
+                check.status,
+                check.message.trim_end()
+            );
+        }
+        let (core_done, core) = self.exercises_done(phase, false);
+        let (stretch_done, stretch) = self.exercises_done(phase, true);
+        let required: Vec<_> = self.checks.iter().filter(|c| !c.stretch).collect();
+        let passing = required.iter().filter(|c| matches!(c.status, Status::Pass | Status::Skipped)).count();
+        let _ = writeln!(
+            out,
+            "\nScore: {core_done}/{core} exercises done ({passing}/{} required checks), stretch {stretch_done}/{stretch}",
+            required.len()
+        );
+        let _ = writeln!(out, "{}", self.next_step(phase));
+        out
+    }
+
+    fn subject_dir(&self, phase: &Phase) -> &'static str {
+        match self.subject {
+            Subject::Exercises => phase.exercises_dir,
+            Subject::Solutions => phase.solutions_dir,
+        }
+    }
+
+    /// Points at the first exercise not done, core ones before stretch ones.
+    fn next_step(&self, phase: &Phase) -> String {
+        let mut order: Vec<_> = phase.exercises.iter().filter(|e| !e.stretch).collect();
+        order.extend(phase.exercises.iter().filter(|e| e.stretch));
+        let Some(exercise) = order.into_iter().find(|e| !self.exercise_done(e.name)) else {
+            return format!("Next: {} is complete. On to the next phase!", phase.name);
+        };
+        let first = self
+            .checks
+            .iter()
+            .find(|c| c.exercise == exercise.name && !matches!(c.status, Status::Pass | Status::Skipped));
+        let file = format!("{}/{}", self.subject_dir(phase), exercise.file);
+        let (verb, place) = match first {
+            Some(c) if c.status == Status::NotStarted => ("write", c.location.clone().unwrap_or(file)),
+            Some(c) if c.status == Status::Error => ("make it compile:", c.location.clone().unwrap_or(file)),
+            _ => ("fix", file),
+        };
+        let stretch = if exercise.stretch { " (stretch)" } else { "" };
+        format!(
+            "Next: {verb} `{}`{stretch} in {place}\n      read {}#{} · stuck? {} hint {}",
+            exercise.name,
+            phase.book_page,
+            exercise.section,
+            command_name(),
+            exercise.name
+        )
+    }
+}
+
+/// A table row.
+#[derive(Tabled)]
+struct Row {
+    exercise: String,
+    check: String,
+    status: &'static str,
+    result: String,
+}
+
+impl From<&CheckReport> for Row {
+    fn from(check: &CheckReport) -> Row {
+        let status = match check.status {
+            Status::Pass => "✓ pass",
+            Status::Fail => "✗ fail",
+            Status::NotStarted => "· not started",
+            Status::Skipped => "– skipped",
+            Status::Error => "! error",
+        };
+        let exercise = if check.stretch { format!("{} (stretch)", check.exercise) } else { check.exercise.clone() };
+        let result = match (&check.status, &check.location) {
+            (Status::NotStarted, Some(location)) => format!("todo!() at {location}"),
+            (Status::Error, Some(location)) => format!("compile error at {location}"),
+            _ => check.message.lines().next().unwrap_or("").to_string(),
+        };
+        Row { exercise, check: check.id.clone(), status, result }
+    }
+}

@@ -1,0 +1,280 @@
+//! Getting a phase's check runner: built with cargo from the workbook (only that phase's crates,
+//! so one phase's compile error never blocks another), or taken prebuilt from a pack made by
+//! `grader pack` on a machine with Rust, for a machine without it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, Result, bail};
+use grader_harness::{Phase, Subject};
+use serde::{Deserialize, Serialize};
+
+use crate::isolation::Runner;
+use crate::workbook::Workbook;
+
+/// The file that marks a directory as a pack of prebuilt runners.
+pub const PACK_MANIFEST: &str = "grader-pack.json";
+
+/// Why a runner is not available: the compiler's first error (with its `file:line`), or what
+/// else went wrong.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BuildFailure {
+    /// What to show the learner: the compiler's first error as it rendered it, or cargo's output.
+    pub message: String,
+    /// `file:line` of the first compiler error, when there is one.
+    pub location: Option<String>,
+}
+
+/// Where runners come from.
+#[derive(Debug)]
+pub enum Runners {
+    /// Built on demand with cargo (debug, or release with `--release`).
+    Cargo {
+        /// The workbook to build in.
+        workbook: Workbook,
+        /// Build with `--release`.
+        release: bool,
+    },
+    /// Taken from a pack directory made by `grader pack`.
+    Prebuilt(Pack),
+}
+
+impl Runners {
+    /// The runner of `phase` for `subject`, building it if needed.
+    pub fn get(&self, phase: &Phase, subject: Subject) -> Result<Runner, BuildFailure> {
+        match self {
+            Runners::Cargo { workbook, release } => build_runner(workbook, phase, subject, *release).map(Runner::new),
+            Runners::Prebuilt(pack) => pack.runner(phase, subject),
+        }
+    }
+}
+
+/// The binary name of a phase's runner for a subject: `phase1-exercises`.
+pub fn runner_bin(phase: &Phase, subject: Subject) -> String {
+    format!("{}-{subject}", phase.name)
+}
+
+/// Builds the runner of `phase` for `subject` and returns its executable.
+pub fn build_runner(
+    workbook: &Workbook,
+    phase: &Phase,
+    subject: Subject,
+    release: bool,
+) -> Result<PathBuf, BuildFailure> {
+    let bin = runner_bin(phase, subject);
+    let mut args =
+        vec!["-p", phase.runner_package, "--bin", &bin, "--no-default-features", "--features", subject.as_str()];
+    if release {
+        args.push("--release");
+    }
+    cargo_build(workbook, &args, &bin)
+}
+
+/// Runs `cargo build --message-format=json ARGS` in the workbook and returns the executable of
+/// bin target `bin`, or the compiler's first error.
+pub fn cargo_build(workbook: &Workbook, args: &[&str], bin: &str) -> Result<PathBuf, BuildFailure> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(&cargo)
+        .args(["build", "--message-format=json"])
+        .args(args)
+        .current_dir(workbook.root())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| BuildFailure {
+            message: format!(
+                "cannot run cargo ({e}): install Rust (https://rustup.rs), or run checks built elsewhere with --prebuilt DIR"
+            ),
+            location: None,
+        })?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let messages = parse_messages(&stdout);
+    if let Some(executable) = messages.executable_of(bin).filter(|_| output.status.success()) {
+        return Ok(executable);
+    }
+    Err(messages.first_error.unwrap_or_else(|| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim_start().starts_with("Compiling")).collect();
+        BuildFailure {
+            message: format!(
+                "cargo build {} failed:\n{}",
+                args.join(" "),
+                lines[lines.len().saturating_sub(20)..].join("\n")
+            ),
+            location: None,
+        }
+    }))
+}
+
+/// What a build's JSON messages say: the artifacts built, and the first compiler error.
+#[derive(Debug, Default)]
+pub struct BuildMessages {
+    executables: Vec<(String, PathBuf)>,
+    /// The first error the compiler reported, if any.
+    pub first_error: Option<BuildFailure>,
+}
+
+impl BuildMessages {
+    /// The executable built for bin target `bin`.
+    pub fn executable_of(&self, bin: &str) -> Option<PathBuf> {
+        self.executables.iter().find(|(name, _)| name == bin).map(|(_, path)| path.clone())
+    }
+}
+
+/// How many lines of the compiler's rendered error to show.
+const ERROR_LINES: usize = 30;
+
+/// Reads the lines of `cargo build --message-format=json` output.
+pub fn parse_messages(stdout: &str) -> BuildMessages {
+    let mut messages = BuildMessages::default();
+    for line in stdout.lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        match message["reason"].as_str() {
+            Some("compiler-artifact") => {
+                if let (Some(name), Some(exe)) = (message["target"]["name"].as_str(), message["executable"].as_str()) {
+                    messages.executables.push((name.to_string(), PathBuf::from(exe)));
+                }
+            }
+            Some("compiler-message") if messages.first_error.is_none() => {
+                messages.first_error = compiler_error(&message["message"]);
+            }
+            _ => {}
+        }
+    }
+    messages
+}
+
+/// A compiler diagnostic of level `error` with a primary span, as a [`BuildFailure`].
+fn compiler_error(diagnostic: &serde_json::Value) -> Option<BuildFailure> {
+    if diagnostic["level"].as_str() != Some("error") {
+        return None;
+    }
+    let spans = diagnostic["spans"].as_array()?;
+    let primary = spans.iter().find(|s| s["is_primary"].as_bool() == Some(true))?;
+    let file = primary["file_name"].as_str()?;
+    let location = format!("{file}:{}", primary["line_start"].as_u64()?);
+    let rendered = diagnostic["rendered"].as_str().unwrap_or_else(|| diagnostic["message"].as_str().unwrap_or(""));
+    let lines: Vec<&str> = rendered.trim_end().lines().collect();
+    let mut message = lines[..lines.len().min(ERROR_LINES)].join("\n");
+    if lines.len() > ERROR_LINES {
+        message.push_str("\n...");
+    }
+    if file.starts_with("grader/") {
+        message.push_str(
+            "\n\nThis error is in the grader's checks, which call your code: did a public signature change? \
+             Keep the stubs' signatures as they are.",
+        );
+    }
+    Some(BuildFailure {
+        message: format!("does not compile; the compiler's first error:\n{message}"),
+        location: Some(location),
+    })
+}
+
+/// A pack: runners built elsewhere by `grader pack`, with their manifest.
+#[derive(Debug)]
+pub struct Pack {
+    dir: PathBuf,
+    /// What the pack holds.
+    pub manifest: PackManifest,
+}
+
+/// The contents of `grader-pack.json`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PackManifest {
+    /// Which crates the runners were built against.
+    pub subject: Subject,
+    /// What the pack holds for each phase.
+    pub phases: BTreeMap<String, PackedPhase>,
+}
+
+/// A phase in a pack: its runner's file name, or why it could not be built.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PackedPhase {
+    /// The runner's file name in the pack directory.
+    Runner(String),
+    /// The phase's crate did not compile when packing.
+    BuildError(BuildFailure),
+}
+
+impl Pack {
+    /// Opens the pack in `dir`.
+    pub fn open(dir: &Path) -> Result<Pack> {
+        let path = dir.join(PACK_MANIFEST);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("{} is not a pack made by `grader pack` (no {PACK_MANIFEST})", dir.display()))?;
+        let manifest = serde_json::from_str(&text).with_context(|| format!("{} is unreadable", path.display()))?;
+        Ok(Pack { dir: dir.to_path_buf(), manifest })
+    }
+
+    /// The pack this grader executable lies in, if it was copied there by `grader pack`.
+    pub fn beside_executable() -> Option<Pack> {
+        let exe = std::env::current_exe().ok()?;
+        let dir = exe.parent()?;
+        dir.join(PACK_MANIFEST).is_file().then(|| Pack::open(dir).ok()).flatten()
+    }
+
+    /// The pack's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Fails unless the pack was built for `subject`.
+    pub fn expect_subject(&self, subject: Subject) -> Result<()> {
+        if self.manifest.subject != subject {
+            bail!(
+                "the pack in {} holds runners for {}, not {subject}: make one with `grader pack --out DIR{}`",
+                self.dir.display(),
+                self.manifest.subject,
+                if subject == Subject::Solutions { " --solutions" } else { "" }
+            );
+        }
+        Ok(())
+    }
+
+    fn runner(&self, phase: &Phase, subject: Subject) -> Result<Runner, BuildFailure> {
+        let missing = || BuildFailure {
+            message: format!(
+                "the pack in {} has no {subject} runner for {}: pack again",
+                self.dir.display(),
+                phase.name
+            ),
+            location: None,
+        };
+        match self.manifest.phases.get(phase.name) {
+            Some(PackedPhase::Runner(file)) => Ok(Runner::new(self.dir.join(file))),
+            Some(PackedPhase::BuildError(failure)) => Err(failure.clone()),
+            None => Err(missing()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two lines of real `cargo build --message-format=json` output for a type error in an
+    /// exercise, then the "aborting" summary that must not be taken for the first error.
+    const BROKEN_BUILD: &str = r#"{"reason":"compiler-message","package_id":"path+file:///w/exercises/phase1-backends#0.1.0","manifest_path":"/w/exercises/phase1-backends/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"phase1_backends","src_path":"/w/exercises/phase1-backends/src/lib.rs","edition":"2024","doc":true,"doctest":true,"test":true},"message":{"rendered":"error[E0308]: mismatched types\n  --> exercises/phase1-backends/src/latency.rs:36:5\n   |\n36 |     7\n   |     ^ expected `Duration`, found integer\n","$message_type":"diagnostic","children":[],"code":{"code":"E0308","explanation":null},"level":"error","message":"mismatched types","spans":[{"byte_end":1500,"byte_start":1499,"column_end":6,"column_start":5,"expansion":null,"file_name":"exercises/phase1-backends/src/latency.rs","is_primary":true,"label":"expected `Duration`, found integer","line_end":36,"line_start":36,"suggested_replacement":null,"suggestion_applicability":null,"text":[]}]}}
+{"reason":"compiler-message","package_id":"path+file:///w/exercises/phase1-backends#0.1.0","manifest_path":"/w/exercises/phase1-backends/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"phase1_backends","src_path":"/w/exercises/phase1-backends/src/lib.rs","edition":"2024","doc":true,"doctest":true,"test":true},"message":{"rendered":"error: aborting due to 1 previous error\n\n","$message_type":"diagnostic","children":[],"code":null,"level":"error","message":"aborting due to 1 previous error","spans":[]}}
+{"reason":"build-finished","success":false}"#;
+
+    #[test]
+    fn the_first_compiler_error_keeps_its_file_and_line() {
+        let messages = parse_messages(BROKEN_BUILD);
+        let failure = messages.first_error.expect("an error");
+        assert_eq!(failure.location.as_deref(), Some("exercises/phase1-backends/src/latency.rs:36"));
+        assert!(failure.message.contains("error[E0308]: mismatched types"), "{}", failure.message);
+        assert!(failure.message.contains("--> exercises/phase1-backends/src/latency.rs:36:5"), "{}", failure.message);
+    }
+
+    #[test]
+    fn warnings_are_not_errors_and_executables_are_found() {
+        let stdout = r#"{"reason":"compiler-message","message":{"level":"warning","rendered":"warning: unused","spans":[{"is_primary":true,"file_name":"a.rs","line_start":1}]}}
+{"reason":"compiler-artifact","target":{"name":"phase1-exercises"},"executable":"/w/target/debug/phase1-exercises"}"#;
+        let messages = parse_messages(stdout);
+        assert!(messages.first_error.is_none());
+        assert_eq!(messages.executable_of("phase1-exercises"), Some(PathBuf::from("/w/target/debug/phase1-exercises")));
+    }
+}
