@@ -526,6 +526,7 @@ pub(crate) fn concretize(tensor: &Tensor, reason: &str, location: SourceLocation
     Ok(with_trace(trace, |s| s.known_value(value)).flatten().expect("a live value is carried across the break"))
 }
 
+// ANCHOR: break_graph
 /// Runs the graph so far through `hooks` and starts a new one in which every live value is known.
 fn break_graph(trace: u64, hooks: &dyn CaptureHooks, reason: &BreakReason) -> Result<()> {
     let (traced, pending) = with_trace(trace, |s| {
@@ -545,6 +546,7 @@ fn break_graph(trace: u64, hooks: &dyn CaptureHooks, reason: &BreakReason) -> Re
     });
     result.map(drop)
 }
+// ANCHOR_END: break_graph
 
 /// An explicit graph break with no value needed, for a side effect that must happen between the
 /// graphs (`engine::print!`). Returns `Ok` outside a trace.
