@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -36,11 +36,6 @@ impl Runner {
     pub fn with_leading_args(mut self, args: impl IntoIterator<Item = impl Into<OsString>>) -> Runner {
         self.leading_args = args.into_iter().map(Into::into).collect();
         self
-    }
-
-    /// The program started for each check.
-    pub fn program(&self) -> &Path {
-        &self.program
     }
 
     /// Runs check `id` with `seed` in a new process, killing it after `limit`.

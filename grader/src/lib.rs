@@ -27,6 +27,9 @@
 //!    in `CHECKS` with the same ids. A unit test there keeps both lists in step.
 //! 4. Add the three crates to the root `Cargo.toml`'s members, `checks-phaseN` (with
 //!    `default-features = false`) to `grader/Cargo.toml`, and one line to [`phases::PHASES`].
+//! 5. Prove the checks catch real mistakes: list deliberately wrong variants of the solution in
+//!    `grader/checks/phaseN/mutants.json`; CI (`.ci/mutants.py`) runs each one and expects the
+//!    named checks to fail and all others to pass.
 //!
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
 //! `skipped` with the reason, and they never fail a run.

@@ -135,14 +135,13 @@ impl PhaseReport {
                 continue;
             }
             shown.push(&check.message);
-            let _ = writeln!(
-                out,
-                "\n── {} · {}: {} ──\n{}",
-                check.exercise,
-                check.id,
-                check.status,
-                check.message.trim_end()
-            );
+            let sharing = self.checks.iter().filter(|c| c.message == check.message).count();
+            let title = if sharing == self.checks.len() && sharing > 1 {
+                format!("every check of {}", phase.name)
+            } else {
+                format!("{} · {}", check.exercise, check.id)
+            };
+            let _ = writeln!(out, "\n── {title}: {} ──\n{}", check.status, check.message.trim_end());
         }
         let (core_done, core) = self.exercises_done(phase, false);
         let (stretch_done, stretch) = self.exercises_done(phase, true);
@@ -171,6 +170,10 @@ impl PhaseReport {
         let Some(exercise) = order.into_iter().find(|e| !self.exercise_done(e.name)) else {
             return format!("Next: {} is complete. On to the next phase!", phase.name);
         };
+        if let Some(error) = self.checks.iter().find(|c| c.status == Status::Error) {
+            let place = error.location.as_deref().map(|l| format!(" at {l}")).unwrap_or_default();
+            return format!("Next: fix the error{place} (shown above), then check again");
+        }
         let first = self
             .checks
             .iter()
@@ -178,7 +181,6 @@ impl PhaseReport {
         let file = format!("{}/{}", self.subject_dir(phase), exercise.file);
         let (verb, place) = match first {
             Some(c) if c.status == Status::NotStarted => ("write", c.location.clone().unwrap_or(file)),
-            Some(c) if c.status == Status::Error => ("make it compile:", c.location.clone().unwrap_or(file)),
             _ => ("fix", file),
         };
         let stretch = if exercise.stretch { " (stretch)" } else { "" };

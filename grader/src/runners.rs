@@ -215,11 +215,6 @@ impl Pack {
         dir.join(PACK_MANIFEST).is_file().then(|| Pack::open(dir).ok()).flatten()
     }
 
-    /// The pack's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Fails unless the pack was built for `subject`.
     pub fn expect_subject(&self, subject: Subject) -> Result<()> {
         if self.manifest.subject != subject {

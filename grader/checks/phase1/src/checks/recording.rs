@@ -47,7 +47,7 @@ pub fn graphs_print_as_captured(ctx: &Context) -> CheckResult {
     ensure(graphs[0] == expected && graphs[0].to_string() == expected.to_string(), || {
         format!("the recorded graph differs from the captured one.\nrecorded:\n{}\ncaptured:\n{expected}", graphs[0])
     })?;
-    Ok(format!("the recorded graph prints as captured:\n{}", graphs[0]))
+    Ok(format!("the recorded graph equals the captured one and prints the same ({} nodes)", graphs[0].nodes().len()))
 }
 
 /// A new backend starts empty, and two backends made with `new()` keep separate records.
