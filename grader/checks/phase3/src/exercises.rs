@@ -2,7 +2,7 @@
 
 use exercise as subject;
 
-#[path = "../checks/mod.rs"]
+#[path = "checks/mod.rs"]
 mod checks;
 
 fn main() -> std::process::ExitCode {
