@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
@@ -59,30 +60,55 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             let mut outputs = crate::fx::run_graph(branch, &inputs, location)?;
             Ok(outputs.remove(0))
         }
-        _ => kernel(op, operands, &out_shape, device),
+        _ => kernel(op, operands, &out_shape, device).map_err(|e| {
+            let shapes = operands.iter().filter_map(|o| o.shape().map(<[usize]>::to_vec)).collect();
+            e.at(op.name(), device, shapes, location)
+        }),
     }
 }
 
 /// Runs one device kernel into a fresh dense buffer.
-fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) -> Result<Tensor> {
+fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) -> Result<Tensor, CudaError> {
     let storage = match device {
         Device::Cpu => {
             let inputs: Vec<cpu::Input> = operands
                 .iter()
                 .map(|o| match o {
                     Operand::Scalar(v) => cpu::Input::Scalar(*v),
-                    Operand::Tensor(t) => {
-                        let Concrete { storage, layout, .. } = t.concrete().expect("eager operands are concrete");
-                        let Storage::Cpu(data) = &**storage;
-                        cpu::Input::Tensor { data, layout }
-                    }
+                    Operand::Tensor(t) => match parts(t) {
+                        (Storage::Cpu(data), layout) => cpu::Input::Tensor { data, layout },
+                        (Storage::Cuda(_), _) => unreachable!("common_device checked every operand is on the CPU"),
+                    },
                 })
                 .collect();
             Storage::Cpu(cpu::execute(op, &inputs, out_shape))
         }
-        Device::Cuda(_) => unreachable!("common_device admits only devices that have kernels"),
+        Device::Cuda(_) => {
+            let mut gpu = None;
+            let inputs: Vec<cuda::Input> = operands
+                .iter()
+                .map(|o| match o {
+                    Operand::Scalar(v) => cuda::Input::Scalar(*v),
+                    Operand::Tensor(t) => match parts(t) {
+                        (Storage::Cuda(buffer), layout) => {
+                            gpu.get_or_insert_with(|| buffer.device().clone());
+                            cuda::Input::Tensor { buffer, layout }
+                        }
+                        (Storage::Cpu(_), _) => unreachable!("common_device checked every operand is on one GPU"),
+                    },
+                })
+                .collect();
+            let gpu = gpu.expect("shape inference requires a tensor operand");
+            Storage::Cuda(cuda::execute(&gpu, op, &inputs, out_shape)?)
+        }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))
+}
+
+/// A concrete operand's storage and layout.
+fn parts(t: &Tensor) -> (&Storage, &Layout) {
+    let Concrete { storage, layout, .. } = t.concrete().expect("eager operands are concrete");
+    (storage, layout)
 }
 
 /// The one device every tensor operand is on.
@@ -97,12 +123,7 @@ fn common_device(op: &'static str, operands: &[Operand], location: SourceLocatio
     }
     match devices.as_slice() {
         [] => Err(Error::InvalidArgument { op, message: "needs at least one tensor operand".into(), location }),
-        [Device::Cpu] => Ok(Device::Cpu),
-        [Device::Cuda(i)] => Err(Error::InvalidArgument {
-            op,
-            message: format!("cuda:{i} tensors are not supported by this build yet"),
-            location,
-        }),
+        [device] => Ok(*device),
         _ => Err(Error::DeviceMismatch {
             op,
             devices: devices.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "),

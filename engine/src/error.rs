@@ -120,6 +120,30 @@ pub enum Error {
         /// The operating system's message.
         message: String,
     },
+    /// A CUDA call (driver, kernel launch, cuBLAS) failed while running an op. Kernels run
+    /// asynchronously, so a fault inside one may surface at a later op that waits for the GPU; run
+    /// with `CUDA_LAUNCH_BLOCKING=1` to make every launch wait and pin the fault on its own op.
+    #[error("{op} on {device}: {message}; shapes {} (at {location})", format_shapes(.shapes))]
+    Cuda {
+        /// The op's name (`add`, `matmul`, `to`).
+        op: &'static str,
+        /// The device it ran on.
+        device: crate::device::Device,
+        /// What CUDA reported.
+        message: String,
+        /// Every input shape, in argument order.
+        shapes: Vec<Vec<usize>>,
+        /// The learner's line that called the op.
+        location: SourceLocation,
+    },
+    /// A device was asked for that this machine cannot provide (no driver, no GPU, no NVRTC).
+    #[error("{device} is not available: {reason}")]
+    DeviceUnavailable {
+        /// The device asked for.
+        device: crate::device::Device,
+        /// What is missing and what to do, in one line.
+        reason: String,
+    },
     /// A backend could not compile or run a graph.
     #[error("backend `{backend}`: {message}")]
     Backend {

@@ -2,11 +2,13 @@
 //!
 //! | PyTorch 2 | here |
 //! | --- | --- |
-//! | eager ATen kernels | [`Tensor`] methods, [`device`] kernels |
+//! | eager ATen kernels | [`Tensor`] methods, [`device`] kernels (CPU in Rust; CUDA C through NVRTC and cuBLAS: [`device::cuda`]) |
+//! | `torch.cuda.is_available()`, `tensor.to("cuda")` | [`device::cuda::probe()`], [`Device::cuda_if_available`], [`Tensor::to`] |
 //! | `torch.fx` | [`fx`]: graphs, printing, interpreter, tracing |
 //! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
 //! | AOTAutograd decompositions | [`aot`] |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], your own [`backends::Backend`] |
+//! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //!
 //! ```
 //! use engine::{backends::AotEager, dynamo, Tensor};
@@ -19,6 +21,7 @@
 
 pub mod aot;
 pub mod backends;
+pub mod bench;
 pub mod codecache;
 pub mod device;
 pub mod dtype;

@@ -99,6 +99,28 @@ impl UnaryOp {
             UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2)),
         }
     }
+
+    /// The same function as a C expression over the variable or literal `x`, valid in C99 (with
+    /// `<math.h>`) and in CUDA C: what the CUDA eager kernels and generated code compute. `x` may
+    /// appear more than once, so pass a name, not an expression with side effects.
+    pub fn c_expr(self, x: &str) -> String {
+        match self {
+            UnaryOp::Neg => format!("(-{x})"),
+            UnaryOp::Exp => format!("expf({x})"),
+            UnaryOp::Log => format!("logf({x})"),
+            UnaryOp::Sqrt => format!("sqrtf({x})"),
+            UnaryOp::Rsqrt => format!("(1.0f / sqrtf({x}))"),
+            UnaryOp::Sin => format!("sinf({x})"),
+            UnaryOp::Cos => format!("cosf({x})"),
+            UnaryOp::Tanh => format!("tanhf({x})"),
+            UnaryOp::Erf => format!("erff({x})"),
+            UnaryOp::Abs => format!("fabsf({x})"),
+            // fmaxf returns the other operand for a NaN, as f32::max does in `apply`.
+            UnaryOp::Relu => format!("fmaxf({x}, 0.0f)"),
+            UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{x})))"),
+            UnaryOp::Gelu => format!("(0.5f * {x} * (1.0f + erff({x} * 0.70710678118654752f)))"),
+        }
+    }
 }
 
 /// Elementwise functions of two inputs, broadcast together. Comparisons return 1.0 or 0.0 (the
@@ -200,6 +222,28 @@ impl BinaryOp {
             BinaryOp::Le => mask(a <= b),
             BinaryOp::Gt => mask(a > b),
             BinaryOp::Ge => mask(a >= b),
+        }
+    }
+
+    /// The same function as a C expression over `a` and `b` (names or literals; each may appear
+    /// more than once), valid in C99 with `<math.h>` and in CUDA C.
+    pub fn c_expr(self, a: &str, b: &str) -> String {
+        let mask = |cmp: &str| format!("({a} {cmp} {b} ? 1.0f : 0.0f)");
+        match self {
+            BinaryOp::Add => format!("({a} + {b})"),
+            BinaryOp::Sub => format!("({a} - {b})"),
+            BinaryOp::Mul => format!("({a} * {b})"),
+            BinaryOp::Div => format!("({a} / {b})"),
+            // `a + b` is NaN when either is: NaN propagates as in `apply` (fmaxf alone would drop it).
+            BinaryOp::Maximum => format!("(({a} != {a} || {b} != {b}) ? ({a} + {b}) : fmaxf({a}, {b}))"),
+            BinaryOp::Minimum => format!("(({a} != {a} || {b} != {b}) ? ({a} + {b}) : fminf({a}, {b}))"),
+            BinaryOp::Pow => format!("powf({a}, {b})"),
+            BinaryOp::Eq => mask("=="),
+            BinaryOp::Ne => mask("!="),
+            BinaryOp::Lt => mask("<"),
+            BinaryOp::Le => mask("<="),
+            BinaryOp::Gt => mask(">"),
+            BinaryOp::Ge => mask(">="),
         }
     }
 }

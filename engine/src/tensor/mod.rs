@@ -9,6 +9,7 @@ mod constructors;
 mod meta;
 mod random;
 mod storage;
+mod transfer;
 
 use std::fmt;
 use std::sync::Arc;
@@ -180,8 +181,7 @@ impl Tensor {
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         let location = SourceLocation::caller();
         let tensor = crate::fx::proxy::concretize(self, "Tensor::to_vec() needs the tensor's values", location)?;
-        let c = tensor.concrete().expect("concretize returns a concrete tensor");
-        Ok(c.storage.gather(&c.layout))
+        tensor.values("to_vec", location)
     }
 
     /// The value of a one-element tensor. Inside a compiled function this needs a concrete value:
@@ -197,8 +197,13 @@ impl Tensor {
             });
         }
         let tensor = crate::fx::proxy::concretize(self, "Tensor::item() needs the tensor's value", location)?;
-        let c = tensor.concrete().expect("concretize returns a concrete tensor");
-        Ok(c.storage.gather(&c.layout)[0])
+        Ok(tensor.values("item", location)?[0])
+    }
+
+    /// A concrete tensor's elements on the host; CUDA failures name `op` and `location`.
+    fn values(&self, op: &'static str, location: SourceLocation) -> Result<Vec<f32>> {
+        let c = self.concrete().expect("callers concretize first");
+        c.storage.gather(&c.layout).map_err(|e| e.at(op, self.device(), vec![self.shape().to_vec()], location))
     }
 }
 
@@ -227,7 +232,10 @@ impl fmt::Display for Tensor {
                 None => return fmt::Debug::fmt(self, f),
             },
         };
-        let values = c.storage.gather(&c.layout);
+        let values = match c.storage.gather(&c.layout) {
+            Ok(values) => values,
+            Err(e) => return write!(f, "tensor(<values unavailable: {e}>)"),
+        };
         write!(f, "tensor(")?;
         write_nested(f, self.shape(), &values)?;
         write!(f, ")")

@@ -5,7 +5,7 @@
 pub mod programs;
 pub mod reference;
 
-use engine::Tensor;
+use engine::{Device, Tensor};
 use proptest::prelude::*;
 use reference::RefTensor;
 
@@ -17,6 +17,10 @@ pub enum Layout {
     Transposed,
     /// Every other row of a tensor twice as tall.
     EveryOtherRow,
+    /// Dense, but starting one element into its buffer, so no 16-byte vector loads line up.
+    Misaligned,
+    /// Dim 0 expanded from size 1 (stride 0): every row holds the first row's values.
+    Broadcast,
 }
 
 pub fn layouts() -> impl Strategy<Value = Layout> {
@@ -33,30 +37,59 @@ pub fn values(n: usize) -> impl Strategy<Value = Vec<f32>> {
     proptest::collection::vec(-3.0f32..3.0, n)
 }
 
-/// A tensor with these row-major values and shape, stored in the given layout, plus its
+/// Every layout, including the two that matter most to vectorised GPU kernels.
+pub fn all_layouts() -> impl Strategy<Value = Layout> {
+    prop_oneof![
+        Just(Layout::Contiguous),
+        Just(Layout::Transposed),
+        Just(Layout::EveryOtherRow),
+        Just(Layout::Misaligned),
+        Just(Layout::Broadcast)
+    ]
+}
+
+/// A CPU tensor with these row-major values and shape, stored in the given layout, plus its
 /// float64 twin.
 pub fn make(data: &[f32], shape: &[usize], layout: Layout) -> (Tensor, RefTensor) {
-    let reference = RefTensor::new(shape.to_vec(), data.iter().map(|&v| v as f64).collect());
+    make_on(data, shape, layout, Device::Cpu)
+}
+
+/// Like [`make`] on `device`: the stored buffer is moved there and the view is taken on the
+/// device, so its kernels see the strided layout. For [`Layout::Broadcast`] the values are the
+/// first row's, repeated.
+pub fn make_on(data: &[f32], shape: &[usize], layout: Layout, device: Device) -> (Tensor, RefTensor) {
+    let stored =
+        |values: Vec<f32>, stored_shape: &[usize]| Tensor::from_vec(values, stored_shape).unwrap().to(device).unwrap();
+    let mut reference = RefTensor::new(shape.to_vec(), data.iter().map(|&v| v as f64).collect());
     let tensor = match layout {
-        Layout::Contiguous => Tensor::from_vec(data.to_vec(), shape).unwrap(),
+        Layout::Contiguous => stored(data.to_vec(), shape),
         Layout::Transposed => {
             let rank = shape.len();
             let reversed: Vec<usize> = shape.iter().rev().copied().collect();
             let perm: Vec<usize> = (0..rank).rev().collect();
-            let stored = reference.permute(&perm).to_f32();
-            Tensor::from_vec(stored, &reversed).unwrap().permute(&perm).unwrap()
+            stored(reference.permute(&perm).to_f32(), &reversed).permute(&perm).unwrap()
         }
         Layout::EveryOtherRow if !shape.is_empty() => {
             let mut tall = shape.to_vec();
             tall[0] *= 2;
             let row: usize = shape[1..].iter().product();
-            let mut stored = vec![f32::NAN; tall.iter().product()];
+            let mut values = vec![f32::NAN; tall.iter().product()];
             for (r, chunk) in data.chunks(row.max(1)).enumerate().take(shape[0]) {
-                stored[2 * r * row..2 * r * row + chunk.len()].copy_from_slice(chunk);
+                values[2 * r * row..2 * r * row + chunk.len()].copy_from_slice(chunk);
             }
-            Tensor::from_vec(stored, &tall).unwrap().slice(0, 0, tall[0], 2).unwrap()
+            stored(values, &tall).slice(0, 0, tall[0], 2).unwrap()
         }
-        Layout::EveryOtherRow => Tensor::from_vec(data.to_vec(), shape).unwrap(),
+        Layout::Misaligned => {
+            let n = data.len();
+            stored([&[f32::NAN], data].concat(), &[n + 1]).slice(0, 1, n + 1, 1).unwrap().reshape(shape).unwrap()
+        }
+        Layout::Broadcast if !shape.is_empty() => {
+            let row = &data[..data.len() / shape[0]];
+            let first_row = [&[1], &shape[1..]].concat();
+            reference = RefTensor::new(shape.to_vec(), (0..data.len()).map(|i| row[i % row.len()] as f64).collect());
+            stored(row.to_vec(), &first_row).expand(shape).unwrap()
+        }
+        Layout::EveryOtherRow | Layout::Broadcast => stored(data.to_vec(), shape),
     };
     (tensor, reference)
 }

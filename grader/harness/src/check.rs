@@ -59,6 +59,15 @@ impl From<engine::Error> for Failure {
     }
 }
 
+/// The GPU that GPU checks run on, or a skip carrying the engine's one-line reason why there is
+/// none (no driver, no device, no NVRTC...): start every GPU check with `let device = gpu()?;`.
+pub fn gpu() -> Result<engine::Device, Failure> {
+    match engine::device::cuda::unavailable_reason() {
+        None => Ok(engine::Device::Cuda(0)),
+        Some(reason) => Err(Failure::skip(reason)),
+    }
+}
+
 /// Fails with `message()` unless `condition` holds.
 pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failure> {
     if condition { Ok(()) } else { Err(Failure::Fail(message())) }

@@ -28,7 +28,7 @@ pub mod phase;
 pub mod random;
 pub mod runner;
 
-pub use check::{Check, CheckResult, Context, Failure, ensure};
+pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
 pub use close::{Tolerance, assert_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Phase};

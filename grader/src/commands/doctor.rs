@@ -1,13 +1,16 @@
 //! `grader doctor`: is this machine ready for the workbook? One line per tool.
 //!
-//! Each line comes from a probe in [`PROBES`]; add a probe (GPU, driver, NVRTC...) by writing a
-//! function returning a [`Line`] and listing it there.
+//! Each line comes from a probe in [`PROBES`]; add a probe by writing a function returning a
+//! [`Line`] and listing it there. The GPU lines read the engine's CUDA probe
+//! ([`engine::device::cuda::probe`]), the same one that decides whether GPU checks run or are
+//! skipped; a GPU is optional, since everything but GPU checks runs on the CPU.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
-use engine::codecache::CCompiler;
+use engine::codecache::{CCompiler, DiskCache};
+use engine::device::cuda::probe;
 use grader::runners::Pack;
 use grader::workbook::Workbook;
 use tabled::settings::Style;
@@ -54,7 +57,8 @@ pub struct Context<'a> {
 }
 
 /// Every probe, in the order the report lists them.
-pub const PROBES: &[fn(&Context) -> Line] = &[workbook, rustc, cargo, c_compiler, git, mdbook];
+pub const PROBES: &[fn(&Context) -> Line] =
+    &[workbook, rustc, cargo, c_compiler, git, mdbook, cuda_driver, gpu, nvrtc, cublas, kernel_cache];
 
 /// Prints the report; exit code 1 when something needed is missing.
 pub fn run(root: Option<&Path>) -> Result<ExitCode> {
@@ -138,4 +142,56 @@ fn mdbook(_: &Context) -> Line {
         Health::Optional,
         "not found: read the book online, or `cargo install mdbook --locked --no-default-features --features search`",
     )
+}
+
+/// A line for one component of the CUDA probe: `ok` with `found`, or `optional` with the reason.
+fn cuda_line<T>(tool: &'static str, probed: &Result<T, String>, found: impl FnOnce(&T) -> String) -> Line {
+    match probed {
+        Ok(value) => Line { tool, health: Health::Ok, detail: found(value) },
+        Err(reason) => Line { tool, health: Health::Optional, detail: format!("{reason}; GPU checks are skipped") },
+    }
+}
+
+fn cuda_driver(_: &Context) -> Line {
+    cuda_line("CUDA driver", &probe().driver, |(major, minor)| format!("supports CUDA {major}.{minor}"))
+}
+
+fn gpu(_: &Context) -> Line {
+    cuda_line("GPU", &probe().devices, |devices| {
+        let d = &devices[0];
+        let others = if devices.len() > 1 { format!(" (+{} more)", devices.len() - 1) } else { String::new() };
+        format!(
+            "cuda:0 {}, compute capability {}.{} ({}), {:.1} GiB, {} SMs{others}",
+            d.name,
+            d.compute_capability.0,
+            d.compute_capability.1,
+            d.arch(),
+            d.total_memory as f64 / (1u64 << 30) as f64,
+            d.multiprocessors
+        )
+    })
+}
+
+fn nvrtc(_: &Context) -> Line {
+    cuda_line("NVRTC", &probe().nvrtc, |(major, minor)| {
+        format!("{major}.{minor} (compiles CUDA kernels for the GPU's exact architecture)")
+    })
+}
+
+fn cublas(_: &Context) -> Line {
+    cuda_line("cuBLAS", &probe().cublas, |(major, minor, patch)| format!("{major}.{minor}.{patch}"))
+}
+
+/// Where compiled kernels (CUBINs and shared libraries) are kept between runs.
+fn kernel_cache(_: &Context) -> Line {
+    let dir = DiskCache::global().dir();
+    let detail = format!("{} (set ENGINE_CACHE_DIR to move it)", dir.display());
+    match std::fs::create_dir_all(dir) {
+        Ok(()) => Line { tool: "kernel cache", health: Health::Ok, detail },
+        Err(e) => Line {
+            tool: "kernel cache",
+            health: Health::Optional,
+            detail: format!("{detail}: cannot create it ({e}); every run recompiles"),
+        },
+    }
 }

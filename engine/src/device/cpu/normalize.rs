@@ -1,50 +1,94 @@
 //! Softmax, log-softmax and layer norm as single eager kernels, as ATen has them: one read of each
-//! row to find the statistics, one pass to write the result.
+//! line to find the statistics, one pass to write the result.
+//!
+//! Along the last dimension every line is a contiguous row, processed one row per task. Along an
+//! earlier dimension the lines are columns of a `[size, inner]` block; reading them one by one
+//! would stride through memory, so the statistics of many columns are accumulated together, row
+//! after row, and the result is written row by row.
 
 use rayon::prelude::*;
 
 use super::{Input, PARALLEL_THRESHOLD, contiguous, split_at_dim};
 
-/// Runs `row(o, i, x, out)` for every line along the normalised dimension, in parallel over
-/// `outer` when large. `x` and `out` are the `[size, inner]` block of one outer index.
-fn for_each_line(
-    x: &[f32],
-    shape: &[usize],
-    dim: usize,
-    line: impl Fn(&[f32], &mut [f32], usize, usize) + Sync,
-) -> Vec<f32> {
-    let (_, size, inner) = split_at_dim(shape, dim);
+/// Columns whose statistics one task accumulates together.
+const COLUMNS_PER_TASK: usize = 256;
+
+/// `line(src_row, dst_row)` for every row of length `row` of `x`, in parallel when large.
+fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
-    let block = size * inner;
-    if block == 0 {
+    if row == 0 {
         return out;
     }
-    let per_block = |(o, dst): (usize, &mut [f32])| {
-        let src = &x[o * block..(o + 1) * block];
-        for i in 0..inner {
-            line(src, dst, i, inner);
-        }
-    };
     if x.len() > PARALLEL_THRESHOLD {
-        out.par_chunks_mut(block).enumerate().for_each(per_block);
+        out.par_chunks_mut(row).zip(x.par_chunks(row)).for_each(|(d, s)| line(s, d));
     } else {
-        out.chunks_mut(block).enumerate().for_each(per_block);
+        out.chunks_mut(row).zip(x.chunks(row)).for_each(|(d, s)| line(s, d));
     }
     out
+}
+
+/// NaN-propagating maximum.
+fn max_nan(m: f32, v: f32) -> f32 {
+    if v > m || v.is_nan() { v } else { m }
+}
+
+/// The softmax (or log-softmax) of `v` given its line's maximum and `sum(exp(v - max))`.
+fn normalized(v: f32, max: f32, sum: f32, log: bool) -> f32 {
+    if log { v - max - sum.ln() } else { (v - max).exp() / sum }
 }
 
 /// Softmax (or log-softmax) along `dim`, subtracting the maximum first so `exp` cannot overflow.
 pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
     let (data, layout) = input.tensor();
     let x = contiguous(data, layout);
-    for_each_line(&x, layout.shape(), dim, |src, dst, i, inner| {
-        let line = || src.iter().skip(i).step_by(inner);
-        let max = line().fold(f32::NEG_INFINITY, |m, &v| if m.is_nan() || v > m { v } else { m });
-        let sum: f32 = line().map(|&v| (v - max).exp()).sum();
-        let log_sum = sum.ln();
-        for (d, &v) in dst.iter_mut().skip(i).step_by(inner).zip(line()) {
-            *d = if log { v - max - log_sum } else { (v - max).exp() / sum };
-        }
+    let (_, size, inner) = split_at_dim(layout.shape(), dim);
+    if inner == 1 {
+        return for_each_row(&x, size, |src, dst| {
+            let max = src.iter().fold(f32::NEG_INFINITY, |m, &v| max_nan(m, v));
+            let sum: f32 = src.iter().map(|&v| (v - max).exp()).sum();
+            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = normalized(v, max, sum, log));
+        });
+    }
+    let mut out = vec![0.0; x.len()];
+    let block = size * inner;
+    if block == 0 {
+        return out;
+    }
+    for (src, dst) in x.chunks(block).zip(out.chunks_mut(block)) {
+        let (max, sum) = column_statistics(src, inner);
+        dst.par_chunks_mut(inner).zip(src.par_chunks(inner)).for_each(|(d, s)| {
+            for j in 0..inner {
+                d[j] = normalized(s[j], max[j], sum[j], log);
+            }
+        });
+    }
+    out
+}
+
+/// Maximum and `sum(exp(v - max))` of every column of a `[rows, inner]` block, accumulated a
+/// strip of columns at a time so that each pass reads contiguous memory.
+fn column_statistics(block: &[f32], inner: usize) -> (Vec<f32>, Vec<f32>) {
+    let strips: Vec<(Vec<f32>, Vec<f32>)> = (0..inner)
+        .step_by(COLUMNS_PER_TASK)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|start| {
+            let end = (start + COLUMNS_PER_TASK).min(inner);
+            let mut max = vec![f32::NEG_INFINITY; end - start];
+            for row in block.chunks(inner) {
+                max.iter_mut().zip(&row[start..end]).for_each(|(m, &v)| *m = max_nan(*m, v));
+            }
+            let mut sum = vec![0.0f32; end - start];
+            for row in block.chunks(inner) {
+                sum.iter_mut().zip(&row[start..end]).zip(&max).for_each(|((s, &v), &m)| *s += (v - m).exp());
+            }
+            (max, sum)
+        })
+        .collect();
+    strips.into_iter().fold((Vec::with_capacity(inner), Vec::with_capacity(inner)), |(mut max, mut sum), (m, s)| {
+        max.extend(m);
+        sum.extend(s);
+        (max, sum)
     })
 }
 
@@ -55,8 +99,8 @@ pub(super) fn layer_norm(input: Input, weight: Input, bias: Input, eps: f32) -> 
     let (wd, wl) = weight.tensor();
     let (bd, bl) = bias.tensor();
     let (w, b) = (contiguous(wd, wl), contiguous(bd, bl));
-    let last = layout.shape().len() - 1;
-    for_each_line(&x, layout.shape(), last, |src, dst, _, _| {
+    let row = layout.shape().last().copied().unwrap_or(1);
+    for_each_row(&x, row, |src, dst| {
         let n = src.len() as f32;
         let mean = src.iter().sum::<f32>() / n;
         let var = src.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;

@@ -35,7 +35,8 @@ pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> Vec<f32> {
 
 /// NaN-propagating maximum, as `torch.amax` behaves.
 fn max_nan(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b > a { b } else { a }
+    // Once the running value is NaN it stays NaN, since nothing compares greater than NaN.
+    if b > a || b.is_nan() { b } else { a }
 }
 
 fn reduce_row(kind: ReduceOp, row: &[f32]) -> f32 {

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use engine::Device;
-use grader_harness::{CheckResult, Context, ensure, for_all};
+use engine::backends::Eager;
+use grader_harness::{CheckResult, Context, ensure, for_all, gpu};
 use proptest::prelude::*;
 
 use super::support::Probe;
@@ -101,5 +102,27 @@ pub fn timings_are_real(_ctx: &Context) -> CheckResult {
     Ok(format!(
         "first call {:.1?} includes the {compile:?} compile; steady median {:.1?}",
         latency.first_call, latency.steady_median
+    ))
+}
+
+/// On a GPU a call returns before its kernels finish, so each clock must stop only once the
+/// output's values are read. A backend that keeps the GPU busy for a known time after every run
+/// shows whether it did; then the real comparison, `Eager` on the GPU, is reported.
+pub fn waits_for_the_gpu(_ctx: &Context) -> CheckResult {
+    let device = gpu()?;
+    let busy = Duration::from_millis(20);
+    let latency = measure_latency(Box::new(Probe::new().device_work(device, busy)), device, 3)?;
+    let call = format!("with a backend whose every run keeps {device} busy for at least {busy:?},");
+    ensure(latency.first_call >= busy && latency.steady.iter().all(|&s| s >= busy), || {
+        format!(
+            "{call} you measured a first call of {:?} and steady calls of {:?}: a GPU call returns before its \
+             kernels finish, so stop each clock only after the output's `.to_vec()`",
+            latency.first_call, latency.steady
+        )
+    })?;
+    let eager = measure_latency(Box::new(Eager), device, 10)?;
+    Ok(format!(
+        "every call waited for the GPU; eager on {device}: first call {:.1?}, steady median {:.1?}",
+        eager.first_call, eager.steady_median
     ))
 }

@@ -21,6 +21,7 @@ pub const CHECKS: &[Check] = &[
     Check { id: "median_is_the_middle", run: latency::median_is_the_middle },
     Check { id: "one_compile_then_cache_hits", run: latency::one_compile_then_cache_hits },
     Check { id: "timings_are_real", run: latency::timings_are_real },
+    Check { id: "waits_for_the_gpu", run: latency::waits_for_the_gpu },
     Check { id: "runs_the_mlp_graph", run: interpreter::runs_the_mlp_graph },
     Check { id: "matches_fx_interpreter_on_random_graphs", run: interpreter::matches_fx_interpreter_on_random_graphs },
     Check { id: "rejects_a_wrong_input_count", run: interpreter::rejects_a_wrong_input_count },

@@ -8,7 +8,7 @@ use std::time::Duration;
 use engine::backends::{Backend, CompiledGraph, Eager};
 use engine::fx::Graph;
 use engine::fx::proxy::Tracer;
-use engine::{Result, Tensor};
+use engine::{Device, Result, Tensor};
 
 use crate::subject::Mlp;
 
@@ -39,14 +39,16 @@ impl Counts {
 }
 
 /// A backend that compiles with [`Eager`] and lets the grader observe and shape what happens:
-/// it counts compiles and runs, sleeps a known time in each, and can shift every output by a
-/// known offset.
+/// it counts compiles and runs, sleeps a known time in each, can keep the device busy a known
+/// time after each run (so a timer that does not wait for the GPU measures too little), and can
+/// shift every output by a known offset.
 #[derive(Clone, Default)]
 pub struct Probe {
     /// Shared counters; keep a clone of the `Arc` to read them.
     pub counts: Arc<Counts>,
     compile_delay: Duration,
     run_delay: Duration,
+    device_work: Option<(Device, Duration)>,
     offset: f32,
 }
 
@@ -66,6 +68,12 @@ impl Probe {
         Probe { run_delay: delay, ..self }
     }
 
+    /// After each run, `device` is kept busy for at least `busy` ([`engine::bench::spin`]); the
+    /// outputs' values are ready only after that.
+    pub fn device_work(self, device: Device, busy: Duration) -> Probe {
+        Probe { device_work: Some((device, busy)), ..self }
+    }
+
     /// Every output element is shifted by `offset`.
     pub fn offset(self, offset: f32) -> Probe {
         Probe { offset, ..self }
@@ -81,11 +89,15 @@ impl Backend for Probe {
         std::thread::sleep(self.compile_delay);
         self.counts.compiles.fetch_add(1, Ordering::SeqCst);
         let inner = Eager.compile(graph, example_inputs)?;
-        let (counts, run_delay, offset) = (self.counts.clone(), self.run_delay, self.offset);
+        let (counts, run_delay, device_work, offset) =
+            (self.counts.clone(), self.run_delay, self.device_work, self.offset);
         Ok(Box::new(move |inputs: &[Tensor]| {
             std::thread::sleep(run_delay);
             counts.runs.fetch_add(1, Ordering::SeqCst);
             let outputs = inner.run(inputs)?;
+            if let Some((device, busy)) = device_work {
+                engine::bench::spin(device, busy)?;
+            }
             if offset == 0.0 { Ok(outputs) } else { outputs.iter().map(|t| t.add(offset)).collect() }
         }))
     }

@@ -1,0 +1,80 @@
+//! Tensor memory on a GPU, the CUDA half of [`crate::tensor::Storage`]: a stream-ordered device
+//! allocation of `f32`s, filled from and read back to the host.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+
+use super::context::CudaDevice;
+use super::error::CudaError;
+
+/// A device buffer of `f32` elements.
+pub(crate) struct CudaBuffer {
+    slice: CudaSlice<f32>,
+    len: usize,
+    device: Arc<CudaDevice>,
+}
+
+impl CudaBuffer {
+    /// An uninitialised buffer of `len` elements. Allocation is ordered on the device's stream, so
+    /// it costs no synchronisation; freeing (on drop) is ordered after every queued use.
+    pub fn alloc(device: &Arc<CudaDevice>, len: usize) -> Result<CudaBuffer, CudaError> {
+        // CUDA refuses zero-byte allocations; an empty tensor still gets a valid address.
+        // SAFETY: every kernel writes its whole output before anything reads it.
+        let slice = unsafe { device.stream().alloc::<f32>(len.max(1)) }?;
+        Ok(CudaBuffer { slice, len, device: device.clone() })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_host(device: &Arc<CudaDevice>, data: &[f32]) -> Result<CudaBuffer, CudaError> {
+        let mut buffer = CudaBuffer::alloc(device, data.len())?;
+        if !data.is_empty() {
+            device.stream().memcpy_htod(data, &mut buffer.slice)?;
+        }
+        Ok(buffer)
+    }
+
+    /// Sets every element to 0.0 (queued on the stream).
+    pub fn fill_zeros(&mut self) -> Result<(), CudaError> {
+        self.device.stream().memset_zeros(&mut self.slice)?;
+        Ok(())
+    }
+
+    /// Queues a device-to-device copy of `src` (of the same length) into this buffer.
+    pub fn copy_from(&mut self, src: &CudaBuffer) -> Result<(), CudaError> {
+        self.device.stream().memcpy_dtod(&src.slice, &mut self.slice)?;
+        Ok(())
+    }
+
+    /// Elements `start..start + len`, copied to the host once every queued operation is done.
+    pub fn read(&self, start: usize, len: usize) -> Result<Vec<f32>, CudaError> {
+        let mut host = vec![0.0; len];
+        if len > 0 {
+            self.device.stream().memcpy_dtoh(&self.slice.slice(start..start + len), &mut host)?;
+        }
+        self.device.synchronize()?;
+        Ok(host)
+    }
+
+    /// The device address of element 0, for kernel arguments.
+    pub fn ptr(&self) -> u64 {
+        // Event tracking is off (one stream), so the guard records nothing.
+        let (ptr, _guard) = self.slice.device_ptr(self.device.stream());
+        ptr
+    }
+
+    /// The device address of element `index`.
+    pub fn ptr_at(&self, index: usize) -> u64 {
+        self.ptr() + (index * std::mem::size_of::<f32>()) as u64
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The device holding the buffer.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.device
+    }
+}

@@ -1,0 +1,96 @@
+//! CUDA C to CUBIN through NVRTC, with the disk cache: the role `CUDACodeCache` (and Triton's
+//! cache of compiled kernels) plays for TorchInductor. The CUBIN targets the device's exact
+//! architecture (`sm_90` on an H100), so the driver loads machine code and never JIT-compiles PTX;
+//! its cache key covers the source, the architecture, the options and NVRTC's version, so a second
+//! process loads the file instead of compiling.
+
+use std::ffi::{CStr, CString, c_char};
+use std::path::PathBuf;
+
+use cudarc::nvrtc::{result, sys};
+
+use super::probe::probe;
+use crate::codecache::{DiskCache, cache_key};
+use crate::error::{Error, Result};
+
+/// A compiled kernel image.
+#[derive(Debug)]
+pub struct Cubin {
+    /// The machine code, ready for `cuModuleLoadData`.
+    pub bytes: Vec<u8>,
+    /// Where it is cached on disk (the CUDA C source sits beside it, as `<key>.cu`).
+    pub path: PathBuf,
+    /// True when NVRTC ran now; false when the disk cache already held it.
+    pub compiled: bool,
+}
+
+/// The NVRTC options every kernel is built with, for architecture `arch` (`sm_90`).
+pub fn options(arch: &str) -> Vec<String> {
+    // Line info lets profilers map SASS back to the CUDA C; it does not change the code.
+    vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "--generate-line-info".into()]
+}
+
+/// Compiles `source` for `arch` through the global disk cache (`ENGINE_CACHE_DIR`).
+pub fn compile_cubin(source: &str, arch: &str) -> Result<Cubin> {
+    compile_cubin_in(DiskCache::global(), source, arch)
+}
+
+/// Like [`compile_cubin`] with an explicit cache directory.
+pub fn compile_cubin_in(cache: &DiskCache, source: &str, arch: &str) -> Result<Cubin> {
+    let version = match &probe().nvrtc {
+        Ok((major, minor)) => format!("{major}.{minor}"),
+        Err(reason) => return Err(Error::Compile { tool: "nvrtc".into(), message: reason.clone() }),
+    };
+    let options = options(arch);
+    let key = cache_key(&[source.as_bytes(), arch.as_bytes(), options.join(" ").as_bytes(), version.as_bytes()]);
+    let (path, compiled) = cache.get_or_build(&key, "cubin", |out| {
+        // Keep the source beside the binary: learners can open exactly what was compiled.
+        let source_path = cache.dir().join(format!("{key}.cu"));
+        std::fs::write(&source_path, source).map_err(|e| Error::Io { path: source_path, message: e.to_string() })?;
+        let bytes = run_nvrtc(source, &options)?;
+        std::fs::write(out, bytes).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
+    })?;
+    let bytes = std::fs::read(&path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
+    Ok(Cubin { bytes, path, compiled })
+}
+
+/// An NVRTC program, destroyed on drop.
+struct Program(sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the program was created by nvrtcCreateProgram and is destroyed once.
+        let _ = unsafe { result::destroy_program(self.0) };
+    }
+}
+
+fn run_nvrtc(source: &str, options: &[String]) -> Result<Vec<u8>> {
+    let failed = |message: String| Error::Compile { tool: "nvrtc".into(), message };
+    let source_c = CString::new(source).map_err(|_| failed("the CUDA source contains a NUL byte".into()))?;
+    let program = Program(result::create_program(&source_c, None).map_err(|e| failed(format!("{e:?}")))?);
+    // SAFETY: `program` is live for the whole block.
+    unsafe {
+        if let Err(e) = result::compile_program(program.0, options) {
+            let log = result::get_program_log(program.0).map(|l| c_chars_to_string(&l)).unwrap_or_default();
+            return Err(failed(format!("{e:?} with options {options:?}:\n{}", first_lines(&log, 30))));
+        }
+        let mut size = 0usize;
+        sys::nvrtcGetCUBINSize(program.0, &mut size).result().map_err(|e| failed(format!("{e:?}")))?;
+        let mut bytes = vec![0u8; size];
+        sys::nvrtcGetCUBIN(program.0, bytes.as_mut_ptr().cast::<c_char>())
+            .result()
+            .map_err(|e| failed(format!("no CUBIN (is the architecture an `sm_XX` one?): {e:?}")))?;
+        Ok(bytes)
+    }
+}
+
+fn c_chars_to_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
+    CStr::from_bytes_until_nul(&bytes)
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines().take(n).collect::<Vec<_>>().join("\n")
+}

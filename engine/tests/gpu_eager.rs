@@ -1,0 +1,393 @@
+//! CUDA eager ops against the float64 reference, on random shapes chosen to trip GPU kernels:
+//! sizes that are not multiples of 4 (vector tails), long rows (split reductions), broadcasts,
+//! transposed, strided, misaligned and stride-0 views, every dim of every reduction.
+//!
+//! Each test starts by asking whether CUDA can run here; where it cannot, it prints
+//! `skipped: <reason>` to the terminal (past the test harness's capture) and passes, so CPU-only
+//! CI stays green while showing what it did not check.
+
+mod common;
+
+use std::io::Write;
+
+use common::reference::{self, RefTensor};
+use common::{Layout, all_layouts, assert_close, make_on};
+use engine::backends::{AotEager, Eager};
+use engine::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use engine::{Device, Error, SourceLocation, Tensor, dynamo};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+/// The GPU to test on, or `None` after printing why the test is skipped.
+fn gpu() -> Option<Device> {
+    match engine::device::cuda::unavailable_reason() {
+        None => Some(Device::Cuda(0)),
+        Some(reason) => {
+            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+            None
+        }
+    }
+}
+
+/// Runs a property over `cases` random inputs, shrinking any failure to a small example.
+fn check<S: Strategy>(cases: u32, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+    if let Err(e) = runner.run(&strategy, test) {
+        panic!("{e}");
+    }
+}
+
+/// Shapes from scalars to rank 4, plus long and wide ones whose sizes are rarely multiples of 4.
+fn shapes() -> impl Strategy<Value = Vec<usize>> {
+    prop_oneof![
+        3 => prop::collection::vec(1usize..8, 0..=4),
+        1 => (1usize..5000).prop_map(|n| vec![n]),
+        1 => (1usize..80, 1usize..80).prop_map(|(a, b)| vec![a, b]),
+    ]
+}
+
+/// A shape and one that broadcasts against it (some dims set to 1, some leading dims dropped).
+fn broadcast_pairs() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+    shapes()
+        .prop_flat_map(|shape| {
+            let rank = shape.len();
+            (Just(shape), prop::collection::vec(any::<bool>(), rank), 0..=rank)
+        })
+        .prop_map(|(shape, ones, drop)| {
+            let partner = shape.iter().zip(&ones).map(|(&s, &one)| if one { 1 } else { s }).skip(drop).collect();
+            (shape, partner)
+        })
+}
+
+/// A tensor of `shape` on `device` in `layout`, with seeded normal values passed through `domain`.
+fn operand(shape: &[usize], layout: Layout, seed: u64, device: Device, domain: Domain) -> (Tensor, RefTensor) {
+    let data: Vec<f32> = Tensor::randn(shape, seed).to_vec().unwrap().into_iter().map(domain).collect();
+    make_on(&data, shape, layout, device)
+}
+
+/// Maps a standard normal draw into an op's domain.
+type Domain = fn(f32) -> f32;
+
+fn identity(x: f32) -> f32 {
+    x
+}
+
+fn positive(x: f32) -> f32 {
+    x.abs() + 0.1
+}
+
+fn away_from_zero(x: f32) -> f32 {
+    x.signum() * (x.abs() + 0.5)
+}
+
+/// Values on a coarse grid, so that comparisons meet equal elements.
+fn coarse(x: f32) -> f32 {
+    (x * 2.0).round() / 2.0
+}
+
+fn fail(e: Error) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
+
+fn apply(op: Op, operands: &[engine::Operand]) -> Result<Tensor, TestCaseError> {
+    op.apply(operands, SourceLocation::caller()).map_err(fail)
+}
+
+#[test]
+fn gpu_unary_ops_match_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    check(32, (shapes(), all_layouts(), any::<u64>()), |(shape, layout, seed)| {
+        for op in UnaryOp::ALL {
+            let domain = if matches!(op, UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt) { positive } else { identity };
+            let (x, rx) = operand(&shape, layout, seed, gpu, domain);
+            let y = apply(Op::Unary(op), &[(&x).into()])?;
+            prop_assert_eq!(y.device(), gpu);
+            assert_close(&y, &rx.map(|v| reference::unary(op, v)), None, 2e-6, 1e-6);
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_binary_ops_broadcast_like_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let cases = (broadcast_pairs(), any::<bool>(), all_layouts(), all_layouts(), any::<u64>(), any::<bool>());
+    check(32, cases, |((a_shape, b_shape), swap, a_layout, b_layout, seed, scalar)| {
+        let (a_shape, b_shape) = if swap { (b_shape, a_shape) } else { (a_shape, b_shape) };
+        for op in BinaryOp::ALL {
+            let (a_domain, b_domain): (Domain, Domain) = match op {
+                BinaryOp::Pow => (positive, identity),
+                BinaryOp::Div => (identity, away_from_zero),
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum => {
+                    (identity, identity)
+                }
+                _ => (coarse, coarse),
+            };
+            let (a, ra) = operand(&a_shape, a_layout, seed, gpu, a_domain);
+            let (y, want) = if scalar {
+                let s = b_domain(0.75);
+                (apply(Op::Binary(op), &[(&a).into(), s.into()])?, ra.map(|v| reference::binary(op, v, s as f64)))
+            } else {
+                let (b, rb) = operand(&b_shape, b_layout, seed ^ 1, gpu, b_domain);
+                let want = RefTensor::zip(&[&ra, &rb], |v| reference::binary(op, v[0], v[1]));
+                (apply(Op::Binary(op), &[(&a).into(), (&b).into()])?, want)
+            };
+            assert_close(&y, &want, None, 4e-6, 1e-6);
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_where_selects_like_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    check(32, (broadcast_pairs(), all_layouts(), any::<u64>()), |((shape, partner), layout, seed)| {
+        let (c, rc) = operand(&partner, Layout::Contiguous, seed, gpu, identity);
+        let (a, ra) = operand(&shape, layout, seed ^ 2, gpu, identity);
+        let y = c.gt(0.0).map_err(fail)?.where_(&a, -1.5).map_err(fail)?;
+        assert_close(&y, &RefTensor::zip(&[&rc, &ra], |v| if v[0] > 0.0 { v[1] } else { -1.5 }), None, 0.0, 0.0);
+        Ok(())
+    });
+}
+
+/// `kind` over `dim` of `x`, checked against the reference with the sum of magnitudes as scale.
+fn check_reduction(x: &Tensor, rx: &RefTensor, kind: ReduceOp, dim: usize, keepdim: bool) -> Result<(), TestCaseError> {
+    let y = match kind {
+        ReduceOp::Sum => x.sum(dim as isize, keepdim),
+        ReduceOp::Mean => x.mean(dim as isize, keepdim),
+        ReduceOp::Max => x.amax(dim as isize, keepdim),
+    }
+    .map_err(fail)?;
+    assert_close(&y, &rx.reduce(kind, dim, keepdim), Some(&rx.abs().reduce(kind, dim, keepdim)), 1e-5, 1e-6);
+    Ok(())
+}
+
+#[test]
+fn gpu_reductions_match_the_reference_on_every_dim() {
+    let Some(gpu) = gpu() else { return };
+    let cases = (shapes().prop_filter("rank >= 1", |s| !s.is_empty()), all_layouts(), any::<u64>(), any::<bool>());
+    check(32, cases, |(shape, layout, seed, keepdim)| {
+        let (x, rx) = operand(&shape, layout, seed, gpu, identity);
+        for dim in 0..shape.len() {
+            for kind in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max] {
+                check_reduction(&x, &rx, kind, dim, keepdim)?;
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Large reductions take the split path (partial results, then a second launch) and the widest
+/// launch configurations; each is checked once.
+#[test]
+fn gpu_large_reductions_split_and_stay_exact() {
+    let Some(gpu) = gpu() else { return };
+    for (shape, dim) in [(vec![3, 1_000_003], 1), (vec![1_000_003, 3], 0), (vec![1024, 3001], 0), (vec![1024, 3001], 1)]
+    {
+        let (x, rx) = operand(&shape, Layout::Contiguous, 7, gpu, identity);
+        for kind in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max] {
+            check_reduction(&x, &rx, kind, dim, true).unwrap();
+        }
+    }
+    let (x, rx) = operand(&[5_000_001], Layout::Misaligned, 3, gpu, identity);
+    let scale = rx.abs().reduce(ReduceOp::Sum, 0, false);
+    assert_close(&x.sum_all().unwrap(), &rx.reduce(ReduceOp::Sum, 0, false), Some(&scale), 1e-5, 1e-6);
+}
+
+#[test]
+fn gpu_amax_propagates_nan_like_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    for device in [Device::Cpu, gpu] {
+        let x = Tensor::from_vec(vec![1.0, f32::NAN, 3.0, 0.0, -1.0, 2.0], &[2, 3]).unwrap().to(device).unwrap();
+        let rows = x.amax(1, false).unwrap().to_vec().unwrap();
+        assert!(rows[0].is_nan() && rows[1] == 2.0, "{device}: {rows:?}");
+        let columns = x.amax(0, false).unwrap().to_vec().unwrap();
+        assert!(columns[1].is_nan() && columns[0] == 1.0 && columns[2] == 3.0, "{device}: {columns:?}");
+    }
+}
+
+#[test]
+fn gpu_softmax_and_layer_norm_match_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let cases = (shapes().prop_filter("rank >= 1", |s| !s.is_empty()), all_layouts(), any::<u64>());
+    check(32, cases, |(shape, layout, seed)| {
+        let (x, rx) = operand(&shape, layout, seed, gpu, |v| 3.0 * v);
+        for dim in 0..shape.len() {
+            assert_close(&x.softmax(dim as isize).map_err(fail)?, &rx.softmax(dim, false), None, 1e-5, 1e-6);
+            assert_close(&x.log_softmax(dim as isize).map_err(fail)?, &rx.softmax(dim, true), None, 1e-5, 1e-5);
+        }
+        let d = *shape.last().unwrap();
+        let (w, rw) = operand(&[d], Layout::Contiguous, seed ^ 3, gpu, identity);
+        let (b, rb) = operand(&[d], Layout::Misaligned, seed ^ 4, gpu, identity);
+        let y = x.layer_norm(&w, &b, 1e-5).map_err(fail)?;
+        // Rounding x and its mean moves the result by (|x| + |mean|) / std * |w|: large for
+        // nearly constant rows, such as broadcast ones.
+        let last = shape.len() - 1;
+        let mean = rx.reduce(ReduceOp::Mean, last, true);
+        let var = RefTensor::zip(&[&rx, &mean], |v| (v[0] - v[1]).powi(2)).reduce(ReduceOp::Mean, last, true);
+        let scale = RefTensor::zip(&[&rx, &mean, &var, &rw, &rb], |v| {
+            (v[0].abs() + v[1].abs()) / (v[2] + 1e-5).sqrt() * v[3].abs() + v[4].abs() + 1.0
+        });
+        assert_close(&y, &rx.layer_norm(&rw, &rb, 1e-5), Some(&scale), 1e-4, 0.0);
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_softmax_of_masked_rows_matches_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let inf = f32::NEG_INFINITY;
+    let x = Tensor::from_vec(vec![inf, 0.0, inf, 0.0, inf, inf, inf, inf], &[2, 4]).unwrap();
+    let cpu = x.softmax(-1).unwrap().to_vec().unwrap();
+    let on_gpu = x.to(gpu).unwrap().softmax(-1).unwrap().to_vec().unwrap();
+    assert_eq!(&on_gpu[..4], &[0.0, 0.5, 0.0, 0.5]);
+    assert!(on_gpu[4..].iter().all(|v| v.is_nan()) && cpu[4..].iter().all(|v| v.is_nan()), "{on_gpu:?}");
+}
+
+/// Matrix shapes with broadcast batch dims (on either side), each operand in any layout.
+fn matmul_cases() -> impl Strategy<Value = (Vec<usize>, Vec<usize>, Layout, Layout)> {
+    let batch = prop::collection::vec(1usize..4, 0..=2);
+    (batch, 1usize..40, 1usize..70, 1usize..40, all_layouts(), all_layouts(), any::<bool>())
+        .prop_flat_map(|(batch, m, k, n, la, lb, swap)| {
+            let rank = batch.len();
+            (Just(batch), prop::collection::vec(any::<bool>(), rank), 0..=rank, Just((m, k, n, la, lb, swap)))
+        })
+        .prop_map(|(batch, ones, drop, (m, k, n, la, lb, swap))| {
+            let other: Vec<usize> =
+                batch.iter().zip(&ones).map(|(&s, &one)| if one { 1 } else { s }).skip(drop).collect();
+            let (ba, bb) = if swap { (other, batch) } else { (batch, other) };
+            ([ba, vec![m, k]].concat(), [bb, vec![k, n]].concat(), la, lb)
+        })
+}
+
+#[test]
+fn gpu_matmul_matches_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    check(48, (matmul_cases(), any::<u64>()), |((a_shape, b_shape, a_layout, b_layout), seed)| {
+        let (a, ra) = operand(&a_shape, a_layout, seed, gpu, identity);
+        let (b, rb) = operand(&b_shape, b_layout, seed ^ 5, gpu, identity);
+        assert_close(&a.matmul(&b).map_err(fail)?, &ra.matmul(&rb), Some(&ra.abs().matmul(&rb.abs())), 1e-5, 1e-6);
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_matmul_with_an_empty_inner_dim_is_zero() {
+    let Some(gpu) = gpu() else { return };
+    let a = Tensor::zeros(&[3, 0]).to(gpu).unwrap();
+    let b = Tensor::zeros(&[0, 2]).to(gpu).unwrap();
+    assert_eq!(a.matmul(&b).unwrap().to_vec().unwrap(), vec![0.0; 6]);
+}
+
+#[test]
+fn gpu_transfers_and_views_round_trip() {
+    let Some(gpu) = gpu() else { return };
+    let x = Tensor::randn(&[5, 7, 3], 11);
+    let on_gpu = x.to(gpu).unwrap();
+    assert_eq!(on_gpu.device(), gpu);
+    assert_eq!(on_gpu.to(Device::Cpu).unwrap().to_vec().unwrap(), x.to_vec().unwrap());
+    let view = |t: &Tensor| t.permute(&[2, 0, 1]).unwrap().slice(1, 1, 5, 2).unwrap();
+    assert_eq!(view(&on_gpu).to_vec().unwrap(), view(&x).to_vec().unwrap());
+    assert_eq!(view(&on_gpu).contiguous().unwrap().to_vec().unwrap(), view(&x).to_vec().unwrap());
+    assert_eq!(view(&on_gpu).to(Device::Cpu).unwrap().to_vec().unwrap(), view(&x).to_vec().unwrap());
+    assert_eq!(Tensor::scalar(2.5).to(gpu).unwrap().item().unwrap(), 2.5);
+    assert!(format!("{}", Tensor::arange(3).to(gpu).unwrap()).starts_with("tensor([0.0000, 1.0000, 2.0000"));
+    let empty = Tensor::zeros(&[0, 4]).to(gpu).unwrap();
+    assert_eq!(empty.exp().unwrap().sum(0, false).unwrap().to_vec().unwrap(), vec![0.0; 4]);
+}
+
+#[test]
+fn gpu_errors_name_the_devices() {
+    let Some(gpu) = gpu() else { return };
+    let err = Tensor::ones(&[2]).add(&Tensor::ones(&[2]).to(gpu).unwrap()).unwrap_err();
+    assert!(matches!(err, Error::DeviceMismatch { .. }) && err.to_string().contains("cpu and cuda:0"), "{err}");
+    let missing = Tensor::ones(&[2]).to(Device::Cuda(1000)).unwrap_err();
+    assert!(
+        matches!(missing, Error::DeviceUnavailable { .. }) && missing.to_string().contains("cuda:1000"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn gpu_backends_agree_with_cpu_eager() {
+    let Some(gpu) = gpu() else { return };
+    let (w1, b1, w2) = (Tensor::randn(&[32, 16], 1), Tensor::randn(&[32], 2), Tensor::randn(&[8, 32], 3));
+    let forward = |x: &Tensor, w1: &Tensor, b1: &Tensor, w2: &Tensor| -> engine::Result<Tensor> {
+        x.linear(w1, Some(b1))?.gelu()?.linear(w2, None)?.log_softmax(-1)
+    };
+    let x = Tensor::randn(&[4, 16], 4);
+    let want = forward(&x, &w1, &b1, &w2).unwrap().to_vec().unwrap();
+    let want = RefTensor::new(vec![4, 8], want.iter().map(|&v| v as f64).collect());
+    let on = |t: &Tensor| t.to(gpu).unwrap();
+    let (gx, gw1, gb1, gw2) = (on(&x), on(&w1), on(&b1), on(&w2));
+    let eager = dynamo::compile(|x: Tensor| forward(&x, &gw1, &gb1, &gw2)).backend(Eager);
+    let aot = dynamo::compile(|x: Tensor| forward(&x, &gw1, &gb1, &gw2)).backend(AotEager);
+    for y in [eager.call(&gx).unwrap(), aot.call(&gx).unwrap()] {
+        assert_eq!(y.device(), gpu);
+        assert_close(&y, &want, None, 1e-4, 1e-4);
+    }
+}
+
+#[test]
+fn gpu_custom_ops_run_their_cuda_source() {
+    let Some(gpu) = gpu() else { return };
+    let blend = engine::dynamo::CustomOp::elementwise("gpu_test::blend", 2)
+        .c_source("float blend(float a, float b) { return a > b ? a - 0.5f * b : 0.25f * a * b; }")
+        .cuda_source("__device__ float blend(float a, float b) { return a > b ? a - 0.5f * b : 0.25f * a * b; }")
+        .register()
+        .unwrap();
+    let (a, b) = (Tensor::randn(&[37, 1], 1), Tensor::randn(&[6], 2));
+    let cpu = blend.call(&[&a, &b]).unwrap().to_vec().unwrap();
+    let on_gpu = blend.call(&[&a.to(gpu).unwrap(), &b.to(gpu).unwrap()]).unwrap();
+    assert_eq!((on_gpu.device(), on_gpu.shape()), (gpu, &[37usize, 6][..]));
+    let want = RefTensor::new(vec![37, 6], cpu.iter().map(|&v| v as f64).collect());
+    assert_close(&on_gpu, &want, None, 1e-6, 1e-6);
+    let c_only = engine::dynamo::CustomOp::elementwise("gpu_test::twice", 1)
+        .c_source("float twice(float x) { return 2.0f * x; }")
+        .register()
+        .unwrap();
+    let err = c_only.call(&[&a.to(gpu).unwrap()]).unwrap_err();
+    assert!(matches!(err, Error::Cuda { .. }) && err.to_string().contains("has no CUDA source"), "{err}");
+}
+
+#[test]
+fn gpu_kernel_modules_are_cached_on_disk() {
+    let Some(gpu) = gpu() else { return };
+    let Device::Cuda(ordinal) = gpu else { unreachable!() };
+    let device = engine::device::cuda::CudaDevice::get(ordinal).unwrap();
+    // A source no earlier run compiled: NVRTC runs now, then the in-process cache answers.
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let source = format!("// {stamp}\nextern \"C\" __global__ void twice(float* x) {{ x[threadIdx.x] *= 2.0f; }}\n");
+    let module = device.load(&source).unwrap();
+    assert!(module.compiled_now() && module.cubin_path().exists());
+    module.function("twice").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&module, &device.load(&source).unwrap()));
+    let arch = device.facts().arch();
+    assert!(
+        !engine::device::cuda::nvrtc::compile_cubin(&source, &arch).unwrap().compiled,
+        "second build hits the disk cache"
+    );
+    let err = device.load("extern \"C\" __global__ void broken( {}").unwrap_err();
+    assert!(matches!(err, Error::Compile { .. }) && err.to_string().contains("error"), "{err}");
+}
+
+/// Runs everywhere: without a GPU the engine explains itself and stays on the CPU; with one, the
+/// probe describes it.
+#[test]
+fn without_a_gpu_the_engine_says_why_and_stays_on_the_cpu() {
+    let probe = engine::device::cuda::probe();
+    match probe.usable() {
+        Err(reason) => {
+            assert!(!reason.contains('\n') && !reason.is_empty());
+            assert_eq!(Device::cuda_if_available(), Device::Cpu);
+            let err = Tensor::ones(&[2]).to(Device::Cuda(0)).unwrap_err();
+            assert!(matches!(&err, Error::DeviceUnavailable { reason: r, .. } if r == reason), "{err}");
+            assert_eq!(Tensor::ones(&[2]).add(1.0).unwrap().to_vec().unwrap(), vec![2.0, 2.0]);
+        }
+        Ok(()) => {
+            let facts = probe.device(0).expect("a usable probe has a device");
+            assert!(facts.compute_capability.0 >= 5 && facts.total_memory > 0, "{facts:?}");
+            assert_eq!(Device::cuda_if_available(), Device::Cuda(0));
+        }
+    }
+}
