@@ -1,28 +1,63 @@
-//! What a graph break costs: the same model compiled whole, and split by 1 and by 4 breaks, timed
-//! against each other and against eager on the same input. Times are medians of many calls after
-//! a warm-up; ratios are against the unbroken compiled model measured in the same run.
+//! What a graph break costs: one computation (eight layers of `mul`, `add`, `tanh`) compiled
+//! whole, split by one break, split after every layer, and split after every layer by reading a
+//! value (`item()`, which waits for the device), timed against each other and against eager on
+//! the same input. Times are medians of interleaved calls (one call of each variant per round)
+//! after a warm-up, each ended by a device synchronisation; ratios are against the unbroken
+//! compiled model measured in the same run.
 //!
 //! ```text
-//! cargo run --release -p engine --example graph_break_cost -- [--backend eager|aot_eager] [--calls N]
+//! cargo run --release -p engine --example graph_break_cost -- [--backend eager|aot_eager] [--device cpu|cuda] [--calls N]
 //! ```
 
 use std::time::{Duration, Instant};
 
 use engine::backends::{AotEager, Backend, Eager};
-use engine::{Result, Tensor, dynamo};
+use engine::{Device, Result, Tensor, dynamo};
 
 const LAYERS: usize = 8;
 
-/// The break counts compared: none, one in the middle, one after every layer but the last.
-const BREAKS: [usize; 3] = [0, 1, LAYERS - 1];
+/// How the model is split.
+#[derive(Clone, Copy)]
+enum Split {
+    /// `breaks` explicit graph breaks (`dynamo::graph_break()`), spread evenly.
+    Breaks(usize),
+    /// A value read with `item()` after every layer but the last.
+    ItemReads,
+}
 
-/// Eight pointwise layers; with `breaks` breaks spread evenly between them.
-fn model(x: &Tensor, breaks: usize) -> Result<Tensor> {
+impl Split {
+    const ALL: [Split; 4] = [Split::Breaks(0), Split::Breaks(1), Split::Breaks(LAYERS - 1), Split::ItemReads];
+
+    fn label(self) -> String {
+        match self {
+            Split::Breaks(0) => "whole".into(),
+            Split::Breaks(1) => "1 break".into(),
+            Split::Breaks(n) => format!("{n} breaks"),
+            Split::ItemReads => format!("{} item()", LAYERS - 1),
+        }
+    }
+
+    fn breaks(self) -> usize {
+        match self {
+            Split::Breaks(n) => n,
+            Split::ItemReads => LAYERS - 1,
+        }
+    }
+}
+
+/// The eight layers, split as `split` says.
+fn model(x: &Tensor, split: Split) -> Result<Tensor> {
     let mut h = x.clone();
     for layer in 1..=LAYERS {
         h = h.mul(1.01)?.add(0.1)?.tanh()?;
-        if layer < LAYERS && breaks > 0 && layer % (LAYERS / (breaks + 1)).max(1) == 0 {
-            dynamo::graph_break()?;
+        let every = (LAYERS / (split.breaks() + 1)).max(1);
+        if layer < LAYERS && split.breaks() > 0 && layer % every == 0 {
+            match split {
+                Split::Breaks(_) => dynamo::graph_break()?,
+                Split::ItemReads => {
+                    h.sum_all()?.item()?;
+                }
+            }
         }
     }
     Ok(h)
@@ -33,45 +68,34 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-/// Median time of one call of each variant. Runs are interleaved (one call of each variant per
-/// round) so that a machine that gets busier or quieter affects every variant alike.
-fn time_interleaved(calls: usize, variants: &[&dyn Fn() -> Result<Tensor>]) -> Result<Vec<Duration>> {
+/// Median time of one call of each variant, interleaved so that a machine getting busier or
+/// quieter affects every variant alike. Each call ends when the device has finished its work.
+fn time_interleaved(calls: usize, device: Device, variants: &[&dyn Fn() -> Result<Tensor>]) -> Result<Vec<Duration>> {
+    let timed = |variant: &dyn Fn() -> Result<Tensor>| -> Result<Duration> {
+        let start = Instant::now();
+        variant()?;
+        device.synchronize()?;
+        Ok(start.elapsed())
+    };
     for variant in variants {
         for _ in 0..calls / 10 + 1 {
-            variant()?;
+            timed(*variant)?;
         }
     }
     let mut samples = vec![Vec::with_capacity(calls); variants.len()];
     for _ in 0..calls {
         for (variant, samples) in variants.iter().zip(&mut samples) {
-            let start = Instant::now();
-            variant()?;
-            samples.push(start.elapsed());
+            samples.push(timed(*variant)?);
         }
     }
     Ok(samples.into_iter().map(median).collect())
 }
 
-fn backend(name: &str) -> Option<Box<dyn Fn() -> Box<dyn Backend>>> {
+fn backend(name: &str) -> Option<Box<dyn Backend>> {
     match name {
-        "eager" => Some(Box::new(|| Box::new(Eager))),
-        "aot_eager" => Some(Box::new(|| Box::new(AotEager))),
+        "eager" => Some(Box::new(Eager)),
+        "aot_eager" => Some(Box::new(AotEager)),
         _ => None,
-    }
-}
-
-struct Boxed(Box<dyn Backend>);
-
-impl Backend for Boxed {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn compile(
-        &self,
-        graph: &engine::fx::Graph,
-        inputs: &[Tensor],
-    ) -> Result<Box<dyn engine::backends::CompiledGraph>> {
-        self.0.compile(graph, inputs)
     }
 }
 
@@ -80,40 +104,53 @@ fn main() -> Result<()> {
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let backend_name = flag("--backend").unwrap_or_else(|| "eager".into());
     let calls: usize = flag("--calls").and_then(|c| c.parse().ok()).unwrap_or(200);
-    let Some(make_backend) = backend(&backend_name) else {
+    let device = match flag("--device").as_deref() {
+        None | Some("cpu") => Device::Cpu,
+        Some("cuda") => Device::Cuda(0),
+        Some(other) => {
+            eprintln!("unknown device `{other}`; use cpu or cuda");
+            std::process::exit(2);
+        }
+    };
+    if backend(&backend_name).is_none() {
         eprintln!("unknown backend `{backend_name}`; use eager or aot_eager");
         std::process::exit(2);
-    };
-    println!("graph break cost, backend {backend_name}, {LAYERS} layers of mul/add/tanh, median of {calls} calls\n");
-    for breaks in BREAKS {
-        let report = dynamo::explain(|x: Tensor| model(&x, breaks)).call(&Tensor::randn(&[2], 0))?;
-        assert_eq!(report.graph_break_count(), breaks, "the model places its breaks as documented");
     }
-    let header = ["shape", "eager", "0 breaks", "1 break", "7 breaks", "1 break/0", "7 breaks/0"];
+    for split in Split::ALL {
+        let report = dynamo::explain(|x: Tensor| model(&x, split)).call(&Tensor::randn(&[2], 0))?;
+        assert_eq!(report.graph_count(), split.breaks() + 1, "{} makes {} graphs", split.label(), split.breaks() + 1);
+    }
+    println!("graph break cost: backend {backend_name}, device {device}, {LAYERS} layers of mul/add/tanh, median of {calls} calls\n");
+    let labels: Vec<String> = Split::ALL.iter().map(|s| s.label()).collect();
     println!(
-        "{:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10}  {:>10}",
-        header[0], header[1], header[2], header[3], header[4], header[5], header[6]
+        "{:>12}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>9}  {:>9}",
+        "shape", "eager", labels[0], labels[1], labels[2], labels[3], "1 brk/0", "7 brk/0", "7 item/0"
     );
     for shape in [[1, 64], [64, 256], [1024, 1024]] {
-        let x = Tensor::randn(&shape, 0);
-        let compiled: Vec<_> = BREAKS
+        let x = Tensor::randn(&shape, 0).to(device)?;
+        let compiled: Vec<_> = Split::ALL
             .iter()
-            .map(|&breaks| dynamo::compile(move |x: Tensor| model(&x, breaks)).backend(Boxed(make_backend())))
+            .map(|&split| {
+                dynamo::compile(move |x: Tensor| model(&x, split)).backend(backend(&backend_name).expect("checked above"))
+            })
             .collect();
-        let eager = || model(&x, 0);
-        let (f0, f1, f7) = (|| compiled[0].call(&x), || compiled[1].call(&x), || compiled[2].call(&x));
-        let times = time_interleaved(calls, &[&eager, &f0, &f1, &f7])?;
-        let (eager, compiled) = (times[0], &times[1..]);
-        let ratio = |d: Duration| d.as_secs_f64() / compiled[0].as_secs_f64();
+        let (x, compiled) = (&x, &compiled);
+        let eager = || model(x, Split::Breaks(0));
+        let call = |i: usize| move || compiled[i].call(x);
+        let (c0, c1, c7, ci) = (call(0), call(1), call(2), call(3));
+        let times = time_interleaved(calls, device, &[&eager, &c0, &c1, &c7, &ci])?;
+        let ratio = |d: Duration| d.as_secs_f64() / times[1].as_secs_f64();
         println!(
-            "{:>12}  {:>12?}  {:>12?}  {:>12?}  {:>12?}  {:>9.2}x  {:>9.2}x",
+            "{:>12}  {:>11.1?}  {:>11.1?}  {:>11.1?}  {:>11.1?}  {:>11.1?}  {:>8.2}x  {:>8.2}x  {:>8.2}x",
             format!("{shape:?}"),
-            eager,
-            compiled[0],
-            compiled[1],
-            compiled[2],
-            ratio(compiled[1]),
-            ratio(compiled[2])
+            times[0],
+            times[1],
+            times[2],
+            times[3],
+            times[4],
+            ratio(times[2]),
+            ratio(times[3]),
+            ratio(times[4])
         );
     }
     Ok(())
