@@ -120,7 +120,9 @@ fn main() -> Result<()> {
         let report = dynamo::explain(|x: Tensor| model(&x, split)).call(&Tensor::randn(&[2], 0))?;
         assert_eq!(report.graph_count(), split.breaks() + 1, "{} makes {} graphs", split.label(), split.breaks() + 1);
     }
-    println!("graph break cost: backend {backend_name}, device {device}, {LAYERS} layers of mul/add/tanh, median of {calls} calls\n");
+    println!(
+        "graph break cost: backend {backend_name}, device {device}, {LAYERS} layers of mul/add/tanh, median of {calls} calls\n"
+    );
     let labels: Vec<String> = Split::ALL.iter().map(|s| s.label()).collect();
     println!(
         "{:>12}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>9}  {:>9}  {:>9}",
@@ -131,7 +133,8 @@ fn main() -> Result<()> {
         let compiled: Vec<_> = Split::ALL
             .iter()
             .map(|&split| {
-                dynamo::compile(move |x: Tensor| model(&x, split)).backend(backend(&backend_name).expect("checked above"))
+                dynamo::compile(move |x: Tensor| model(&x, split))
+                    .backend(backend(&backend_name).expect("checked above"))
             })
             .collect();
         let (x, compiled) = (&x, &compiled);

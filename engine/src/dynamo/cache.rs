@@ -6,13 +6,12 @@
 //! which guard failed. When the failure is a size, that dimension becomes dynamic for the next
 //! graph (automatic dynamic shapes). Past the recompile limit, the graph runs eagerly.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::compiled::CompileStats;
-use super::guards::{GuardFailure, Guards};
+use super::guards::{GuardFailure, Guards, first_difference};
 use super::options::Options;
 use crate::backends::CompiledGraph;
 use crate::error::{Result, SourceLocation};
@@ -106,24 +105,25 @@ impl Cache {
             }
         };
         let frame = &mut frames[frame_index];
+        // Each set of dynamic dims is re-traced once per call at most; a static trace is compared
+        // as it is.
         let mut generalized: Vec<(Vec<Vec<usize>>, Graph)> = Vec::new();
-        let mut generalize = |dims: &[Vec<usize>]| -> std::result::Result<Cow<'_, Graph>, String> {
+        let mut compare = |dims: &[Vec<usize>], cached: &Graph| -> std::result::Result<Option<String>, String> {
             if dims.iter().all(Vec::is_empty) {
-                return Ok(Cow::Borrowed(&traced.graph));
+                return Ok(first_difference(cached, &traced.graph));
             }
-            if let Some((_, graph)) = generalized.iter().find(|(d, _)| d == dims) {
-                return Ok(Cow::Owned(graph.clone()));
-            }
-            let graph = traced
-                .graph
-                .with_dynamic_dims(dims)
-                .map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))?;
-            generalized.push((dims.to_vec(), graph.clone()));
-            Ok(Cow::Owned(graph))
+            let index = match generalized.iter().position(|(d, _)| d == dims) {
+                Some(i) => i,
+                None => {
+                    generalized.push((dims.to_vec(), generalize(traced, dims)?));
+                    generalized.len() - 1
+                }
+            };
+            Ok(first_difference(cached, &generalized[index].1))
         };
         let mut failures: Vec<(usize, GuardFailure)> = Vec::new();
         for (e, entry) in frame.entries.iter().enumerate().rev() {
-            match entry.guards.check(&entry.graph, inputs, &mut generalize) {
+            match entry.guards.check(&entry.graph, inputs, &mut compare) {
                 Ok(()) => {
                     stats.cache_hits += 1;
                     return Ok(entry.compiled.clone());
@@ -169,9 +169,8 @@ impl Cache {
             logs::log(Artifact::Recompiles, || lines.join("\n"));
         }
         let marking = frame.marking(traced, options);
-        let graph = generalize(&marking)
-            .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?
-            .into_owned();
+        let graph = generalize(traced, &marking)
+            .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
         let guards = Guards::new(&graph, traced, inputs, marking);
         let e = frame.entries.len();
         logs::log(Artifact::Graph, || format!("graph {} of `{}` ({}):\n{graph}", id(e), options.name, frame.label()));
@@ -186,4 +185,12 @@ impl Cache {
         frame.entries.push(Entry { graph, guards, compiled: compiled.clone() });
         Ok(compiled)
     }
+}
+
+/// The trace's graph with `dims` of each input symbolic (the graph itself when none are).
+fn generalize(traced: &Traced, dims: &[Vec<usize>]) -> std::result::Result<Graph, String> {
+    if dims.iter().all(Vec::is_empty) {
+        return Ok(traced.graph.clone());
+    }
+    traced.graph.with_dynamic_dims(dims).map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))
 }

@@ -24,11 +24,14 @@ pub(crate) struct Capture {
     options: Options,
     cache: Arc<Cache>,
     record: RefCell<CallRecord>,
+    /// Whether the record keeps a copy of each graph (for `explain`; a plain call does not pay
+    /// for the copy).
+    keep_graphs: bool,
 }
 
 impl Capture {
-    pub fn new(options: Options, cache: Arc<Cache>) -> Capture {
-        Capture { options, cache, record: RefCell::new(CallRecord::default()) }
+    pub fn new(options: Options, cache: Arc<Cache>, keep_graphs: bool) -> Capture {
+        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs }
     }
 
     pub fn take_record(&self) -> CallRecord {
@@ -43,7 +46,9 @@ impl Capture {
         if traced.graph.op_count() == 0 {
             return Ok(traced.graph.outputs().iter().map(|&o| input_of(&traced.graph, &inputs, o)).collect());
         }
-        self.record.borrow_mut().graphs.push(traced.graph.clone());
+        if self.keep_graphs {
+            self.record.borrow_mut().graphs.push(traced.graph.clone());
+        }
         let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
         compiled.run(&inputs)
     }

@@ -112,17 +112,23 @@ where
     /// calls.
     #[track_caller]
     pub fn call(&self, inputs: I::Ref<'_>) -> Result<O> {
-        self.call_recorded(inputs, SourceLocation::caller()).map(|(outputs, _)| outputs)
+        self.call_recorded(inputs, SourceLocation::caller(), false).map(|(outputs, _)| outputs)
     }
 
-    /// [`Compiled::call`], also returning the graphs run and the breaks met.
-    pub(crate) fn call_recorded(&self, inputs: I::Ref<'_>, location: SourceLocation) -> Result<(O, CallRecord)> {
+    /// [`Compiled::call`], also returning the breaks met and, with `keep_graphs`, a copy of each
+    /// graph run.
+    pub(crate) fn call_recorded(
+        &self,
+        inputs: I::Ref<'_>,
+        location: SourceLocation,
+        keep_graphs: bool,
+    ) -> Result<(O, CallRecord)> {
         let concrete = I::to_vec(inputs);
         if is_tracing() {
             return Ok(((self.f)(I::from_vec(concrete))?, CallRecord::default()));
         }
         self.cache.count_call();
-        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone()));
+        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), keep_graphs));
         let tracer = Tracer::capture(capture.clone());
         let symbolic = concrete.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
         let outputs = (self.f)(I::from_vec(symbolic))?.into_vec();

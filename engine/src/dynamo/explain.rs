@@ -49,7 +49,8 @@ where
     /// Runs the function once under capture (with the `eager` backend) and reports.
     #[track_caller]
     pub fn call(&self, inputs: I::Ref<'_>) -> Result<ExplainOutput> {
-        let (outputs, CallRecord { graphs, breaks }) = self.compiled.call_recorded(inputs, SourceLocation::caller())?;
+        let (outputs, CallRecord { graphs, breaks }) =
+            self.compiled.call_recorded(inputs, SourceLocation::caller(), true)?;
         Ok(ExplainOutput { graphs, breaks, outputs: outputs.into_vec() })
     }
 }

@@ -7,7 +7,6 @@
 //! graph. The input guards come first because they explain a miss best; the last guard compares
 //! the whole trace with the cached graph, which covers constants and control flow.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use crate::device::Device;
@@ -16,9 +15,10 @@ use crate::fx::proxy::{InputOrigin, Traced};
 use crate::fx::{Arg, Graph, Node, NodeKind};
 use crate::tensor::Tensor;
 
-/// Turns a trace's graph into its form with the given dims of each input symbolic (borrowed when
-/// no dim is).
-pub(crate) type Generalize<'a> = dyn FnMut(&[Vec<usize>]) -> Result<Cow<'a, Graph>, String> + 'a;
+/// Compares a trace's graph, in its form with the given dims of each input symbolic, with a cached
+/// graph: the first difference, if any. (Comparing rather than returning the generalized graph
+/// lets a static trace be compared in place, without a copy: a cache hit is on every call's path.)
+pub(crate) type Compare<'a> = dyn FnMut(&[Vec<usize>], &Graph) -> Result<Option<String>, String> + 'a;
 
 /// Why a cached graph does not fit a new trace.
 #[derive(Clone, Debug)]
@@ -72,14 +72,9 @@ impl Guards {
         Guards { inputs: guards.collect(), dynamic_dims }
     }
 
-    /// Checks a new trace against the cached `graph` these guards belong to. `generalize` turns
-    /// the trace's graph into its form with the given dims symbolic.
-    pub fn check<'a>(
-        &self,
-        graph: &Graph,
-        inputs: &[Tensor],
-        generalize: &mut Generalize<'a>,
-    ) -> Result<(), GuardFailure> {
+    /// Checks a new trace against the cached `graph` these guards belong to. `compare` compares
+    /// the trace's graph, with the given dims symbolic, with a cached graph.
+    pub fn check(&self, graph: &Graph, inputs: &[Tensor], compare: &mut Compare<'_>) -> Result<(), GuardFailure> {
         if inputs.len() != self.inputs.len() {
             return Err(GuardFailure::new(format!(
                 "the traced code reads {} tensors, the cached graph {}",
@@ -124,8 +119,7 @@ impl Guards {
                 _ => {}
             }
         }
-        let generalized = generalize(&self.dynamic_dims).map_err(GuardFailure::new)?;
-        match first_difference(graph, &generalized) {
+        match compare(&self.dynamic_dims, graph).map_err(GuardFailure::new)? {
             Some(difference) => Err(GuardFailure::new(difference)),
             None => Ok(()),
         }
@@ -173,7 +167,7 @@ fn at(node: &Node) -> String {
 }
 
 /// The first way `new` differs from the `cached` graph, in words; `None` when they are equal.
-fn first_difference(cached: &Graph, new: &Graph) -> Option<String> {
+pub(crate) fn first_difference(cached: &Graph, new: &Graph) -> Option<String> {
     if cached == new {
         return None;
     }
