@@ -89,3 +89,14 @@ fn item_under_fullgraph_is_an_error_naming_its_line() {
     let err = f.call(&Tensor::ones(&[2])).unwrap_err().to_string();
     assert!(err.contains("Tensor::item()") && err.contains("capture.rs:85"), "{err}");
 }
+
+#[test]
+fn a_closure_that_returns_no_tensor_is_refused_with_its_line() {
+    let f = dynamo::compile(|x: Tensor| -> engine::Result<Vec<Tensor>> {
+        x.exp()?;
+        Ok(Vec::new())
+    });
+    let (err, line) = (f.call(&Tensor::ones(&[2])).unwrap_err().to_string(), line!());
+    assert!(err.starts_with("the compiled function returned no tensor"), "{err}");
+    assert!(err.contains(&format!("capture.rs:{line}")), "{err}");
+}

@@ -16,6 +16,8 @@
 
 pub mod mlp;
 pub mod phase1;
+pub mod phase2;
+pub mod phase3;
 pub mod phase4;
 pub mod tour;
 
@@ -38,6 +40,16 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase1_backends", run: phase1::backends },
     Section { name: "phase1_print_backend", run: phase1::print_backend },
     Section { name: "phase1_steady_state", run: phase1::steady_state },
+    Section { name: "phase2_explain", run: phase2::explain },
+    Section { name: "phase2_tabular", run: phase2::tabular },
+    Section { name: "phase2_recompiles", run: phase2::recompiles },
+    Section { name: "phase2_guards", run: phase2::guards },
+    Section { name: "phase3_explain", run: phase3::explain },
+    Section { name: "phase3_fullgraph", run: phase3::fullgraph },
+    Section { name: "phase3_break_log", run: phase3::break_log },
+    Section { name: "phase3_fixed", run: phase3::fixed },
+    Section { name: "phase3_custom_op", run: phase3::custom_op },
+    Section { name: "phase3_constant_recompiles", run: phase3::constant_recompiles },
     Section { name: "phase4_output_code", run: phase4::output_code },
     Section { name: "phase4_output_code_cuda", run: phase4::output_code_cuda },
     Section { name: "phase4_kernel_ir", run: phase4::kernel_ir },

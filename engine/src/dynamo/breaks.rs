@@ -52,6 +52,14 @@ pub fn print_side_effect(args: fmt::Arguments<'_>, newline: bool) -> Result<()> 
     Ok(())
 }
 
+/// An explicit graph break, like `torch._dynamo.graph_break()`: inside a compiled function the
+/// graph so far runs here and tracing goes on in a new graph; outside one it does nothing. Useful
+/// to see (and measure) what a break does. Under `fullgraph(true)` it is an error.
+#[track_caller]
+pub fn graph_break() -> Result<()> {
+    proxy::break_for_side_effect("`graph_break()` was called", SourceLocation::caller())
+}
+
 impl Tensor {
     /// Applies the Rust function `f` to every element, on the host, and names the result `name`.
     ///

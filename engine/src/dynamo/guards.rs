@@ -146,7 +146,10 @@ impl Guards {
             let input = graph.placeholders().iter().position(|&p| p == info.placeholder).unwrap_or_default();
             lines.push(format!("{symbol} >= 2 (the size of input {input}, dim {})", info.dim));
         }
-        lines.extend(graph.specializations().iter().map(|s| format!("specialized {s}")));
+        lines.extend(graph.specializations().iter().map(|s| {
+            let kind = if s.value.is_static() { "specialized" } else { "unified" };
+            format!("{kind} {s}")
+        }));
         for node in graph.nodes() {
             for (k, arg) in node.args().iter().enumerate() {
                 if let Arg::Scalar(value) = arg {

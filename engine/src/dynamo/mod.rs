@@ -27,6 +27,7 @@ mod guards;
 mod io;
 mod options;
 
+pub use breaks::graph_break;
 #[doc(hidden)]
 pub use breaks::print_side_effect;
 pub use compiled::{CompileStats, Compiled, compile};

@@ -42,6 +42,17 @@ pub(crate) fn run_graph(graph: &Graph, inputs: &[Tensor], here: SourceLocation) 
     for (&id, input) in graph.placeholders().iter().zip(inputs) {
         values[id.index()] = Some(input.clone());
     }
+    // Like FX's interpreter, free each value after its last use, so that memory stays what eager
+    // execution needs rather than growing with the graph.
+    let mut last_use: Vec<usize> = (0..graph.nodes().len()).collect();
+    for id in graph.ids() {
+        for input in graph.node(id).inputs() {
+            last_use[input.index()] = id.index();
+        }
+    }
+    for &output in graph.outputs() {
+        last_use[output.index()] = usize::MAX;
+    }
     for id in graph.ids() {
         let node = graph.node(id);
         let NodeKind::Call { args, .. } = &node.kind else { continue };
@@ -53,7 +64,13 @@ pub(crate) fn run_graph(graph: &Graph, inputs: &[Tensor], here: SourceLocation) 
                 Arg::Scalar(s) => Operand::Scalar(s.0),
             })
             .collect();
-        values[id.index()] = Some(op.apply(&operands, node.location.unwrap_or(here))?);
+        let value = op.apply(&operands, node.location.unwrap_or(here))?;
+        for input in node.inputs() {
+            if last_use[input.index()] == id.index() {
+                values[input.index()] = None;
+            }
+        }
+        values[id.index()] = Some(value);
     }
     Ok(graph.outputs().iter().map(|o| values[o.index()].clone().expect("outputs are computed")).collect())
 }

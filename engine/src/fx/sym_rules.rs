@@ -92,6 +92,7 @@ impl Graph {
         SymShape(shape.dims().iter().map(|d| self.resolve(d)).collect())
     }
 
+    // ANCHOR: sym_broadcast
     /// Broadcasting: at each output position, a size-1 operand size stretches; the others must
     /// be equal, so a symbol meeting a static size is specialized and two symbols are unified.
     fn broadcast(&mut self, shapes: &[&SymShape], out: &[usize], op: &str, loc: Option<SourceLocation>) -> SymShape {
@@ -116,6 +117,7 @@ impl Graph {
         });
         SymShape(dims.collect())
     }
+    // ANCHOR_END: sym_broadcast
 
     fn matmul(&mut self, a: &SymShape, b: &SymShape, out: &[usize], loc: Option<SourceLocation>) -> SymShape {
         let (ra, rb, r) = (a.rank(), b.rank(), out.len());

@@ -41,6 +41,7 @@ impl fmt::Display for Symbol {
     }
 }
 
+// ANCHOR: symint
 /// A size: a constant coefficient times a product of symbols (`16`, `s0`, `4*s0`, `s0*s1`).
 ///
 /// Symbols are kept sorted and may repeat (`s0*s0`), so two equal products are always equal
@@ -50,6 +51,7 @@ pub struct SymInt {
     coeff: usize,
     symbols: Vec<Symbol>,
 }
+// ANCHOR_END: symint
 
 impl SymInt {
     /// A size known when the graph is built.

@@ -1,0 +1,111 @@
+//! Phase 3, graph breaks: a model with a data-dependent branch and a print, what capture makes
+//! of it, and the same model with its breaks removed.
+
+use engine::dynamo::{self, CustomOp};
+use engine::logs::{self, Artifact};
+use engine::{Result, Tensor};
+
+// ANCHOR: head
+/// A branch on a tensor's value, then a print of a tensor: two graph breaks.
+fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let h = x.matmul(w)?.tanh()?;
+    let h = if h.sum_all()?.item()? > 0.0 { h.mul(2.0)? } else { h.neg()? };
+    engine::println!("row means: {}", h.mean(1, false)?)?;
+    h.softmax(-1)
+}
+// ANCHOR_END: head
+
+fn weights() -> Tensor {
+    Tensor::randn(&[4, 6], 1).with_name("w")
+}
+
+/// `explain` on `head`: three graphs, two breaks, each with its line.
+pub fn explain() -> Result<()> {
+    // ANCHOR: explain
+    let w = weights();
+    let report = dynamo::explain(|x: Tensor| head(&x, &w)).call(&Tensor::randn(&[3, 4], 2))?;
+    println!("{report}");
+    // ANCHOR_END: explain
+    Ok(())
+}
+
+/// The same under `fullgraph(true)`: the first break is an error.
+pub fn fullgraph() -> Result<()> {
+    // ANCHOR: fullgraph
+    let w = weights();
+    let strict = dynamo::compile(|x: Tensor| head(&x, &w)).fullgraph(true);
+    match strict.call(&Tensor::randn(&[3, 4], 2)) {
+        Ok(_) => println!("compiled into one graph"),
+        Err(e) => println!("error: {e}"),
+    }
+    // ANCHOR_END: fullgraph
+    Ok(())
+}
+
+/// The `graph_breaks` log, as `ENGINE_LOGS=graph_breaks` prints it.
+pub fn break_log() -> Result<()> {
+    // ANCHOR: break_log
+    let w = weights();
+    let compiled = dynamo::compile(|x: Tensor| head(&x, &w)).name("head");
+    let (result, log) = logs::capture(&[Artifact::GraphBreaks], || compiled.call(&Tensor::randn(&[3, 4], 2)));
+    result?;
+    print!("{log}");
+    // ANCHOR_END: break_log
+    Ok(())
+}
+
+// ANCHOR: head_fixed
+/// `head` without breaks: the branch as a `cond`, the print only when running eagerly.
+fn head_fixed(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let h = x.matmul(w)?.tanh()?;
+    let positive = h.sum_all()?.gt(0.0)?;
+    let h = dynamo::cond(&positive, |hs| hs[0].mul(2.0), |hs| hs[0].neg(), &[&h])?;
+    if !dynamo::is_compiling() {
+        engine::println!("row means: {}", h.mean(1, false)?)?;
+    }
+    h.softmax(-1)
+}
+// ANCHOR_END: head_fixed
+
+/// `explain` on the fixed head: one graph holding both branches.
+pub fn fixed() -> Result<()> {
+    let w = weights();
+    let x = Tensor::randn(&[3, 4], 2);
+    // ANCHOR: fixed
+    let report = dynamo::explain(|x: Tensor| head_fixed(&x, &w)).call(&x)?;
+    println!("{} graph, {} breaks", report.graph_count(), report.graph_break_count());
+    print!("{}", report.graphs[0]);
+    let same = report.outputs[0].to_vec()? == head(&x, &w)?.to_vec()?;
+    println!("same outputs as `head`: {same}");
+    // ANCHOR_END: fixed
+    Ok(())
+}
+
+/// A host function registered as a custom op with a C kernel: a node, not a break.
+pub fn custom_op() -> Result<()> {
+    // ANCHOR: custom_op
+    let soft_sign = CustomOp::elementwise("demo::soft_sign", 1)
+        .c_source("float soft_sign(float x) { return x / (1.0f + fabsf(x)); }")
+        .cuda_source("__device__ float soft_sign(float x) { return x / (1.0f + fabsf(x)); }")
+        .register()?;
+    let report =
+        dynamo::explain(|x: Tensor| soft_sign.call(&[&x.mul(3.0)?])?.add(&x)).call(&Tensor::randn(&[2, 3], 0))?;
+    print!("{}", report.graphs[0]);
+    // ANCHOR_END: custom_op
+    Ok(())
+}
+
+/// Host arithmetic whose result enters the next graph as a constant: a recompile on every call.
+pub fn constant_recompiles() -> Result<()> {
+    // ANCHOR: constant_recompiles
+    let compiled =
+        dynamo::compile(|x: Tensor| phase3_graph_breaks::models::standardized_original(&x)).name("standardized");
+    let ((), log) = logs::capture(&[Artifact::Recompiles], || {
+        for seed in 0..3 {
+            compiled.call(&Tensor::randn(&[2, 4], seed)).unwrap();
+        }
+    });
+    print!("{log}");
+    // ANCHOR_END: constant_recompiles
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! Checks of `dead_code`: the pass keeps the outputs bit for bit, keeps every input, and removes
+//! exactly the nodes no output needs.
+
+use engine::fx::Graph;
+use engine::{Tensor, dynamo};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+
+use super::support::{live_nodes, op_names, random_program, same_outputs, steps};
+use crate::subject::{eliminate_dead_code, example_input, wasteful};
+
+/// Fails unless `pass` is `graph` with exactly its dead call nodes removed, computing the same.
+fn removes_exactly_the_dead(graph: &Graph, pass: &Graph, inputs: &[Tensor]) -> Result<(), Failure> {
+    same_outputs(graph, pass, inputs)?;
+    ensure(pass.placeholders().len() == graph.placeholders().len(), || {
+        format!(
+            "the graph has {} inputs, yours {}: keep every placeholder",
+            graph.placeholders().len(),
+            pass.placeholders().len()
+        )
+    })?;
+    let live: Vec<&'static str> = graph
+        .nodes()
+        .iter()
+        .zip(live_nodes(graph))
+        .filter(|(n, live)| *live && n.op().is_some())
+        .map(|(n, _)| n.op().expect("filtered to calls").name())
+        .collect();
+    ensure(op_names(pass) == live, || {
+        format!("expected exactly the live ops {live:?}, your graph has {:?}:\n{pass}", op_names(pass))
+    })
+}
+
+/// `wasteful`'s unused `exp` and `sum` disappear; everything else stays.
+pub fn removes_unused_nodes(ctx: &Context) -> CheckResult {
+    let x = example_input(3, ctx.seed);
+    let graph = dynamo::explain(|x: Tensor| wasteful(&x)).call(&x)?.graphs[0].clone();
+    let pass = eliminate_dead_code(&graph)?;
+    removes_exactly_the_dead(&graph, &pass, &[x])?;
+    Ok(format!("{} ops became {}: {:?}", graph.op_count(), pass.op_count(), op_names(&pass)))
+}
+
+/// Random graphs, most of whose nodes are dead: the same outputs, only live nodes left.
+pub fn keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
+    let cases = 64;
+    for_all(ctx, cases, (1usize..4, 1usize..5, 0u64..1000, steps(16)), |(m, n, seed, steps)| {
+        let (graph, inputs) = random_program(m, n, seed, &steps)?;
+        let pass = eliminate_dead_code(&graph)?;
+        removes_exactly_the_dead(&graph, &pass, &inputs)
+    })?;
+    Ok(format!("{cases} random graphs: identical outputs, exactly the live nodes kept"))
+}

@@ -1,0 +1,51 @@
+//! Checks of `explain_report`: the learner's summary against the grader's reading of the same
+//! `explain` report.
+
+use engine::{Result, Tensor, dynamo};
+use grader_harness::{CheckResult, Context, ensure};
+
+use crate::subject::{Attention, CaptureSummary, example_input, summarize};
+
+/// What the summary must say, read by the grader from `explain` itself.
+fn expected(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<CaptureSummary> {
+    let report = dynamo::explain(f).call(x)?;
+    let first = report.graphs.first();
+    Ok(CaptureSummary {
+        graph_count: report.graph_count(),
+        break_count: report.graph_break_count(),
+        op_count: report.op_count(),
+        ops: report.ops_per_graph().into_iter().map(|ops| ops.into_iter().map(str::to_string).collect()).collect(),
+        inputs: first.map(|g| g.placeholders().iter().map(|&p| g.node(p).name.clone()).collect()).unwrap_or_default(),
+    })
+}
+
+fn compare(what: &str, actual: CaptureSummary, expected: CaptureSummary) -> CheckResult {
+    ensure(actual == expected, || format!("for {what} you returned\n{actual:#?}\nexpected\n{expected:#?}"))?;
+    Ok(format!(
+        "{what}: {} graph(s), {} break(s), {} ops, inputs {:?}",
+        expected.graph_count, expected.break_count, expected.op_count, expected.inputs
+    ))
+}
+
+/// The attention block: one graph, no break, its weights as named inputs.
+pub fn summarizes_one_graph(ctx: &Context) -> CheckResult {
+    let model = Attention::new(ctx.seed);
+    let x = example_input(5, ctx.seed + 1);
+    let actual = summarize(|x| model.forward(&x), &x)?;
+    compare("the attention block", actual, expected(|x| model.forward(&x), &x)?)
+}
+
+/// A function with two breaks (a value read with `item()`, an explicit `graph_break()`): three
+/// graphs, with their ops counted separately.
+pub fn summarizes_graphs_and_breaks(ctx: &Context) -> CheckResult {
+    let w = Tensor::randn(&[4, 4], ctx.seed).with_name("w");
+    let f = |x: Tensor| {
+        let h = x.matmul(&w)?.relu()?;
+        let scale = h.sum_all()?.item()?;
+        let h = h.mul(scale)?.exp()?;
+        dynamo::graph_break()?;
+        h.softmax(-1)
+    };
+    let x = Tensor::randn(&[3, 4], ctx.seed + 1);
+    compare("a function with two breaks", summarize(f, &x)?, expected(f, &x)?)
+}

@@ -1,0 +1,62 @@
+//! Checks of `line_table`: the learner's grouping against the grader's, on the captured and the
+//! decomposed attention graph and on random graphs.
+
+use engine::dynamo;
+use engine::fx::Graph;
+use engine::{Result, Tensor};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+
+use super::support::{random_program, steps};
+use crate::subject::{Attention, LineOps, example_input, line_table};
+
+/// The grader's line table.
+fn reference(graph: &Graph) -> Vec<LineOps> {
+    let mut rows: Vec<LineOps> = Vec::new();
+    for node in graph.nodes() {
+        let (Some(op), Some(location)) = (node.op(), node.location) else { continue };
+        let location = location.short();
+        match rows.iter().position(|r| r.location == location) {
+            Some(i) => rows[i].ops.push(op.name().to_string()),
+            None => rows.push(LineOps { location, ops: vec![op.name().to_string()] }),
+        }
+    }
+    rows
+}
+
+fn agrees(graph: &Graph) -> Result<(), Failure> {
+    let (actual, expected) = (line_table(graph), reference(graph));
+    ensure(actual == expected, || {
+        format!("for this graph\n{graph}\nyou returned\n{actual:#?}\nexpected\n{expected:#?}")
+    })
+}
+
+fn attention_graph(seed: u64) -> Result<Graph> {
+    let model = Attention::new(seed);
+    let report = dynamo::explain(|x: Tensor| model.forward(&x)).call(&example_input(4, seed))?;
+    Ok(report.graphs[0].clone())
+}
+
+/// The attention block as captured: a line that makes three nodes, a line that makes none.
+pub fn groups_the_captured_graph(ctx: &Context) -> CheckResult {
+    let graph = attention_graph(ctx.seed)?;
+    agrees(&graph)?;
+    Ok(format!("{} lines, {} ops, grouped as the grader does", reference(&graph).len(), graph.op_count()))
+}
+
+/// After AOT decomposition one line makes many primitive nodes.
+pub fn groups_the_decomposed_graph(ctx: &Context) -> CheckResult {
+    let graph = engine::aot::decompose(&attention_graph(ctx.seed)?)?;
+    agrees(&graph)?;
+    let most = reference(&graph).iter().map(|r| r.ops.len()).max().unwrap_or(0);
+    Ok(format!("the decomposed graph ({} ops) grouped correctly; one line made {most} nodes", graph.op_count()))
+}
+
+/// Random graphs whose nodes come from lines in any order.
+pub fn groups_random_graphs(ctx: &Context) -> CheckResult {
+    let cases = 48;
+    for_all(ctx, cases, (1usize..4, 1usize..5, 0u64..1000, steps(14)), |(m, n, seed, steps)| {
+        let (graph, _) = random_program(m, n, seed, &steps)?;
+        agrees(&graph)
+    })?;
+    Ok(format!("{cases} random graphs grouped as the grader does"))
+}

@@ -1,0 +1,101 @@
+//! Checks of `shape_propagation`: the learner's broadcasting rule against the engine's, and
+//! propagated shapes against the shapes the trace recorded.
+
+use engine::fx::Graph;
+use engine::layout::broadcast_shapes;
+use engine::{Tensor, dynamo};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+use proptest::prelude::*;
+
+use super::support::{random_program, steps};
+use crate::subject::{Attention, broadcast, example_input, propagate};
+
+fn shape() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(prop_oneof![Just(1usize), 2usize..5], 0..4)
+}
+
+/// Broadcasting on random pairs of shapes: the same result as the engine, and an error (that
+/// names both shapes) exactly when the engine refuses.
+pub fn broadcast_follows_the_rules(ctx: &Context) -> CheckResult {
+    let cases = 300;
+    for_all(ctx, cases, (shape(), shape()), |(a, b)| {
+        let call = format!("broadcast(&{a:?}, &{b:?})");
+        match (broadcast(&a, &b), broadcast_shapes(&a, &b)) {
+            (Ok(got), Some(expected)) => {
+                ensure(got == expected, || format!("{call} returned {got:?}, expected {expected:?}"))
+            }
+            (Err(message), None) => {
+                ensure(message.contains(&format!("{a:?}")) && message.contains(&format!("{b:?}")), || {
+                    format!("{call} refused, rightly, but the message should name both shapes: {message:?}")
+                })
+            }
+            (Ok(got), None) => {
+                Err(Failure::fail(format!("{call} returned {got:?}, but these shapes do not broadcast")))
+            }
+            (Err(message), Some(expected)) => {
+                Err(Failure::fail(format!("{call} refused ({message}), expected {expected:?}")))
+            }
+        }
+    })?;
+    Ok(format!("{cases} random shape pairs broadcast as the engine does"))
+}
+
+fn placeholder_shapes(graph: &Graph) -> Vec<Vec<usize>> {
+    graph.placeholders().iter().map(|&p| graph.node(p).meta.shape.clone()).collect()
+}
+
+/// Fails unless propagating `inputs` through `graph` gives `expected` (one shape per node).
+fn agrees(graph: &Graph, inputs: &[Vec<usize>], expected: &Graph) -> Result<(), Failure> {
+    let got = propagate(graph, inputs)?;
+    for (i, node) in expected.nodes().iter().enumerate() {
+        let shape = got.get(i).ok_or_else(|| {
+            Failure::fail(format!(
+                "propagate returned {} shapes for a graph of {} nodes",
+                got.len(),
+                expected.nodes().len()
+            ))
+        })?;
+        ensure(*shape == node.meta.shape, || {
+            format!("node %{} has shape {:?}, you propagated {shape:?}, in\n{graph}", node.name, node.meta.shape)
+        })?;
+    }
+    ensure(got.len() == expected.nodes().len(), || format!("{} shapes for {} nodes", got.len(), expected.nodes().len()))
+}
+
+/// Random graphs of broadcasting, reductions, softmax, matmul and `where_`: every node's shape.
+pub fn propagates_every_node(ctx: &Context) -> CheckResult {
+    let cases = 64;
+    for_all(ctx, cases, (1usize..5, 1usize..5, 0u64..1000, steps(14)), |(m, n, seed, steps)| {
+        let (graph, _) = random_program(m, n, seed, &steps)?;
+        agrees(&graph, &placeholder_shapes(&graph), &graph)
+    })?;
+    Ok(format!("every node of {cases} random graphs has the shape the trace recorded"))
+}
+
+/// The attention graph traced with 4 tokens, propagated with other token counts, against graphs
+/// traced with those counts: shapes without running anything.
+pub fn propagates_new_input_shapes(ctx: &Context) -> CheckResult {
+    let model = Attention::new(ctx.seed);
+    let trace = |tokens: usize| -> Result<Graph, Failure> {
+        Ok(dynamo::explain(|x: Tensor| model.forward(&x)).call(&example_input(tokens, ctx.seed))?.graphs[0].clone())
+    };
+    let graph = trace(4)?;
+    for tokens in [1, 7, 32] {
+        let expected = trace(tokens)?;
+        agrees(&graph, &placeholder_shapes(&expected), &expected)?;
+    }
+    Ok("the graph traced with 4 tokens, propagated with 1, 7 and 32, matches their traces".into())
+}
+
+/// Too few input shapes, and shapes that do not fit the graph's ops, are errors.
+pub fn rejects_bad_input_shapes(ctx: &Context) -> CheckResult {
+    let model = Attention::new(ctx.seed);
+    let graph = dynamo::explain(|x: Tensor| model.forward(&x)).call(&example_input(3, ctx.seed))?.graphs[0].clone();
+    let mut shapes = placeholder_shapes(&graph);
+    ensure(propagate(&graph, &shapes[1..]).is_err(), || "one input shape too few must be an error".to_string())?;
+    shapes[0] = vec![3, 5];
+    ensure(propagate(&graph, &shapes).is_err(), || {
+        "an input of shape [3, 5] cannot meet an [8, 8] weight: propagate must return an error".to_string()
+    })?;
+    Ok("a wrong input count and a wrong input shape are errors, not panics".into())
+}

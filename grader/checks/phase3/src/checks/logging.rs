@@ -1,0 +1,44 @@
+//! Checks of `logging`: no break when compiled, the same log lines when eager, the same outputs.
+
+use engine::Tensor;
+use grader_harness::{CheckResult, Context, Tolerance, ensure};
+
+use super::support::{matches_original, one_graph};
+use crate::subject::models::normalized_original;
+use crate::subject::{Logger, example_input, normalized};
+
+/// Compiled, `normalized` makes one graph and logs nothing.
+pub fn normalized_is_one_graph(ctx: &Context) -> CheckResult {
+    let logger = Logger::new();
+    one_graph("normalized", |x: Tensor| normalized(&x, &logger), &example_input(3, ctx.seed))?;
+    Ok("one graph, no break".into())
+}
+
+/// Run eagerly, `normalized` still logs what the original logs: the side effect was moved out
+/// of the graph, not deleted.
+pub fn still_logs_when_eager(ctx: &Context) -> CheckResult {
+    let x = example_input(3, ctx.seed);
+    let (yours, original) = (Logger::new(), Logger::new());
+    normalized(&x, &yours)?;
+    normalized_original(&x, &original)?;
+    ensure(yours.lines() == original.lines(), || {
+        format!("run eagerly, normalized logged {:?}; the original logs {:?}", yours.lines(), original.lines())
+    })?;
+    Ok(format!("run eagerly it logs the original's {} lines", original.lines().len()))
+}
+
+/// Compiled with `fullgraph(true)`, the original's outputs.
+pub fn normalized_matches_the_original(ctx: &Context) -> CheckResult {
+    let logger = Logger::new();
+    for rows in [1, 4] {
+        let x = example_input(rows, ctx.seed + rows as u64);
+        matches_original(
+            "normalized",
+            |x: Tensor| normalized(&x, &logger),
+            |x| normalized_original(x, &Logger::new()),
+            &x,
+            Tolerance::EXACT,
+        )?;
+    }
+    Ok("the original's outputs, bit for bit, in one graph".into())
+}

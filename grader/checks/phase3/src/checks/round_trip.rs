@@ -1,0 +1,44 @@
+//! Checks of `round_trip`: one graph, the original's outputs up to rounding, and no recompile
+//! when only the input's values change (statistics baked in as constants would recompile).
+
+use engine::{Tensor, dynamo};
+use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all};
+
+use super::support::{matches_original, one_graph};
+use crate::subject::models::standardized_original;
+use crate::subject::{example_input, standardized};
+
+/// `standardized` captures into one graph.
+pub fn standardized_is_one_graph(ctx: &Context) -> CheckResult {
+    one_graph("standardized", |x: Tensor| standardized(&x), &example_input(3, ctx.seed))?;
+    Ok("one graph, no break".into())
+}
+
+/// Compiled with `fullgraph(true)`, the original's outputs (up to float rounding: the sums run
+/// in another order) on random inputs.
+pub fn standardized_matches_the_original(ctx: &Context) -> CheckResult {
+    let cases = 24;
+    for_all(ctx, cases, (0u64..1000, 1usize..6), |(seed, rows)| {
+        let x = example_input(rows, seed);
+        matches_original("standardized", |x: Tensor| standardized(&x), standardized_original, &x, Tolerance::F32)
+    })?;
+    Ok(format!("{cases} random inputs: the original's outputs, in one graph"))
+}
+
+/// Five calls with new values of the same shape compile one graph: the statistics are computed
+/// in the graph, not baked into it.
+pub fn no_recompile_for_new_values(ctx: &Context) -> CheckResult {
+    let compiled = dynamo::compile(|x: Tensor| standardized(&x));
+    for i in 0..5 {
+        compiled.call(&example_input(4, ctx.seed + i))?;
+    }
+    let stats = compiled.stats();
+    ensure(stats.compiles == 1, || {
+        format!(
+            "5 calls with new values compiled {} graphs: a value computed on the host is baked into the graph as a \
+             constant, and a new constant is a new graph (set ENGINE_LOGS=recompiles to see the guard that fails)",
+            stats.compiles
+        )
+    })?;
+    Ok("5 calls with new values: 1 compile, 4 cache hits".into())
+}

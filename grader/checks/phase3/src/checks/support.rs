@@ -1,0 +1,39 @@
+//! What the phase 3 checks share: "one graph, no break" with the breaks spelled out when there
+//! are some, and the comparison of a fixed model with its original.
+
+use engine::dynamo::{self, ExplainOutput};
+use engine::{Result, Tensor};
+use grader_harness::{Failure, Tolerance, assert_close};
+
+/// Runs `f` on `x` under `explain` and fails, listing each break with its reason and line,
+/// unless it made exactly one graph.
+pub fn one_graph(what: &str, f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<ExplainOutput, Failure> {
+    let report = dynamo::explain(f).call(x)?;
+    if report.graph_break_count() > 0 || report.graph_count() != 1 {
+        let breaks: Vec<String> =
+            report.breaks.iter().map(|b| format!("  - {} (at {})", b.reason, b.location.short())).collect();
+        return Err(Failure::fail(format!(
+            "{what} made {} graph(s) with {} break(s):\n{}",
+            report.graph_count(),
+            report.graph_break_count(),
+            breaks.join("\n")
+        )));
+    }
+    Ok(report)
+}
+
+/// Compiles `fixed` with `fullgraph(true)` (any break is an error), runs it on `x`, and fails
+/// unless it agrees with `original` run eagerly.
+pub fn matches_original(
+    what: &str,
+    fixed: impl Fn(Tensor) -> Result<Tensor>,
+    original: impl Fn(&Tensor) -> Result<Tensor>,
+    x: &Tensor,
+    tolerance: Tolerance,
+) -> Result<(), Failure> {
+    let compiled = dynamo::compile(fixed).fullgraph(true);
+    let actual =
+        compiled.call(x).map_err(|e| Failure::fail(format!("{what}, compiled with fullgraph(true), failed: {e}")))?;
+    let expected = original(x)?;
+    assert_close(&format!("{what}'s output"), &actual, &expected, tolerance)
+}
