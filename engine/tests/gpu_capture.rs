@@ -4,22 +4,12 @@
 //! Where CUDA cannot run, each test prints `skipped: <reason>` past the harness's capture and
 //! passes, so that CPU-only CI stays green while showing what it did not check.
 
-use std::io::Write;
+mod common;
 
+use common::gpu;
 use engine::backends::AotEager;
 use engine::dynamo::{self, CustomOp};
 use engine::{Device, Error, Result, Tensor};
-
-/// The GPU to test on, or `None` after printing why the test is skipped.
-fn gpu() -> Option<Device> {
-    match engine::device::cuda::unavailable_reason() {
-        None => Some(Device::Cuda(0)),
-        Some(reason) => {
-            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
-            None
-        }
-    }
-}
 
 fn bits(t: &Tensor) -> Vec<u32> {
     t.to_vec().unwrap().iter().map(|v| v.to_bits()).collect()

@@ -8,8 +8,7 @@
 
 mod common;
 
-use std::io::Write;
-
+use common::gpu;
 use common::reference::{self, RefTensor};
 use common::{Layout, all_layouts, assert_close, make_on};
 use engine::backends::{AotEager, Eager};
@@ -17,17 +16,6 @@ use engine::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use engine::{Device, Error, SourceLocation, Tensor, dynamo};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-
-/// The GPU to test on, or `None` after printing why the test is skipped.
-fn gpu() -> Option<Device> {
-    match engine::device::cuda::unavailable_reason() {
-        None => Some(Device::Cuda(0)),
-        Some(reason) => {
-            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
-            None
-        }
-    }
-}
 
 /// Runs a property over `cases` random inputs, shrinking any failure to a small example.
 fn check<S: Strategy>(cases: u32, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>) {

@@ -9,24 +9,12 @@
 
 mod common;
 
-use std::io::Write;
-
+use common::gpu;
 use common::programs::programs;
 use engine::backends::Inductor;
 use engine::{Device, Result, Tensor, dynamo};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-
-/// The GPU to test on, or `None` after printing why the test is skipped.
-fn gpu() -> Option<Device> {
-    match engine::device::cuda::unavailable_reason() {
-        None => Some(Device::Cuda(0)),
-        Some(reason) => {
-            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
-            None
-        }
-    }
-}
 
 fn close(got: &Tensor, expected: &Tensor) -> std::result::Result<(), String> {
     let (g, e) = (got.to_vec().map_err(|e| e.to_string())?, expected.to_vec().map_err(|e| e.to_string())?);

@@ -5,6 +5,21 @@
 pub mod programs;
 pub mod reference;
 
+/// The GPU to test on, or `None` after printing why the test is skipped (no driver, no device or
+/// no NVRTC). It writes to the process's stderr directly, past the test harness's capture, so a
+/// CPU-only run shows every GPU test as visibly skipped.
+pub fn gpu() -> Option<Device> {
+    match engine::device::cuda::unavailable_reason() {
+        None => Some(Device::Cuda(0)),
+        Some(reason) => {
+            let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+            None
+        }
+    }
+}
+
+use std::io::Write;
+
 use engine::{Device, Tensor};
 use proptest::prelude::*;
 use reference::RefTensor;
