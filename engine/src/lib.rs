@@ -7,7 +7,10 @@
 //! | `torch.fx` | [`fx`]: graphs, printing, interpreter, tracing |
 //! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
 //! | AOTAutograd decompositions | [`aot`] |
-//! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], your own [`backends::Backend`] |
+//! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
+//! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
+//! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
+//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //!
 //! ```
