@@ -2,8 +2,8 @@
 //! layout) or symbolic (a value inside a graph being traced, like a Dynamo `FakeTensor` with a
 //! proxy attached).
 //!
-//! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method on `Tensor` (defined in the private `ops` module)
-//! that returns a new tensor; views share the buffer.
+//! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method on `Tensor` (defined
+//! in the private `ops` module) that returns a new tensor; views share the buffer.
 
 mod constructors;
 mod meta;
