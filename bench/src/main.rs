@@ -36,7 +36,8 @@ pub struct Options {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((command, rest)) = args.split_first() else {
+    let wants_help = args.iter().any(|a| matches!(a.as_str(), "-h" | "--help" | "help"));
+    let Some((command, rest)) = args.split_first().filter(|_| !wants_help) else {
         println!("{USAGE}");
         return Ok(());
     };
@@ -46,10 +47,6 @@ fn main() -> Result<()> {
         "compiled" => compiled::run(&options),
         // Run by `compiled` in a fresh process to time a first call against a given cache.
         "compiled-first-call" => compiled::first_call(&options),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(())
-        }
         other => bail!("unknown command `{other}`\n\n{USAGE}"),
     }
 }
