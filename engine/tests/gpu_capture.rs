@@ -11,10 +11,6 @@ use engine::backends::AotEager;
 use engine::dynamo::{self, CustomOp};
 use engine::{Device, Error, Result, Tensor};
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec().unwrap().iter().map(|v| v.to_bits()).collect()
-}
-
 fn close(a: &Tensor, b: &Tensor) -> bool {
     let (a, b) = (a.to_vec().unwrap(), b.to_vec().unwrap());
     a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-5 + 1e-4 * y.abs())
@@ -37,7 +33,8 @@ fn graph_breaks_on_the_gpu_give_eager_results() {
         let report = dynamo::explain(|x: Tensor| branch_and_print(&x, &w)).call(&x).unwrap();
         assert_eq!((report.graph_count(), report.graph_break_count()), (3, 2));
         assert_eq!(report.outputs[0].device(), gpu);
-        assert_eq!(bits(&report.outputs[0]), bits(&branch_and_print(&x, &w).unwrap()));
+        // The default backend, Inductor, fuses each graph's ops, so agreement is within rounding.
+        assert!(close(&report.outputs[0], &branch_and_print(&x, &w).unwrap()));
     }
 }
 
@@ -96,7 +93,7 @@ fn dynamic_shapes_on_the_gpu_compile_once() {
     let f = dynamo::compile(|x: Tensor| model(&x)).dynamic(true);
     for batch in [3, 64, 1000, 7] {
         let x = Tensor::randn(&[batch, 16], batch as u64).to(gpu).unwrap();
-        assert_eq!(bits(&f.call(&x).unwrap()), bits(&model(&x).unwrap()));
+        assert!(close(&f.call(&x).unwrap(), &model(&x).unwrap()), "batch {batch}");
     }
     assert_eq!(f.stats().compiles, 1);
 }

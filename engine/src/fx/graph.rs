@@ -1,7 +1,9 @@
 //! Nodes and graphs, the analogue of `torch.fx.Graph` and `torch.fx.Node`.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
+
+use rustc_hash::FxHashMap;
 
 use super::shape_env::{ShapeEnv, SymbolInfo};
 use super::symbolic::{SymInt, SymShape};
@@ -107,7 +109,7 @@ pub struct Graph {
     pub(super) nodes: Vec<Node>,
     placeholders: Vec<NodeId>,
     outputs: Vec<NodeId>,
-    name_counts: HashMap<String, usize>,
+    name_counts: FxHashMap<String, usize>,
     pub(super) shape_env: ShapeEnv,
 }
 
@@ -154,9 +156,22 @@ impl Graph {
 
     /// A name not used yet in this graph, derived from `base` (`add`, then `add_1`, ...).
     fn unique_name(&mut self, base: &str) -> String {
-        let base: String = base.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        let count = self.name_counts.entry(base.clone()).or_insert(0);
-        let name = if *count == 0 { base.clone() } else { format!("{base}_{count}") };
+        // Names are made for every traced node on every call, so the common case (an op name,
+        // already an identifier, seen before) allocates only the returned name.
+        let base: Cow<str> = if base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            Cow::Borrowed(base)
+        } else {
+            Cow::Owned(base.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect())
+        };
+        let count = match self.name_counts.get_mut(base.as_ref()) {
+            Some(count) => count,
+            None => self.name_counts.entry(base.to_string()).or_insert(0),
+        };
+        let mut name = base.into_owned();
+        if *count > 0 {
+            name.push('_');
+            push_decimal(&mut name, *count);
+        }
         *count += 1;
         name
     }
@@ -257,17 +272,25 @@ impl Graph {
             }
         }
         let shape = op.infer_shape(&shapes, location)?;
-        let sym_inputs: Vec<Option<SymShape>> = args
-            .iter()
-            .map(|a| match a {
-                Arg::Node(id) => Some(self.nodes[id.0].sym_shape.clone()),
-                Arg::Scalar(_) => None,
-            })
-            .collect();
-        let sym_shape = self.sym_output_shape(&op, &sym_inputs, &shape, location);
+        let all_static = args.iter().all(|a| match a {
+            Arg::Node(id) => self.nodes[id.0].sym_shape.is_static(),
+            Arg::Scalar(_) => true,
+        });
+        let sym_shape = if all_static {
+            SymShape::from_static(&shape)
+        } else {
+            let sym_inputs: Vec<Option<SymShape>> = args
+                .iter()
+                .map(|a| match a {
+                    Arg::Node(id) => Some(self.nodes[id.0].sym_shape.clone()),
+                    Arg::Scalar(_) => None,
+                })
+                .collect();
+            self.sym_output_shape(&op, &sym_inputs, &shape, location)
+        };
         let meta = TensorMeta { shape, dtype: DType::F32, device: device.unwrap_or_default() };
         // Like FX, a node is named after its target: `add`, or `soft_clip` for `mylib::soft_clip`.
-        let name = self.unique_name(op.name().rsplit("::").next().unwrap_or_default());
+        let name = self.unique_name(op.name().rsplit(':').next().unwrap_or_default());
         let id = NodeId(self.nodes.len());
         self.nodes.push(Node { name, kind: NodeKind::Call { op, args }, meta, sym_shape, location: Some(location) });
         Ok(id)
@@ -277,6 +300,14 @@ impl Graph {
     pub fn set_outputs(&mut self, outputs: Vec<NodeId>) {
         self.outputs = outputs;
     }
+}
+
+/// Appends `n` in decimal (cheaper than `format!`, which this per-node path would pay for).
+fn push_decimal(s: &mut String, n: usize) {
+    if n >= 10 {
+        push_decimal(s, n / 10);
+    }
+    s.push(char::from(b'0' + (n % 10) as u8));
 }
 
 impl Node {

@@ -11,7 +11,6 @@
 //! capture run the graph so far and go on in a new graph.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -22,6 +21,8 @@ pub use breaks::BreakReason;
 pub(crate) use breaks::{
     CaptureHooks, at_statement, break_for_side_effect, breaks_allowed, concretize, values_for_display,
 };
+
+use rustc_hash::FxHashMap;
 
 use super::graph::{Arg, Graph, NodeId};
 use crate::error::{Error, Result, SourceLocation};
@@ -53,14 +54,15 @@ pub enum InputOrigin {
 struct TraceState {
     id: u64,
     graph: Graph,
-    /// The node currently holding each symbolic value of this trace.
-    values: HashMap<u64, NodeId>,
+    /// The node currently holding each symbolic value of this trace. (Fx hashing: these maps
+    /// are touched for every recorded op, on the per-call path of every compiled function.)
+    values: FxHashMap<u64, NodeId>,
     next_value: u64,
     /// Every symbolic tensor handed out, to find the live ones at a graph break.
     handles: Vec<(u64, Weak<Repr>)>,
     /// Values an earlier graph computed, with the name of the node that computed them; lifted
     /// into the current graph when first used.
-    carried: HashMap<u64, (Tensor, String)>,
+    carried: FxHashMap<u64, (Tensor, String)>,
     /// Tensors already lifted to placeholders, compared by identity.
     lifted: Vec<(Tensor, NodeId)>,
     /// The tensor bound to each placeholder, in placeholder order (`None` when the placeholder
@@ -150,10 +152,10 @@ impl Tracer {
             t.borrow_mut().push(TraceState {
                 id,
                 graph: Graph::new(),
-                values: HashMap::new(),
+                values: FxHashMap::default(),
                 next_value: 0,
                 handles: Vec::new(),
-                carried: HashMap::new(),
+                carried: FxHashMap::default(),
                 lifted: Vec::new(),
                 bound: Vec::new(),
                 origins: Vec::new(),
