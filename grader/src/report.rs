@@ -113,12 +113,13 @@ impl PhaseReport {
         (done, exercises.len())
     }
 
-    /// Whether every check of `exercise` passed or was skipped.
+    /// Whether every check of `exercise` passed or was skipped, and at least one passed: an
+    /// exercise whose checks could not run here (no GPU) is not done.
     pub fn exercise_done(&self, exercise: &str) -> bool {
-        self.checks
-            .iter()
-            .filter(|c| c.exercise == exercise)
-            .all(|c| matches!(c.status, Status::Pass | Status::Skipped))
+        let mut checks = self.checks.iter().filter(|c| c.exercise == exercise).peekable();
+        checks.peek().is_some()
+            && checks.clone().all(|c| matches!(c.status, Status::Pass | Status::Skipped))
+            && checks.any(|c| c.status == Status::Pass)
     }
 
     /// The table, the details of what failed, the score and the next step.
@@ -145,12 +146,17 @@ impl PhaseReport {
         }
         let (core_done, core) = self.exercises_done(phase, false);
         let (stretch_done, stretch) = self.exercises_done(phase, true);
+        // Skipped checks neither pass nor count against the learner: they are left out of the
+        // total and named, so the score never claims what was not checked.
         let required: Vec<_> = self.checks.iter().filter(|c| !c.stretch).collect();
-        let passing = required.iter().filter(|c| matches!(c.status, Status::Pass | Status::Skipped)).count();
+        let passing = required.iter().filter(|c| c.status == Status::Pass).count();
+        let skipped = required.iter().filter(|c| c.status == Status::Skipped).count();
+        let skipped_note = if skipped > 0 { format!(", {skipped} skipped") } else { String::new() };
         let _ = writeln!(
             out,
-            "\nScore: {core_done}/{core} exercises done ({passing}/{} required checks), stretch {stretch_done}/{stretch}",
-            required.len()
+            "\nScore: {core_done}/{core} exercises done ({passing}/{} required checks passed{skipped_note}), \
+             stretch {stretch_done}/{stretch}",
+            required.len() - skipped
         );
         let _ = writeln!(out, "{}", self.next_step(phase));
         out
@@ -163,12 +169,28 @@ impl PhaseReport {
         }
     }
 
-    /// Points at the first exercise not done, core ones before stretch ones.
+    /// Whether every check of `exercise` was skipped, so nothing about it is known here.
+    fn exercise_unchecked(&self, exercise: &str) -> bool {
+        self.checks.iter().filter(|c| c.exercise == exercise).all(|c| c.status == Status::Skipped)
+    }
+
+    /// Points at the first exercise not done, core ones before stretch ones. Exercises that
+    /// could not be checked on this machine are named, not pointed at.
     fn next_step(&self, phase: &Phase) -> String {
         let mut order: Vec<_> = phase.exercises.iter().filter(|e| !e.stretch).collect();
         order.extend(phase.exercises.iter().filter(|e| e.stretch));
+        let (unchecked, order): (Vec<_>, Vec<_>) = order.into_iter().partition(|e| self.exercise_unchecked(e.name));
         let Some(exercise) = order.into_iter().find(|e| !self.exercise_done(e.name)) else {
-            return format!("Next: {} is complete. On to the next phase!", phase.name);
+            if unchecked.is_empty() {
+                return format!("Next: {} is complete. On to the next phase!", phase.name);
+            }
+            let names: Vec<String> = unchecked.iter().map(|e| format!("`{}`", e.name)).collect();
+            return format!(
+                "Next: {} is complete here, but {} could not be checked on this machine (see the skipped \
+                 reasons above): run the grader on a GPU machine (book: Set-up) to finish it",
+                phase.name,
+                names.join(", ")
+            );
         };
         if let Some(error) = self.checks.iter().find(|c| c.status == Status::Error) {
             let place = error.location.as_deref().map(|l| format!(" at {l}")).unwrap_or_default();
