@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use super::{Run, check_inputs, input_view, outputs, run_fallback, steps};
+use super::{Run, Schedule, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::cpu::{self, matmul_into};
 use crate::error::Result;
-use crate::inductor::ir::{BufferName, GraphInput, LoweredGraph, View};
+use crate::inductor::ir::{BufferName, LoweredGraph, View};
 use crate::inductor::kernel::Kernel;
 use crate::inductor::wrapper::CallPlan;
 use crate::layout::Layout;
@@ -19,13 +19,9 @@ type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
 
 /// A compiled graph ready to run on the CPU.
 pub(crate) struct CpuProgram {
-    /// Keeps the kernels' code loaded while their function pointers are in `steps`.
+    /// Keeps the kernels' code loaded while their function pointers are in the schedule.
     _library: Option<SharedLibrary>,
-    inputs: Vec<GraphInput>,
-    steps: Vec<Run<KernelFn>>,
-    slot_of: Vec<Option<usize>>,
-    slot_count: usize,
-    outputs: Vec<View>,
+    schedule: Schedule<KernelFn>,
 }
 
 /// A graph input's elements from its first one on.
@@ -58,32 +54,21 @@ impl CpuProgram {
         plan: &CallPlan,
         library: Option<SharedLibrary>,
     ) -> Result<CpuProgram> {
-        let steps = steps(graph, plan, |kernel| {
+        let schedule = Schedule::new(graph, plan, |kernel| {
             let k = &kernels[kernel];
             let library = library.as_ref().expect("a plan with kernels has a library");
             // SAFETY: every generated kernel has exactly the `KernelFn` signature.
             let func = unsafe { *library.get::<KernelFn>(&k.name)? };
             Ok((func, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
         })?;
-        Ok(CpuProgram {
-            _library: library,
-            inputs: graph.inputs.clone(),
-            steps,
-            slot_of: plan.slot_of.clone(),
-            slot_count: plan.slot_sizes.len(),
-            outputs: plan.outputs.clone(),
-        })
-    }
-
-    fn slot(&self, node: usize) -> usize {
-        self.slot_of[node].expect("buffers read from memory have a slot")
+        Ok(CpuProgram { _library: library, schedule })
     }
 
     /// Runs the plan on `inputs`, which must have the traced shapes and strides.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let concrete = check_inputs(&self.inputs, inputs, Device::Cpu)?;
-        let mut slots: Vec<Option<Vec<f32>>> = (0..self.slot_count).map(|_| None).collect();
-        for step in &self.steps {
+        let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cpu)?;
+        let mut slots: Vec<Option<Vec<f32>>> = (0..self.schedule.slot_count).map(|_| None).collect();
+        for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => slots[*slot] = Some(vec![0.0; *len]),
                 Run::Kernel { kernel: func, args, xnumel } => {
@@ -93,7 +78,7 @@ impl CpuProgram {
                             // Kernels never write their inputs: the cast only fits the uniform ABI.
                             BufferName::Input(i) => input_data(concrete[*i]).as_ptr() as *mut f32,
                             BufferName::Node(n) => {
-                                slots[self.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
+                                slots[self.schedule.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
                             }
                         })
                         .collect();
@@ -102,13 +87,13 @@ impl CpuProgram {
                     unsafe { func(ptrs.as_ptr(), *xnumel) };
                 }
                 Run::Matmul { a, b, out, shape } => {
-                    let mut result = slots[self.slot(*out)].take().expect("allocated before use");
-                    let (ad, al) = view_data(a, &concrete, &self.slot_of, &slots);
-                    let (bd, bl) = view_data(b, &concrete, &self.slot_of, &slots);
+                    let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
+                    let (ad, al) = view_data(a, &concrete, &self.schedule.slot_of, &slots);
+                    let (bd, bl) = view_data(b, &concrete, &self.schedule.slot_of, &slots);
                     let (a, b) =
                         (cpu::Input::Tensor { data: ad, layout: &al }, cpu::Input::Tensor { data: bd, layout: &bl });
                     matmul_into(a, b, shape, &mut result);
-                    slots[self.slot(*out)] = Some(result);
+                    slots[self.schedule.slot(*out)] = Some(result);
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value = run_fallback(op, args, *location, |view| {
@@ -116,15 +101,15 @@ impl CpuProgram {
                             BufferName::Input(i) => input_view(concrete[i], view),
                             // A copy: the fallback's eager kernels take tensors, not slots.
                             BufferName::Node(_) => {
-                                let (data, _) = view_data(view, &concrete, &self.slot_of, &slots);
+                                let (data, _) = view_data(view, &concrete, &self.schedule.slot_of, &slots);
                                 Tensor::from_concrete(Arc::new(Storage::Cpu(data.to_vec())), view.layout.clone())
                             }
                         })
                     })?;
-                    slots[self.slot(*out)].as_mut().expect("allocated before use").copy_from_slice(&value);
+                    slots[self.schedule.slot(*out)].as_mut().expect("allocated before use").copy_from_slice(&value);
                 }
             }
         }
-        Ok(outputs(&self.outputs, &concrete, &self.slot_of, &mut slots, Storage::Cpu))
+        Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cpu))
     }
 }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{Run, check_inputs, input_view, outputs, run_fallback, steps};
+use super::{Run, Schedule, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
 use crate::inductor::codegen::cuda::Launch;
-use crate::inductor::ir::{BufferName, GraphInput, LoweredGraph, View};
+use crate::inductor::ir::{BufferName, LoweredGraph, View};
 use crate::inductor::kernel::Kernel;
 use crate::inductor::wrapper::CallPlan;
 use crate::layout::Layout;
@@ -29,13 +29,9 @@ pub(crate) struct Launched {
 /// A compiled graph ready to run on one GPU.
 pub(crate) struct CudaProgram {
     device: Arc<CudaDevice>,
-    /// Keeps the kernels loaded while their functions are in `steps`.
+    /// Keeps the kernels loaded while their functions are in the schedule.
     _module: Option<Arc<Module>>,
-    inputs: Vec<GraphInput>,
-    steps: Vec<Run<Launched>>,
-    slot_of: Vec<Option<usize>>,
-    slot_count: usize,
-    outputs: Vec<View>,
+    schedule: Schedule<Launched>,
 }
 
 fn failed(what: &str, e: impl Into<CudaError>) -> Error {
@@ -53,7 +49,7 @@ impl CudaProgram {
         module: Option<Arc<Module>>,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
-        let steps = steps(graph, plan, |kernel| {
+        let schedule = Schedule::new(graph, plan, |kernel| {
             let (k, launch) = (&kernels[kernel], launches[kernel]);
             let module = module.as_ref().expect("a plan with kernels has a module");
             let config = LaunchConfig {
@@ -64,19 +60,7 @@ impl CudaProgram {
             let launched = Launched { name: k.name.clone(), function: module.function(&k.name)?, config };
             Ok((launched, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
         })?;
-        Ok(CudaProgram {
-            device,
-            _module: module,
-            inputs: graph.inputs.clone(),
-            steps,
-            slot_of: plan.slot_of.clone(),
-            slot_count: plan.slot_sizes.len(),
-            outputs: plan.outputs.clone(),
-        })
-    }
-
-    fn slot(&self, node: usize) -> usize {
-        self.slot_of[node].expect("buffers read from memory have a slot")
+        Ok(CudaProgram { device, _module: module, schedule })
     }
 
     /// A view's buffer and its layout within that buffer.
@@ -93,7 +77,7 @@ impl CudaProgram {
                 (buffer, Layout::new(l.shape().to_vec(), l.strides().to_vec(), inputs[i].layout.offset() + l.offset()))
             }
             BufferName::Node(n) => {
-                (slots[self.slot(n)].as_ref().expect("written before it is read"), view.layout.clone())
+                (slots[self.schedule.slot(n)].as_ref().expect("written before it is read"), view.layout.clone())
             }
         }
     }
@@ -101,9 +85,9 @@ impl CudaProgram {
     /// Queues the plan on `inputs`, which must have the traced shapes and strides and be on this
     /// program's GPU.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let concrete = check_inputs(&self.inputs, inputs, Device::Cuda(self.device.ordinal()))?;
-        let mut slots: Vec<Option<CudaBuffer>> = (0..self.slot_count).map(|_| None).collect();
-        for step in &self.steps {
+        let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cuda(self.device.ordinal()))?;
+        let mut slots: Vec<Option<CudaBuffer>> = (0..self.schedule.slot_count).map(|_| None).collect();
+        for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => {
                     slots[*slot] = Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
@@ -118,7 +102,9 @@ impl CudaProgram {
                                 };
                                 buffer.ptr_at(concrete[*i].layout.offset())
                             }
-                            BufferName::Node(n) => slots[self.slot(*n)].as_ref().expect("allocated before use").ptr(),
+                            BufferName::Node(n) => {
+                                slots[self.schedule.slot(*n)].as_ref().expect("allocated before use").ptr()
+                            }
                         })
                         .collect();
                     let mut launch = self.device.stream().launch_builder(function);
@@ -141,18 +127,18 @@ impl CudaProgram {
                     let product = cuda::execute(&self.device, &Op::Matmul, &operands, shape)
                         .map_err(|e| failed("the extern matmul", e))?;
                     // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.
-                    slots[self.slot(*out)] = Some(product);
+                    slots[self.schedule.slot(*out)] = Some(product);
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value =
                         run_fallback(op, args, *location, |view| self.fallback_operand(view, &concrete, &slots))?;
-                    slots[self.slot(*out)] = Some(
+                    slots[self.schedule.slot(*out)] = Some(
                         CudaBuffer::from_host(&self.device, &value).map_err(|e| failed("a fallback's result", e))?,
                     );
                 }
             }
         }
-        Ok(outputs(&self.outputs, &concrete, &self.slot_of, &mut slots, Storage::Cuda))
+        Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cuda))
     }
 
     /// A fallback's operand: graph inputs are shared, planned buffers copied (the eager kernels

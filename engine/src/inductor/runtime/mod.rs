@@ -48,8 +48,40 @@ pub(crate) enum Run<K> {
     Fallback { op: Op, args: Vec<FallbackArg>, out: usize, location: SourceLocation },
 }
 
+/// What both runtimes take from the plan: the inputs to check, the steps with each kernel
+/// resolved for the device (`K`), the buffer slots and where the outputs live.
+pub(crate) struct Schedule<K> {
+    pub inputs: Vec<GraphInput>,
+    pub steps: Vec<Run<K>>,
+    pub slot_of: Vec<Option<usize>>,
+    pub slot_count: usize,
+    pub outputs: Vec<View>,
+}
+
+impl<K> Schedule<K> {
+    /// The plan's schedule, with each kernel resolved by `resolve(kernel index)`.
+    pub(crate) fn new(
+        graph: &LoweredGraph,
+        plan: &CallPlan,
+        resolve: impl FnMut(usize) -> Result<(K, Vec<BufferName>, i64)>,
+    ) -> Result<Schedule<K>> {
+        Ok(Schedule {
+            inputs: graph.inputs.clone(),
+            steps: steps(graph, plan, resolve)?,
+            slot_of: plan.slot_of.clone(),
+            slot_count: plan.slot_sizes.len(),
+            outputs: plan.outputs.clone(),
+        })
+    }
+
+    /// The slot holding node `node`'s buffer.
+    pub(crate) fn slot(&self, node: usize) -> usize {
+        self.slot_of[node].expect("buffers read from memory have a slot")
+    }
+}
+
 /// The plan's steps for a runtime, with each kernel resolved by `resolve(kernel index)`.
-pub(crate) fn steps<K>(
+fn steps<K>(
     graph: &LoweredGraph,
     plan: &CallPlan,
     mut resolve: impl FnMut(usize) -> Result<(K, Vec<BufferName>, i64)>,
