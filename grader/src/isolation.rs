@@ -1,34 +1,54 @@
-//! Running one check in a process of its own, with a time limit.
+//! Running one check in a process of its own, with a time limit that bounds the grader too.
 //!
-//! The runner writes its [`Outcome`] to a result file. When there is none, the process ended
-//! before the check did, and its exit status says how: killed at the time limit (an endless
-//! loop?), killed by a signal (abort, segfault), or an exit code. A process group is killed as a
-//! whole, so a check that started compilers or other children cannot leave them behind.
+//! How the process ended is decided first: killed at the time limit (an endless loop?), killed
+//! by a signal (abort, segfault), or an exit code other than 0 all speak for themselves, whatever
+//! the process wrote before. Only a process that exited with 0 has its [`Record`] read. The
+//! process leads a group of its own, and the whole group is killed on every exit path, so children
+//! it started (compilers, or a program that keeps its output open) cannot outlive the check or
+//! hold the grader; the output readers have deadlines as well.
 
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use grader_harness::{Outcome, Status};
+use grader_harness::{Outcome, Record, Status};
+
+use crate::sandbox::Sandbox;
+use crate::sanitize::printable;
 
 /// How much of a check's output is kept to quote in a failure.
 const OUTPUT_TAIL_BYTES: usize = 4096;
 
-/// A check runner to start: a program and the arguments that come before the runner's own.
+/// How long the output readers may take after the process group is gone.
+const READER_GRACE: Duration = Duration::from_secs(2);
+
+/// A check runner to start: a program, the arguments that come before the runner's own, and the
+/// sandbox it runs in (none for a runner that links no learner code).
 #[derive(Clone, Debug)]
 pub struct Runner {
     program: PathBuf,
     leading_args: Vec<OsString>,
+    sandbox: Option<Sandbox>,
+    environment: Vec<(OsString, OsString)>,
+}
+
+/// How one run of a check ended, before anyone judged it.
+#[derive(Debug)]
+pub enum Run {
+    /// The process exited with 0 and left this record.
+    Recorded(Record),
+    /// It did not get that far; the outcome says how it ended.
+    Ended(Outcome),
 }
 
 impl Runner {
     /// The runner binary at `program`.
     pub fn new(program: impl Into<PathBuf>) -> Runner {
-        Runner { program: program.into(), leading_args: Vec::new() }
+        Runner { program: program.into(), leading_args: Vec::new(), sandbox: None, environment: Vec::new() }
     }
 
     /// The same runner with `args` placed before `run <id> ...` (for a test binary that doubles
@@ -38,41 +58,78 @@ impl Runner {
         self
     }
 
-    /// Runs check `id` with `seed` in a new process, killing it after `limit`.
-    pub fn run(&self, id: &str, seed: u64, limit: Duration) -> Outcome {
-        let dir = match tempfile::tempdir() {
-            Ok(dir) => dir,
-            Err(e) => return error(format!("cannot create a temporary directory for the result: {e}")),
+    /// The same runner, confined by `sandbox` (whose first writable directory takes the result),
+    /// with `environment` set.
+    pub fn sandboxed(mut self, sandbox: Sandbox, environment: Vec<(OsString, OsString)>) -> Runner {
+        self.sandbox = Some(sandbox);
+        self.environment = environment;
+        self
+    }
+
+    /// The runner's executable.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// Runs check `id` with `seed` in a new process, killing its group after `limit`. With
+    /// `judged`, the runner judges the record in that file instead of reporting on itself.
+    pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>) -> Run {
+        // A sandboxed runner can write only inside its own writable directories.
+        let made = match self.sandbox.as_ref().and_then(|s| s.writable.first()) {
+            Some(scratch) => tempfile::tempdir_in(scratch),
+            None => tempfile::tempdir(),
         };
-        let result_path = dir.path().join("outcome.json");
-        let mut command = Command::new(&self.program);
+        let dir = match made {
+            Ok(dir) => dir,
+            Err(e) => return Run::Ended(error(format!("cannot create a temporary directory for the result: {e}"))),
+        };
+        let result_path = dir.path().join("record.json");
+        let mut command = match &self.sandbox {
+            Some(sandbox) => sandbox.command(&self.program),
+            None => Command::new(&self.program),
+        };
         command
             .args(&self.leading_args)
             .args(["run", id, "--seed", &seed.to_string(), "--result"])
             .arg(&result_path)
+            .envs(self.environment.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        if let Some(judged) = judged {
+            command.arg("--judge").arg(judged);
+        }
         let mut child = match command.spawn() {
             Ok(child) => child,
-            Err(e) => return error(format!("cannot start the check runner {}: {e}", self.program.display())),
+            Err(e) => {
+                return Run::Ended(error(format!("cannot start the check runner {}: {e}", self.program.display())));
+            }
         };
-        let (stdout, stderr) = (tail_reader(child.stdout.take()), tail_reader(child.stderr.take()));
-        let ended = wait_or_kill(&mut child, limit);
-        let output = Output { stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() };
-        if let Ok(json) = std::fs::read_to_string(&result_path) {
-            return serde_json::from_str(&json)
-                .unwrap_or_else(|e| error(format!("the runner wrote an unreadable result ({e}): {json}")));
-        }
+        let readers = [tail_reader(child.stdout.take()), tail_reader(child.stderr.take())];
+        let ended = wait_then_kill_group(&mut child, limit);
+        let deadline = Instant::now() + READER_GRACE;
+        let [stdout, stderr] = readers
+            .map(|reader| reader.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_default());
+        let output = Output { stdout, stderr };
         match ended {
-            Ended::TimedOut => fail(format!(
+            Ended::Exited(status) if status.success() => match std::fs::read(&result_path) {
+                Ok(bytes) => match serde_json::from_slice::<Record>(&bytes) {
+                    Ok(record) => Run::Recorded(record),
+                    Err(e) => Run::Ended(fail(format!(
+                        "the check's process wrote an unreadable result ({e}){}",
+                        output.quote()
+                    ))),
+                },
+                Err(_) => Run::Ended(fail(format!("the check's process ended without a result{}", output.quote()))),
+            },
+            Ended::Exited(status) => Run::Ended(from_exit_status(status, &output)),
+            Ended::TimedOut => Run::Ended(fail(format!(
                 "did not finish within {}s: an endless loop, or far too slow?{}",
                 limit.as_secs(),
                 output.quote()
-            )),
-            Ended::Exited(status) => from_exit_status(status, &output),
-            Ended::WaitFailed(e) => error(format!("lost track of the check's process: {e}")),
+            ))),
+            Ended::WaitFailed(e) => Run::Ended(error(format!("lost track of the check's process: {e}"))),
         }
     }
 }
@@ -84,24 +141,25 @@ enum Ended {
     WaitFailed(std::io::Error),
 }
 
-fn wait_or_kill(child: &mut Child, limit: Duration) -> Ended {
+/// Waits for the child until `limit`, then kills its whole group, whether it ended or not: what it
+/// started must not outlive it.
+fn wait_then_kill_group(child: &mut Child, limit: Duration) -> Ended {
     let deadline = Instant::now() + limit;
-    loop {
+    let ended = loop {
         match child.try_wait() {
-            Ok(Some(status)) => return Ended::Exited(status),
-            Ok(None) if Instant::now() >= deadline => {
-                kill_group(child);
-                let _ = child.wait();
-                return Ended::TimedOut;
-            }
+            Ok(Some(status)) => break Ended::Exited(status),
+            Ok(None) if Instant::now() >= deadline => break Ended::TimedOut,
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Ended::WaitFailed(e),
+            Err(e) => break Ended::WaitFailed(e),
         }
-    }
+    };
+    kill_group(child);
+    let _ = child.wait();
+    ended
 }
 
 /// Kills the child's whole process group (it leads one: see `process_group(0)` above).
-fn kill_group(child: &mut Child) {
+fn kill_group(child: &Child) {
     let Ok(pid) = libc::pid_t::try_from(child.id()) else { return };
     // SAFETY: kill(2) takes plain integers; a negative pid names the process group we created.
     unsafe {
@@ -131,10 +189,13 @@ impl Output {
     }
 }
 
-/// Reads a pipe to its end on a thread, keeping the last [`OUTPUT_TAIL_BYTES`] bytes.
-fn tail_reader(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
+/// Reads a pipe to its end on a thread, keeping the last [`OUTPUT_TAIL_BYTES`] bytes, shown
+/// printable. The caller waits for it with a deadline: a pipe some escaped process keeps open
+/// cannot hold the grader.
+fn tail_reader(pipe: Option<impl Read + Send + 'static>) -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
-        let Some(mut pipe) = pipe else { return String::new() };
+        let Some(mut pipe) = pipe else { return sender.send(String::new()) };
         let mut kept = Vec::new();
         let mut buffer = [0u8; 8192];
         while let Ok(n) = pipe.read(&mut buffer) {
@@ -147,8 +208,9 @@ fn tail_reader(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
             }
         }
         let start = kept.len().saturating_sub(OUTPUT_TAIL_BYTES);
-        String::from_utf8_lossy(&kept[start..]).into_owned()
-    })
+        sender.send(printable(&String::from_utf8_lossy(&kept[start..])))
+    });
+    receiver
 }
 
 fn from_exit_status(status: ExitStatus, output: &Output) -> Outcome {
@@ -156,8 +218,6 @@ fn from_exit_status(status: ExitStatus, output: &Output) -> Outcome {
         return fail(format!("the check crashed its process: {}{}", signal_name(signal), output.quote()));
     }
     match status.code() {
-        // Exit code 2 is the runner refusing its arguments or its phase data: the grader's problem.
-        Some(2) => error(format!("the check runner refused to run the check{}", output.quote())),
         Some(code) => fail(format!("the check's process exited with code {code} before finishing{}", output.quote())),
         None => error(format!("the check's process ended without a status{}", output.quote())),
     }
@@ -172,6 +232,7 @@ fn signal_name(signal: i32) -> String {
         libc::SIGILL => "SIGILL (illegal instruction: code built for another CPU?)",
         libc::SIGKILL => "SIGKILL (killed: out of memory?)",
         libc::SIGTERM => "SIGTERM (terminated)",
+        libc::SIGSYS => "SIGSYS (a system call the sandbox forbids)",
         _ => return format!("signal {signal}"),
     };
     name.to_string()

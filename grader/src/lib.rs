@@ -34,9 +34,13 @@
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
 //! `skipped` with the reason, and they never fail a run.
 
+pub mod audit;
 pub mod isolation;
 pub mod phases;
 pub mod report;
 pub mod runners;
+pub mod sandbox;
+pub mod sanitize;
 pub mod state;
+pub mod verdict;
 pub mod workbook;

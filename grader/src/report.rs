@@ -26,8 +26,8 @@ use tabled::settings::object::Columns;
 use tabled::settings::{Modify, Style, Width};
 use tabled::{Table, Tabled};
 
-use crate::isolation::Runner;
 use crate::runners::BuildFailure;
+use crate::verdict::Grading;
 use crate::workbook::command_name;
 
 /// One phase's results.
@@ -81,14 +81,15 @@ impl CheckReport {
 }
 
 impl PhaseReport {
-    /// Runs every check of `phase` with `runner`, each in its own process; when there is no
-    /// runner (the crate does not compile), every check is an `error` carrying the reason.
-    pub fn run(runner: Result<Runner, BuildFailure>, phase: &Phase, subject: Subject, seed: u64) -> PhaseReport {
+    /// Grades every check of `phase` with `grading`, each run in its own process; when there are
+    /// no runners (the crate does not compile, or was refused), every check is an `error` carrying
+    /// the reason.
+    pub fn run(grading: Result<Grading, BuildFailure>, phase: &Phase, subject: Subject, seed: u64) -> PhaseReport {
         let checks = phase
             .checks()
             .map(|(exercise, spec)| {
-                let outcome = match &runner {
-                    Ok(runner) => runner.run(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                let outcome = match &grading {
+                    Ok(grading) => grading.verdict(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
                     Err(failure) => Outcome {
                         status: Status::Error,
                         message: format!("{} {}", phase.name, failure.message),

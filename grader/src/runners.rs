@@ -1,6 +1,8 @@
-//! Getting a phase's check runner: built with cargo from the workbook (only that phase's crates,
-//! so one phase's compile error never blocks another), or taken prebuilt from a pack made by
-//! `grader pack` on a machine with Rust, for a machine without it.
+//! Getting a phase's check runners: the subject's (the learner's crate, or the solutions with
+//! `--solutions`) and the judge's (always the solutions), built with cargo from the workbook (only
+//! that phase's crates, so one phase's compile error never blocks another), or taken prebuilt from
+//! a pack made by `grader pack` on a machine with Rust, for a machine without it. The subject's
+//! runner is copied into a directory of its own and run in the [sandbox](crate::sandbox).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,9 +10,12 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, Result, bail};
 use grader_harness::{Phase, Subject};
+
 use serde::{Deserialize, Serialize};
 
 use crate::isolation::Runner;
+use crate::sandbox::Sandbox;
+use crate::verdict::Grading;
 use crate::workbook::Workbook;
 
 /// The file that marks a directory as a pack of prebuilt runners.
@@ -42,12 +47,62 @@ pub enum Runners {
 
 impl Runners {
     /// The runner of `phase` for `subject`, building it if needed.
-    pub fn get(&self, phase: &Phase, subject: Subject) -> Result<Runner, BuildFailure> {
+    pub fn get(&self, phase: &Phase, subject: Subject) -> Result<PathBuf, BuildFailure> {
         match self {
-            Runners::Cargo { workbook, release } => build_runner(workbook, phase, subject, *release).map(Runner::new),
+            Runners::Cargo { workbook, release } => build_runner(workbook, phase, subject, *release),
             Runners::Prebuilt(pack) => pack.runner(phase, subject),
         }
     }
+
+    /// The runners that grade `phase` for `subject`: the subject's, confined by the sandbox that
+    /// `launcher` (this grader) sets up, and the judge's. `cache` is the subject's own kernel
+    /// cache, apart from the one the judge uses.
+    pub fn grading(
+        &self,
+        phase: &Phase,
+        subject: Subject,
+        launcher: &Path,
+        cache: &Path,
+    ) -> Result<Grading, BuildFailure> {
+        let subject_exe = self.get(phase, subject)?;
+        let judge_exe = self.get(phase, Subject::Solutions).map_err(|failure| BuildFailure {
+            message: format!(
+                "cannot build the reference runner that judges {}: {}\nThe workbook itself is damaged: restore solutions/ and grader/ from the repository.",
+                phase.name, failure.message
+            ),
+            location: failure.location,
+        })?;
+        confine(&subject_exe, launcher, cache).map(|(subject, scratch)| Grading {
+            subject,
+            judge: Runner::new(judge_exe),
+            _scratch: Some(scratch),
+        })
+    }
+}
+
+/// A sandboxed copy of the runner at `exe`: in a fresh directory holding only that copy, with a
+/// private temporary directory and `cache` as the only places it may write.
+fn confine(exe: &Path, launcher: &Path, cache: &Path) -> Result<(Runner, tempfile::TempDir), BuildFailure> {
+    let setup = |what: &str, e: std::io::Error| BuildFailure {
+        message: format!("set-up problem: cannot {what}: {e}. Is the disk full, or TMPDIR unwritable?"),
+        location: None,
+    };
+    let scratch =
+        tempfile::Builder::new().prefix("grader-").tempdir().map_err(|e| setup("create a temporary directory", e))?;
+    let (bin, tmp) = (scratch.path().join("bin"), scratch.path().join("tmp"));
+    for dir in [&bin, &tmp, &cache.to_path_buf()] {
+        std::fs::create_dir_all(dir).map_err(|e| setup(&format!("create {}", dir.display()), e))?;
+    }
+    let copy = bin.join(exe.file_name().unwrap_or_default());
+    std::fs::copy(exe, &copy).map_err(|e| setup(&format!("copy the runner {}", exe.display()), e))?;
+    let sandbox = Sandbox {
+        launcher: launcher.to_path_buf(),
+        read_exec: vec![bin],
+        writable: vec![tmp.clone(), cache.to_path_buf()],
+    };
+    let environment =
+        vec![("TMPDIR".into(), tmp.into_os_string()), ("ENGINE_CACHE_DIR".into(), cache.as_os_str().to_os_string())];
+    Ok((Runner::new(copy).sandboxed(sandbox, environment), scratch))
 }
 
 /// The binary name of a phase's runner for a subject: `phase1-exercises`.
@@ -182,10 +237,12 @@ pub struct Pack {
 /// The contents of `grader-pack.json`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PackManifest {
-    /// Which crates the runners were built against.
+    /// Which crates the subject runners were built against.
     pub subject: Subject,
-    /// What the pack holds for each phase.
+    /// What the pack holds for each phase: the subject's runner.
     pub phases: BTreeMap<String, PackedPhase>,
+    /// Each phase's judge: the runner built against the solutions.
+    pub judges: BTreeMap<String, String>,
 }
 
 /// A phase in a pack: its runner's file name, or why it could not be built.
@@ -208,11 +265,25 @@ impl Pack {
         Ok(Pack { dir: dir.to_path_buf(), manifest })
     }
 
-    /// The pack this grader executable lies in, if it was copied there by `grader pack`.
+    /// The pack this grader executable lies in, if it was copied there by `grader pack`. A
+    /// manifest beside a grader that cargo built (in a target directory) is no pack: `grader pack`
+    /// never writes there, so it was put there by something else, such as a build script, and is
+    /// ignored with a warning.
     pub fn beside_executable() -> Option<Pack> {
         let exe = std::env::current_exe().ok()?;
         let dir = exe.parent()?;
-        dir.join(PACK_MANIFEST).is_file().then(|| Pack::open(dir).ok()).flatten()
+        if !dir.join(PACK_MANIFEST).is_file() {
+            return None;
+        }
+        if dir.join(".fingerprint").exists() || dir.join("deps").exists() {
+            eprintln!(
+                "warning: ignoring {}: packs are made with `grader pack --out DIR` and never lie in cargo's \
+                 target directory; something else wrote it (a build script?). Delete it.",
+                dir.join(PACK_MANIFEST).display()
+            );
+            return None;
+        }
+        Pack::open(dir).ok()
     }
 
     /// Fails unless the pack was built for `subject`.
@@ -228,7 +299,7 @@ impl Pack {
         Ok(())
     }
 
-    fn runner(&self, phase: &Phase, subject: Subject) -> Result<Runner, BuildFailure> {
+    fn runner(&self, phase: &Phase, subject: Subject) -> Result<PathBuf, BuildFailure> {
         let missing = || BuildFailure {
             message: format!(
                 "the pack in {} has no {subject} runner for {}: pack again",
@@ -237,8 +308,11 @@ impl Pack {
             ),
             location: None,
         };
+        if subject == Subject::Solutions {
+            return self.manifest.judges.get(phase.name).map(|file| self.dir.join(file)).ok_or_else(missing);
+        }
         match self.manifest.phases.get(phase.name) {
-            Some(PackedPhase::Runner(file)) => Ok(Runner::new(self.dir.join(file))),
+            Some(PackedPhase::Runner(file)) => Ok(self.dir.join(file)),
             Some(PackedPhase::BuildError(failure)) => Err(failure.clone()),
             None => Err(missing()),
         }

@@ -43,6 +43,7 @@ const FIXTURE: Phase = Phase {
                 CheckSpec::new("todo_inside_a_property_test"),
                 CheckSpec::new("passes_again"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "optional",
@@ -51,6 +52,7 @@ const FIXTURE: Phase = Phase {
             stretch: true,
             hints: &["one", "two"],
             checks: &[CheckSpec::new("stretch_fails")],
+            forbidden: &[],
         },
     ],
 };

@@ -23,7 +23,7 @@ impl Tolerance {
     /// What float32 code computing the same maths in another order may differ by.
     pub const F32: Tolerance = Tolerance { abs: 1e-5, rel: 1e-4 };
 
-    fn accepts(self, actual: f32, expected: f32) -> bool {
+    pub(crate) fn accepts(self, actual: f32, expected: f32) -> bool {
         if actual.is_nan() || expected.is_nan() {
             return actual.is_nan() && expected.is_nan();
         }
@@ -41,8 +41,10 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Fails unless `actual` has `expected`'s shape and every value is within `tolerance`. `what`
-/// names the value in the message (`the interpreter's output 0`).
+/// names the value in the message (`the interpreter's output 0`). `actual` is recorded in the
+/// check's [transcript](crate::transcript) for the judge.
 pub fn assert_close(what: &str, actual: &Tensor, expected: &Tensor, tolerance: Tolerance) -> Result<(), Failure> {
+    crate::transcript::record_tensor(what, actual, tolerance);
     if actual.shape() != expected.shape() {
         return Err(Failure::fail(format!("{what} has shape {:?}, expected {:?}", actual.shape(), expected.shape())));
     }

@@ -6,11 +6,14 @@
 //!
 //! ```text
 //! <runner> list                                   # the check ids, one per line
-//! <runner> run <check-id> --seed N --result FILE  # runs one check, writes its Outcome to FILE as JSON
+//! <runner> run <check-id> --seed N --result FILE  # runs one check, writes its Record to FILE as JSON
+//! <runner> run <check-id> --seed N --result FILE --judge RUN  # the verdict on another run's Record
 //! ```
 //!
-//! A runner that dies before writing FILE (an abort, a segfault, a CUDA fault, the time limit) is
-//! reported by the grader from its exit status, so no check can spoil another's result.
+//! A runner that dies before finishing (an abort, a segfault, a CUDA fault, the time limit) is
+//! reported by the grader from its exit status, so no check can spoil another's result. What a
+//! runner linked with learner code writes is never taken as a pass: the judge, built against the
+//! reference solution, decides (see [`runner::judge`]).
 //!
 //! Modules:
 //! - [`phase`]: the per-phase data (exercises, hints, book section, checks), one `const` per phase;
@@ -19,6 +22,7 @@
 //! - [`runner`]: the `main` of every runner, with the panic hook that turns `todo!()` into
 //!   "not started";
 //! - [`random`]: seeded property tests whose failures show the shrunk input;
+//! - [`transcript`]: the answers a check records, which the judge compares with the reference's;
 //! - [`close`]: float comparison with a readable diff.
 
 pub mod check;
@@ -27,9 +31,12 @@ pub mod outcome;
 pub mod phase;
 pub mod random;
 pub mod runner;
+pub mod transcript;
 
 pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
 pub use close::{Tolerance, assert_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
-pub use phase::{CheckSpec, Exercise, Phase};
+pub use phase::{CheckSpec, Exercise, Forbidden, Phase};
 pub use random::for_all;
+pub use runner::Record;
+pub use transcript::{record, record_floats, record_tensor};

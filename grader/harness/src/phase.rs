@@ -39,6 +39,23 @@ pub struct Exercise {
     pub hints: &'static [&'static str],
     /// The checks grading it, in the order they run.
     pub checks: &'static [CheckSpec],
+    /// Engine items that already do what the exercise asks: the grader refuses a crate that
+    /// uses them, so that the exercise is solved, not delegated.
+    pub forbidden: &'static [Forbidden],
+}
+
+/// An engine item an exercise asks the learner to write for themselves.
+#[derive(Debug)]
+pub struct Forbidden {
+    /// The item as the tail of its path: `fx::Interpreter`, `scheduler::can_fuse`, `infer_shape`.
+    /// With a module part, only uses through that module count (the learner's own `can_fuse` is
+    /// fine); without one, any use of the name does.
+    pub path: &'static str,
+    /// Refused in every file of the crate (`true`), or only in the exercise's own file, for an
+    /// item another exercise of the phase needs.
+    pub everywhere: bool,
+    /// Why, in the learner's terms: `this exercise asks you to write the interpreter yourself`.
+    pub why: &'static str,
 }
 
 /// A check as the grader sees it before running it.

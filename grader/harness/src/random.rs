@@ -24,7 +24,13 @@ where
     let config = Config { cases, failure_persistence: None, max_shrink_iters: 512, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(ctx.seed)));
     let result = runner.run(&strategy, |value| {
-        test(value).map_err(|failure| match failure {
+        // A panic is a failure with the panic's `file:line`, shrunk like any other.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(value))).unwrap_or_else(|_| {
+            let (message, location) = crate::runner::take_last_panic();
+            let place = location.map(|l| format!(" at {l}")).unwrap_or_default();
+            Err(Failure::Fail(format!("panicked{place}: {message}")))
+        });
+        outcome.map_err(|failure| match failure {
             Failure::Fail(message) => TestCaseError::fail(message),
             Failure::Skip(reason) => TestCaseError::reject(reason),
         })

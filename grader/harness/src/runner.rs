@@ -1,18 +1,38 @@
-//! The `main` of every check runner: list the checks, or run one and write its [`Outcome`].
+//! The `main` of every check runner: list the checks, run one and write what happened, or judge
+//! another run of it.
 //!
 //! A runner runs exactly one check per process (the grader starts one process per check), so
 //! anything the learner's code does to the process (a panic, an abort, a segfault, a hang) stays
 //! inside that check. Within the process, a panic hook tells a `todo!()` (not started) from any
 //! other panic (a failure), and records the `file:line` where it happened.
+//!
+//! A run writes a [`Record`]: how the check ended in this process, and the
+//! [transcript](crate::transcript) of the answers it judged. Nothing in that record is trusted to
+//! mean "pass" when learner code ran in the process. The grader hands it to the *judge*
+//! (`run <id> --judge FILE`): the same check in the runner built against the reference solution,
+//! which links no learner code. The judge runs the check itself with the same seed and decides
+//! the verdict (see [`judge`]).
 
 use std::panic::{AssertUnwindSafe, PanicHookInfo};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Mutex, OnceLock};
 
+use serde::{Deserialize, Serialize};
+
 use crate::check::{Check, Context, Failure};
 use crate::outcome::{Outcome, Status};
 use crate::phase::Phase;
+use crate::transcript::{self, Entry};
+
+/// What one run of a check writes: how it ended in its process, and the answers it recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// How the check ended in the process that ran it, as that process tells it.
+    pub outcome: Option<Outcome>,
+    /// The answers the check recorded, in order.
+    pub transcript: Vec<Entry>,
+}
 
 /// Where the outcome goes: a file named by `--result`, or stdout when there is none.
 static RESULT_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -20,9 +40,9 @@ static RESULT_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
 /// The message and `file:line` of the last panic that was not a `todo!()`.
 static LAST_PANIC: Mutex<Option<(String, Option<String>)>> = Mutex::new(None);
 
-/// Runs a runner binary: `list`, or `run <check-id> [--seed N] [--result FILE]`. Exit code 0 when
-/// the command ran (whatever the check's status), 2 for a usage error or a runner that does not
-/// match its phase data.
+/// Runs a runner binary: `list`, or `run <check-id> [--seed N] [--result FILE] [--judge FILE]`.
+/// Exit code 0 when the command ran (whatever the check's status), 2 for a usage error or a
+/// runner that does not match its phase data.
 pub fn main(phase: &Phase, checks: &[Check]) -> ExitCode {
     main_with_args(phase, checks, &std::env::args().skip(1).collect::<Vec<_>>())
 }
@@ -39,7 +59,9 @@ pub fn main_with_args(phase: &Phase, checks: &[Check], args: &[String]) -> ExitC
             Ok(())
         }
         Some("run") => run_command(checks, &args[1..]),
-        _ => Err("usage: <runner> list | <runner> run <check-id> [--seed N] [--result FILE]".to_string()),
+        _ => {
+            Err("usage: <runner> list | <runner> run <check-id> [--seed N] [--result FILE] [--judge FILE]".to_string())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -65,13 +87,14 @@ pub fn validate(phase: &Phase, checks: &[Check]) -> Result<(), String> {
 }
 
 fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
-    let (id, mut seed, mut result) = (args.first().ok_or("run: which check?")?, 0u64, None);
+    let (id, mut seed, mut result, mut judged) = (args.first().ok_or("run: which check?")?, 0u64, None, None);
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--seed" => seed = value.parse().map_err(|_| format!("--seed takes a number, got `{value}`"))?,
             "--result" => result = Some(PathBuf::from(value)),
+            "--judge" => judged = Some(PathBuf::from(value)),
             _ => return Err(format!("unknown flag `{flag}`")),
         }
     }
@@ -79,10 +102,69 @@ fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
         let ids: Vec<&str> = checks.iter().map(|c| c.id).collect();
         format!("no check `{id}` in this runner (it has: {})", ids.join(", "))
     })?;
+    // Read what is judged before the check runs, so that a damaged file is a usage error.
+    let judged = judged.map(|path| read_record(&path)).transpose()?;
     RESULT_PATH.set(result).expect("run once per process");
     let outcome = run_check(check, &Context { seed });
-    deliver(&outcome);
+    let recorded = transcript::take();
+    match judged {
+        None => deliver(&Record { outcome: Some(outcome), transcript: recorded }),
+        Some(subject) => {
+            deliver(&Record { outcome: Some(judge(id, seed, outcome, &recorded, subject)), transcript: vec![] })
+        }
+    }
     Ok(())
+}
+
+fn read_record(path: &Path) -> Result<Record, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the run to judge, {}: {e}", path.display()))?;
+    // A subject's record that does not parse was damaged by the subject's process: judge it as
+    // a run that recorded nothing and said nothing.
+    Ok(serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+/// The verdict on a subject's run of check `id`, decided by the reference's own run of it with
+/// the same `seed` (`reference`, `recorded`). The subject's word is taken only where it can only
+/// cost the subject: a failure or a `todo!()`. A pass must be earned by answers that agree with
+/// the reference's, and a skip must be one the reference makes too.
+pub fn judge(id: &str, seed: u64, reference: Outcome, recorded: &[Entry], subject: Record) -> Outcome {
+    let verdict = |status, message: String| Outcome { status, message, location: None };
+    let Some(claim) = subject.outcome else {
+        return verdict(Status::Fail, "the check's process wrote no result it could have finished with".into());
+    };
+    match (claim.status, reference.status) {
+        (Status::Fail | Status::NotStarted, _) => claim,
+        (_, Status::Skipped) => reference,
+        (Status::Skipped, _) => verdict(
+            Status::Fail,
+            format!("the check skipped in your process ({}), but it runs on this machine", claim.message),
+        ),
+        (_, Status::Pass) if recorded.is_empty() => verdict(
+            Status::Error,
+            format!(
+                "check `{id}` recorded none of the reference's answers, so it cannot judge yours: a bug in the workbook"
+            ),
+        ),
+        (_, Status::Pass) => match transcript::compare(recorded, &subject.transcript) {
+            Ok(()) if claim.status == Status::Pass => claim,
+            Ok(()) => verdict(Status::Fail, format!("the check's process ended as `{}`", claim.status)),
+            Err(difference) => verdict(
+                Status::Fail,
+                format!(
+                    "{difference}
+(seed {seed})"
+                ),
+            ),
+        },
+        (_, status) => verdict(
+            Status::Error,
+            format!(
+                "the reference solution does not pass check `{id}` with seed {seed} ({status}: {}): a bug in the \
+                 workbook, please report it",
+                reference.message
+            ),
+        ),
+    }
 }
 
 /// Runs one check in this process and turns how it ended into an [`Outcome`]. A `todo!()` ends
@@ -96,12 +178,16 @@ pub fn run_check(check: &Check, ctx: &Context) -> Outcome {
         Ok(Err(Failure::Fail(message))) => Outcome { status: Status::Fail, message, location: None },
         Ok(Err(Failure::Skip(reason))) => Outcome { status: Status::Skipped, message: reason, location: None },
         Err(_) => {
-            let (message, location) =
-                LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or(("a panic".into(), None));
+            let (message, location) = take_last_panic();
             let place = location.as_deref().map(|l| format!(" at {l}")).unwrap_or_default();
             Outcome { status: Status::Fail, message: format!("panicked{place}: {message}"), location }
         }
     }
+}
+
+/// The message and `file:line` of the last panic that was not a `todo!()`, forgetting it.
+pub(crate) fn take_last_panic() -> (String, Option<String>) {
+    LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or(("a panic".into(), None))
 }
 
 /// The panic hook: a `todo!()`/`unimplemented!()` delivers "not started" and exits; any other
@@ -116,19 +202,20 @@ fn on_panic(info: &PanicHookInfo<'_>) {
     let location = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
     if message.starts_with("not yet implemented") || message.starts_with("not implemented") {
         let place = location.as_deref().unwrap_or("an unknown place");
-        deliver(&Outcome {
+        let outcome = Outcome {
             status: Status::NotStarted,
             message: format!("not started: reached the `todo!()` at {place}"),
             location,
-        });
+        };
+        deliver(&Record { outcome: Some(outcome), transcript: transcript::take() });
         std::process::exit(0);
     }
     *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some((message, location));
 }
 
-/// Writes the outcome as JSON where the grader asked for it.
-fn deliver(outcome: &Outcome) {
-    let json = serde_json::to_string(outcome).expect("an outcome serialises");
+/// Writes the record as JSON where the grader asked for it.
+fn deliver(record: &Record) {
+    let json = serde_json::to_string(record).expect("a record serialises");
     match RESULT_PATH.get().and_then(Option::as_deref) {
         Some(path) => write_result(path, &json),
         None => println!("{json}"),

@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use grader::phases;
+use anyhow::{Context as _, Result};
 use grader::report::PhaseReport;
 use grader::runners::{Pack, Runners};
+use grader::sandbox::Support;
 use grader::state::State;
+use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
+use grader::{audit, phases};
 use grader_harness::Subject;
 
 use crate::CheckOptions;
@@ -21,12 +23,32 @@ pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool)
     if let Some(workbook) = &workbook {
         State::of(workbook).remember_pristine(workbook)?;
     }
+    let seed = options.seed.unwrap_or_else(fresh_seed);
+    let launcher = std::env::current_exe().context("cannot find the grader's own executable")?;
+    let cache = match &workbook {
+        Some(workbook) => workbook.state_dir().join("learner-cache"),
+        None => std::env::temp_dir().join("grader-learner-cache"),
+    };
+    if !json {
+        eprintln!(
+            "Seed {seed} (repeat this run with --seed {seed}); learner code runs in a sandbox: {}",
+            Support::probe().describe()
+        );
+    }
     let mut reports = Vec::new();
     for phase in &phases {
         if !json {
             eprintln!("Checking {} ({subject})...", phase.name);
         }
-        let report = PhaseReport::run(runners.get(phase, subject), phase, subject, options.seed);
+        let refused = match (&workbook, &runners, subject) {
+            (Some(workbook), Runners::Cargo { .. }, Subject::Exercises) => audit::phase(workbook, phase).err(),
+            _ => None,
+        };
+        let grading = match refused {
+            Some(refusal) => Err(refusal),
+            None => runners.grading(phase, subject, &launcher, &cache),
+        };
+        let report = PhaseReport::run(grading, phase, subject, seed);
         if !json {
             println!("{}", report.render(phase));
         }

@@ -18,8 +18,19 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
     let workbook = Workbook::find(root)?;
     let subject = if solutions { Subject::Solutions } else { Subject::Exercises };
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let mut phases = BTreeMap::new();
+    let (mut phases, mut judges) = (BTreeMap::new(), BTreeMap::new());
     for phase in PHASES {
+        // Every pack carries the judges: the runners built against the solutions.
+        eprintln!("Building the {} judge (release)...", phase.name);
+        let judge = build_runner(&workbook, phase, Subject::Solutions, true)
+            .map_err(|f| anyhow!("the {} solutions do not build, so nothing could judge: {}", phase.name, f.message))?;
+        let judge_name = runner_bin(phase, Subject::Solutions);
+        copy_executable(&judge, &out.join(&judge_name))?;
+        judges.insert(phase.name.to_string(), judge_name);
+        if subject == Subject::Solutions {
+            phases.insert(phase.name.to_string(), PackedPhase::Runner(runner_bin(phase, subject)));
+            continue;
+        }
         eprintln!("Building the {} runner for {subject} (release)...", phase.name);
         let packed = match build_runner(&workbook, phase, subject, true) {
             Ok(exe) => {
@@ -39,7 +50,7 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
         .map_err(|f| anyhow!("the grader {}", f.message))?;
     copy_executable(&grader, &out.join("grader"))?;
     let all_built = phases.values().all(|p| matches!(p, PackedPhase::Runner(_)));
-    let manifest = PackManifest { subject, phases };
+    let manifest = PackManifest { subject, phases, judges };
     std::fs::write(out.join(PACK_MANIFEST), serde_json::to_string_pretty(&manifest)?)?;
     println!("Packed the grader and the {subject} runners into {}.", out.display());
     println!("On a machine without Rust, copy that directory and run, from the workbook checkout:");

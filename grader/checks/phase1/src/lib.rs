@@ -30,6 +30,7 @@ pub const PHASE: Phase = Phase {
                  Collect one `BackendDiff` per backend with `.map(...).collect::<Result<Vec<_>>>()`.",
             ],
             checks: &[CheckSpec::new("reports_every_backend"), CheckSpec::new("differences_are_measured")],
+            forbidden: &[],
         },
         Exercise {
             name: "latency",
@@ -51,6 +52,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("timings_are_real"),
                 CheckSpec::new("waits_for_the_gpu"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "interpreter",
@@ -73,6 +75,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("rejects_a_wrong_input_count"),
                 CheckSpec::new("backend_runs_compiled_functions"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "recording",
@@ -92,6 +95,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("graphs_print_as_captured"),
                 CheckSpec::new("separate_backends_do_not_share"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "deny_ops",
@@ -106,6 +110,7 @@ pub const PHASE: Phase = Phase {
                  ops does a backend see: the ones you wrote, or their decompositions?",
             ],
             checks: &[CheckSpec::new("refuses_a_denied_op"), CheckSpec::new("allows_graphs_without_denied_ops")],
+            forbidden: &[],
         },
     ],
 };

@@ -29,6 +29,7 @@ pub const PHASE: Phase = Phase {
                  `graph.node(id).name` their names. `report.graphs.first()` is `None` when nothing was captured.",
             ],
             checks: &[CheckSpec::new("summarizes_one_graph"), CheckSpec::new("summarizes_graphs_and_breaks")],
+            forbidden: &[],
         },
         Exercise {
             name: "line_table",
@@ -47,6 +48,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("groups_the_decomposed_graph"),
                 CheckSpec::new("groups_random_graphs"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "shape_propagation",
@@ -70,6 +72,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("propagates_new_input_shapes"),
                 CheckSpec::new("rejects_bad_input_shapes"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "dead_code",
@@ -89,6 +92,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("removes_unused_nodes"),
                 CheckSpec::new("dead_code_keeps_outputs_on_random_graphs"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "cse",
@@ -106,6 +110,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("merges_repeated_expressions"),
                 CheckSpec::new("cse_keeps_outputs_on_random_graphs"),
             ],
+            forbidden: &[],
         },
     ],
 };

@@ -31,6 +31,7 @@ pub const PHASE: Phase = Phase {
                  the one graph.",
             ],
             checks: &[CheckSpec::new("gated_is_one_graph"), CheckSpec::new("gated_matches_the_original")],
+            forbidden: &[],
         },
         Exercise {
             name: "logging",
@@ -48,6 +49,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("still_logs_when_eager"),
                 CheckSpec::new("normalized_matches_the_original"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "round_trip",
@@ -67,6 +69,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("standardized_matches_the_original"),
                 CheckSpec::new("no_recompile_for_new_values"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "custom_op",
@@ -87,6 +90,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("clipped_is_one_graph_with_the_op"),
                 CheckSpec::new("clipped_matches_the_original"),
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "break_cost",
@@ -101,6 +105,7 @@ pub const PHASE: Phase = Phase {
                  of a sorted Vec (`samples[samples.len() / 2]`).",
             ],
             checks: &[CheckSpec::new("counts_the_graphs"), CheckSpec::new("times_are_medians_of_real_calls")],
+            forbidden: &[],
         },
     ],
 };

@@ -33,6 +33,7 @@ pub const PHASE: Phase = Phase {
                  floats each). Bytes are `4 * Σ elements`: every argument read or written once.",
             ],
             checks: &[CheckSpec::new("names_are_read"), CheckSpec::new("kernels_are_summarised")],
+            forbidden: &[],
         },
         Exercise {
             name: "can_fuse",
@@ -54,6 +55,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("refusals_give_reasons"),
                 CheckSpec { id: "fuses_as_much_as_inductor", timeout_secs: COMPILES },
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "pointwise_c",
@@ -70,6 +72,7 @@ pub const PHASE: Phase = Phase {
                  operand prints as `tmpN` or `constant(c, Dialect::C)`.",
             ],
             checks: &[CheckSpec { id: "pointwise_c_matches_eager", timeout_secs: COMPILES }],
+            forbidden: &[],
         },
         Exercise {
             name: "pointwise_cuda",
@@ -89,6 +92,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec { id: "pointwise_cuda_matches_eager", timeout_secs: COMPILES },
                 CheckSpec { id: "pointwise_cuda_bandwidth", timeout_secs: COMPILES },
             ],
+            forbidden: &[],
         },
         Exercise {
             name: "reduction_c",
@@ -106,6 +110,7 @@ pub const PHASE: Phase = Phase {
                  result.",
             ],
             checks: &[CheckSpec { id: "reduction_c_matches_eager", timeout_secs: COMPILES }],
+            forbidden: &[],
         },
     ],
 };

@@ -2,11 +2,14 @@
 
 use engine::backends::{AotEager, Backend, Eager, Inductor};
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, ensure, for_all, max_abs_diff};
+use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all, max_abs_diff, record, record_floats};
 use proptest::prelude::*;
 
 use super::support::Probe;
 use crate::subject::{Mlp, backends, compare_backends, example_input};
+
+/// How far a reported difference may be from the grader's measurement of it.
+const MEASURED: Tolerance = Tolerance { abs: 1e-6, rel: 1e-3 };
 
 /// One report per backend of `backends()`, named and in order.
 pub fn reports_every_backend(ctx: &Context) -> CheckResult {
@@ -14,6 +17,9 @@ pub fn reports_every_backend(ctx: &Context) -> CheckResult {
     let expected: Vec<String> = backends().iter().map(|b| b.name().to_string()).collect();
     let reports = compare_backends(&mlp, &x, backends())?;
     let names: Vec<&str> = reports.iter().map(|r| r.backend.as_str()).collect();
+    record("backends reported", format!("{names:?}"));
+    let diffs: Vec<f32> = reports.iter().map(|r| r.max_abs_diff).collect();
+    record_floats("max |diff| per backend", &diffs, MEASURED);
     ensure(names == expected, || {
         format!("expected one BackendDiff per backend, named and in this order: {expected:?}; got {names:?}")
     })?;
@@ -45,7 +51,9 @@ pub fn differences_are_measured(ctx: &Context) -> CheckResult {
             let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(backend);
             let truth = max_abs_diff(&compiled.call(&x)?.to_vec()?, &expected);
             let reported = report.max_abs_diff;
-            ensure(report.backend == name && (reported - truth).abs() <= 1e-6 + 1e-3 * truth, || {
+            record(format!("backend reported for `{name}`"), &report.backend);
+            record_floats(format!("max |diff| reported for `{name}`"), &[reported], MEASURED);
+            ensure(report.backend == name && (reported - truth).abs() <= MEASURED.abs + MEASURED.rel * truth, || {
                 let shifted = if name == "probe" {
                     format!(" (a backend that adds {offset} to every output)")
                 } else {

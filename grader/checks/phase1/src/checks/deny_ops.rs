@@ -1,7 +1,7 @@
 //! Checks of the stretch exercise `deny_ops`.
 
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure};
+use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, record};
 
 use super::support::capture;
 use crate::subject::{DenyOps, Mlp, example_input};
@@ -17,7 +17,11 @@ pub fn refuses_a_denied_op(ctx: &Context) -> CheckResult {
         .expect("the MLP ends in softmax");
     let line = softmax.location.expect("call nodes have locations").short();
     let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(DenyOps::new(&["softmax"]));
-    match compiled.call(&x) {
+    let result = compiled.call(&x);
+    let names =
+        result.as_ref().err().map(|e| e.to_string()).is_some_and(|m| m.contains("softmax") && m.contains(&line));
+    record("refused, naming the op and its line", format!("{} {names}", result.is_err()));
+    match result {
         Ok(_) => Err(Failure::fail(
             "with DenyOps::new(&[\"softmax\"]) the MLP (which ends in softmax) compiled and ran; expected an error",
         )),

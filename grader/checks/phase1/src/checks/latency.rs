@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use engine::Device;
 use engine::backends::Eager;
-use grader_harness::{CheckResult, Context, ensure, for_all, gpu};
+use grader_harness::{CheckResult, Context, ensure, for_all, gpu, record};
 use proptest::prelude::*;
 
 use super::support::Probe;
@@ -34,6 +34,7 @@ pub fn median_is_the_middle(ctx: &Context) -> CheckResult {
     for_all(ctx, 200, samples, |micros| {
         let samples: Vec<Duration> = micros.iter().map(|&m| Duration::from_micros(m)).collect();
         let (got, expected) = (median(&samples), reference_median(&samples));
+        record("median", format!("{got:?}"));
         ensure(same_duration(got, expected), || format!("median({samples:?}) returned {got:?}, expected {expected:?}"))
     })?;
     Ok("median agrees with the grader's on 200 random sample sets".into())
@@ -46,6 +47,18 @@ pub fn one_compile_then_cache_hits(_ctx: &Context) -> CheckResult {
     let steady_calls = 5;
     let latency = measure_latency(Box::new(probe), Device::Cpu, steady_calls)?;
     let (compiles, runs) = counts.get();
+    let stats = latency.stats;
+    record(
+        "compiles, runs, steady samples, stats and backend name",
+        format!(
+            "{compiles} {runs} {} {} {} {} {}",
+            latency.steady.len(),
+            stats.calls,
+            stats.compiles,
+            stats.cache_hits,
+            latency.backend
+        ),
+    );
     let call = format!("measure_latency(probe, Device::Cpu, {steady_calls})");
     ensure(compiles == 1 && runs == steady_calls + 1, || {
         format!(
@@ -56,7 +69,6 @@ pub fn one_compile_then_cache_hits(_ctx: &Context) -> CheckResult {
     ensure(latency.steady.len() == steady_calls, || {
         format!("{call} returned {} steady samples, expected {steady_calls}", latency.steady.len())
     })?;
-    let stats = latency.stats;
     ensure(stats.calls == steady_calls + 1 && stats.compiles == 1 && stats.cache_hits == steady_calls, || {
         format!(
             "{call} returned stats with calls {}, compiles {}, cache_hits {}; expected {}, 1, {steady_calls} (take them from `compiled.stats()` after the last call)",
@@ -76,6 +88,18 @@ pub fn timings_are_real(_ctx: &Context) -> CheckResult {
     let (compile, run) = (Duration::from_millis(150), Duration::from_millis(3));
     let probe = Probe::new().compile_delay(compile).run_delay(run);
     let latency = measure_latency(Box::new(probe), Device::Cpu, 4)?;
+    let expected_median = reference_median(&latency.steady);
+    record(
+        "samples, and whether each timing covers what it should",
+        format!(
+            "{} {} {} {} {}",
+            latency.steady.len(),
+            latency.first_call >= compile + run,
+            latency.steady.iter().all(|&s| s >= run),
+            latency.steady_median < compile,
+            same_duration(latency.steady_median, expected_median)
+        ),
+    );
     let call = format!("with a backend whose compile takes at least {compile:?} and whose runs take at least {run:?},");
     ensure(latency.first_call >= compile + run, || {
         format!("{call} you measured a first call of {:?}: it must include the compile and one run", latency.first_call)
@@ -92,10 +116,9 @@ pub fn timings_are_real(_ctx: &Context) -> CheckResult {
             latency.steady_median
         )
     })?;
-    let expected = reference_median(&latency.steady);
-    ensure(same_duration(latency.steady_median, expected), || {
+    ensure(same_duration(latency.steady_median, expected_median), || {
         format!(
-            "steady_median is {:?}, but the median of your samples {:?} is {expected:?}",
+            "steady_median is {:?}, but the median of your samples {:?} is {expected_median:?}",
             latency.steady_median, latency.steady
         )
     })?;
@@ -112,8 +135,10 @@ pub fn waits_for_the_gpu(_ctx: &Context) -> CheckResult {
     let device = gpu()?;
     let busy = Duration::from_millis(20);
     let latency = measure_latency(Box::new(Probe::new().device_work(device, busy)), device, 3)?;
+    let waited = latency.first_call >= busy && latency.steady.iter().all(|&s| s >= busy);
+    record("steady samples, and whether every call waited for the GPU", format!("{} {waited}", latency.steady.len()));
     let call = format!("with a backend whose every run keeps {device} busy for at least {busy:?},");
-    ensure(latency.first_call >= busy && latency.steady.iter().all(|&s| s >= busy), || {
+    ensure(waited, || {
         format!(
             "{call} you measured a first call of {:?} and steady calls of {:?}: a GPU call returns before its \
              kernels finish, so stop each clock only after the output's `.to_vec()`",

@@ -1,7 +1,7 @@
 //! Checks of `recording`.
 
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, Tolerance, assert_close, ensure};
+use grader_harness::{CheckResult, Context, Tolerance, assert_close, ensure, record};
 
 use super::support::capture;
 use crate::subject::{Mlp, RecordingBackend, example_input};
@@ -30,6 +30,7 @@ pub fn keeps_one_graph_per_compile(ctx: &Context) -> CheckResult {
         )
     })?;
     let shapes = input_shapes(&recorder.graphs());
+    record("graphs held after each call, and their input shapes", format!("{seen:?} {shapes:?}"));
     ensure(shapes == [vec![4, 16], vec![8, 16]], || {
         format!("the recorded graphs take inputs of shapes {shapes:?}, expected [[4, 16], [8, 16]]")
     })?;
@@ -43,6 +44,7 @@ pub fn graphs_print_as_captured(ctx: &Context) -> CheckResult {
     dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(recorder.clone()).call(&x)?;
     let (expected, _) = capture(&mlp, &x)?;
     let graphs = recorder.graphs();
+    record("the recorded graphs", graphs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));
     ensure(graphs.len() == 1, || format!("one call recorded {} graphs, expected 1", graphs.len()))?;
     ensure(graphs[0] == expected && graphs[0].to_string() == expected.to_string(), || {
         format!("the recorded graph differs from the captured one.\nrecorded:\n{}\ncaptured:\n{expected}", graphs[0])
@@ -54,11 +56,13 @@ pub fn graphs_print_as_captured(ctx: &Context) -> CheckResult {
 pub fn separate_backends_do_not_share(ctx: &Context) -> CheckResult {
     let mlp = Mlp::new(ctx.seed);
     let (used, unused) = (RecordingBackend::new(), RecordingBackend::new());
+    record("graphs held by a new backend", used.graphs().len());
     ensure(used.graphs().is_empty(), || {
         format!("RecordingBackend::new() already holds {} graphs", used.graphs().len())
     })?;
     dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(used.clone()).call(&example_input(2, ctx.seed))?;
     let (a, b) = (used.graphs().len(), unused.graphs().len());
+    record("graphs held by the used and the unused backend", format!("{a} {b}"));
     ensure(a == 1 && b == 0, || {
         format!(
             "after compiling with one of two backends, they hold {a} and {b} graphs; expected 1 and 0 (each new() starts its own record)"

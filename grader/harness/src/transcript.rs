@@ -1,0 +1,210 @@
+//! What a check run records of the subject's answers, so that the verdict can be decided by a
+//! process that runs no learner code.
+//!
+//! A check both judges in place (for a readable failure message) and records every answer it
+//! judged: the learner's tensors, counts and texts. The learner's process cannot be trusted to say
+//! "pass", so the grader hands its transcript to the *judge*: the same check, built against the
+//! reference solution, run with the same seed. The judge records the reference's answers and
+//! compares the two transcripts entry by entry, with the tolerances the judge itself chose. A
+//! forged "pass" has to reproduce answers to inputs drawn from a seed the grader picked for this
+//! run, which is the exercise itself.
+
+use std::fmt::{self, Display};
+use std::sync::Mutex;
+
+use engine::Tensor;
+use serde::{Deserialize, Serialize};
+
+use crate::close::Tolerance;
+
+/// The most tensor elements one entry keeps; larger tensors keep an evenly strided sample plus
+/// their sum, so transcripts stay small without letting a wrong region go unseen in aggregate.
+const MAX_ELEMENTS: usize = 1 << 14;
+
+/// One recorded answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// What the value is, as the check names it (`output 0 of case 3`).
+    pub label: String,
+    /// The value.
+    pub value: Recorded,
+}
+
+/// A recorded value and how the judge compares it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recorded {
+    /// Float values of a tensor, compared within the judge's tolerance.
+    Floats {
+        /// The tensor's shape.
+        shape: Vec<usize>,
+        /// Its values (a strided sample of large tensors, then their sum).
+        values: Vec<f32>,
+        /// Allowed `|diff|`: absolute part.
+        abs: f32,
+        /// Allowed `|diff|`: relative part.
+        rel: f32,
+    },
+    /// Anything else, compared exactly as text: counts, names, reasons, printed graphs.
+    Text(String),
+}
+
+impl Recorded {
+    /// The values of `tensor` with `tolerance`, or the tensor's read error as text.
+    pub fn tensor(tensor: &Tensor, tolerance: Tolerance) -> Recorded {
+        match tensor.to_vec() {
+            Ok(all) => Recorded::Floats {
+                shape: tensor.shape().to_vec(),
+                values: sample(&all),
+                abs: tolerance.abs,
+                rel: tolerance.rel,
+            },
+            Err(error) => Recorded::Text(format!("unreadable tensor: {error}")),
+        }
+    }
+}
+
+impl Display for Recorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Recorded::Text(text) => write!(f, "{text:?}"),
+            Recorded::Floats { shape, values, .. } => {
+                let shown: Vec<String> = values.iter().take(6).map(|v| format!("{v:.6}")).collect();
+                let more = if values.len() > 6 { ", ..." } else { "" };
+                write!(f, "a tensor of shape {shape:?}: [{}{more}]", shown.join(", "))
+            }
+        }
+    }
+}
+
+fn sample(all: &[f32]) -> Vec<f32> {
+    if all.len() <= MAX_ELEMENTS {
+        return all.to_vec();
+    }
+    let stride = all.len().div_ceil(MAX_ELEMENTS);
+    let mut kept: Vec<f32> = all.iter().step_by(stride).copied().collect();
+    kept.push(all.iter().map(|&v| f64::from(v)).sum::<f64>() as f32);
+    kept
+}
+
+/// The entries recorded so far in this process (a runner runs one check per process).
+static ENTRIES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// Records `value` under `label`, to be compared exactly (as its `Display` text).
+pub fn record(label: impl Into<String>, value: impl Display) {
+    push(label.into(), Recorded::Text(value.to_string()));
+}
+
+/// Records a tensor the subject computed, to be compared within `tolerance`.
+pub fn record_tensor(label: impl Into<String>, tensor: &Tensor, tolerance: Tolerance) {
+    push(label.into(), Recorded::tensor(tensor, tolerance));
+}
+
+/// Records numbers the subject computed, to be compared within `tolerance`.
+pub fn record_floats(label: impl Into<String>, values: &[f32], tolerance: Tolerance) {
+    let value =
+        Recorded::Floats { shape: vec![values.len()], values: sample(values), abs: tolerance.abs, rel: tolerance.rel };
+    push(label.into(), value);
+}
+
+fn push(label: String, value: Recorded) {
+    ENTRIES.lock().unwrap_or_else(|e| e.into_inner()).push(Entry { label, value });
+}
+
+/// Everything recorded so far, leaving the record empty.
+pub fn take() -> Vec<Entry> {
+    std::mem::take(&mut *ENTRIES.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Compares the subject's transcript with the reference's, entry by entry. `Err` names the first
+/// difference in words a learner can act on.
+pub fn compare(reference: &[Entry], subject: &[Entry]) -> Result<(), String> {
+    for (i, expected) in reference.iter().enumerate() {
+        let Some(actual) = subject.get(i) else {
+            return Err(format!(
+                "your run recorded {} answers where the reference recorded {}: the first one missing is `{}`",
+                subject.len(),
+                reference.len(),
+                expected.label
+            ));
+        };
+        if actual.label != expected.label {
+            return Err(format!(
+                "answer {} is `{}` in your run but `{}` in the reference's: the check took another path",
+                i + 1,
+                actual.label,
+                expected.label
+            ));
+        }
+        if !agrees(&expected.value, &actual.value) {
+            return Err(format!(
+                "`{}` differs from the reference solution's answer:\n  yours:     {}\n  reference: {}",
+                expected.label, actual.value, expected.value
+            ));
+        }
+    }
+    if subject.len() > reference.len() {
+        return Err(format!(
+            "your run recorded {} answers where the reference recorded {}",
+            subject.len(),
+            reference.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `actual` agrees with the reference's `expected`. Both sides were checked against the
+/// same expected values within the tolerance, so they may differ from each other by twice it.
+fn agrees(expected: &Recorded, actual: &Recorded) -> bool {
+    match (expected, actual) {
+        (Recorded::Text(e), Recorded::Text(a)) => e == a,
+        (
+            Recorded::Floats { shape, values, abs, rel },
+            Recorded::Floats { shape: actual_shape, values: actual_values, .. },
+        ) => {
+            let tolerance = Tolerance { abs: 2.0 * abs, rel: 2.0 * rel };
+            shape == actual_shape
+                && values.len() == actual_values.len()
+                && values.iter().zip(actual_values).all(|(&e, &a)| tolerance.accepts(a, e))
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floats(values: &[f32]) -> Entry {
+        Entry {
+            label: "y".into(),
+            value: Recorded::Floats { shape: vec![values.len()], values: values.to_vec(), abs: 1e-5, rel: 1e-4 },
+        }
+    }
+
+    #[test]
+    fn equal_transcripts_agree_and_close_floats_too() {
+        let text = Entry { label: "count".into(), value: Recorded::Text("3".into()) };
+        compare(&[text.clone(), floats(&[1.0, 2.0])], &[text, floats(&[1.000_01, 2.0])]).unwrap();
+    }
+
+    #[test]
+    fn a_different_value_a_missing_entry_and_an_extra_one_are_named() {
+        let text = |v: &str| Entry { label: "count".into(), value: Recorded::Text(v.into()) };
+        let wrong = compare(&[text("3")], &[text("4")]).unwrap_err();
+        assert!(wrong.contains("`count` differs") && wrong.contains("\"4\"") && wrong.contains("\"3\""), "{wrong}");
+        assert!(compare(&[text("3")], &[]).unwrap_err().contains("the first one missing is `count`"));
+        assert!(compare(&[text("3")], &[text("3"), text("3")]).unwrap_err().contains("recorded 2 answers"));
+        assert!(compare(&[floats(&[1.0])], &[floats(&[1.1])]).is_err());
+        assert!(compare(&[floats(&[f32::NAN])], &[floats(&[f32::NAN])]).is_ok());
+        assert!(compare(&[floats(&[1.0])], &[text("1")]).is_err());
+    }
+
+    #[test]
+    fn large_tensors_keep_a_sample_and_their_sum() {
+        let all: Vec<f32> = (0..100_000).map(|i| i as f32).collect();
+        let kept = sample(&all);
+        assert!(kept.len() <= MAX_ELEMENTS + 1);
+        assert_eq!(*kept.last().unwrap(), all.iter().map(|&v| f64::from(v)).sum::<f64>() as f32);
+    }
+}

@@ -1,0 +1,347 @@
+//! What the grader refuses to build in a learner's crate, before cargo runs any of it.
+//!
+//! The sandbox confines the learner's code while a check runs; these refusals cover what runs or
+//! is read *while building*, and what would pass a check without solving it:
+//! - a build script (`build.rs`, or `build =` in the manifest): cargo runs it, unconfined;
+//! - any change to the crate's manifest beyond the shipped shape: another dependency (the
+//!   solutions crate, a proc-macro), a renamed one, a `[lib] path` into another crate;
+//! - source that reads other files at compile time: `#[path = ...]` (also through `cfg_attr` or
+//!   a macro's `#[$meta]`), `include!`, `include_str!`, `include_bytes!`, `extern crate`;
+//! - the engine items an exercise asks the learner to write (its [`Forbidden`] list).
+//!
+//! Refusals are reported like a compile error, with the file and line and what to do.
+
+use std::path::{Path, PathBuf};
+
+use grader_harness::{Forbidden, Phase};
+use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
+
+use crate::runners::BuildFailure;
+use crate::workbook::Workbook;
+
+/// Dependencies an exercise crate may have, each as `NAME.workspace = true`.
+const ALLOWED_DEPENDENCIES: &[&str] = &["engine", "workbook-models"];
+
+/// Refuses the learner's crate of `phase` for the first reason above, if any.
+pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
+    let dir = workbook.path(phase.exercises_dir);
+    let refuse = |place: String, message: String| BuildFailure {
+        message: format!("refused by the grader: {message}"),
+        location: Some(place),
+    };
+    let manifest = format!("{}/Cargo.toml", phase.exercises_dir);
+    if dir.join("build.rs").exists() {
+        return Err(refuse(
+            format!("{}/build.rs", phase.exercises_dir),
+            "exercise crates may not have a build script: cargo runs it outside the grader's sandbox. Delete build.rs."
+                .into(),
+        ));
+    }
+    let text = std::fs::read_to_string(dir.join("Cargo.toml"))
+        .map_err(|e| refuse(manifest.clone(), format!("cannot read the crate's manifest: {e}")))?;
+    manifest_shape(&text).map_err(|m| refuse(manifest.clone(), m))?;
+    for file in rust_files(&dir) {
+        let relative = file.strip_prefix(workbook.root()).unwrap_or(&file).display().to_string();
+        let source = std::fs::read_to_string(&file)
+            .map_err(|e| refuse(relative.clone(), format!("cannot read this file as UTF-8 text: {e}")))?;
+        let own_file = phase.exercises.iter().filter(|e| dir.join(e.file) == file);
+        let forbidden: Vec<&Forbidden> = phase
+            .exercises
+            .iter()
+            .flat_map(|e| e.forbidden.iter())
+            .filter(|f| f.everywhere)
+            .chain(own_file.flat_map(|e| e.forbidden.iter().filter(|f| !f.everywhere)))
+            .collect();
+        source_rules(&source, &forbidden).map_err(|(line, m)| refuse(format!("{relative}:{line}"), m))?;
+    }
+    Ok(())
+}
+
+/// Fails unless the manifest has only the shipped sections and keys.
+fn manifest_shape(text: &str) -> Result<(), String> {
+    let manifest: toml::Table = text.parse().map_err(|e| format!("the manifest does not parse: {e}"))?;
+    let restore = "Restore Cargo.toml as shipped (`git checkout -- Cargo.toml` in the crate).";
+    for (section, value) in &manifest {
+        let keys = |allowed: &[&str]| -> Result<(), String> {
+            let table = value.as_table().ok_or_else(|| format!("[{section}] is not a table. {restore}"))?;
+            match table.keys().find(|k| !allowed.contains(&k.as_str())) {
+                Some(key) => Err(format!("`{key}` in [{section}] is not allowed in an exercise crate. {restore}")),
+                None => Ok(()),
+            }
+        };
+        match section.as_str() {
+            "package" => keys(&["name", "description", "version", "edition", "rust-version", "license", "publish"])?,
+            "lib" => keys(&["name"])?,
+            "lints" => keys(&["workspace"])?,
+            "dependencies" | "dev-dependencies" => {
+                keys(ALLOWED_DEPENDENCIES)?;
+                let table = value.as_table().expect("checked above");
+                if let Some((name, _)) = table.iter().find(|(_, v)| !is_workspace_dependency(v)) {
+                    return Err(format!(
+                        "`{name}` in [{section}] must stay `{name}.workspace = true`: exercises build against the \
+                         workbook's own crates. {restore}"
+                    ));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "[{other}] is not allowed in an exercise crate (build scripts, other targets and other \
+                     dependencies would run or read code outside the grader's view). {restore}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_workspace_dependency(value: &toml::Value) -> bool {
+    value.as_table().is_some_and(|t| t.len() == 1 && t.get("workspace").and_then(toml::Value::as_bool) == Some(true))
+}
+
+/// Every `.rs` file under `dir`, skipping `target/`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && entry.file_name() != "target" {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The first refused construct in `source`, as `(line, message)`.
+fn source_rules(source: &str, forbidden: &[&Forbidden]) -> Result<(), (usize, String)> {
+    let tokens: TokenStream = source
+        .parse()
+        .map_err(|e: proc_macro2::LexError| (e.span().start().line, format!("the file does not lex: {e}")))?;
+    let mut flat = Vec::new();
+    flatten(tokens, &mut flat, false);
+    for (i, token) in flat.iter().enumerate() {
+        let ident = token.ident();
+        let next_ident = flat.get(i + 1).and_then(Token::ident);
+        let bang_follows = flat.get(i + 1).is_some_and(|t| t.punct() == Some('!'));
+        let line = token.line;
+        match ident {
+            Some(name @ ("include" | "include_str" | "include_bytes")) if bang_follows => {
+                return Err((
+                    line,
+                    format!("`{name}!` reads another file into yours at build time; write the code here instead"),
+                ));
+            }
+            Some("extern") if next_ident == Some("crate") => {
+                return Err((line, "`extern crate` is not needed in an exercise crate and is not allowed".into()));
+            }
+            Some("path") if token.in_attribute && flat.get(i + 1).is_some_and(|t| t.punct() == Some('=')) => {
+                return Err((
+                    line,
+                    "`#[path = ...]` makes a module of another file; keep your code in this crate's files".into(),
+                ));
+            }
+            _ => {}
+        }
+        if token.attribute_start && flat.get(i + 1).is_some_and(|t| t.punct() == Some('$')) {
+            return Err((
+                line,
+                "an attribute made from a macro's `$` argument is not allowed in an exercise crate".into(),
+            ));
+        }
+        for item in forbidden {
+            if uses_item(&flat, i, item.path) {
+                return Err((line, format!("`{}` is off limits here: {}", item.path, item.why)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One token of a file, flattened, knowing whether it lies inside an attribute.
+struct Token {
+    /// An identifier's text, without a raw `r#` prefix.
+    ident: Option<String>,
+    /// A punctuation character, and whether the next one joins it (`::`).
+    punct: Option<(char, bool)>,
+    line: usize,
+    /// Inside `#[...]` or `#![...]`.
+    in_attribute: bool,
+    /// The first token inside an attribute's brackets.
+    attribute_start: bool,
+    /// Inside a `use` item.
+    in_use: bool,
+}
+
+impl Token {
+    fn new(tree: &TokenTree, in_attribute: bool, in_use: bool) -> Token {
+        let ident = match tree {
+            TokenTree::Ident(ident) => {
+                let text = ident.to_string();
+                Some(text.strip_prefix("r#").map(str::to_string).unwrap_or(text))
+            }
+            _ => None,
+        };
+        let punct = match tree {
+            TokenTree::Punct(p) => Some((p.as_char(), p.spacing() == Spacing::Joint)),
+            _ => None,
+        };
+        Token { ident, punct, line: tree.span().start().line, in_attribute, attribute_start: false, in_use }
+    }
+
+    fn ident(&self) -> Option<&str> {
+        self.ident.as_deref()
+    }
+
+    fn punct(&self) -> Option<char> {
+        self.punct.map(|(c, _)| c)
+    }
+
+    fn joint(&self) -> bool {
+        self.punct.is_some_and(|(_, joint)| joint)
+    }
+}
+
+/// Flattens `tokens` into `out`, groups' contents in place of the groups.
+fn flatten(tokens: TokenStream, out: &mut Vec<Token>, in_attribute: bool) {
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut in_use = false;
+    for (i, tree) in trees.iter().enumerate() {
+        if let TokenTree::Ident(ident) = tree
+            && ident == "use"
+        {
+            in_use = true;
+        }
+        if let TokenTree::Punct(p) = tree
+            && p.as_char() == ';'
+        {
+            in_use = false;
+        }
+        match tree {
+            TokenTree::Group(group) => {
+                let is_attribute = group.delimiter() == Delimiter::Bracket
+                    && (previous_punct(&trees, i, 1) == Some('#')
+                        || (previous_punct(&trees, i, 1) == Some('!') && previous_punct(&trees, i, 2) == Some('#')));
+                let start = out.len();
+                flatten(group.stream(), out, in_attribute || is_attribute);
+                if is_attribute && let Some(first) = out.get_mut(start) {
+                    first.attribute_start = true;
+                }
+                if in_use {
+                    out[start..].iter_mut().for_each(|t| t.in_use = true);
+                }
+            }
+            _ => out.push(Token::new(tree, in_attribute, in_use)),
+        }
+    }
+}
+
+fn previous_punct(trees: &[TokenTree], i: usize, back: usize) -> Option<char> {
+    match trees.get(i.checked_sub(back)?)? {
+        TokenTree::Punct(p) => Some(p.as_char()),
+        _ => None,
+    }
+}
+
+/// Whether token `i` starts a use of `path` (`module::item` or `item`, see [`Forbidden::path`]).
+fn uses_item(tokens: &[Token], i: usize, path: &str) -> bool {
+    let (module, item) = match path.rsplit_once("::") {
+        Some((module, item)) => (module.rsplit("::").next(), item),
+        None => (None, path),
+    };
+    let Some(module) = module else { return tokens[i].ident() == Some(item) };
+    if tokens[i].ident() != Some(module) {
+        return false;
+    }
+    let path_sep = |j: usize| {
+        tokens.get(j).is_some_and(|t| t.punct() == Some(':') && t.joint())
+            && tokens.get(j + 1).is_some_and(|t| t.punct() == Some(':'))
+    };
+    // `module::item`, or `module::*` (which would bring the item in unnamed).
+    if path_sep(i + 1)
+        && let Some(next) = tokens.get(i + 3)
+        && (next.ident() == Some(item) || next.punct() == Some('*'))
+    {
+        return true;
+    }
+    // `use module::{a, item as b}`: the item named anywhere in the same `use`.
+    tokens[i].in_use && tokens[i + 1..].iter().take_while(|t| t.in_use).any(|t| t.ident() == Some(item))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INTERPRETER: Forbidden =
+        Forbidden { path: "fx::Interpreter", everywhere: true, why: "write the interpreter yourself" };
+    const CAN_FUSE: Forbidden = Forbidden { path: "scheduler::can_fuse", everywhere: true, why: "decide yourself" };
+
+    fn refused(source: &str) -> Option<(usize, String)> {
+        source_rules(source, &[&INTERPRETER, &CAN_FUSE]).err()
+    }
+
+    #[test]
+    fn reading_other_files_at_build_time_is_refused() {
+        let (line, message) =
+            refused("fn a() {}\n#[path = \"../../../solutions/x/src/compare.rs\"]\nmod copied;").unwrap();
+        assert_eq!(line, 2);
+        assert!(message.contains("#[path"), "{message}");
+        assert!(refused("#[cfg_attr(all(), path = \"x.rs\")] mod m;").is_some());
+        assert!(refused("#![path = \"x\"]").is_some());
+        assert!(refused("macro_rules! m { ($($t:tt)*) => { #[$($t)*] mod x; } }").is_some());
+        assert!(refused("const S: &str = include_str!(\"../../solutions/a.rs\");").is_some());
+        assert!(refused("const S: &str = core::include_str!(\"a\");").is_some());
+        assert!(refused("include!(\"a.rs\");").is_some());
+        assert!(refused("extern crate phase1_backends;").is_some());
+    }
+
+    #[test]
+    fn ordinary_code_passes() {
+        let source = "/// Mentions include_str! and #[path] in a comment.\n\
+                      // and Interpreter::new here too\n\
+                      fn f(path: &str) -> usize { let path = path; let s = \"include!(x)\"; path.len() + s.len() }\n\
+                      pub fn can_fuse() -> bool { true }\n\
+                      use engine::inductor::scheduler::{Decision, is_row_shape};";
+        assert_eq!(refused(source), None);
+    }
+
+    #[test]
+    fn forbidden_engine_items_are_refused_however_they_are_named() {
+        for source in [
+            "use engine::fx::Interpreter;",
+            "fn f() { engine::fx::Interpreter::new(g); }",
+            "use engine::fx::{Graph, Interpreter as I};",
+            "fn f() -> bool { engine::inductor::scheduler::can_fuse(c) }",
+            "use engine::inductor::scheduler::{Decision, can_fuse as decide};",
+            "pub use engine::inductor::scheduler::*;",
+        ] {
+            let (_, message) = refused(source).unwrap_or_else(|| panic!("not refused: {source}"));
+            assert!(message.contains("off limits"), "{message}");
+        }
+    }
+
+    #[test]
+    fn manifests_keep_their_shipped_shape() {
+        let shipped = "[package]\nname = \"p\"\nversion.workspace = true\n[lib]\nname = \"p\"\n\
+                       [dependencies]\nengine.workspace = true\n[lints]\nworkspace = true\n";
+        manifest_shape(shipped).unwrap();
+        for (change, needle) in [
+            ("[package]\nname = \"p\"\nbuild = \"b.rs\"\n", "`build`"),
+            ("[dependencies]\nsolution = { path = \"../../solutions/p\" }\n", "`solution`"),
+            (
+                "[dependencies]\nengine = { path = \"../../solutions/p\", package = \"p-solution\" }\n",
+                "workspace = true",
+            ),
+            ("[lib]\nname = \"p\"\npath = \"../../solutions/p/src/lib.rs\"\n", "`path`"),
+            ("[build-dependencies]\ncc = \"1\"\n", "[build-dependencies]"),
+            ("[target.'cfg(unix)'.dependencies]\nx = \"1\"\n", "[target]"),
+        ] {
+            let error = manifest_shape(change).unwrap_err();
+            assert!(error.contains(needle), "{change}: {error}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Deciding a check's verdict outside the learner's process.
+//!
+//! The subject's runner (linked with the learner's crate, in the [sandbox](crate::sandbox)) runs
+//! the check first. Its word is taken only where it can only cost the learner: a failure, a
+//! crash, a time-out or a `todo!()`. Anything else, a "pass" above all, goes to the *judge*: the
+//! runner built against the reference solution, which links no learner code. It runs the same
+//! check with the same seed and compares the answers the subject recorded with its own
+//! ([`grader_harness::runner::judge`]). The seed is drawn by the grader for each run, so answers
+//! cannot be known in advance.
+
+use std::path::Path;
+use std::time::Duration;
+
+use grader_harness::{Outcome, Record, Status};
+
+use crate::isolation::{Run, Runner};
+use crate::sanitize::printable;
+
+/// The runners that grade one phase: the subject's, and the judge's.
+#[derive(Debug)]
+pub struct Grading {
+    /// Runs the checks against the crate under test (sandboxed).
+    pub subject: Runner,
+    /// Runs them against the reference solution and judges the subject's records.
+    pub judge: Runner,
+    /// Keeps the directories the sandboxed runner lives and writes in until grading ends.
+    pub _scratch: Option<tempfile::TempDir>,
+}
+
+impl Grading {
+    /// The verdict on check `id` with `seed`, each run bounded by `limit`.
+    pub fn verdict(&self, id: &str, seed: u64, limit: Duration) -> Outcome {
+        let record = match self.subject.run(id, seed, limit, None) {
+            Run::Ended(outcome) => return outcome,
+            Run::Recorded(record) => record,
+        };
+        if let Some(claim) = &record.outcome
+            && matches!(claim.status, Status::Fail | Status::NotStarted)
+        {
+            return shown(claim.clone());
+        }
+        let claimed_message = record.outcome.as_ref().map(|o| printable(&o.message));
+        match self.judge_record(id, seed, limit, &record) {
+            Ok(Outcome { status: Status::Pass, location, .. }) => {
+                Outcome { status: Status::Pass, message: claimed_message.unwrap_or_default(), location }
+            }
+            Ok(verdict) => shown(verdict),
+            Err(outcome) => Outcome {
+                status: Status::Error,
+                message: format!("the judge (the reference solution's runner) did not finish: {}", outcome.message),
+                location: None,
+            },
+        }
+    }
+
+    /// Hands `record` to the judge: a fresh file holding the record as the grader read it, in a
+    /// directory of the grader's (the subject's process is gone by now).
+    fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
+        let setup_error = |message: String| Outcome { status: Status::Error, message, location: None };
+        let dir = tempfile::tempdir().map_err(|e| setup_error(format!("cannot create a temporary directory: {e}")))?;
+        let path = dir.path().join("judged.json");
+        write_record(&path, record).map_err(|e| setup_error(format!("cannot write {}: {e}", path.display())))?;
+        match self.judge.run(id, seed, limit, Some(&path)) {
+            Run::Recorded(Record { outcome: Some(verdict), .. }) => Ok(verdict),
+            Run::Recorded(Record { outcome: None, .. }) => Err(setup_error("it wrote no verdict".into())),
+            Run::Ended(outcome) => Err(outcome),
+        }
+    }
+}
+
+fn write_record(path: &Path, record: &Record) -> std::io::Result<()> {
+    std::fs::write(path, serde_json::to_vec(record)?)
+}
+
+/// An outcome whose text came from the subject's process, made safe to print.
+fn shown(outcome: Outcome) -> Outcome {
+    Outcome {
+        status: outcome.status,
+        message: printable(&outcome.message),
+        location: outcome.location.map(|l| printable(&l)),
+    }
+}
+
+/// A seed for one run, drawn from the kernel's random source (or the clock, where that fails),
+/// below 2^31 so that checks may add small offsets to it.
+pub fn fresh_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer it is given.
+    let filled = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    let drawn = if filled == 8 {
+        u64::from_le_bytes(bytes)
+    } else {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    };
+    drawn % (1 << 31)
+}
