@@ -3,7 +3,7 @@
 
 use engine::fx::Graph;
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 
 use super::support::{live_nodes, op_names, random_program, same_outputs, steps};
 use crate::subject::{eliminate_dead_code, example_input, wasteful};
@@ -11,6 +11,7 @@ use crate::subject::{eliminate_dead_code, example_input, wasteful};
 /// Fails unless `pass` is `graph` with exactly its dead call nodes removed, computing the same.
 fn removes_exactly_the_dead(graph: &Graph, pass: &Graph, inputs: &[Tensor]) -> Result<(), Failure> {
     same_outputs(graph, pass, inputs)?;
+    record("inputs and ops your pass kept", format!("{} {:?}", pass.placeholders().len(), op_names(pass)));
     ensure(pass.placeholders().len() == graph.placeholders().len(), || {
         format!(
             "the graph has {} inputs, yours {}: keep every placeholder",

@@ -2,7 +2,7 @@
 //! `explain` report.
 
 use engine::{Result, Tensor, dynamo};
-use grader_harness::{CheckResult, Context, ensure};
+use grader_harness::{CheckResult, Context, ensure, record};
 
 use crate::subject::{Attention, CaptureSummary, example_input, summarize};
 
@@ -20,6 +20,7 @@ fn expected(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<CaptureS
 }
 
 fn compare(what: &str, actual: CaptureSummary, expected: CaptureSummary) -> CheckResult {
+    record(format!("your summary of {what}"), format!("{actual:?}"));
     ensure(actual == expected, || format!("for {what} you returned\n{actual:#?}\nexpected\n{expected:#?}"))?;
     Ok(format!(
         "{what}: {} graph(s), {} break(s), {} ops, inputs {:?}",

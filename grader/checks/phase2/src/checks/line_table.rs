@@ -4,7 +4,7 @@
 use engine::dynamo;
 use engine::fx::Graph;
 use engine::{Result, Tensor};
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 
 use super::support::{random_program, steps};
 use crate::subject::{Attention, LineOps, example_input, line_table};
@@ -25,6 +25,7 @@ fn reference(graph: &Graph) -> Vec<LineOps> {
 
 fn agrees(graph: &Graph) -> Result<(), Failure> {
     let (actual, expected) = (line_table(graph), reference(graph));
+    record("your line table", format!("{actual:?}"));
     ensure(actual == expected, || {
         format!("for this graph\n{graph}\nyou returned\n{actual:#?}\nexpected\n{expected:#?}")
     })

@@ -4,7 +4,7 @@
 use engine::fx::Graph;
 use engine::layout::broadcast_shapes;
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 use proptest::prelude::*;
 
 use super::support::{random_program, steps};
@@ -20,7 +20,9 @@ pub fn broadcast_follows_the_rules(ctx: &Context) -> CheckResult {
     let cases = 300;
     for_all(ctx, cases, (shape(), shape()), |(a, b)| {
         let call = format!("broadcast(&{a:?}, &{b:?})");
-        match (broadcast(&a, &b), broadcast_shapes(&a, &b)) {
+        let got = broadcast(&a, &b);
+        record(&call, got.as_ref().map_or_else(|_| "refused".to_string(), |s| format!("{s:?}")));
+        match (got, broadcast_shapes(&a, &b)) {
             (Ok(got), Some(expected)) => {
                 ensure(got == expected, || format!("{call} returned {got:?}, expected {expected:?}"))
             }
@@ -47,6 +49,7 @@ fn placeholder_shapes(graph: &Graph) -> Vec<Vec<usize>> {
 /// Fails unless propagating `inputs` through `graph` gives `expected` (one shape per node).
 fn agrees(graph: &Graph, inputs: &[Vec<usize>], expected: &Graph) -> Result<(), Failure> {
     let got = propagate(graph, inputs)?;
+    record("the shapes you propagated", format!("{got:?}"));
     for (i, node) in expected.nodes().iter().enumerate() {
         let shape = got.get(i).ok_or_else(|| {
             Failure::fail(format!(
@@ -92,9 +95,12 @@ pub fn rejects_bad_input_shapes(ctx: &Context) -> CheckResult {
     let model = Attention::new(ctx.seed);
     let graph = dynamo::explain(|x: Tensor| model.forward(&x)).call(&example_input(3, ctx.seed))?.graphs[0].clone();
     let mut shapes = placeholder_shapes(&graph);
-    ensure(propagate(&graph, &shapes[1..]).is_err(), || "one input shape too few must be an error".to_string())?;
+    let too_few = propagate(&graph, &shapes[1..]).is_err();
     shapes[0] = vec![3, 5];
-    ensure(propagate(&graph, &shapes).is_err(), || {
+    let mismatched = propagate(&graph, &shapes).is_err();
+    record("errors for too few inputs and for a mismatched shape", format!("{too_few} {mismatched}"));
+    ensure(too_few, || "one input shape too few must be an error".to_string())?;
+    ensure(mismatched, || {
         "an input of shape [3, 5] cannot meet an [8, 8] weight: propagate must return an error".to_string()
     })?;
     Ok("a wrong input count and a wrong input shape are errors, not panics".into())

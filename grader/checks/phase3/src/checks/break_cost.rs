@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use engine::{Result, Tensor, dynamo};
-use grader_harness::{CheckResult, Context, ensure};
+use grader_harness::{CheckResult, Context, ensure, record};
 
 use crate::subject::{example_input, layered, measure_break_cost};
 
@@ -13,6 +13,7 @@ use crate::subject::{example_input, layered, measure_break_cost};
 pub fn counts_the_graphs(ctx: &Context) -> CheckResult {
     let x = example_input(2, ctx.seed);
     let cost = measure_break_cost(|x| layered(&x, 8, 0), |x| layered(&x, 8, 3), &x, 3)?;
+    record("graphs whole and split", format!("{} {}", cost.graphs_whole, cost.graphs_split));
     ensure(cost.graphs_whole == 1 && cost.graphs_split == 4, || {
         format!(
             "for 8 layers with 0 and 3 breaks you counted {} and {} graphs; expected 1 and 4",
@@ -41,6 +42,16 @@ pub fn times_are_medians_of_real_calls(ctx: &Context) -> CheckResult {
     };
     let cost = measure_break_cost(whole, split, &example_input(2, ctx.seed), calls)?;
     let (w, s) = (whole_calls.load(Ordering::SeqCst), split_calls.load(Ordering::SeqCst));
+    record(
+        "calls counted, and whether each median covers what it should",
+        format!(
+            "{} {} {} {}",
+            w > calls && w <= calls + 4,
+            s > calls && s <= calls + 4,
+            cost.split >= delay,
+            cost.whole < delay
+        ),
+    );
     ensure(w > calls && s > calls && w <= calls + 4 && s <= calls + 4, || {
         format!(
             "with calls = {calls}, the whole version ran {w} times and the split one {s}: expected {calls} timed \

@@ -3,7 +3,7 @@
 
 use engine::Tensor;
 use engine::op::Op;
-use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all};
+use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record};
 use proptest::prelude::*;
 
 use super::support::{matches_original, one_graph};
@@ -14,6 +14,7 @@ use crate::subject::{clipped, example_input, log_clip, log_clip_op};
 /// values on both sides of ±1.
 pub fn the_kernel_computes_log_clip(ctx: &Context) -> CheckResult {
     let op = log_clip_op()?;
+    record("the registered op's name and arity", format!("{} {}", op.name(), op.arity()));
     ensure(op.name() == "phase3::log_clip" && op.arity() == 1, || {
         format!("registered `{}` with {} input(s); expected `phase3::log_clip` with 1", op.name(), op.arity())
     })?;
@@ -32,6 +33,7 @@ pub fn clipped_is_one_graph_with_the_op(ctx: &Context) -> CheckResult {
     let report = one_graph("clipped", |x: Tensor| clipped(&x, &op), &example_input(3, ctx.seed))?;
     let graph = &report.graphs[0];
     let custom = graph.nodes().iter().any(|n| matches!(n.op(), Some(Op::Custom(c)) if c.name() == op.name()));
+    record("the graph calls the custom op", custom);
     if !custom {
         return Err(Failure::fail(format!("the graph does not call `{}`:\n{graph}", op.name())));
     }

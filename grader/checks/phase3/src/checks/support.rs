@@ -3,12 +3,16 @@
 
 use engine::dynamo::{self, ExplainOutput};
 use engine::{Result, Tensor};
-use grader_harness::{Failure, Tolerance, assert_close};
+use grader_harness::{Failure, Tolerance, assert_close, record};
 
 /// Runs `f` on `x` under `explain` and fails, listing each break with its reason and line,
 /// unless it made exactly one graph.
 pub fn one_graph(what: &str, f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<ExplainOutput, Failure> {
     let report = dynamo::explain(f).call(x)?;
+    record(
+        format!("graphs, breaks and ops of {what}"),
+        format!("{} {} {:?}", report.graph_count(), report.graph_break_count(), report.ops_per_graph()),
+    );
     if report.graph_break_count() > 0 || report.graph_count() != 1 {
         let breaks: Vec<String> =
             report.breaks.iter().map(|b| format!("  - {} (at {})", b.reason, b.location.short())).collect();

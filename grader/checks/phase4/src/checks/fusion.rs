@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use engine::backends::Inductor;
 use engine::inductor::scheduler::{self, Access, Decision, FusionCandidate, FusionKind, GroupRead, LoopKind};
 use engine::{Result, Tensor};
-use grader_harness::{CheckResult, Context, Failure, ensure};
+use grader_harness::{CheckResult, Context, Failure, ensure, record};
 
 use super::support::matches_eager;
 use crate::subject::{can_fuse, catalogue};
@@ -79,6 +79,7 @@ pub fn decides_known_cases(_: &Context) -> CheckResult {
     let cases = known_cases();
     for (what, c, expected) in &cases {
         let got = can_fuse(c);
+        record(*what, decided(&got));
         let right = match (expected, &got) {
             (Some(kind), Decision::Fuse(k)) => kind == k,
             (None, Decision::Refuse(_)) => true,
@@ -105,15 +106,27 @@ pub fn refusals_give_reasons(_: &Context) -> CheckResult {
         let Decision::Refuse(reason) = can_fuse(&c) else {
             return Err(Failure::fail(format!("{what}: must be refused, got {:?}", can_fuse(&c))));
         };
-        ensure(reason.trim().len() >= 10, || format!("{what}: the reason {reason:?} does not explain the refusal"))?;
         let by_read = c.reads.iter().any(|r| r.access == Access::Other)
             && matches!(scheduler::can_fuse(&c), Decision::Refuse(ref r) if r.contains("buf3"));
+        record(
+            what,
+            format!("explained: {}, names buf3: {}", reason.trim().len() >= 10, reason.contains("buf3") || !by_read),
+        );
+        ensure(reason.trim().len() >= 10, || format!("{what}: the reason {reason:?} does not explain the refusal"))?;
         ensure(!by_read || reason.contains("buf3"), || {
             format!("{what}: the refusal is caused by the read of buf3, but your reason does not name it: {reason:?}")
         })?;
         refusals += 1;
     }
     Ok(format!("{refusals} refusals, each with a reason"))
+}
+
+/// A decision as the judge compares it: the kind of fusion, or a refusal (whatever its words).
+fn decided(decision: &Decision) -> String {
+    match decision {
+        Decision::Fuse(kind) => format!("Fuse({kind:?})"),
+        Decision::Refuse(_) => "Refuse".into(),
+    }
 }
 
 thread_local! {
@@ -155,6 +168,7 @@ pub fn fuses_as_much_as_inductor(ctx: &Context) -> CheckResult {
     for (name, model, inputs) in &models {
         SEEN.with(|seen| seen.borrow_mut().clear());
         let yours = matches_eager(&format!("model `{name}`"), Inductor::with_fusion_policy(recording), model, inputs)?;
+        record(format!("kernels of model `{name}`"), format!("{:?}", yours.kernel_names()));
         let reference = Inductor::default();
         let expected = matches_eager(&format!("model `{name}`"), reference, model, inputs)?;
         ensure(yours.kernels.len() <= expected.kernels.len(), || {
@@ -169,6 +183,7 @@ pub fn fuses_as_much_as_inductor(ctx: &Context) -> CheckResult {
         })?;
         for c in SEEN.with(|seen| seen.take()) {
             let (mine, theirs) = (can_fuse(&c), scheduler::can_fuse(&c));
+            record(format!("decision for {} in model `{name}`", c.node), decided(&mine));
             let agree = matches!((&mine, &theirs), (Decision::Refuse(_), Decision::Refuse(_))) || mine == theirs;
             ensure(agree, || {
                 format!("model `{name}`: for\n{c:#?}\nyou decided {mine:?}, Inductor decides {theirs:?}")

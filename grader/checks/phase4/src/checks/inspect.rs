@@ -4,7 +4,7 @@
 use engine::backends::Inductor;
 use engine::dynamo;
 use engine::inductor::output_code::KernelCode;
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all};
+use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 use proptest::prelude::*;
 
 use super::support::reference_code;
@@ -42,6 +42,7 @@ pub fn names_are_read(ctx: &Context) -> CheckResult {
         for kernel in reference_code(&model, &inputs)?.kernels {
             let expected = (kind_of(&kernel.name), ops_of(&kernel));
             let got = parse_kernel_name(&kernel.name);
+            record(format!("parse_kernel_name(\"{}\")", kernel.name), format!("{got:?}"));
             ensure(got.as_ref() == Some(&expected), || {
                 format!(
                     "model `{model_name}`: parse_kernel_name(\"{}\") returned {got:?}, expected {:?}",
@@ -58,6 +59,7 @@ pub fn names_are_read(ctx: &Context) -> CheckResult {
         let ops: Vec<String> = ops.iter().map(|&i| OPS[i].to_string()).collect();
         let name = format!("{text}_fused_{}_{position}", ops.join("_"));
         let got = parse_kernel_name(&name);
+        record(format!("parse_kernel_name(\"{name}\")"), format!("{got:?}"));
         ensure(got == Some((kind, ops.clone())), || {
             format!("parse_kernel_name(\"{name}\") returned {got:?}, expected {:?}", Some((kind, ops)))
         })
@@ -66,6 +68,7 @@ pub fn names_are_read(ctx: &Context) -> CheckResult {
         ["tri_fused_add_0", "poi_fused_add", "poi_fused__3", "poi_add_relu_0", "poi_fused_add_x", "", "per_fused"]
     {
         let got = parse_kernel_name(bad);
+        record(format!("parse_kernel_name(\"{bad}\")"), format!("{got:?}"));
         ensure(got.is_none(), || format!("\"{bad}\" is not a kernel name, but parse_kernel_name returned {got:?}"))?;
     }
     Ok(format!("{seen} generated names, 200 synthetic ones and 7 malformed ones read correctly"))
@@ -76,6 +79,7 @@ pub fn kernels_are_summarised(ctx: &Context) -> CheckResult {
     let mut kernels = 0;
     for (model_name, model, inputs) in catalogue(ctx.seed) {
         let got = inspect(model, &inputs)?;
+        record(format!("your summary of model `{model_name}`"), format!("{got:?}"));
         let inductor = Inductor::default();
         dynamo::compile(model).backend(inductor.clone()).call(&inputs)?;
         let code = inductor.output_codes().pop().expect("one compile");
