@@ -112,6 +112,15 @@ pub enum Error {
         /// Its diagnostics, or what to install.
         message: String,
     },
+    /// The machine is not set up for what was asked (no C compiler, say): nothing the caller's
+    /// code did wrong, and the fix is on the machine.
+    #[error("set-up problem: {problem}; {fix}")]
+    Setup {
+        /// What is missing or broken.
+        problem: String,
+        /// How to fix it.
+        fix: String,
+    },
     /// A file could not be read or written.
     #[error("{}: {message}", path.display())]
     Io {

@@ -324,6 +324,79 @@ mod tests {
         }
     }
 
+    const PHASE: Phase = Phase {
+        name: "phase0",
+        title: "Fixture",
+        exercises_dir: "exercises/p",
+        solutions_dir: "solutions/p",
+        runner_package: "none",
+        book_page: "book/src/p.md",
+        exercises: &[grader_harness::Exercise {
+            name: "interpreter",
+            file: "src/interpreter.rs",
+            section: "interpreter",
+            stretch: false,
+            hints: &[],
+            checks: &[],
+            forbidden: &[INTERPRETER],
+        }],
+    };
+
+    /// A workbook holding the fixture's crate with `files` (path, text) over a shipped manifest.
+    fn workbook(files: &[(&str, &str)]) -> (tempfile::TempDir, Workbook) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("Cargo.toml"), "[workspace]\n").unwrap();
+        let manifest = "[package]\nname = \"p\"\n[dependencies]\nengine.workspace = true\n";
+        for (path, text) in [("Cargo.toml", manifest), ("src/lib.rs", "pub mod interpreter;\n")].iter().chain(files) {
+            let path = root.join("exercises/p").join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let workbook = Workbook::find(Some(root)).unwrap();
+        (dir, workbook)
+    }
+
+    #[test]
+    fn a_crate_as_shipped_is_accepted() {
+        let (_dir, workbook) = workbook(&[("src/interpreter.rs", "pub fn interpret() {}\n")]);
+        phase(&workbook, &PHASE).unwrap();
+    }
+
+    #[test]
+    fn each_route_around_the_exercise_is_refused_with_its_place() {
+        for (files, place, needle) in [
+            (&[("build.rs", "fn main() {}")][..], "exercises/p/build.rs", "build script"),
+            (
+                &[(
+                    "Cargo.toml",
+                    "[package]\nname = \"p\"\n[dependencies]\nsolution = { path = \"../../solutions/p\" }\n",
+                )],
+                "exercises/p/Cargo.toml",
+                "`solution`",
+            ),
+            (
+                &[("src/lib.rs", "#[path = \"../../../solutions/p/src/lib.rs\"]\nmod answer;\n")],
+                "exercises/p/src/lib.rs:1",
+                "#[path",
+            ),
+            (
+                &[("src/interpreter.rs", "\nuse engine::fx::Interpreter;\n")],
+                "exercises/p/src/interpreter.rs:2",
+                "off limits",
+            ),
+            (&[("src/helper.rs", "pub use engine::fx::Interpreter;\n")], "exercises/p/src/helper.rs:1", "off limits"),
+        ] {
+            let (_dir, workbook) = workbook(files);
+            let refusal = phase(&workbook, &PHASE).unwrap_err();
+            assert_eq!(refusal.location.as_deref(), Some(place), "{refusal:?}");
+            assert!(
+                refusal.message.starts_with("refused by the grader") && refusal.message.contains(needle),
+                "{refusal:?}"
+            );
+        }
+    }
+
     #[test]
     fn manifests_keep_their_shipped_shape() {
         let shipped = "[package]\nname = \"p\"\nversion.workspace = true\n[lib]\nname = \"p\"\n\

@@ -42,5 +42,6 @@ pub mod runners;
 pub mod sandbox;
 pub mod sanitize;
 pub mod state;
+pub mod stubs;
 pub mod verdict;
 pub mod workbook;

@@ -270,8 +270,12 @@ impl Pack {
     /// never writes there, so it was put there by something else, such as a build script, and is
     /// ignored with a warning.
     pub fn beside_executable() -> Option<Pack> {
-        let exe = std::env::current_exe().ok()?;
-        let dir = exe.parent()?;
+        Pack::beside(std::env::current_exe().ok()?.parent()?)
+    }
+
+    /// The pack in `dir`, unless `dir` is one of cargo's target directories (see
+    /// [`Pack::beside_executable`]).
+    pub fn beside(dir: &Path) -> Option<Pack> {
         if !dir.join(PACK_MANIFEST).is_file() {
             return None;
         }
@@ -336,6 +340,17 @@ mod tests {
         assert_eq!(failure.location.as_deref(), Some("exercises/phase1-backends/src/latency.rs:36"));
         assert!(failure.message.contains("error[E0308]: mismatched types"), "{}", failure.message);
         assert!(failure.message.contains("--> exercises/phase1-backends/src/latency.rs:36:5"), "{}", failure.message);
+    }
+
+    #[test]
+    fn a_pack_in_cargos_target_directory_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = PackManifest { subject: Subject::Exercises, phases: BTreeMap::new(), judges: BTreeMap::new() };
+        std::fs::write(dir.path().join(PACK_MANIFEST), serde_json::to_string(&manifest).unwrap()).unwrap();
+        assert!(Pack::beside(dir.path()).is_some(), "a pack made by `grader pack` is used");
+        // What a build script could drop beside target/debug/grader.
+        std::fs::create_dir(dir.path().join("deps")).unwrap();
+        assert!(Pack::beside(dir.path()).is_none());
     }
 
     #[test]

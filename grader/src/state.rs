@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::phases::PHASES;
 use crate::report::PhaseReport;
+use crate::stubs;
 use crate::workbook::Workbook;
 
 /// The `.grader/` directory of one workbook.
@@ -71,8 +72,9 @@ impl State {
         self.write("results.json", &last)
     }
 
-    /// Copies each exercise file that still holds a `todo!()` into `.grader/pristine/` the first
-    /// time it is seen, so that `reset` can restore a stub where there is no git history.
+    /// Copies each exercise file that is still the stub as shipped into `.grader/pristine/`, so
+    /// that `reset` can restore a stub where there is no git history. A file the learner has
+    /// edited is never taken for the stub.
     pub fn remember_pristine(&self, workbook: &Workbook) -> Result<()> {
         for phase in PHASES {
             for exercise in phase.exercises {
@@ -81,39 +83,54 @@ impl State {
                 if copy.exists() {
                     continue;
                 }
-                if let Ok(text) = std::fs::read_to_string(workbook.path(&relative))
-                    && text.contains("todo!(")
+                if let Ok(bytes) = std::fs::read(workbook.path(&relative))
+                    && stubs::is_shipped(&relative, &bytes)
                 {
-                    write_file(&copy, &text)?;
+                    write_file(&copy, &bytes)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// The pristine copy of the exercise file at `relative`, if one was remembered.
-    pub fn pristine(&self, relative: &str) -> Option<String> {
-        std::fs::read_to_string(self.pristine_path(relative)).ok()
+    /// The pristine copy of the exercise file at `relative`, if one was kept and is still the
+    /// stub as shipped.
+    pub fn pristine(&self, relative: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.pristine_path(relative)).ok().filter(|bytes| stubs::is_shipped(relative, bytes))
     }
 
     fn pristine_path(&self, relative: &str) -> PathBuf {
         self.dir.join("pristine").join(relative)
     }
 
-    /// Saves `text`, the learner's version of `relative`, under `.grader/backups/<time>/` and
+    /// Saves `bytes`, the learner's version of `relative`, byte for byte, under
+    /// `.grader/backups/<time>/` (a new directory for every backup, even two in one second) and
     /// returns where.
-    pub fn backup(&self, relative: &str, text: &str) -> Result<PathBuf> {
-        let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string().replace(':', "-");
-        let path = self.dir.join("backups").join(stamp).join(relative);
-        write_file(&path, text)?;
-        Ok(path)
+    pub fn backup(&self, relative: &str, bytes: &[u8]) -> Result<PathBuf> {
+        let stamp = humantime::format_rfc3339_nanos(SystemTime::now()).to_string().replace(':', "-");
+        let backups = self.dir.join("backups");
+        let mut attempt = 0;
+        loop {
+            let dir = backups.join(if attempt == 0 { stamp.clone() } else { format!("{stamp}-{attempt}") });
+            std::fs::create_dir_all(&backups).with_context(|| format!("cannot create {}", backups.display()))?;
+            // create_dir (not _all) fails if the directory exists: no backup is ever overwritten.
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    let path = dir.join(relative);
+                    write_file(&path, bytes)?;
+                    return Ok(path);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => attempt += 1,
+                Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+            }
+        }
     }
 }
 
-/// Writes `text` to `path`, creating its directory.
-fn write_file(path: &Path, text: &str) -> Result<()> {
+/// Writes `bytes` to `path`, creating its directory.
+fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -2,7 +2,7 @@
 //!
 //! The subject's runner (linked with the learner's crate, in the [sandbox](crate::sandbox)) runs
 //! the check first. Its word is taken only where it can only cost the learner: a failure, a
-//! crash, a time-out or a `todo!()`. Anything else, a "pass" above all, goes to the *judge*: the
+//! crash, a time-out, a `todo!()` or a set-up problem. Anything else, a "pass" above all, goes to the *judge*: the
 //! runner built against the reference solution, which links no learner code. It runs the same
 //! check with the same seed and compares the answers the subject recorded with its own
 //! ([`grader_harness::runner::judge`]). The seed is drawn by the grader for each run, so answers
@@ -35,7 +35,7 @@ impl Grading {
             Run::Recorded(record) => record,
         };
         if let Some(claim) = &record.outcome
-            && matches!(claim.status, Status::Fail | Status::NotStarted)
+            && matches!(claim.status, Status::Fail | Status::NotStarted | Status::Error)
         {
             return shown(claim.clone());
         }

@@ -19,14 +19,16 @@ pub struct CCompiler {
 }
 
 impl CCompiler {
-    /// The compiler named by `$CC`, or `cc`, probed once per process. Fails with a message
+    /// The compiler named by `$CC`, or `cc`, probed once per process. Fails with a set-up error
     /// saying how to install one when none runs.
     pub fn detect() -> Result<&'static CCompiler> {
         static DETECTED: OnceLock<std::result::Result<CCompiler, String>> = OnceLock::new();
-        DETECTED
-            .get_or_init(probe)
-            .as_ref()
-            .map_err(|message| Error::Compile { tool: "C compiler".into(), message: message.clone() })
+        DETECTED.get_or_init(probe).as_ref().map_err(|problem| Error::Setup {
+            problem: problem.clone(),
+            fix:
+                "install a C compiler (Debian/Ubuntu: `apt install gcc`) or set CC to one; `grader doctor` checks this"
+                    .into(),
+        })
     }
 
     /// The program run (`cc`, `gcc`, or `$CC`).
@@ -98,9 +100,10 @@ impl CCompiler {
 
 fn probe() -> std::result::Result<CCompiler, String> {
     let program = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
-    let output = Command::new(&program).arg("--version").output().map_err(|e| {
-        format!("could not run `{program}` ({e}); install a C compiler (Debian/Ubuntu: apt install gcc) or set CC")
-    })?;
+    let output = Command::new(&program)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("no C compiler: could not run `{program}` ({e})"))?;
     let version = String::from_utf8_lossy(&output.stdout).lines().next().unwrap_or("unknown").to_string();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

@@ -35,10 +35,27 @@ pub struct DiskCache {
 }
 
 impl DiskCache {
-    /// The process-wide cache at the configured location.
+    /// The process-wide cache at the configured location, or, when that cannot be written, in a
+    /// folder of the system temp directory, with one warning: an unwritable cache is a set-up
+    /// matter that costs compile time, never a reason to fail.
     pub fn global() -> &'static DiskCache {
         static CACHE: OnceLock<DiskCache> = OnceLock::new();
-        CACHE.get_or_init(|| DiskCache::at(default_dir()))
+        CACHE.get_or_init(|| {
+            let configured = default_dir();
+            match writable(&configured) {
+                Ok(()) => DiskCache::at(configured),
+                Err(e) => {
+                    let fallback = std::env::temp_dir().join("engine-cache-fallback");
+                    eprintln!(
+                        "[engine] warning: the kernel cache {} cannot be written ({e}); using {} instead. Set \
+                         ENGINE_CACHE_DIR to a writable folder (`grader doctor` checks it).",
+                        configured.display(),
+                        fallback.display()
+                    );
+                    DiskCache::at(fallback)
+                }
+            }
+        })
     }
 
     /// A cache rooted at `dir` (created on first store).
@@ -99,6 +116,14 @@ fn verify(path: &Path, checksum_path: &Path) -> Entry {
         Ok(_) => Entry::Corrupt("checksum mismatch".into()),
         Err(_) => Entry::Corrupt("checksum file missing".into()),
     }
+}
+
+/// Whether files can be created in `dir` (creating it if needed).
+pub fn writable(dir: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let probe = unique_temp(&dir.join("write-probe"));
+    fs::write(&probe, b"")?;
+    fs::remove_file(&probe)
 }
 
 fn default_dir() -> PathBuf {

@@ -7,4 +7,4 @@ mod c_compiler;
 mod disk;
 
 pub use c_compiler::{CCompiler, SharedLibrary};
-pub use disk::{DiskCache, cache_key};
+pub use disk::{DiskCache, cache_key, writable};

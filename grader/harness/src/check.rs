@@ -29,6 +29,9 @@ pub enum Failure {
     Fail(String),
     /// The check cannot run on this machine; the message says why (for example, no GPU).
     Skip(String),
+    /// The machine is not set up for the check (no C compiler, an unwritable cache): not the
+    /// learner's code's fault; the message says how to fix the machine.
+    Setup(String),
 }
 
 impl Failure {
@@ -48,14 +51,19 @@ impl fmt::Display for Failure {
         match self {
             Failure::Fail(m) => f.write_str(m),
             Failure::Skip(m) => write!(f, "skipped: {m}"),
+            Failure::Setup(m) => f.write_str(m),
         }
     }
 }
 
-/// An error the learner's code returned is a failure that quotes it.
+/// An error the learner's code returned is a failure that quotes it, unless it is the machine's
+/// set-up that failed.
 impl From<engine::Error> for Failure {
     fn from(error: engine::Error) -> Failure {
-        Failure::Fail(format!("your code returned an error: {error}"))
+        match error {
+            engine::Error::Setup { .. } => Failure::Setup(error.to_string()),
+            _ => Failure::Fail(format!("your code returned an error: {error}")),
+        }
     }
 }
 

@@ -23,6 +23,7 @@ where
     // No regression files: the learner's tree is theirs, and the seed already makes runs repeatable.
     let config = Config { cases, failure_persistence: None, max_shrink_iters: 512, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(ctx.seed)));
+    let setup = std::cell::RefCell::new(None);
     let result = runner.run(&strategy, |value| {
         // A panic is a failure with the panic's `file:line`, shrunk like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(value))).unwrap_or_else(|_| {
@@ -33,8 +34,16 @@ where
         outcome.map_err(|failure| match failure {
             Failure::Fail(message) => TestCaseError::fail(message),
             Failure::Skip(reason) => TestCaseError::reject(reason),
+            Failure::Setup(problem) => {
+                setup.replace(Some(problem.clone()));
+                TestCaseError::fail(problem)
+            }
         })
     });
+    // A machine that is not set up fails every case alike: say so, not "smallest failing input".
+    if let Some(problem) = setup.take() {
+        return Err(Failure::Setup(problem));
+    }
     match result {
         Ok(()) => Ok(()),
         Err(TestError::Fail(reason, input)) => Err(Failure::Fail(format!(

@@ -133,7 +133,7 @@ pub fn judge(id: &str, seed: u64, reference: Outcome, recorded: &[Entry], subjec
         return verdict(Status::Fail, "the check's process wrote no result it could have finished with".into());
     };
     match (claim.status, reference.status) {
-        (Status::Fail | Status::NotStarted, _) => claim,
+        (Status::Fail | Status::NotStarted | Status::Error, _) => claim,
         (_, Status::Skipped) => reference,
         (Status::Skipped, _) => verdict(
             Status::Fail,
@@ -177,6 +177,7 @@ pub fn run_check(check: &Check, ctx: &Context) -> Outcome {
         Ok(Ok(verified)) => Outcome { status: Status::Pass, message: verified, location: None },
         Ok(Err(Failure::Fail(message))) => Outcome { status: Status::Fail, message, location: None },
         Ok(Err(Failure::Skip(reason))) => Outcome { status: Status::Skipped, message: reason, location: None },
+        Ok(Err(Failure::Setup(message))) => Outcome { status: Status::Error, message, location: None },
         Err(_) => {
             let (message, location) = take_last_panic();
             let place = location.as_deref().map(|l| format!(" at {l}")).unwrap_or_default();

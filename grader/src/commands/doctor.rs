@@ -186,12 +186,23 @@ fn cublas(_: &Context) -> Line {
 fn kernel_cache(_: &Context) -> Line {
     let dir = DiskCache::global().dir();
     let detail = format!("{} (set ENGINE_CACHE_DIR to move it)", dir.display());
-    match std::fs::create_dir_all(dir) {
-        Ok(()) => Line { tool: "kernel cache", health: Health::Ok, detail },
+    let configured = std::env::var_os("ENGINE_CACHE_DIR").map(std::path::PathBuf::from);
+    match configured.as_deref().map(engine::codecache::writable).transpose() {
         Err(e) => Line {
             tool: "kernel cache",
-            health: Health::Optional,
-            detail: format!("{detail}: cannot create it ({e}); every run recompiles"),
+            health: Health::Missing,
+            detail: format!(
+                "ENGINE_CACHE_DIR={} cannot be written ({e}): set it to a folder you can write, or unset it",
+                configured.unwrap_or_default().display()
+            ),
+        },
+        Ok(_) => match engine::codecache::writable(dir) {
+            Ok(()) => Line { tool: "kernel cache", health: Health::Ok, detail },
+            Err(e) => Line {
+                tool: "kernel cache",
+                health: Health::Missing,
+                detail: format!("{detail}: cannot write there ({e}); set ENGINE_CACHE_DIR to a writable folder"),
+            },
         },
     }
 }
