@@ -17,6 +17,7 @@ use grader_harness::{Forbidden, Phase};
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 
 use crate::runners::BuildFailure;
+use crate::stubs;
 use crate::workbook::Workbook;
 
 /// Dependencies an exercise crate may have, each as `NAME.workspace = true`.
@@ -42,7 +43,11 @@ pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
     manifest_shape(&text).map_err(|m| refuse(manifest.clone(), m))?;
     for file in rust_files(&dir) {
         let relative = file.strip_prefix(workbook.root()).unwrap_or(&file).display().to_string();
-        let source = std::fs::read_to_string(&file)
+        let bytes = std::fs::read(&file).map_err(|e| refuse(relative.clone(), format!("cannot read it: {e}")))?;
+        if stubs::is_shipped(&relative, &bytes) {
+            continue; // As shipped: given code may use what the learner's own code may not.
+        }
+        let source = String::from_utf8(bytes)
             .map_err(|e| refuse(relative.clone(), format!("cannot read this file as UTF-8 text: {e}")))?;
         let own_file = phase.exercises.iter().filter(|e| dir.join(e.file) == file);
         let forbidden: Vec<&Forbidden> = phase
@@ -171,7 +176,7 @@ struct Token {
     line: usize,
     /// Inside `#[...]` or `#![...]`.
     in_attribute: bool,
-    /// The first token inside an attribute's brackets.
+    /// The opening bracket of an attribute (`#[` or `#![`).
     attribute_start: bool,
     /// Inside a `use` item.
     in_use: bool,
@@ -226,11 +231,23 @@ fn flatten(tokens: TokenStream, out: &mut Vec<Token>, in_attribute: bool) {
                 let is_attribute = group.delimiter() == Delimiter::Bracket
                     && (previous_punct(&trees, i, 1) == Some('#')
                         || (previous_punct(&trees, i, 1) == Some('!') && previous_punct(&trees, i, 2) == Some('#')));
+                // The opening bracket stays as a token of its own, so that `f(` reads as a call.
+                let open = match group.delimiter() {
+                    Delimiter::Parenthesis => Some('('),
+                    Delimiter::Bracket => Some('['),
+                    Delimiter::Brace => Some('{'),
+                    Delimiter::None => None,
+                };
                 let start = out.len();
+                out.push(Token {
+                    ident: None,
+                    punct: open.map(|c| (c, false)),
+                    line: group.span().start().line,
+                    in_attribute,
+                    attribute_start: is_attribute,
+                    in_use,
+                });
                 flatten(group.stream(), out, in_attribute || is_attribute);
-                if is_attribute && let Some(first) = out.get_mut(start) {
-                    first.attribute_start = true;
-                }
                 if in_use {
                     out[start..].iter_mut().for_each(|t| t.in_use = true);
                 }
@@ -247,8 +264,17 @@ fn previous_punct(trees: &[TokenTree], i: usize, back: usize) -> Option<char> {
     }
 }
 
-/// Whether token `i` starts a use of `path` (`module::item` or `item`, see [`Forbidden::path`]).
+/// Whether token `i` starts a use of `path` (`module::item`, `item` or `.method`, see
+/// [`Forbidden::path`]).
 fn uses_item(tokens: &[Token], i: usize, path: &str) -> bool {
+    if let Some(method) = path.strip_prefix('.') {
+        // `x.method(...)`, or `Type::method` (called or taken as a function); a field of the same
+        // name (`summary.op_count`) is not a call.
+        let before = |back: usize| i.checked_sub(back).and_then(|j| tokens[j].punct());
+        let called = tokens.get(i + 1).is_some_and(|t| t.punct() == Some('('));
+        return tokens[i].ident() == Some(method)
+            && ((before(1) == Some('.') && called) || (before(1) == Some(':') && before(2) == Some(':')));
+    }
     let (module, item) = match path.rsplit_once("::") {
         Some((module, item)) => (module.rsplit("::").next(), item),
         None => (None, path),
@@ -280,8 +306,10 @@ mod tests {
         Forbidden { path: "fx::Interpreter", everywhere: true, why: "write the interpreter yourself" };
     const CAN_FUSE: Forbidden = Forbidden { path: "scheduler::can_fuse", everywhere: true, why: "decide yourself" };
 
+    const OP_COUNT: Forbidden = Forbidden { path: ".op_count", everywhere: true, why: "count them yourself" };
+
     fn refused(source: &str) -> Option<(usize, String)> {
-        source_rules(source, &[&INTERPRETER, &CAN_FUSE]).err()
+        source_rules(source, &[&INTERPRETER, &CAN_FUSE, &OP_COUNT]).err()
     }
 
     #[test]
@@ -305,6 +333,8 @@ mod tests {
                       // and Interpreter::new here too\n\
                       fn f(path: &str) -> usize { let path = path; let s = \"include!(x)\"; path.len() + s.len() }\n\
                       pub fn can_fuse() -> bool { true }\n\
+                      struct S { op_count: usize }\n\
+                      fn g(s: &S) -> S { S { op_count: s.op_count + 1 } }\n\
                       use engine::inductor::scheduler::{Decision, is_row_shape};";
         assert_eq!(refused(source), None);
     }
@@ -318,6 +348,8 @@ mod tests {
             "fn f() -> bool { engine::inductor::scheduler::can_fuse(c) }",
             "use engine::inductor::scheduler::{Decision, can_fuse as decide};",
             "pub use engine::inductor::scheduler::*;",
+            "fn f(r: &Report) -> usize { r.op_count() }",
+            "fn f(r: &Report) -> usize { Report::op_count(r) }",
         ] {
             let (_, message) = refused(source).unwrap_or_else(|| panic!("not refused: {source}"));
             assert!(message.contains("off limits"), "{message}");

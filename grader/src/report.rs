@@ -195,6 +195,12 @@ impl PhaseReport {
         };
         if let Some(error) = self.checks.iter().find(|c| c.status == Status::Error) {
             let place = error.location.as_deref().map(|l| format!(" at {l}")).unwrap_or_default();
+            if error.message.contains("set-up problem") {
+                return format!(
+                    "Next: fix this machine's set-up (shown above; `{} doctor` checks it), then check again",
+                    command_name()
+                );
+            }
             return format!("Next: fix the error{place} (shown above), then check again");
         }
         let first = self

@@ -47,9 +47,10 @@ pub struct Exercise {
 /// An engine item an exercise asks the learner to write for themselves.
 #[derive(Debug)]
 pub struct Forbidden {
-    /// The item as the tail of its path: `fx::Interpreter`, `scheduler::can_fuse`, `infer_shape`.
-    /// With a module part, only uses through that module count (the learner's own `can_fuse` is
-    /// fine); without one, any use of the name does.
+    /// The item as the tail of its path: `fx::Interpreter`, `scheduler::can_fuse`, `infer_shape`,
+    /// or a method as `.op_count`. With a module part, only uses through that module count (the
+    /// learner's own `can_fuse` is fine); without one, any use of the name does; a method counts
+    /// when called (`x.op_count()`) or named through its type (`Report::op_count`).
     pub path: &'static str,
     /// Refused in every file of the crate (`true`), or only in the exercise's own file, for an
     /// item another exercise of the phase needs.

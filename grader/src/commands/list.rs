@@ -45,8 +45,8 @@ pub fn run(root: Option<&Path>) -> Result<ExitCode> {
                         "– needs a GPU to check".to_string()
                     } else if checks.iter().all(|c| c.status == Status::NotStarted) {
                         "· not started".to_string()
-                    } else if checks.iter().any(|c| c.status == Status::Error) {
-                        "! does not compile".to_string()
+                    } else if let Some(error) = checks.iter().find(|c| c.status == Status::Error) {
+                        error_label(&error.message).to_string()
                     } else {
                         format!("{passed}/{} checks pass", checks.len())
                     }
@@ -68,11 +68,26 @@ pub fn run(root: Option<&Path>) -> Result<ExitCode> {
     let oldest = last.phases.values().map(|(when, _)| *when).min();
     match oldest.and_then(|when| SystemTime::now().duration_since(when).ok()) {
         Some(age) => println!(
-            "Status as of the last check ({} ago). Refresh with `{} check all`.",
+            "Status as of the last check on this machine ({} ago), refreshed with `{} check all`. This is a local \
+             record, not a grade: a grade that counts comes from re-grading your exercises in a clean copy of the \
+             workbook (`grader regrade`).",
             humantime::format_duration(std::time::Duration::from_secs(age.as_secs())),
             command_name()
         ),
         None => println!("No check has run yet: `{} check phase1`.", command_name()),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an `error` status stands for, from the message the grader gave it.
+fn error_label(message: &str) -> &'static str {
+    if message.contains("does not compile") {
+        "! does not compile"
+    } else if message.contains("refused by the grader") {
+        "! refused"
+    } else if message.contains("set-up problem") {
+        "! set-up problem"
+    } else {
+        "! error"
+    }
 }

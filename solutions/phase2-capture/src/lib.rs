@@ -24,5 +24,5 @@ pub use cse::eliminate_common_subexpressions;
 pub use dead_code::eliminate_dead_code;
 pub use explain_report::{CaptureSummary, summarize};
 pub use line_table::{LineOps, line_table};
-pub use model::{Attention, WIDTH, example_input, wasteful};
+pub use model::{Attention, WIDTH, example_input, shape_rule, wasteful};
 pub use shape_prop::{broadcast, propagate};

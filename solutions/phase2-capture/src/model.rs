@@ -1,6 +1,7 @@
 //! The models this phase reads and transforms (given, not exercises).
 
-use engine::{Result, Tensor};
+use engine::op::Op;
+use engine::{Error, Result, SourceLocation, Tensor};
 
 /// One attention head with a residual connection, small enough to read its graph line by line.
 pub struct Attention {
@@ -59,3 +60,17 @@ pub fn wasteful(x: &Tensor) -> Result<Tensor> {
     a.add(&b)?.relu()
 }
 // ANCHOR_END: wasteful
+
+/// The engine's shape rule for the ops you do not broadcast yourself (reductions, matmul,
+/// softmax, views...): `Op::infer_shape`, refused for the pointwise ops (`Op::Unary`,
+/// `Op::Binary`, `Op::Where`), whose broadcasting is what `shape_propagation` asks you to write.
+pub fn shape_rule(op: &Op, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
+    match op {
+        Op::Unary(_) | Op::Binary(_) | Op::Where => Err(Error::InvalidArgument {
+            op: op.name(),
+            message: "a pointwise op broadcasts its operands: use your own `broadcast` for it".into(),
+            location,
+        }),
+        _ => op.infer_shape(operands, location),
+    }
+}

@@ -5,6 +5,8 @@ use engine::fx::{Arg, Graph, NodeKind};
 use engine::op::Op;
 use engine::{Error, Result};
 
+use crate::model::shape_rule;
+
 // ANCHOR: broadcast
 /// **Exercise `shape_propagation`, part 1.** The shape two shapes broadcast to: align them at
 /// the last dimension (a missing leading dimension counts as 1); at each position the sizes must
@@ -31,7 +33,7 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
 /// placeholders have shapes `inputs` (in placeholder order), in node order. Walk the nodes once:
 /// a placeholder takes its input's shape; a pointwise op (`Op::Unary`, `Op::Binary`, `Op::Where`)
 /// broadcasts its tensor operands with [`broadcast`] (scalar operands have no shape); any other
-/// op asks the engine's rule, `op.infer_shape(&operand_shapes, location)`. Wrong input counts and
+/// op asks the engine's rule, [`shape_rule`](crate::shape_rule)`(op, &operand_shapes, location)`. Wrong input counts and
 /// shapes that do not fit are errors.
 ///
 /// Book: `book/src/phase2/exercises.md`, section "shape_propagation". Check: `cargo grader check phase2`.
@@ -63,7 +65,7 @@ pub fn propagate(graph: &Graph, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>
                         .flatten()
                         .try_fold(Vec::new(), |acc, s| broadcast(&acc, s))
                         .map_err(|message| Error::InvalidArgument { op: op.name(), message, location })?,
-                    _ => op.infer_shape(&operands, location)?,
+                    _ => shape_rule(op, &operands, location)?,
                 }
             }
         };

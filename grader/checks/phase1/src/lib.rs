@@ -4,7 +4,7 @@
 //! `phase1-exercises` and `phase1-solutions`, that differ only in the crate they test (`subject`).
 //! See the grader's crate documentation for how to add a phase.
 
-use grader_harness::{CheckSpec, Exercise, Phase};
+use grader_harness::{CheckSpec, Exercise, Forbidden, Phase};
 
 /// Phase 1: compiling with backends, and writing backends.
 pub const PHASE: Phase = Phase {
@@ -52,7 +52,11 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("timings_are_real"),
                 CheckSpec::new("waits_for_the_gpu"),
             ],
-            forbidden: &[],
+            forbidden: &[Forbidden {
+                path: "engine::bench",
+                everywhere: true,
+                why: "this exercise asks you to time calls and take the median yourself",
+            }],
         },
         Exercise {
             name: "interpreter",
@@ -75,7 +79,28 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("rejects_a_wrong_input_count"),
                 CheckSpec::new("backend_runs_compiled_functions"),
             ],
-            forbidden: &[],
+            forbidden: &[
+                Forbidden {
+                    path: "fx::Interpreter",
+                    everywhere: true,
+                    why: "this exercise asks you to write the interpreter yourself, node by node",
+                },
+                Forbidden {
+                    path: "Eager",
+                    everywhere: false,
+                    why: "an interpreter that hands the graph to another backend interprets nothing: run each node yourself",
+                },
+                Forbidden {
+                    path: "AotEager",
+                    everywhere: false,
+                    why: "an interpreter that hands the graph to another backend interprets nothing: run each node yourself",
+                },
+                Forbidden {
+                    path: "Inductor",
+                    everywhere: false,
+                    why: "an interpreter that hands the graph to another backend interprets nothing: run each node yourself",
+                },
+            ],
         },
         Exercise {
             name: "recording",

@@ -4,7 +4,7 @@
 //! `phase2-exercises` and `phase2-solutions`, that differ only in the crate they test (`subject`).
 //! See the grader's crate documentation for how to add a phase.
 
-use grader_harness::{CheckSpec, Exercise, Phase};
+use grader_harness::{CheckSpec, Exercise, Forbidden, Phase};
 
 /// Phase 2: reading what capture produces, shape propagation and graph passes.
 pub const PHASE: Phase = Phase {
@@ -22,14 +22,35 @@ pub const PHASE: Phase = Phase {
             stretch: false,
             hints: &[
                 "`let report = dynamo::explain(f).call(x)?;` runs `f` once under capture. `report.graphs` holds \
-                 the graphs in order, and `report` has `graph_count()`, `graph_break_count()` and `op_count()`.",
+                 the graphs in order and `report.breaks` the breaks: the counts are yours to take from them.",
                 "For the op names, walk each graph's `nodes()`: `node.op()` is `Some(op)` for a call and `None` \
                  for a placeholder, and `op.name()` is the name graphs print.",
                 "The inputs are the first graph's placeholders: `graph.placeholders()` gives their ids and \
                  `graph.node(id).name` their names. `report.graphs.first()` is `None` when nothing was captured.",
             ],
             checks: &[CheckSpec::new("summarizes_one_graph"), CheckSpec::new("summarizes_graphs_and_breaks")],
-            forbidden: &[],
+            forbidden: &[
+                Forbidden {
+                    path: ".op_count",
+                    everywhere: true,
+                    why: "this exercise asks you to count the ops yourself, from the graphs' nodes",
+                },
+                Forbidden {
+                    path: ".ops_per_graph",
+                    everywhere: true,
+                    why: "this exercise asks you to list each graph's ops yourself, from its nodes",
+                },
+                Forbidden {
+                    path: ".graph_count",
+                    everywhere: true,
+                    why: "this exercise asks you to count the graphs yourself: `report.graphs` holds them",
+                },
+                Forbidden {
+                    path: ".graph_break_count",
+                    everywhere: true,
+                    why: "this exercise asks you to count the breaks yourself: `report.breaks` holds them",
+                },
+            ],
         },
         Exercise {
             name: "line_table",
@@ -64,7 +85,7 @@ pub const PHASE: Phase = Phase {
                  `Arg::Node(id)` is `Some(&shapes[id.index()])`, `Arg::Scalar(_)` is `None`.",
                 "For `Op::Unary(_) | Op::Binary(_) | Op::Where`, fold `broadcast` over the `Some` operands starting \
                  from `vec![]` (a 0-d shape broadcasts with anything). For every other op, \
-                 `op.infer_shape(&operands, location)?` already returns the shape or an error.",
+                 `shape_rule(op, &operands, location)?` (given, in `model.rs`) returns the engine's shape or an error.",
             ],
             checks: &[
                 CheckSpec::new("broadcast_follows_the_rules"),
@@ -72,7 +93,18 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("propagates_new_input_shapes"),
                 CheckSpec::new("rejects_bad_input_shapes"),
             ],
-            forbidden: &[],
+            forbidden: &[
+                Forbidden {
+                    path: "broadcast_shapes",
+                    everywhere: true,
+                    why: "this exercise asks you to write broadcasting yourself",
+                },
+                Forbidden {
+                    path: "infer_shape",
+                    everywhere: true,
+                    why: "the engine's shape rule already broadcasts; use `shape_rule` (given) for the ops you do not write yourself",
+                },
+            ],
         },
         Exercise {
             name: "dead_code",

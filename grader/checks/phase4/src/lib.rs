@@ -4,7 +4,7 @@
 //! `phase4-exercises` and `phase4-solutions`, that differ only in the crate they test (`subject`).
 //! See the grader's crate documentation for how to add a phase.
 
-use grader_harness::{CheckSpec, Exercise, Phase};
+use grader_harness::{CheckSpec, Exercise, Forbidden, Phase};
 
 /// Checks that compile many programs with the system C compiler get more time than the default.
 const COMPILES: u64 = 180;
@@ -55,7 +55,11 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("refusals_give_reasons"),
                 CheckSpec { id: "fuses_as_much_as_inductor", timeout_secs: COMPILES },
             ],
-            forbidden: &[],
+            forbidden: &[Forbidden {
+                path: "scheduler::can_fuse",
+                everywhere: true,
+                why: "this exercise asks you to write the fusion decision yourself",
+            }],
         },
         Exercise {
             name: "pointwise_c",
@@ -72,7 +76,28 @@ pub const PHASE: Phase = Phase {
                  operand prints as `tmpN` or `constant(c, Dialect::C)`.",
             ],
             checks: &[CheckSpec { id: "pointwise_c_matches_eager", timeout_secs: COMPILES }],
-            forbidden: &[],
+            forbidden: &[
+                Forbidden {
+                    path: "c::kernel",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "c::module",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "scalar_spelling",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "Spelling",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+            ],
         },
         Exercise {
             name: "pointwise_cuda",
@@ -92,7 +117,18 @@ pub const PHASE: Phase = Phase {
                 CheckSpec { id: "pointwise_cuda_matches_eager", timeout_secs: COMPILES },
                 CheckSpec { id: "pointwise_cuda_bandwidth", timeout_secs: COMPILES },
             ],
-            forbidden: &[],
+            forbidden: &[
+                Forbidden {
+                    path: "cuda::kernel",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "cuda::module",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+            ],
         },
         Exercise {
             name: "reduction_c",
