@@ -8,7 +8,9 @@ and every other check must pass, except those named in `may_fail`, which depend 
 effect on measured timings). The learner's files are restored afterwards, whatever happens.
 
 A mutant is {"name", "file" (relative to the crates), "find", "replace", "fails": [check ids],
-"may_fail": [check ids] (optional)}.
+"may_fail": [check ids] (optional)}, or, for a mutant that delegates the exercise to an engine item
+the grader refuses to see used, {"name", "file", "find", "replace", "refused": true}: then every
+check of the phase must be an `error` that says the crate was refused.
 """
 import json
 import pathlib
@@ -40,6 +42,14 @@ def judge(phase, name, checks, fails=(), may_fail=()):
     return problems
 
 
+def judge_refused(phase, name, checks):
+    """The problems with a run that should have been refused before building."""
+    problems = [f"{i} is {c['status']}, expected an error saying the crate was refused" for i, c in checks.items()
+                if c["status"] != "error" or "refused by the grader" not in c["message"]]
+    print(f"{phase}: {name}: " + ("refused" if not problems else "WRONG\n    " + "\n    ".join(problems[:3])))
+    return problems
+
+
 def mutate(spec_path):
     spec = json.loads(spec_path.read_text())
     phase, exercises, solutions = spec["phase"], root / spec["exercises"], root / spec["solutions"]
@@ -61,7 +71,10 @@ def mutate(spec_path):
                     problems.append(f"mutant `{mutant['name']}`: its text is not in {mutant['file']} any more")
                     continue
                 (exercises / mutant["file"]).write_text(text.replace(mutant["find"], mutant["replace"], 1))
-                problems += judge(phase, mutant["name"], check(phase), mutant["fails"], mutant.get("may_fail", ()))
+                if mutant.get("refused"):
+                    problems += judge_refused(phase, mutant["name"], check(phase))
+                else:
+                    problems += judge(phase, mutant["name"], check(phase), mutant["fails"], mutant.get("may_fail", ()))
         finally:
             for f in files:
                 shutil.copy(pathlib.Path(backup) / f, exercises / f)

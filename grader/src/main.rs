@@ -81,6 +81,21 @@ enum Command {
     },
     /// Is this machine ready? Rust, a C compiler, mdbook, ...
     Doctor,
+    /// Grading that counts: re-grade learners' checkouts in a clean copy of this workbook (its last
+    /// commit, only their exercises/*/src, a fresh target directory). Prints one JSON report per
+    /// learner.
+    Regrade {
+        /// The learners' workbook checkouts.
+        #[arg(required = true)]
+        learners: Vec<PathBuf>,
+        /// Write the reports to FILE instead of printing them.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Build in DIR instead of a fresh target directory per learner (faster for a class; DIR
+        /// then holds builds of every learner's code).
+        #[arg(long, value_name = "DIR")]
+        target_dir: Option<PathBuf>,
+    },
     /// Build release runners and the grader into DIR, to check on a machine without Rust.
     Pack {
         /// Where to put them.
@@ -110,6 +125,9 @@ fn main() -> ExitCode {
         Command::Reset { exercise, from } => commands::reset::run(root, &exercise, from.as_deref()),
         Command::Watch { phase, options, poll } => commands::watch::run(root, phase.as_deref(), &options, poll),
         Command::Doctor => commands::doctor::run(root),
+        Command::Regrade { learners, out, target_dir } => {
+            commands::regrade::run(root, &learners, out.as_deref(), target_dir.as_deref())
+        }
         Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
     };
     match result {

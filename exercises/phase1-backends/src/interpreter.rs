@@ -13,6 +13,11 @@ use engine::{Error, Operand, Result, SourceLocation, Tensor};
 /// [`NodeId`]. Return the values of the graph's outputs, in order. A wrong number of inputs is an
 /// error, not a panic.
 ///
+/// A *dynamic* graph (sizes like `f32[s0, 8]`) runs at any batch size, but a reshape or an expand
+/// in it holds the sizes of the call that traced it. Bind the symbols to this call's sizes first
+/// ([`Graph::bind_symbols`]), then take each node's op with those sizes filled in
+/// ([`Graph::concrete_op`]) rather than `node.op()`.
+///
 /// Book: `book/src/phase1/exercises.md`, section "interpreter". Check: `cargo grader check phase1`.
 pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     todo!()

@@ -22,6 +22,7 @@
 //! - [`runner`]: the `main` of every runner, with the panic hook that turns `todo!()` into
 //!   "not started";
 //! - [`random`]: seeded property tests whose failures show the shrunk input;
+//! - [`programs`]: random programs (static or with a dynamic batch) for checks that take a graph;
 //! - [`transcript`]: the answers a check records, which the judge compares with the reference's;
 //! - [`close`]: float comparison with a readable diff.
 
@@ -29,6 +30,7 @@ pub mod check;
 pub mod close;
 pub mod outcome;
 pub mod phase;
+pub mod programs;
 pub mod random;
 pub mod runner;
 pub mod transcript;

@@ -5,5 +5,6 @@ pub mod doctor;
 pub mod hint;
 pub mod list;
 pub mod pack;
+pub mod regrade;
 pub mod reset;
 pub mod watch;

@@ -12,6 +12,11 @@ use engine::{Error, Operand, Result, SourceLocation, Tensor};
 /// [`NodeId`]. Return the values of the graph's outputs, in order. A wrong number of inputs is an
 /// error, not a panic.
 ///
+/// A *dynamic* graph (sizes like `f32[s0, 8]`) runs at any batch size, but a reshape or an expand
+/// in it holds the sizes of the call that traced it. Bind the symbols to this call's sizes first
+/// ([`Graph::bind_symbols`]), then take each node's op with those sizes filled in
+/// ([`Graph::concrete_op`]) rather than `node.op()`.
+///
 /// Book: `book/src/phase1/exercises.md`, section "interpreter". Check: `cargo grader check phase1`.
 pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     let here = SourceLocation::caller();
@@ -21,10 +26,15 @@ pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
             message: format!("the graph takes {} inputs, got {}", graph.placeholders().len(), inputs.len()),
         });
     }
+    // The sizes of this call, for the symbols of a dynamic graph.
+    let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
+    let bindings = graph
+        .bind_symbols(&shapes)
+        .map_err(|mismatch| Error::Backend { backend: "interpreter".into(), message: mismatch.to_string() })?;
     let mut env: HashMap<NodeId, Tensor> = graph.placeholders().iter().copied().zip(inputs.iter().cloned()).collect();
     for id in graph.ids() {
         let node = graph.node(id);
-        let NodeKind::Call { op, args } = &node.kind else { continue };
+        let (Some(op), NodeKind::Call { args, .. }) = (graph.concrete_op(node, &bindings), &node.kind) else { continue };
         let operands: Vec<Operand> = args
             .iter()
             .map(|arg| match arg {

@@ -72,6 +72,9 @@ pub const PHASE: Phase = Phase {
                 "Run the node with `op.apply(&operands, node.location.unwrap_or(SourceLocation::caller()))?` and \
                  store the result under its id. For the backend, clone the graph into a closure: \
                  `Ok(Box::new(move |inputs: &[Tensor]| interpret(&graph, inputs)))`.",
+                "Failing only on dynamic graphs (`f32[s0, ...]`) at a new batch size? A reshape's op still holds \
+                 the traced sizes. Before the loop, `let bindings = graph.bind_symbols(&shapes)` (the inputs' \
+                 shapes); in it, take `graph.concrete_op(node, &bindings)` instead of `node.op()`.",
             ],
             checks: &[
                 CheckSpec::new("runs_the_mlp_graph"),

@@ -114,9 +114,10 @@ pub const PHASE: Phase = Phase {
             hints: &[
                 "First find the live nodes: mark the outputs, then walk the nodes backwards (`graph.ids()` collected \
                  into a Vec, reversed) and mark the inputs (`node.inputs()`) of every live node.",
-                "Then build a new graph in one forward walk, with a `Vec<Option<NodeId>>` mapping old ids to new. \
-                 Every placeholder is added (`add_placeholder(&node.name, node.meta.clone(), strides.clone())`); a \
-                 call only if live, with its `Arg::Node`s mapped to the new ids.",
+                "Then build a new graph, with a `Vec<Option<NodeId>>` mapping old ids to new. First every \
+                 placeholder at once: `pass.add_placeholders_like(graph)` returns the new ids in the order of \
+                 `graph.placeholders()`, and keeps symbolic sizes (`f32[s0, 8]`) symbolic. Then one forward walk \
+                 adds a call only if live, with its `Arg::Node`s mapped to the new ids.",
                 "`add_call(op.clone(), args, location)` needs a location: `node.location.unwrap_or(SourceLocation::\
                  caller())`. Finish with `set_outputs` on the mapped output ids.",
             ],
@@ -132,8 +133,8 @@ pub const PHASE: Phase = Phase {
             section: "cse",
             stretch: true,
             hints: &[
-                "Walk forward building a new graph, as in `dead_code`, with a map from old ids to new ids. Two calls \
-                 are the same expression when they have the same op and the same arguments *after* mapping: that is \
+                "Walk forward building a new graph, as in `dead_code` (placeholders first, with \
+                 `add_placeholders_like`), with a map from old ids to new ids. Two calls are the same expression when they have the same op and the same arguments *after* mapping: that is \
                  how a repeat of a repeat is found.",
                 "`Op` and `Arg` are `Eq + Hash`, so a `HashMap<(Op, Vec<Arg>), NodeId>` finds an earlier node with \
                  the same key; map the repeat's old id to it instead of adding a node.",

@@ -4,8 +4,8 @@
 use engine::fx::proxy::Tracer;
 use engine::fx::{Graph, Interpreter};
 use engine::{Result, Tensor, dynamo};
+use grader_harness::programs::RandomProgram;
 use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record};
-use proptest::prelude::*;
 
 use super::support::capture;
 use crate::subject::{GraphInterpreter, Mlp, example_input, interpret};
@@ -31,48 +31,18 @@ pub fn runs_the_mlp_graph(ctx: &Context) -> CheckResult {
     Ok(format!("the MLP graph ({} nodes) gives the same outputs as fx::Interpreter", graph.nodes().len()))
 }
 
-/// One step of a random program: an op kind, two operand picks and a scalar.
-type Step = (u8, u8, u8, f32);
-
-/// Traces a random program over inputs `[m, n]`, `[m, n]` and `[n]`: each step applies an op to
-/// earlier values (steps whose shapes do not fit are left out). Two outputs, one of them may be
-/// an input.
-fn random_program(m: usize, n: usize, seed: u64, steps: &[Step]) -> Result<(Graph, Vec<Tensor>)> {
-    let inputs = [Tensor::randn(&[m, n], seed), Tensor::randn(&[m, n], seed + 1), Tensor::randn(&[n], seed + 2)];
-    let tracer = Tracer::new();
-    let mut values = inputs.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
-    for &(kind, a, b, c) in steps {
-        let (x, y) = (&values[a as usize % values.len()], &values[b as usize % values.len()]);
-        let value = match kind % 9 {
-            0 => x.relu(),
-            1 => x.tanh(),
-            2 => x.add(y),
-            3 => x.mul(y),
-            4 => x.sub(c),
-            5 => x.sum(-1, true),
-            6 => x.softmax(-1),
-            7 => x.maximum(y),
-            _ => y.t().and_then(|yt| x.matmul(&yt)),
-        };
-        if let Ok(value) = value {
-            values.push(value);
-        }
-    }
-    let outputs = [values[values.len() - 1].clone(), values[values.len() / 2].clone()];
-    let traced = tracer.finish(&outputs)?;
-    Ok((traced.graph, inputs.to_vec()))
-}
-
-/// Random graphs of pointwise, broadcasting, reduction, composite and matmul nodes.
+/// Random graphs of pointwise, broadcasting, reduction, composite, matmul and view nodes, half of
+/// them with a dynamic batch size run at a second batch size too.
 pub fn matches_fx_interpreter_on_random_graphs(ctx: &Context) -> CheckResult {
     let cases = 64;
-    let step = (any::<u8>(), any::<u8>(), any::<u8>(), -2.0f32..2.0);
-    let strategy = (1usize..4, 1usize..5, 0u64..1000, prop::collection::vec(step, 1..12));
-    for_all(ctx, cases, strategy, |(m, n, seed, steps)| {
-        let (graph, inputs) = random_program(m, n, seed, &steps)?;
-        agrees_with_fx(&graph, &inputs)
+    for_all(ctx, cases, RandomProgram::strategy(12), |program| {
+        let (graph, _) = program.trace()?;
+        for rows in program.batch_sizes(&graph) {
+            agrees_with_fx(&graph, &program.inputs(rows))?;
+        }
+        Ok(())
     })?;
-    Ok(format!("{cases} random graphs give exactly the outputs of fx::Interpreter"))
+    Ok(format!("{cases} random graphs, dynamic ones at two batch sizes, give exactly the outputs of fx::Interpreter"))
 }
 
 /// Too few or too many inputs is an error the caller can handle, not a panic, and not a result

@@ -8,7 +8,9 @@ use engine::op::Op;
 use engine::{Tensor, dynamo};
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 
-use super::support::{op_names, random_program, same_outputs, steps};
+use grader_harness::programs::RandomProgram;
+
+use super::support::{op_names, same_outputs};
 use crate::subject::{eliminate_common_subexpressions, example_input, wasteful};
 
 /// How many call nodes a graph has after merging repeats (the grader's own count).
@@ -35,8 +37,10 @@ fn distinct_calls(graph: &Graph) -> usize {
 }
 
 /// Fails unless `pass` computes what `graph` does with no repeated call left.
-fn merges_every_repeat(graph: &Graph, pass: &Graph, inputs: &[Tensor]) -> Result<(), Failure> {
-    same_outputs(graph, pass, inputs)?;
+fn merges_every_repeat(graph: &Graph, pass: &Graph, batches: &[Vec<Tensor>]) -> Result<(), Failure> {
+    for inputs in batches {
+        same_outputs(graph, pass, inputs)?;
+    }
     let mut ops = op_names(pass);
     ops.sort_unstable();
     record("the ops your pass kept, sorted", format!("{ops:?}"));
@@ -59,17 +63,20 @@ pub fn merges_repeated_expressions(ctx: &Context) -> CheckResult {
     let x = example_input(3, ctx.seed);
     let graph = dynamo::explain(|x: Tensor| wasteful(&x)).call(&x)?.graphs[0].clone();
     let pass = eliminate_common_subexpressions(&graph)?;
-    merges_every_repeat(&graph, &pass, &[x])?;
+    merges_every_repeat(&graph, &pass, &[vec![x]])?;
     Ok(format!("{} ops became {}: {:?}", graph.op_count(), pass.op_count(), op_names(&pass)))
 }
 
 /// Random graphs with repeated steps: the same outputs, every repeat merged.
 pub fn keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
     let cases = 64;
-    for_all(ctx, cases, (1usize..4, 1usize..5, 0u64..1000, steps(16)), |(m, n, seed, steps)| {
-        let (graph, inputs) = random_program(m, n, seed, &steps)?;
+    for_all(ctx, cases, RandomProgram::strategy(16), |program| {
+        let (graph, _) = program.trace()?;
         let pass = eliminate_common_subexpressions(&graph)?;
-        merges_every_repeat(&graph, &pass, &inputs)
+        let batches: Vec<Vec<Tensor>> = program.batch_sizes(&graph).into_iter().map(|rows| program.inputs(rows)).collect();
+        merges_every_repeat(&graph, &pass, &batches)
     })?;
-    Ok(format!("{cases} random graphs: identical outputs, every repeated expression computed once"))
+    Ok(format!(
+        "{cases} random graphs, dynamic ones at two batch sizes: identical outputs, every repeated expression computed once"
+    ))
 }

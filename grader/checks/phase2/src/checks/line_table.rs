@@ -6,7 +6,7 @@ use engine::fx::Graph;
 use engine::{Result, Tensor};
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 
-use super::support::{random_program, steps};
+use grader_harness::programs::RandomProgram;
 use crate::subject::{Attention, LineOps, example_input, line_table};
 
 /// The grader's line table.
@@ -55,8 +55,8 @@ pub fn groups_the_decomposed_graph(ctx: &Context) -> CheckResult {
 /// Random graphs whose nodes come from lines in any order.
 pub fn groups_random_graphs(ctx: &Context) -> CheckResult {
     let cases = 48;
-    for_all(ctx, cases, (1usize..4, 1usize..5, 0u64..1000, steps(14)), |(m, n, seed, steps)| {
-        let (graph, _) = random_program(m, n, seed, &steps)?;
+    for_all(ctx, cases, RandomProgram::strategy(14), |program| {
+        let (graph, _) = program.trace()?;
         agrees(&graph)
     })?;
     Ok(format!("{cases} random graphs grouped as the grader does"))

@@ -7,7 +7,7 @@ use engine::{Tensor, dynamo};
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 use proptest::prelude::*;
 
-use super::support::{random_program, steps};
+use grader_harness::programs::RandomProgram;
 use crate::subject::{Attention, broadcast, example_input, propagate};
 
 fn shape() -> impl Strategy<Value = Vec<usize>> {
@@ -68,8 +68,8 @@ fn agrees(graph: &Graph, inputs: &[Vec<usize>], expected: &Graph) -> Result<(), 
 /// Random graphs of broadcasting, reductions, softmax, matmul and `where_`: every node's shape.
 pub fn propagates_every_node(ctx: &Context) -> CheckResult {
     let cases = 64;
-    for_all(ctx, cases, (1usize..5, 1usize..5, 0u64..1000, steps(14)), |(m, n, seed, steps)| {
-        let (graph, _) = random_program(m, n, seed, &steps)?;
+    for_all(ctx, cases, RandomProgram::strategy(14), |program| {
+        let (graph, _) = program.trace()?;
         agrees(&graph, &placeholder_shapes(&graph), &graph)
     })?;
     Ok(format!("every node of {cases} random graphs has the shape the trace recorded"))

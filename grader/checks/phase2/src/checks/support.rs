@@ -1,53 +1,8 @@
-//! What several checks share: random traced programs, and the grader's own answers to compare
-//! the learner's with.
+//! What several checks share: the grader's own answers to compare the learner's with.
 
-use engine::fx::proxy::Tracer;
 use engine::fx::{Graph, Interpreter};
 use engine::{Result, Tensor};
 use grader_harness::{Failure, Tolerance, assert_close};
-use proptest::prelude::*;
-
-/// One step of a random program: an op kind, two operand picks and a scalar.
-pub type Step = (u8, u8, u8, f32);
-
-/// Steps for [`random_program`].
-pub fn steps(max: usize) -> impl Strategy<Value = Vec<Step>> {
-    prop::collection::vec((any::<u8>(), any::<u8>(), any::<u8>(), -2.0f32..2.0), 1..max)
-}
-
-/// Traces a random program over inputs of shapes `[m, n]`, `[n]` and `[m, 1]`: each step applies
-/// an op (pointwise, broadcasting, reduction, softmax, matmul, `where_`) to earlier values, and
-/// steps whose shapes do not fit are left out. Some steps repeat earlier ones exactly and most
-/// values are never used, so the graph has both dead code and common subexpressions. Returns the
-/// graph and its inputs.
-pub fn random_program(m: usize, n: usize, seed: u64, steps: &[Step]) -> Result<(Graph, Vec<Tensor>)> {
-    let inputs = [Tensor::randn(&[m, n], seed), Tensor::randn(&[n], seed + 1), Tensor::randn(&[m, 1], seed + 2)];
-    let tracer = Tracer::new();
-    let mut values = inputs.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
-    for &(kind, a, b, c) in steps {
-        let (x, y) = (&values[a as usize % values.len()], &values[b as usize % values.len()]);
-        let c = (c * 4.0).round() / 4.0;
-        let value = match kind % 11 {
-            0 => x.relu(),
-            1 => x.tanh(),
-            2 => x.add(y),
-            3 => x.mul(y),
-            4 => x.sub(c),
-            5 => x.sum(-1, true),
-            6 => x.softmax(-1),
-            7 => x.maximum(y),
-            8 => x.gt(c).and_then(|mask| mask.where_(x, y)),
-            9 => y.t().and_then(|yt| x.matmul(&yt)),
-            _ => x.mul(2.0),
-        };
-        if let Ok(value) = value {
-            values.push(value);
-        }
-    }
-    let outputs = [values[values.len() - 1].clone(), values[values.len() / 2].clone()];
-    let traced = tracer.finish(&outputs)?;
-    Ok((traced.graph, inputs.to_vec()))
-}
 
 /// Fails unless `pass` (the learner's transformed graph) gives `original`'s outputs on
 /// `inputs`, bit for bit: a pass must never change what a graph computes.

@@ -1,0 +1,106 @@
+//! `grader regrade CHECKOUT...`: grading that counts. Each learner's work is graded in a clean
+//! copy of this workbook: the committed files of this checkout (never its working tree, so no
+//! local edit to the grader or the solutions travels), with only `exercises/*/src` taken from the
+//! learner, built in a fresh target directory. A learner who edited the grader, the solutions, a
+//! manifest or the cargo configuration in their own checkout changes nothing here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{Context as _, Result, bail};
+use grader::phases::PHASES;
+use grader::workbook::Workbook;
+
+/// Re-grades each checkout in `learners`; prints (or writes to `out`) one `check all --json`
+/// report per learner, named by its directory.
+pub fn run(root: Option<&Path>, learners: &[PathBuf], out: Option<&Path>, target_dir: Option<&Path>) -> Result<ExitCode> {
+    let workbook = Workbook::find(root)?;
+    let dirty = git(workbook.root(), &["status", "--porcelain", "--untracked-files=no"])?;
+    if !dirty.trim().is_empty() {
+        eprintln!(
+            "note: this checkout has uncommitted changes; they are not used: the clean copy is its last commit \
+             ({}).",
+            git(workbook.root(), &["rev-parse", "--short", "HEAD"])?.trim()
+        );
+    }
+    let mut reports = Vec::new();
+    for learner in learners {
+        let name = learner
+            .canonicalize()
+            .with_context(|| format!("{} is not a directory", learner.display()))?
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "learner".into());
+        eprintln!("Re-grading {name} ({}) in a clean copy...", learner.display());
+        let report = regrade(&workbook, learner, target_dir).with_context(|| format!("re-grading {name}"))?;
+        reports.push(serde_json::json!({ "learner": name, "phases": report }));
+    }
+    let text = serde_json::to_string_pretty(&reports)?;
+    match out {
+        Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?,
+        None => println!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `check all --json` report of one learner, graded in a clean copy.
+fn regrade(workbook: &Workbook, learner: &Path, target_dir: Option<&Path>) -> Result<serde_json::Value> {
+    let copy = tempfile::Builder::new().prefix("regrade-").tempdir()?;
+    // The committed tree, not the working tree.
+    let archive = Command::new("git")
+        .arg("-C")
+        .arg(workbook.root())
+        .args(["archive", "--format=tar", "HEAD"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("cannot run git archive: the clean copy is made from this checkout's last commit")?;
+    let untar = Command::new("tar").arg("-x").arg("-C").arg(copy.path()).stdin(archive.stdout.expect("piped")).status()?;
+    if !untar.success() {
+        bail!("cannot unpack this checkout's last commit into {}", copy.path().display());
+    }
+    for phase in PHASES {
+        let (from, to) = (learner.join(phase.exercises_dir).join("src"), copy.path().join(phase.exercises_dir).join("src"));
+        if !from.is_dir() {
+            bail!("{} has no {}: is it a workbook checkout?", learner.display(), from.display());
+        }
+        std::fs::remove_dir_all(&to).with_context(|| format!("cannot clear {}", to.display()))?;
+        copy_rust_sources(&from, &to)?;
+    }
+    let fresh = tempfile::Builder::new().prefix("regrade-target-").tempdir()?;
+    let target = target_dir.unwrap_or(fresh.path());
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["run", "-q", "-p", "grader", "--", "check", "all", "--json"])
+        .current_dir(copy.path())
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("GRADER_ROOT")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo in the clean copy")?;
+    serde_json::from_slice(&output.stdout).with_context(|| {
+        format!("the clean copy's grader printed no report (exit {:?})", output.status.code())
+    })
+}
+
+/// Copies the `.rs` files under `from` to `to`, keeping their layout: only source travels.
+fn copy_rust_sources(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)?.flatten() {
+        let (path, file_type) = (entry.path(), entry.file_type()?);
+        if file_type.is_dir() {
+            copy_rust_sources(&path, &to.join(entry.file_name()))?;
+        } else if file_type.is_file() && path.extension().is_some_and(|e| e == "rs") {
+            std::fs::copy(&path, to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+fn git(root: &Path, args: &[&str]) -> Result<String> {
+    let output = Command::new("git").arg("-C").arg(root).args(args).output().context("cannot run git")?;
+    if !output.status.success() {
+        bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
