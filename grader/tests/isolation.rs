@@ -78,6 +78,7 @@ const FIXTURE: Phase = Phase {
                 check("memorised_the_default_seed"),
                 check("claims_a_skip"),
                 check("reads_a_file_outside_its_sandbox"),
+                check("the_judge_times_a_slow_kernel"),
             ],
             forbidden: &[],
         },
@@ -312,6 +313,22 @@ const CHECKS: &[Check] = &[
             Ok("copied".into())
         },
     },
+    Check {
+        id: "the_judge_times_a_slow_kernel",
+        run: |ctx| {
+            // The subject hands over its "kernel" and claims a pass; the judge measures it itself.
+            match grader_harness::judged_artifact("kernel") {
+                Some(kernel) if kernel == "slow" => Err(Failure::fail("the judge timed your kernel: too slow")),
+                judged => {
+                    grader_harness::record_artifact(
+                        "kernel",
+                        judged.unwrap_or_else(|| if subject() { "slow" } else { "fast" }.into()),
+                    );
+                    answer(ctx)
+                }
+            }
+        },
+    },
     Check { id: "stretch_fails", run: |ctx| or_answer(ctx, |_| Err(Failure::fail("optional"))) },
 ];
 
@@ -441,6 +458,7 @@ fn forged_passes_fail() {
     expect("claims_a_pass_with_a_wrong_answer", Status::Fail, "`answer` differs from the reference solution's");
     expect("memorised_the_default_seed", Status::Fail, "`answer` differs");
     expect("claims_a_skip", Status::Fail, "skipped in your process");
+    expect("the_judge_times_a_slow_kernel", Status::Fail, "the judge timed your kernel: too slow");
     match Support::probe() {
         Support::Landlock(_) => expect("reads_a_file_outside_its_sandbox", Status::Fail, "denied: permission denied"),
         // Without Landlock the sandbox cannot hide files; the grader says so when it starts.

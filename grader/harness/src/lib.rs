@@ -41,4 +41,4 @@ pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Forbidden, Phase};
 pub use random::for_all;
 pub use runner::Record;
-pub use transcript::{record, record_floats, record_tensor};
+pub use transcript::{judged_artifact, record, record_artifact, record_floats, record_tensor};

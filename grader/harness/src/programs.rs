@@ -147,7 +147,9 @@ mod tests {
                 reshaped += usize::from(graph.to_string().contains("reshape"));
             }
             for rows in program.batch_sizes(&graph) {
-                Interpreter::new(graph.clone()).run(&program.inputs(rows)).unwrap_or_else(|e| panic!("{e}\n{program:?}"));
+                Interpreter::new(graph.clone())
+                    .run(&program.inputs(rows))
+                    .unwrap_or_else(|e| panic!("{e}\n{program:?}"));
             }
         }
         assert!(dynamic > 100 && reshaped > 20, "{dynamic} dynamic programs, {reshaped} with a reshape");

@@ -104,13 +104,17 @@ fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
     })?;
     // Read what is judged before the check runs, so that a damaged file is a usage error.
     let judged = judged.map(|path| read_record(&path)).transpose()?;
+    if let Some(subject) = &judged {
+        transcript::judge_of(subject.transcript.clone());
+    }
     RESULT_PATH.set(result).expect("run once per process");
     let outcome = run_check(check, &Context { seed });
     let recorded = transcript::take();
     match judged {
         None => deliver(&Record { outcome: Some(outcome), transcript: recorded }),
         Some(subject) => {
-            deliver(&Record { outcome: Some(judge(id, seed, outcome, &recorded, subject)), transcript: vec![] })
+            let verdict = judge(id, seed, outcome, &recorded, subject, transcript::artifact_used());
+            deliver(&Record { outcome: Some(verdict), transcript: vec![] });
         }
     }
     Ok(())
@@ -125,9 +129,18 @@ fn read_record(path: &Path) -> Result<Record, String> {
 
 /// The verdict on a subject's run of check `id`, decided by the reference's own run of it with
 /// the same `seed` (`reference`, `recorded`). The subject's word is taken only where it can only
-/// cost the subject: a failure or a `todo!()`. A pass must be earned by answers that agree with
-/// the reference's, and a skip must be one the reference makes too.
-pub fn judge(id: &str, seed: u64, reference: Outcome, recorded: &[Entry], subject: Record) -> Outcome {
+/// cost the subject: a failure, a `todo!()` or a set-up problem. A pass must be earned by answers
+/// that agree with the reference's, and a skip must be one the reference makes too. When the
+/// reference's run evaluated the subject's own artifact (`artifact_used`: its kernel, timed by the
+/// judge), a failure of that run is the subject's.
+pub fn judge(
+    id: &str,
+    seed: u64,
+    reference: Outcome,
+    recorded: &[Entry],
+    subject: Record,
+    artifact_used: bool,
+) -> Outcome {
     let verdict = |status, message: String| Outcome { status, message, location: None };
     let Some(claim) = subject.outcome else {
         return verdict(Status::Fail, "the check's process wrote no result it could have finished with".into());
@@ -156,6 +169,7 @@ pub fn judge(id: &str, seed: u64, reference: Outcome, recorded: &[Entry], subjec
                 ),
             ),
         },
+        (_, Status::Fail) if artifact_used => reference,
         (_, status) => verdict(
             Status::Error,
             format!(

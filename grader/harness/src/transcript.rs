@@ -11,7 +11,8 @@
 
 use std::borrow::Cow;
 use std::fmt::{self, Display};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use engine::Tensor;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,9 @@ pub enum Recorded {
     },
     /// Anything else, compared exactly as text: counts, names, reasons, printed graphs.
     Text(String),
+    /// Something the subject made that the judge evaluates itself rather than compares: a
+    /// kernel's source, compiled and timed by the judge (see [`judged_artifact`]).
+    Artifact(String),
 }
 
 impl Recorded {
@@ -69,6 +73,7 @@ impl Display for Recorded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Recorded::Text(text) => write!(f, "{text:?}"),
+            Recorded::Artifact(text) => write!(f, "{} bytes of your code", text.len()),
             Recorded::Floats { shape, values, .. } => {
                 let shown: Vec<String> = values.iter().take(6).map(|v| format!("{v:.6}")).collect();
                 let more = if values.len() > 6 { ", ..." } else { "" };
@@ -99,6 +104,39 @@ pub fn record(label: impl Into<String>, value: impl Display) {
 /// Records a tensor the subject computed, to be compared within `tolerance`.
 pub fn record_tensor(label: impl Into<String>, tensor: &Tensor, tolerance: Tolerance) {
     push(label.into(), Recorded::tensor(tensor, tolerance));
+}
+
+/// Records something the subject made (a kernel's source) for the judge to evaluate itself:
+/// the judge's run of the check reads it back with [`judged_artifact`].
+pub fn record_artifact(label: impl Into<String>, text: impl Into<String>) {
+    push(label.into(), Recorded::Artifact(text.into()));
+}
+
+/// The subject's transcript, in the judge's process.
+static JUDGED: OnceLock<Vec<Entry>> = OnceLock::new();
+
+/// Whether this judge's run of the check evaluated an artifact of the subject's.
+static ARTIFACT_USED: AtomicBool = AtomicBool::new(false);
+
+/// In the judge, the artifact the subject recorded under `label`: the check evaluates that
+/// instead of the reference's own. `None` outside a judge, or when the subject recorded none.
+pub fn judged_artifact(label: &str) -> Option<String> {
+    let artifact = JUDGED.get()?.iter().find_map(|e| match &e.value {
+        Recorded::Artifact(text) if e.label == label => Some(text.clone()),
+        _ => None,
+    })?;
+    ARTIFACT_USED.store(true, Ordering::SeqCst);
+    Some(artifact)
+}
+
+/// Makes this process a judge of `subject`'s transcript (see [`judged_artifact`]).
+pub(crate) fn judge_of(subject: Vec<Entry>) {
+    let _ = JUDGED.set(subject);
+}
+
+/// Whether [`judged_artifact`] handed the check one of the subject's artifacts.
+pub(crate) fn artifact_used() -> bool {
+    ARTIFACT_USED.load(Ordering::SeqCst)
 }
 
 /// Records numbers the subject computed, to be compared within `tolerance`.
@@ -159,6 +197,8 @@ pub fn compare(reference: &[Entry], subject: &[Entry]) -> Result<(), String> {
 fn agrees(expected: &Recorded, actual: &Recorded) -> bool {
     match (expected, actual) {
         (Recorded::Text(e), Recorded::Text(a)) => same_place(e) == same_place(a),
+        // The judge evaluated the subject's artifact itself, in its own run of the check.
+        (Recorded::Artifact(_), Recorded::Artifact(_)) => true,
         (
             Recorded::Floats { shape, values, abs, rel },
             Recorded::Floats { shape: actual_shape, values: actual_values, .. },

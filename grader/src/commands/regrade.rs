@@ -13,7 +13,12 @@ use grader::workbook::Workbook;
 
 /// Re-grades each checkout in `learners`; prints (or writes to `out`) one `check all --json`
 /// report per learner, named by its directory.
-pub fn run(root: Option<&Path>, learners: &[PathBuf], out: Option<&Path>, target_dir: Option<&Path>) -> Result<ExitCode> {
+pub fn run(
+    root: Option<&Path>,
+    learners: &[PathBuf],
+    out: Option<&Path>,
+    target_dir: Option<&Path>,
+) -> Result<ExitCode> {
     let workbook = Workbook::find(root)?;
     let dirty = git(workbook.root(), &["status", "--porcelain", "--untracked-files=no"])?;
     if !dirty.trim().is_empty() {
@@ -54,12 +59,14 @@ fn regrade(workbook: &Workbook, learner: &Path, target_dir: Option<&Path>) -> Re
         .stdout(Stdio::piped())
         .spawn()
         .context("cannot run git archive: the clean copy is made from this checkout's last commit")?;
-    let untar = Command::new("tar").arg("-x").arg("-C").arg(copy.path()).stdin(archive.stdout.expect("piped")).status()?;
+    let untar =
+        Command::new("tar").arg("-x").arg("-C").arg(copy.path()).stdin(archive.stdout.expect("piped")).status()?;
     if !untar.success() {
         bail!("cannot unpack this checkout's last commit into {}", copy.path().display());
     }
     for phase in PHASES {
-        let (from, to) = (learner.join(phase.exercises_dir).join("src"), copy.path().join(phase.exercises_dir).join("src"));
+        let (from, to) =
+            (learner.join(phase.exercises_dir).join("src"), copy.path().join(phase.exercises_dir).join("src"));
         if !from.is_dir() {
             bail!("{} has no {}: is it a workbook checkout?", learner.display(), from.display());
         }
@@ -78,9 +85,8 @@ fn regrade(workbook: &Workbook, learner: &Path, target_dir: Option<&Path>) -> Re
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run cargo in the clean copy")?;
-    serde_json::from_slice(&output.stdout).with_context(|| {
-        format!("the clean copy's grader printed no report (exit {:?})", output.status.code())
-    })
+    serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("the clean copy's grader printed no report (exit {:?})", output.status.code()))
 }
 
 /// Copies the `.rs` files under `from` to `to`, keeping their layout: only source travels.

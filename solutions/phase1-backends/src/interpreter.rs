@@ -27,14 +27,16 @@ pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         });
     }
     // The sizes of this call, for the symbols of a dynamic graph.
-    let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
+    let shapes: Vec<&[usize]> = graph.placeholders().iter().zip(inputs).map(|(_, input)| input.shape()).collect();
     let bindings = graph
         .bind_symbols(&shapes)
         .map_err(|mismatch| Error::Backend { backend: "interpreter".into(), message: mismatch.to_string() })?;
     let mut env: HashMap<NodeId, Tensor> = graph.placeholders().iter().copied().zip(inputs.iter().cloned()).collect();
     for id in graph.ids() {
         let node = graph.node(id);
-        let (Some(op), NodeKind::Call { args, .. }) = (graph.concrete_op(node, &bindings), &node.kind) else { continue };
+        let (Some(op), NodeKind::Call { args, .. }) = (graph.concrete_op(node, &bindings), &node.kind) else {
+            continue;
+        };
         let operands: Vec<Operand> = args
             .iter()
             .map(|arg| match arg {

@@ -73,7 +73,8 @@ pub fn keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
     for_all(ctx, cases, RandomProgram::strategy(16), |program| {
         let (graph, _) = program.trace()?;
         let pass = eliminate_common_subexpressions(&graph)?;
-        let batches: Vec<Vec<Tensor>> = program.batch_sizes(&graph).into_iter().map(|rows| program.inputs(rows)).collect();
+        let batches: Vec<Vec<Tensor>> =
+            program.batch_sizes(&graph).into_iter().map(|rows| program.inputs(rows)).collect();
         merges_every_repeat(&graph, &pass, &batches)
     })?;
     Ok(format!(

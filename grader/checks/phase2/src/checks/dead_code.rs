@@ -50,8 +50,11 @@ pub fn keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
     for_all(ctx, cases, RandomProgram::strategy(16), |program| {
         let (graph, _) = program.trace()?;
         let pass = eliminate_dead_code(&graph)?;
-        let batches: Vec<Vec<Tensor>> = program.batch_sizes(&graph).into_iter().map(|rows| program.inputs(rows)).collect();
+        let batches: Vec<Vec<Tensor>> =
+            program.batch_sizes(&graph).into_iter().map(|rows| program.inputs(rows)).collect();
         removes_exactly_the_dead(&graph, &pass, &batches)
     })?;
-    Ok(format!("{cases} random graphs, dynamic ones at two batch sizes: identical outputs, exactly the live nodes kept"))
+    Ok(format!(
+        "{cases} random graphs, dynamic ones at two batch sizes: identical outputs, exactly the live nodes kept"
+    ))
 }

@@ -6,8 +6,8 @@ use engine::fx::Graph;
 use engine::{Result, Tensor};
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 
-use grader_harness::programs::RandomProgram;
 use crate::subject::{Attention, LineOps, example_input, line_table};
+use grader_harness::programs::RandomProgram;
 
 /// The grader's line table.
 fn reference(graph: &Graph) -> Vec<LineOps> {

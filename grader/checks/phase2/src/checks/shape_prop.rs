@@ -7,8 +7,8 @@ use engine::{Tensor, dynamo};
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
 use proptest::prelude::*;
 
-use grader_harness::programs::RandomProgram;
 use crate::subject::{Attention, broadcast, example_input, propagate};
+use grader_harness::programs::RandomProgram;
 
 fn shape() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(prop_oneof![Just(1usize), 2usize..5], 0..4)
