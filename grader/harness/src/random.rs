@@ -26,11 +26,8 @@ where
     let setup = std::cell::RefCell::new(None);
     let result = runner.run(&strategy, |value| {
         // A panic is a failure with the panic's `file:line`, shrunk like any other.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(value))).unwrap_or_else(|_| {
-            let (message, location) = crate::runner::take_last_panic();
-            let place = location.map(|l| format!(" at {l}")).unwrap_or_default();
-            Err(Failure::Fail(format!("panicked{place}: {message}")))
-        });
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(value)))
+            .unwrap_or_else(|_| Err(Failure::Fail(crate::runner::described_panic().0)));
         outcome.map_err(|failure| match failure {
             Failure::Fail(message) => TestCaseError::fail(message),
             Failure::Skip(reason) => TestCaseError::reject(reason),

@@ -193,15 +193,32 @@ pub fn run_check(check: &Check, ctx: &Context) -> Outcome {
         Ok(Err(Failure::Skip(reason))) => Outcome { status: Status::Skipped, message: reason, location: None },
         Ok(Err(Failure::Setup(message))) => Outcome { status: Status::Error, message, location: None },
         Err(_) => {
-            let (message, location) = take_last_panic();
-            let place = location.as_deref().map(|l| format!(" at {l}")).unwrap_or_default();
-            Outcome { status: Status::Fail, message: format!("panicked{place}: {message}"), location }
+            let (message, location) = described_panic();
+            Outcome { status: Status::Fail, message, location }
         }
     }
 }
 
+/// The last panic, described for the learner: with its `file:line` when it is in their code;
+/// a panic inside the grader's own check code is said to be one, and points nowhere, since the
+/// learner has nothing to open there.
+pub(crate) fn described_panic() -> (String, Option<String>) {
+    let (message, location) = take_last_panic();
+    match location {
+        Some(place) if place.starts_with("grader/checks/") || place.starts_with("grader/harness/") => (
+            format!(
+                "the check itself panicked ({message}), usually because your code returned something it did not \
+                 expect; the message says what"
+            ),
+            None,
+        ),
+        Some(place) => (format!("panicked at {place}: {message}"), Some(place)),
+        None => (format!("panicked: {message}"), None),
+    }
+}
+
 /// The message and `file:line` of the last panic that was not a `todo!()`, forgetting it.
-pub(crate) fn take_last_panic() -> (String, Option<String>) {
+fn take_last_panic() -> (String, Option<String>) {
     LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or(("a panic".into(), None))
 }
 

@@ -41,8 +41,8 @@ pub const PHASE: Phase = Phase {
             section: "can_fuse",
             stretch: false,
             hints: &[
-                "Match on the pair `(&c.group, &c.own)`. The extern cases come first: `LoopKind::Extern` or \
-                 `LoopKind::Extern` is always a refusal.",
+                "Match on the pair `(&c.group, &c.own)`. The extern cases come first: a candidate whose \
+                 `group` or whose `own` kind is `LoopKind::Extern` is always a refusal.",
                 "Shapes decide the kind: same shape as a pointwise group is `Pointwise`; a reduction of the \
                  group's shape is `ReductionPrologue`; in a reduction group, the full shape is `RowEpilogue`, \
                  a shape `is_row_shape` accepts is `PerRow`, the same reduction shape and dim is \

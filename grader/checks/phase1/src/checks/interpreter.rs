@@ -19,7 +19,7 @@ fn agrees_with_fx(graph: &Graph, inputs: &[Tensor]) -> Result<(), Failure> {
     })?;
     for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
         assert_close(&format!("output {i}"), a, e, Tolerance::EXACT)
-            .map_err(|f| Failure::fail(format!("on this graph:\n{graph}\n{f}")))?;
+            .map_err(|f| Failure::fail(format!("{f}\n\non this graph:\n{graph}")))?;
     }
     Ok(())
 }

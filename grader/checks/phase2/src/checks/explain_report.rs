@@ -21,7 +21,19 @@ fn expected(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<CaptureS
 
 fn compare(what: &str, actual: CaptureSummary, expected: CaptureSummary) -> CheckResult {
     record(format!("your summary of {what}"), format!("{actual:?}"));
-    ensure(actual == expected, || format!("for {what} you returned\n{actual:#?}\nexpected\n{expected:#?}"))?;
+    ensure(actual == expected, || {
+        let first = [
+            ("graph_count", actual.graph_count == expected.graph_count),
+            ("break_count", actual.break_count == expected.break_count),
+            ("op_count", actual.op_count == expected.op_count),
+            ("ops", actual.ops == expected.ops),
+            ("inputs", actual.inputs == expected.inputs),
+        ]
+        .into_iter()
+        .find(|(_, same)| !same)
+        .map_or("a field", |(field, _)| field);
+        format!("for {what}, your summary's `{first}` is wrong.\nyou returned\n{actual:#?}\nexpected\n{expected:#?}")
+    })?;
     Ok(format!(
         "{what}: {} graph(s), {} break(s), {} ops, inputs {:?}",
         expected.graph_count, expected.break_count, expected.op_count, expected.inputs

@@ -27,7 +27,11 @@ fn agrees(graph: &Graph) -> Result<(), Failure> {
     let (actual, expected) = (line_table(graph), reference(graph));
     record("your line table", format!("{actual:?}"));
     ensure(actual == expected, || {
-        format!("for this graph\n{graph}\nyou returned\n{actual:#?}\nexpected\n{expected:#?}")
+        let summary = match actual.iter().zip(&expected).position(|(a, e)| a != e) {
+            Some(row) => format!("row {row} of your line table is {:?}, expected {:?}", actual[row], expected[row]),
+            None => format!("your line table has {} rows, expected {}", actual.len(), expected.len()),
+        };
+        format!("{summary}, for this graph:\n{graph}\nyou returned\n{actual:#?}\nexpected\n{expected:#?}")
     })
 }
 

@@ -4,7 +4,9 @@
 use engine::Tensor;
 use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all};
 
-use super::support::{matches_original, one_graph};
+use proptest::strategy::Strategy as _;
+
+use super::support::{Input, matches_original, one_graph};
 use crate::subject::models::gated_original;
 use crate::subject::{Model, example_input, gated};
 
@@ -25,11 +27,20 @@ pub fn gated_is_one_graph(ctx: &Context) -> CheckResult {
     Ok("one graph, no break, whichever side the input takes".into())
 }
 
+/// One random case: an input, and which side of the branch the model's bias sends it to.
+#[derive(Clone, Debug)]
+struct Case {
+    input: Input,
+    positive_side: bool,
+}
+
 /// Compiled with `fullgraph(true)`, `gated` gives the original's outputs on random inputs that
 /// take both sides of the branch.
 pub fn gated_matches_the_original(ctx: &Context) -> CheckResult {
     let cases = 24;
-    for_all(ctx, cases, (0u64..1000, 1usize..6, proptest::bool::ANY), |(seed, rows, positive)| {
+    let strategy =
+        (Input::strategy(), proptest::bool::ANY).prop_map(|(input, positive_side)| Case { input, positive_side });
+    for_all(ctx, cases, strategy, |Case { input: Input { seed, rows }, positive_side: positive }| {
         let model = biased(seed, positive);
         let x = example_input(rows, seed + 1);
         let side = x.linear(&model.w, Some(&model.bias))?.sum_all()?.item()? > 0.0;

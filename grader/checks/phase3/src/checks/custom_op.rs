@@ -6,7 +6,7 @@ use engine::op::Op;
 use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record};
 use proptest::prelude::*;
 
-use super::support::{matches_original, one_graph};
+use super::support::{Input, matches_original, one_graph};
 use crate::subject::models::clipped_original;
 use crate::subject::{clipped, example_input, log_clip, log_clip_op};
 
@@ -44,7 +44,7 @@ pub fn clipped_is_one_graph_with_the_op(ctx: &Context) -> CheckResult {
 pub fn clipped_matches_the_original(ctx: &Context) -> CheckResult {
     let op = log_clip_op()?;
     let cases = 16;
-    for_all(ctx, cases, (0u64..1000, 1usize..6), |(seed, rows)| {
+    for_all(ctx, cases, Input::strategy(), |Input { seed, rows }| {
         let x = example_input(rows, seed);
         matches_original("clipped", |x: Tensor| clipped(&x, &op), clipped_original, &x, Tolerance::F32)
     })?;

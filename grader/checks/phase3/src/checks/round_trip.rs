@@ -4,7 +4,7 @@
 use engine::{Tensor, dynamo};
 use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all, record};
 
-use super::support::{matches_original, one_graph};
+use super::support::{Input, matches_original, one_graph};
 use crate::subject::models::standardized_original;
 use crate::subject::{example_input, standardized};
 
@@ -18,7 +18,7 @@ pub fn standardized_is_one_graph(ctx: &Context) -> CheckResult {
 /// in another order) on random inputs.
 pub fn standardized_matches_the_original(ctx: &Context) -> CheckResult {
     let cases = 24;
-    for_all(ctx, cases, (0u64..1000, 1usize..6), |(seed, rows)| {
+    for_all(ctx, cases, Input::strategy(), |Input { seed, rows }| {
         let x = example_input(rows, seed);
         matches_original("standardized", |x: Tensor| standardized(&x), standardized_original, &x, Tolerance::F32)
     })?;

@@ -7,6 +7,23 @@ use grader_harness::{Failure, Tolerance, assert_close, record};
 
 /// Runs `f` on `x` under `explain` and fails, listing each break with its reason and line,
 /// unless it made exactly one graph.
+/// A random input of a phase 3 model: `rows` rows drawn from `seed`.
+#[derive(Clone, Copy, Debug)]
+pub struct Input {
+    /// Seed of the values (and of the model's weights, where it has some).
+    pub seed: u64,
+    /// Rows of the input.
+    pub rows: usize,
+}
+
+impl Input {
+    /// Inputs of 1 to 5 rows.
+    pub fn strategy() -> impl proptest::strategy::Strategy<Value = Input> {
+        use proptest::strategy::Strategy as _;
+        (0u64..1000, 1usize..6).prop_map(|(seed, rows)| Input { seed, rows })
+    }
+}
+
 pub fn one_graph(what: &str, f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<ExplainOutput, Failure> {
     let report = dynamo::explain(f).call(x)?;
     record(

@@ -186,7 +186,7 @@ pub fn fuses_as_much_as_inductor(ctx: &Context) -> CheckResult {
             record(format!("decision for {} in model `{name}`", c.node), decided(&mine));
             let agree = matches!((&mine, &theirs), (Decision::Refuse(_), Decision::Refuse(_))) || mine == theirs;
             ensure(agree, || {
-                format!("model `{name}`: for\n{c:#?}\nyou decided {mine:?}, Inductor decides {theirs:?}")
+                format!("model `{name}`: you decided {mine:?} where Inductor decides {theirs:?}, for\n{c:#?}")
             })?;
             candidates += 1;
         }

@@ -34,6 +34,14 @@ const PREFIXES: [(&str, KernelKind); 3] =
 
 const OPS: [&str; 10] = ["add", "mul", "relu", "exp", "amax", "sum", "div", "sub", "rsqrt", "mean"];
 
+/// A synthetic kernel name with the kind and ops it stands for.
+#[derive(Clone, Debug)]
+struct KernelName {
+    name: String,
+    kind: KernelKind,
+    ops: Vec<String>,
+}
+
 /// Every kernel name the engine generates for the catalogue, synthetic names, and names of other
 /// forms (which must give `None`).
 pub fn names_are_read(ctx: &Context) -> CheckResult {
@@ -53,11 +61,14 @@ pub fn names_are_read(ctx: &Context) -> CheckResult {
             seen += 1;
         }
     }
-    let names = (0usize..3, prop::collection::vec(0usize..OPS.len(), 1..6), 0usize..200);
-    for_all(ctx, 200, names, |(prefix, ops, position)| {
-        let (text, kind) = PREFIXES[prefix];
-        let ops: Vec<String> = ops.iter().map(|&i| OPS[i].to_string()).collect();
-        let name = format!("{text}_fused_{}_{position}", ops.join("_"));
+    // Each case carries the name itself, so a failure shows the name that was misread.
+    let names =
+        (0usize..3, prop::collection::vec(0usize..OPS.len(), 1..6), 0usize..200).prop_map(|(prefix, ops, position)| {
+            let (text, kind) = PREFIXES[prefix];
+            let ops: Vec<String> = ops.iter().map(|&i| OPS[i].to_string()).collect();
+            KernelName { name: format!("{text}_fused_{}_{position}", ops.join("_")), kind, ops }
+        });
+    for_all(ctx, 200, names, |KernelName { name, kind, ops }| {
         let got = parse_kernel_name(&name);
         record(format!("parse_kernel_name(\"{name}\")"), format!("{got:?}"));
         ensure(got == Some((kind, ops.clone())), || {

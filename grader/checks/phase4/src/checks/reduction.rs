@@ -24,14 +24,39 @@ fn model(kind: u8, t: Vec<Tensor>) -> Result<Tensor> {
     }
 }
 
+/// What each `model` kind computes, for a failing case's description.
+const MODELS: [&str; 7] = [
+    "softmax over the last dim",
+    "log_softmax over the last dim",
+    "layer_norm over the last dim",
+    "sum over the last dim of x * w",
+    "exp(x - amax over the last dim)",
+    "mean over dim 0 of exp(x), plus w",
+    "sqrt of the sum over dim 0 of x * x, times w",
+];
+
+/// One random case: which model, over a `[rows, cols]` input (and `w: [cols]`).
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // `model` is read through Debug, in a failure's shrunk case.
+struct Case {
+    model: &'static str,
+    kind: u8,
+    rows: usize,
+    cols: usize,
+}
+
 /// Random reduction models compiled with `reduction_c` match eager.
 pub fn reduction_c_matches_eager(ctx: &Context) -> CheckResult {
     let cases = 21;
     // Rows of at least 33 elements: GCC 12 at -O3 miscompiles some fully unrolled short rows
     // (see the book); the engine's own printer guards against it, the exercise need not.
-    let strategy = (any::<u8>(), 1usize..12, 33usize..160);
-    for_all(ctx, cases, strategy, |(kind, rows, cols)| {
-        let rows = if kind % 7 >= 5 { rows + 33 } else { rows };
+    let strategy = (any::<u8>(), 1usize..12, 33usize..160).prop_map(|(kind, rows, cols)| Case {
+        model: MODELS[usize::from(kind) % 7],
+        kind,
+        rows: if kind % 7 >= 5 { rows + 33 } else { rows },
+        cols,
+    });
+    for_all(ctx, cases, strategy, |Case { kind, rows, cols, .. }| {
         let inputs =
             [Tensor::uniform(&[rows, cols], -2.0, 2.0, ctx.seed), Tensor::uniform(&[cols], 0.5, 1.5, ctx.seed + 1)];
         let inductor = Inductor::with_config(Config {

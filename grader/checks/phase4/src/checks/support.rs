@@ -42,7 +42,7 @@ pub fn matches_eager(
 /// A random chain of pointwise ops over a `[rows, cols]` input `x`, a second input `y`, a bias
 /// broadcast in one of three ways and a transposed input: every kind of index a pointwise
 /// kernel meets (contiguous, broadcast, strided), at sizes that are rarely multiples of 4.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PointwiseProgram {
     /// Rows of `x`.
     pub rows: usize,
@@ -52,6 +52,18 @@ pub struct PointwiseProgram {
     pub bias: u8,
     /// Steps: op kind, two operand picks, a constant.
     pub steps: Vec<(u8, u8, u8, f32)>,
+}
+
+/// A failing program prints as the graph it traces to, so that a shrunk case reads like code.
+impl std::fmt::Debug for PointwiseProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bias = ["[cols]", "[rows, 1]", "[1]"][usize::from(self.bias.min(2))];
+        writeln!(f, "a program over x, y: [{}, {}], a bias {bias} and a transposed z:", self.rows, self.cols)?;
+        match capture(&|t| self.run(t), &self.inputs(0)) {
+            Ok(graph) => write!(f, "{graph}"),
+            Err(e) => write!(f, "(it does not trace: {e}) steps {:?}", self.steps),
+        }
+    }
 }
 
 impl PointwiseProgram {
