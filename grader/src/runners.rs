@@ -98,6 +98,7 @@ fn confine(exe: &Path, launcher: &Path, cache: &Path) -> Result<(Runner, tempfil
     let sandbox = Sandbox {
         launcher: launcher.to_path_buf(),
         read_exec: vec![bin],
+        executables: crate::sandbox::c_toolchain(),
         writable: vec![tmp.clone(), cache.to_path_buf()],
     };
     let environment =

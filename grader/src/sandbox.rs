@@ -7,9 +7,10 @@
 //! and then executes the runner, which inherits the restrictions before any of its code runs.
 //!
 //! What the runner may do inside:
-//! - read and execute the system (`/usr`, `/lib*`, `/bin`, `/etc`, `/opt`, and the directories
-//!   of `LD_LIBRARY_PATH` and `CUDA_HOME`/`CUDA_PATH`, where NVRTC and cuBLAS may live): the C
-//!   compiler the engine calls for generated code and custom ops is there;
+//! - read the system (`/usr`, `/lib*`, `/bin`, `/etc`, `/opt`, and the directories of
+//!   `LD_LIBRARY_PATH` and `CUDA_HOME`/`CUDA_PATH`, where NVRTC and cuBLAS may live), and execute
+//!   only the C compiler the engine calls for generated code and custom ops (the driver, `cc1`,
+//!   `as`, `collect2`, `ld`, found by asking the compiler) and the dynamic loader they need;
 //! - read `/proc` and `/sys`, read and write `/dev` (the GPU's device files);
 //! - read and execute its own copy of the runner binary, in a directory of its own;
 //! - read and write a private temporary directory and its own kernel cache;
@@ -76,6 +77,8 @@ pub struct Sandbox {
     pub launcher: PathBuf,
     /// Directories the runner may read and execute besides the system's (its own binary's).
     pub read_exec: Vec<PathBuf>,
+    /// Programs it may execute: the C compiler's, from [`c_toolchain`].
+    pub executables: Vec<PathBuf>,
     /// Directories it may read and write (its temporary directory, its kernel cache).
     pub writable: Vec<PathBuf>,
 }
@@ -88,6 +91,9 @@ impl Sandbox {
         for dir in &self.read_exec {
             command.arg("--read-exec").arg(dir);
         }
+        for program in &self.executables {
+            command.arg("--exec").arg(program);
+        }
         for dir in &self.writable {
             command.arg("--writable").arg(dir);
         }
@@ -96,13 +102,16 @@ impl Sandbox {
     }
 }
 
-/// The trampoline: `__sandbox [--read-exec DIR]... [--writable DIR]... -- PROGRAM ARGS...`.
-/// Restricts this process, then replaces it with PROGRAM. Returns only on failure.
+/// The trampoline: `__sandbox [--read-exec DIR]... [--exec FILE]... [--writable DIR]... --
+/// PROGRAM ARGS...`. Restricts this process, then replaces it with PROGRAM. Returns only on
+/// failure.
 pub fn trampoline(args: &[OsString]) -> Result<std::convert::Infallible> {
-    let (mut read_exec, mut writable, mut rest) = (system_dirs(), Vec::new(), args.iter());
+    let (mut read_exec, mut executables, mut writable) = (Vec::new(), dynamic_loaders(), Vec::new());
+    let mut rest = args.iter();
     loop {
         match rest.next().and_then(|a| a.to_str()) {
             Some("--read-exec") => read_exec.push(PathBuf::from(rest.next().context("--read-exec needs a value")?)),
+            Some("--exec") => executables.push(PathBuf::from(rest.next().context("--exec needs a value")?)),
             Some("--writable") => writable.push(PathBuf::from(rest.next().context("--writable needs a value")?)),
             Some("--") => break,
             other => bail!("sandbox: unexpected argument {other:?}"),
@@ -111,12 +120,44 @@ pub fn trampoline(args: &[OsString]) -> Result<std::convert::Infallible> {
     let program = rest.next().context("sandbox: no program to run")?;
     deny_leaving_the_process_group()?;
     if let Support::Landlock(_) = Support::probe() {
-        confine_files(&read_exec, &writable)?;
+        confine_files(&read_exec, &executables, &writable)?;
     }
     Err(Command::new(program).args(rest).exec()).with_context(|| format!("sandbox: cannot run {program:?}"))
 }
 
-/// System directories a runner reads and executes from, where they exist.
+/// The C compiler's programs, as the engine will run them (`$CC`, else `cc`): the driver and
+/// the programs it starts, as the driver itself names them (`-print-prog-name`).
+pub fn c_toolchain() -> Vec<PathBuf> {
+    let driver = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    let mut programs: Vec<PathBuf> = in_path(&driver).into_iter().collect();
+    for name in ["cc1", "as", "collect2", "ld", "lto-wrapper"] {
+        let Ok(output) = Command::new(&driver).arg(format!("-print-prog-name={name}")).output() else { continue };
+        let printed = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        let path = PathBuf::from(&printed);
+        programs.extend(if path.is_absolute() { Some(path).filter(|p| p.exists()) } else { in_path(&printed) });
+    }
+    programs
+}
+
+/// `program` found as the shell would: itself when it names a path, else in `PATH`.
+fn in_path(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program)).filter(|p| p.exists());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| p.is_file())
+}
+
+/// The dynamic loaders (`ld-linux*`) every dynamically linked program is started by.
+fn dynamic_loaders() -> Vec<PathBuf> {
+    let dirs = ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu"];
+    dirs.iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ld-linux")))
+        .collect()
+}
+
+/// System directories a runner reads from, where they exist.
 fn system_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> =
         ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run"]
@@ -132,20 +173,21 @@ fn system_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn confine_files(read_exec: &[PathBuf], writable: &[PathBuf]) -> Result<()> {
+fn confine_files(read_exec: &[PathBuf], executables: &[PathBuf], writable: &[PathBuf]) -> Result<()> {
     let all = AccessFs::from_all(WANTED_ABI);
     let read = AccessFs::from_read(WANTED_ABI);
+    let read_only = read & !AccessFs::Execute;
+    let file = AccessFs::from_file(WANTED_ABI) & (AccessFs::Execute | AccessFs::ReadFile);
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(AccessNet::from_all(WANTED_ABI))?
         .scope(Scope::from_all(WANTED_ABI))?
         .create()?
+        .add_rules(path_beneath_rules(system_dirs(), read_only))?
         .add_rules(path_beneath_rules(read_exec, read))?
-        .add_rules(path_beneath_rules(
-            ["/proc", "/sys"].iter().filter(|p| Path::new(p).exists()),
-            AccessFs::from_read(WANTED_ABI) & !AccessFs::Execute,
-        ))?
+        .add_rules(path_beneath_rules(executables, file))?
+        .add_rules(path_beneath_rules(["/proc", "/sys"].iter().filter(|p| Path::new(p).exists()), read_only))?
         .add_rules(path_beneath_rules(writable.iter().chain([&PathBuf::from("/dev")]), all & !AccessFs::Execute))?
         .restrict_self()?;
     if status.ruleset == RulesetStatus::NotEnforced {

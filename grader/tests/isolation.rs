@@ -79,6 +79,7 @@ const FIXTURE: Phase = Phase {
                 check("claims_a_skip"),
                 check("reads_a_file_outside_its_sandbox"),
                 check("the_judge_times_a_slow_kernel"),
+                check("runs_a_program_outside_the_toolchain"),
             ],
             forbidden: &[],
         },
@@ -231,9 +232,12 @@ const CHECKS: &[Check] = &[
         run: |ctx| {
             if subject() {
                 // The child inherits stdout and stderr, and outlives the check unless killed: it is
-                // left unwaited on purpose.
+                // left unwaited on purpose. (This test binary, which the sandbox lets the check run.)
                 #[allow(clippy::zombie_processes)]
-                std::process::Command::new("sleep").arg(LINGER_MARK).spawn().expect("sleep starts");
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["__linger", LINGER_MARK])
+                    .spawn()
+                    .expect("a child starts");
             }
             answer(ctx)
         },
@@ -242,13 +246,17 @@ const CHECKS: &[Check] = &[
         id: "escapes_its_process_group",
         run: |ctx| {
             if subject() {
-                let _ = std::process::Command::new("setsid").args(["sleep", ESCAPE_MARK]).status();
-                std::process::Command::new("sh")
-                    .args(["-c", &format!("(exec -a escaper sleep {ESCAPE_MARK}) &")])
+                // A child that tries to start a session of its own, and one started in a new group.
+                #[allow(clippy::zombie_processes)]
+                let _ = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["__escape", ESCAPE_MARK])
+                    .spawn();
+                #[allow(clippy::zombie_processes)]
+                let _ = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["__linger", ESCAPE_MARK])
                     .process_group(0)
-                    .spawn()
-                    .map(drop)
-                    .unwrap_or(());
+                    .spawn();
+                std::thread::sleep(Duration::from_millis(200));
             }
             answer(ctx)
         },
@@ -329,6 +337,15 @@ const CHECKS: &[Check] = &[
             }
         },
     },
+    Check {
+        id: "runs_a_program_outside_the_toolchain",
+        run: |_| {
+            // The reference may run a shell; the subject may run only the C compiler's programs.
+            let ran = std::process::Command::new("/bin/sh").args(["-c", "exit 0"]).status();
+            record("answer", ran.map_or_else(|e| format!("denied: {}", e.kind()), |s| format!("ran: {s}")));
+            Ok("ran".into())
+        },
+    },
     Check { id: "stretch_fails", run: |ctx| or_answer(ctx, |_| Err(Failure::fail("optional"))) },
 ];
 
@@ -336,6 +353,19 @@ use std::os::unix::process::CommandExt as _;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("__linger") => {
+            std::thread::sleep(Duration::from_secs(30));
+            return ExitCode::SUCCESS;
+        }
+        Some("__escape") => {
+            // SAFETY: setsid(2) takes no arguments; the sandbox's seccomp filter makes it fail.
+            let escaped = unsafe { libc::setsid() } != -1;
+            std::thread::sleep(Duration::from_secs(if escaped { 30 } else { 0 }));
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
     if args.first().map(String::as_str) == Some("__runner") {
         ROLE.set(if args[1] == "subject" { "subject" } else { "reference" }).expect("set once");
         return grader_harness::runner::main_with_args(&FIXTURE, CHECKS, &args[2..]);
@@ -365,6 +395,7 @@ fn grading(secret: &Path) -> Grading {
     let sandbox = Sandbox {
         launcher: PathBuf::from(env!("CARGO_BIN_EXE_grader")),
         read_exec: vec![exe.parent().expect("a directory").to_path_buf()],
+        executables: grader::sandbox::c_toolchain(),
         writable: vec![tmp.clone()],
     };
     let environment = vec![("TMPDIR".into(), tmp.into_os_string()), ("FIXTURE_SECRET".into(), secret.into())];
@@ -460,9 +491,15 @@ fn forged_passes_fail() {
     expect("claims_a_skip", Status::Fail, "skipped in your process");
     expect("the_judge_times_a_slow_kernel", Status::Fail, "the judge timed your kernel: too slow");
     match Support::probe() {
-        Support::Landlock(_) => expect("reads_a_file_outside_its_sandbox", Status::Fail, "denied: permission denied"),
+        Support::Landlock(_) => {
+            expect("reads_a_file_outside_its_sandbox", Status::Fail, "denied: permission denied");
+            expect("runs_a_program_outside_the_toolchain", Status::Fail, "denied: permission denied");
+        }
         // Without Landlock the sandbox cannot hide files; the grader says so when it starts.
-        Support::SeccompOnly => expect("reads_a_file_outside_its_sandbox", Status::Pass, ""),
+        Support::SeccompOnly => {
+            expect("reads_a_file_outside_its_sandbox", Status::Pass, "");
+            expect("runs_a_program_outside_the_toolchain", Status::Pass, "");
+        }
     }
     assert!(!report().0.passed());
     assert_ne!(grader::verdict::fresh_seed(), grader::verdict::fresh_seed(), "two runs drew the same seed");

@@ -27,9 +27,12 @@ impl BreakCost {
 // ANCHOR: measure_break_cost
 /// **Exercise `break_cost` (stretch).** Compare two versions of a computation, `whole` and
 /// `split` (the same with graph breaks). Count the graphs each makes on `x` with `explain`. Then
-/// compile each (default backend), call each once to warm up, and time `calls` calls of each,
-/// interleaved (one call of each per round, so that a machine getting busier slows both alike).
-/// Report the median time of one call of each: the upper middle of the sorted samples.
+/// compile each with `dynamo::compile` (its default backend, Inductor), call each once to warm
+/// up, and time `calls` calls of each, interleaved (one call of each per round, so that a machine
+/// getting busier slows both alike). A call's time runs until its output's values are read with
+/// `.to_vec()`: that read waits for the device, so on a GPU the time includes the kernels, not
+/// only their launch. Report the median time of one call of each: the upper middle of the sorted
+/// samples.
 ///
 /// Book: `book/src/phase3/exercises.md`, section "break_cost". Check: `cargo grader check phase3`.
 pub fn measure_break_cost(

@@ -64,5 +64,11 @@ pub fn times_are_medians_of_real_calls(ctx: &Context) -> CheckResult {
     ensure(cost.whole < delay, || {
         format!("the whole version does not sleep, but you measured a median of {:?}", cost.whole)
     })?;
-    Ok(format!("whole {:.1?}, split {:.1?} (it sleeps {delay:?}): ratio {:.1}", cost.whole, cost.split, cost.ratio()))
+    Ok(format!(
+        "whole {:.1?}, split {:.1?} (it sleeps {delay:?}): ratio {:.1}, medians of calls through Inductor, each \
+         timed until its output was read back",
+        cost.whole,
+        cost.split,
+        cost.ratio()
+    ))
 }
