@@ -35,6 +35,7 @@
 //! `skipped` with the reason, and they never fail a run.
 
 pub mod audit;
+pub mod grade;
 pub mod isolation;
 pub mod phases;
 pub mod report;

@@ -96,6 +96,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         target_dir: Option<PathBuf>,
     },
+    /// The workbook's own checks, for its authors and CI.
+    Dev {
+        #[command(subcommand)]
+        command: DevCommand,
+    },
     /// Build release runners and the grader into DIR, to check on a machine without Rust.
     Pack {
         /// Where to put them.
@@ -104,6 +109,19 @@ enum Command {
         /// Pack runners for the reference solutions instead of your exercises.
         #[arg(long)]
         solutions: bool,
+    },
+}
+
+/// The workbook's own checks.
+#[derive(Subcommand)]
+enum DevCommand {
+    /// Every check passes on the solutions, none on the stubs, a compile error stays in its
+    /// phase, and every mutant in grader/checks/*/mutants.json is caught.
+    Check,
+    /// Only the mutants (of one phase, or all).
+    Mutants {
+        /// `phase1`, ...; all phases when left out.
+        phase: Option<String>,
     },
 }
 
@@ -128,6 +146,8 @@ fn main() -> ExitCode {
         Command::Regrade { learners, out, target_dir } => {
             commands::regrade::run(root, &learners, out.as_deref(), target_dir.as_deref())
         }
+        Command::Dev { command: DevCommand::Check } => commands::dev::check(root),
+        Command::Dev { command: DevCommand::Mutants { phase } } => commands::dev::mutants(root, phase.as_deref()),
         Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
     };
     match result {

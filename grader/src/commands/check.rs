@@ -11,7 +11,7 @@ use grader::sandbox::Support;
 use grader::state::State;
 use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
-use grader::{audit, phases};
+use grader::{grade, phases};
 use grader_harness::Subject;
 
 use crate::CheckOptions;
@@ -40,15 +40,7 @@ pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool)
         if !json {
             eprintln!("Checking {} ({subject})...", phase.name);
         }
-        let refused = match (&workbook, &runners, subject) {
-            (Some(workbook), Runners::Cargo { .. }, Subject::Exercises) => audit::phase(workbook, phase).err(),
-            _ => None,
-        };
-        let grading = match refused {
-            Some(refusal) => Err(refusal),
-            None => runners.grading(phase, subject, &launcher, &cache),
-        };
-        let report = PhaseReport::run(grading, phase, subject, seed);
+        let report = grade::phase(&runners, workbook.as_ref(), phase, subject, seed, &launcher, &cache);
         if !json {
             println!("{}", report.render(phase));
         }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check;
+pub mod dev;
 pub mod doctor;
 pub mod hint;
 pub mod list;
