@@ -32,8 +32,12 @@
 //!    named checks to fail and all others to pass.
 //!
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
-//! `skipped` with the reason, and they never fail a run.
+//! `skipped` with the reason, and they never fail a run. A check that times code on a GPU is
+//! marked [`CheckSpec::timed_on_gpu`](grader_harness::CheckSpec::timed_on_gpu): the grader runs it
+//! only while holding that GPU's machine-wide lock ([`gpu_lock`]), so learners sharing a GPU never
+//! time at the same moment.
 
+pub mod gpu_lock;
 pub mod isolation;
 pub mod phases;
 pub mod report;

@@ -26,6 +26,7 @@ use tabled::settings::object::Columns;
 use tabled::settings::{Modify, Style, Width};
 use tabled::{Table, Tabled};
 
+use crate::gpu_lock;
 use crate::isolation::Runner;
 use crate::runners::BuildFailure;
 use crate::workbook::command_name;
@@ -88,7 +89,11 @@ impl PhaseReport {
             .checks()
             .map(|(exercise, spec)| {
                 let outcome = match &runner {
-                    Ok(runner) => runner.run(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                    // A check that times code on a GPU runs only while this grader holds its lock.
+                    Ok(runner) => match gpu_lock::hold_for(phase, spec) {
+                        Ok(_gpu) => runner.run(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                        Err(e) => Outcome { status: Status::Error, message: format!("{e:#}"), location: None },
+                    },
                     Err(failure) => Outcome {
                         status: Status::Error,
                         message: format!("{} {}", phase.name, failure.message),

@@ -38,7 +38,7 @@ const FIXTURE: Phase = Phase {
                 CheckSpec::new("aborts"),
                 CheckSpec::new("segfaults"),
                 CheckSpec::new("exits_early"),
-                CheckSpec { id: "loops_forever", timeout_secs: LOOP_LIMIT_SECS },
+                CheckSpec::new("loops_forever").with_timeout(LOOP_LIMIT_SECS),
                 CheckSpec::new("skips"),
                 CheckSpec::new("todo_inside_a_property_test"),
                 CheckSpec::new("passes_again"),

@@ -52,7 +52,7 @@ pub const PHASE: Phase = Phase {
             checks: &[
                 CheckSpec::new("decides_known_cases"),
                 CheckSpec::new("refusals_give_reasons"),
-                CheckSpec { id: "fuses_as_much_as_inductor", timeout_secs: COMPILES },
+                CheckSpec::new("fuses_as_much_as_inductor").with_timeout(COMPILES),
             ],
         },
         Exercise {
@@ -69,7 +69,7 @@ pub const PHASE: Phase = Phase {
                 "A `Compute` is `float tmpN = EXPR;` where `EXPR = op_expr(op, &args, Dialect::C)` and each \
                  operand prints as `tmpN` or `constant(c, Dialect::C)`.",
             ],
-            checks: &[CheckSpec { id: "pointwise_c_matches_eager", timeout_secs: COMPILES }],
+            checks: &[CheckSpec::new("pointwise_c_matches_eager").with_timeout(COMPILES)],
         },
         Exercise {
             name: "pointwise_cuda",
@@ -86,8 +86,8 @@ pub const PHASE: Phase = Phase {
                  warp's loads are coalesced.",
             ],
             checks: &[
-                CheckSpec { id: "pointwise_cuda_matches_eager", timeout_secs: COMPILES },
-                CheckSpec { id: "pointwise_cuda_bandwidth", timeout_secs: COMPILES },
+                CheckSpec::new("pointwise_cuda_matches_eager").with_timeout(COMPILES),
+                CheckSpec::new("pointwise_cuda_bandwidth").with_timeout(COMPILES).timed_on_gpu(),
             ],
         },
         Exercise {
@@ -105,7 +105,7 @@ pub const PHASE: Phase = Phase {
                  `tmpN = maximum(tmpN, tmpV);` for a max. Statements after the loop read `tmpN` as the row's \
                  result.",
             ],
-            checks: &[CheckSpec { id: "reduction_c_matches_eager", timeout_secs: COMPILES }],
+            checks: &[CheckSpec::new("reduction_c_matches_eager").with_timeout(COMPILES)],
         },
     ],
 };
