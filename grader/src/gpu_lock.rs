@@ -140,7 +140,8 @@ fn open_lock_file(dir: &Path, gpu: &str) -> Result<File> {
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
     }
     let path = lock_path(dir, gpu);
-    let opened = OpenOptions::new().read(true).write(true).create(true).mode(0o666).open(&path);
+    // Never truncate: the file may hold the name of the grader that holds the lock now.
+    let opened = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o666).open(&path);
     let file = match opened {
         Ok(file) => {
             // Our umask may have narrowed the mode; only the file's owner can widen it again.
