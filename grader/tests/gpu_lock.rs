@@ -103,6 +103,9 @@ fn an_unusable_directory_is_a_clear_error(dir: &Path) {
     assert!(message.contains("GRADER_LOCK_DIR") && message.contains("a-file/locks"), "{message}");
 }
 
+/// A test's name and body, which gets a fresh lock directory.
+type Test = (&'static str, fn(&Path));
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if let [_, role, dir, millis] = args.as_slice()
@@ -110,7 +113,7 @@ fn main() -> ExitCode {
     {
         return hold(dir, millis);
     }
-    let tests: &[(&str, fn(&Path))] = &[
+    let tests: &[Test] = &[
         ("the_second_waits_for_the_first_then_runs", the_second_waits_for_the_first_then_runs),
         ("a_killed_holder_leaves_the_gpu_free", a_killed_holder_leaves_the_gpu_free),
         ("an_unusable_directory_is_a_clear_error", an_unusable_directory_is_a_clear_error),
