@@ -10,7 +10,9 @@
 //! 2. [`isolation`] runs each check in a child process of its own with a time limit. Whatever the
 //!    learner's code does there (panic, `todo!()`, abort, segfault, endless loop) ends up in that
 //!    check's [`Outcome`](grader_harness::Outcome) and nowhere else.
-//! 3. [`report`] prints a table per phase, a score and the next step, or `--json`.
+//! 3. [`report`] prints a table per phase, a score and the next step, or `--json` (stamped by
+//!    [`results`]); `--junit FILE` writes JUnit XML ([`junit`]). `grader rollup` reads many
+//!    learners' results into one class table ([`rollup`]).
 //!
 //! The checks themselves live in `grader/checks/phaseN/`, which the grader knows through each
 //! runner crate's `PHASE` constant (see [`phases`]).
@@ -39,8 +41,11 @@
 
 pub mod gpu_lock;
 pub mod isolation;
+pub mod junit;
 pub mod phases;
 pub mod report;
+pub mod results;
+pub mod rollup;
 pub mod runners;
 pub mod state;
 pub mod workbook;

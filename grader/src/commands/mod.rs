@@ -6,4 +6,5 @@ pub mod hint;
 pub mod list;
 pub mod pack;
 pub mod reset;
+pub mod rollup;
 pub mod watch;
