@@ -8,8 +8,8 @@
 # PACK_DIR is a pack of the reference solutions (`cargo grader pack --solutions --out PACK_DIR`);
 # PHASE defaults to phase4, whose GPU speed check takes the lock. It needs bash and python3, no
 # Rust. It prints one line per grader (exit code, wall time, verdict counts, time waited for the
-# GPU, the speed check's result) and a summary; it exits 1 when a grader did not finish or a
-# verdict differs from the solo run's.
+# GPU, the speed checks' results: set SPEED_CHECKS=id1,id2 to name others) and a summary; it exits
+# 1 when a grader did not finish or a verdict differs from the solo run's.
 set -euo pipefail
 
 usage() { echo "usage: $0 N PACK_DIR [PHASE]" >&2; exit 2; }
@@ -47,11 +47,13 @@ for i in $(seq 1 "$graders"); do
 done
 wait
 
-python3 - "$work" "$graders" <<'PY'
+python3 - "$work" "$graders" "${SPEED_CHECKS:-pointwise_cuda_bandwidth}" <<'PY'
 import json, re, sys
 from pathlib import Path
 
 work, graders = Path(sys.argv[1]), int(sys.argv[2])
+# The checks whose results each line shows in full (every verdict is compared either way).
+SPEED_CHECKS = sys.argv[3].split(",")
 
 def load(name):
     code, started, ended = (work / f"{name}.status").read_text().split()
@@ -72,7 +74,7 @@ solo = load("solo")
 expected = verdicts(solo)
 if not expected:
     sys.exit(f"the solo run wrote no results:\n{solo['err']}")
-speed = [c for c in expected if "bandwidth" in c[1] or "speed" in c[1]]
+speed = [c for c in expected if c[1] in SPEED_CHECKS]
 problems = []
 print(f"{'grader':>10} {'exit':>4} {'wall s':>7} {'waited s':>8}  verdicts; speed check")
 for name in ["solo"] + [f"grader{i}" for i in range(1, graders + 1)]:

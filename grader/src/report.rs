@@ -16,6 +16,8 @@
 //! `phase`, `subject` (`exercises` or `solutions`) and `checks` with `id`, `exercise`, `status`
 //! (`pass`, `fail`, `not_started`, `skipped` or `error`) and `message` are the stable contract;
 //! `seed`, `stretch` and `location` (a `file:line` or `null`) come as extras.
+//! `check --json` adds a stamp beside these fields (format version, grader version, learner,
+//! time): see [`crate::results`].
 
 use std::fmt::Write;
 use std::time::Duration;
