@@ -116,9 +116,12 @@ pub fn read(path: &Path) -> Result<Vec<StampedReport>> {
     parse(&text, path)
 }
 
-/// The git `user.name` configured for the checkout at `root`, if any.
-pub fn git_user(root: &Path) -> Option<String> {
-    let output = Command::new("git").args(["config", "user.name"]).current_dir(root).output().ok()?;
+/// The git `user.name` for the checkout at `root`, if any: with `local_only`, only a name set in
+/// the checkout itself, not the current user's global one (an instructor reading learners'
+/// checkouts would otherwise find their own name in each).
+pub fn git_user(root: &Path, local_only: bool) -> Option<String> {
+    let scope: &[&str] = if local_only { &["--local"] } else { &[] };
+    let output = Command::new("git").arg("config").args(scope).arg("user.name").current_dir(root).output().ok()?;
     let name = String::from_utf8_lossy(&output.stdout).trim().to_string();
     (output.status.success() && !name.is_empty()).then_some(name)
 }

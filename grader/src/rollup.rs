@@ -62,7 +62,7 @@ fn collect_path(path: &Path, collected: &mut Vec<Collected>, skipped: &mut Vec<S
         return;
     }
     if let Ok(workbook) = Workbook::find(Some(path)) {
-        collect_checkout(&workbook, collected, skipped);
+        collect_checkout(path, &workbook, collected, skipped);
         return;
     }
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(path) {
@@ -82,16 +82,15 @@ fn stamped(report: StampedReport, fallback_name: &str, source: &Path) -> Collect
     Collected { learner, source: source.to_path_buf(), stamp: report.stamp, report: report.report }
 }
 
-/// A checkout's last results, named by its git user or its directory.
-fn collect_checkout(workbook: &Workbook, collected: &mut Vec<Collected>, skipped: &mut Vec<String>) {
+/// A checkout's last results, named by the git user set in the checkout, else by its path as
+/// given (learners' checkouts often share a directory name).
+fn collect_checkout(path: &Path, workbook: &Workbook, collected: &mut Vec<Collected>, skipped: &mut Vec<String>) {
     let root = workbook.root();
     let last = State::of(workbook).last_results();
     if last.phases.is_empty() {
         skipped.push(format!("{}: a workbook with no check results yet (.grader/results.json)", root.display()));
     }
-    let name = results::git_user(root)
-        .or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| root.display().to_string());
+    let name = results::git_user(root, true).unwrap_or_else(|| path.display().to_string());
     for (time, report) in last.phases.into_values() {
         let stamp = Stamp::at(Some(name.clone()), time);
         collected.push(Collected { learner: name.clone(), source: root.to_path_buf(), stamp, report });
@@ -392,6 +391,41 @@ mod tests {
             rollup.summary(1).contains("phase4/kernels_are_summarised")
                 && !rollup.summary(1).contains("names_are_read")
         );
+    }
+
+    /// A directory that passes for a workbook checkout, holding `report` as its last results.
+    fn checkout(dir: &Path, report: PhaseReport) -> PathBuf {
+        std::fs::create_dir_all(dir.join("exercises")).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "[workspace]\n").unwrap();
+        State::of(&Workbook::find(Some(dir)).unwrap()).save_results(&[report]).unwrap();
+        dir.to_path_buf()
+    }
+
+    #[test]
+    fn checkouts_and_directories_of_results_are_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let solved = checkout(&dir.path().join("ada/workbook"), phase4(Status::Pass, "95%"));
+        let fresh = checkout(&dir.path().join("bo/workbook"), phase4(Status::NotStarted, "0%"));
+        let files = dir.path().join("files");
+        std::fs::create_dir_all(&files).unwrap();
+        let stamp = Stamp::now(None);
+        std::fs::write(files.join("cy.json"), results::to_json(&[phase4(Status::Fail, "50%")], &stamp, true).unwrap())
+            .unwrap();
+        std::fs::write(files.join("package.json"), "{\"name\": \"not results\"}").unwrap();
+        let (collected, left_out) = collect(&[solved.clone(), fresh.clone(), files]).unwrap();
+        assert_eq!(left_out.len(), 1, "{left_out:?}");
+        assert!(left_out[0].contains("package.json is not a results file"), "{left_out:?}");
+        let rollup = Rollup::new(collected);
+        let names: Vec<&str> = rollup.rows.iter().map(|r| r.learner.as_str()).collect();
+        let (ada, bo) = (solved.display().to_string(), fresh.display().to_string());
+        let mut expected = vec![ada.as_str(), bo.as_str(), "cy"];
+        expected.sort();
+        assert_eq!(names, expected);
+        let score = |name: &str| rollup.rows.iter().find(|r| r.learner == name).unwrap().phases["phase4"].clone();
+        assert_eq!(score(&ada), PhaseScore { core: (4, 4), stretch: (1, 1) });
+        assert_eq!(score(&bo), PhaseScore { core: (0, 4), stretch: (0, 1) });
+        assert_eq!(score("cy"), PhaseScore { core: (0, 4), stretch: (0, 1) });
+        assert!(collect(&[dir.path().join("missing")]).unwrap_err().to_string().ends_with("does not exist"));
     }
 
     #[test]

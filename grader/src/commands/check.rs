@@ -49,14 +49,17 @@ pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, output: &Ou
         }
         reports.push(report);
     }
-    let learner = output.learner.clone().or_else(|| workbook.as_ref().and_then(|w| results::git_user(w.root())));
-    let stamp = Stamp::now(learner);
-    if json {
-        println!("{}", results::to_json(&reports, &stamp, phase != "all")?);
-    }
-    if let Some(path) = &output.junit {
-        std::fs::write(path, junit::render(&reports, &stamp))
-            .with_context(|| format!("cannot write the JUnit results to {}", path.display()))?;
+    if json || output.junit.is_some() {
+        let learner =
+            output.learner.clone().or_else(|| workbook.as_ref().and_then(|w| results::git_user(w.root(), false)));
+        let stamp = Stamp::now(learner);
+        if json {
+            println!("{}", results::to_json(&reports, &stamp, phase != "all")?);
+        }
+        if let Some(path) = &output.junit {
+            std::fs::write(path, junit::render(&reports, &stamp))
+                .with_context(|| format!("cannot write the JUnit results to {}", path.display()))?;
+        }
     }
     if let (Some(workbook), Subject::Exercises) = (&workbook, subject) {
         State::of(workbook).save_results(&reports)?;
