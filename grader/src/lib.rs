@@ -10,7 +10,9 @@
 //! 2. [`isolation`] runs each check in a child process of its own with a time limit. Whatever the
 //!    learner's code does there (panic, `todo!()`, abort, segfault, endless loop) ends up in that
 //!    check's [`Outcome`](grader_harness::Outcome) and nowhere else.
-//! 3. [`report`] prints a table per phase, a score and the next step, or `--json`.
+//! 3. [`report`] prints a table per phase, a score and the next step, or `--json` (stamped by
+//!    [`results`]); `--junit FILE` writes JUnit XML ([`junit`]). `grader rollup` reads many
+//!    learners' results into one class table ([`rollup`]).
 //!
 //! The checks themselves live in `grader/checks/phaseN/`, which the grader knows through each
 //! runner crate's `PHASE` constant (see [`phases`]).
@@ -32,13 +34,20 @@
 //!    named checks to fail and all others to pass.
 //!
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
-//! `skipped` with the reason, and they never fail a run.
+//! `skipped` with the reason, and they never fail a run. A check that times code on a GPU is
+//! marked [`CheckSpec::timed_on_gpu`](grader_harness::CheckSpec::timed_on_gpu): the grader runs it
+//! only while holding that GPU's machine-wide lock ([`gpu_lock`]), so learners sharing a GPU never
+//! time at the same moment.
 
 pub mod audit;
+pub mod gpu_lock;
 pub mod grade;
 pub mod isolation;
+pub mod junit;
 pub mod phases;
 pub mod report;
+pub mod results;
+pub mod rollup;
 pub mod runners;
 pub mod sandbox;
 pub mod sanitize;

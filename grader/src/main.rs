@@ -49,9 +49,8 @@ enum Command {
         phase: String,
         #[command(flatten)]
         options: CheckOptions,
-        /// Print JSON for tools: one object for a phase, an array of them for `all`.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: commands::check::Output,
     },
     /// Your progress: every exercise with its status at the last check.
     List,
@@ -101,6 +100,19 @@ enum Command {
         #[command(subcommand)]
         command: DevCommand,
     },
+    /// A class's results in one table: per learner and phase, exercises done, speed ratios and
+    /// the last check time, then the checks failing most.
+    Rollup {
+        /// Results files of `check --json`, directories holding them, or learners' checkouts.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Also write the table as CSV to FILE.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// How many of the most failing checks to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
     /// Build release runners and the grader into DIR, to check on a machine without Rust.
     Pack {
         /// Where to put them.
@@ -137,7 +149,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = cli.root.as_deref();
     let result = match cli.command {
-        Command::Check { phase, options, json } => commands::check::run(root, &phase, &options, json),
+        Command::Check { phase, options, output } => commands::check::run(root, &phase, &options, &output),
         Command::List => commands::list::run(root),
         Command::Hint { exercise } => commands::hint::run(root, &exercise),
         Command::Reset { exercise, from } => commands::reset::run(root, &exercise, from.as_deref()),
@@ -148,6 +160,7 @@ fn main() -> ExitCode {
         }
         Command::Dev { command: DevCommand::Check } => commands::dev::check(root),
         Command::Dev { command: DevCommand::Mutants { phase } } => commands::dev::mutants(root, phase.as_deref()),
+        Command::Rollup { paths, csv, top } => commands::rollup::run(&paths, csv.as_deref(), top),
         Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
     };
     match result {

@@ -16,6 +16,8 @@
 //! `phase`, `subject` (`exercises` or `solutions`) and `checks` with `id`, `exercise`, `status`
 //! (`pass`, `fail`, `not_started`, `skipped` or `error`) and `message` are the stable contract;
 //! `seed`, `stretch` and `location` (a `file:line` or `null`) come as extras.
+//! `check --json` adds a stamp beside these fields (format version, grader version, learner,
+//! time): see [`crate::results`].
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use tabled::settings::object::Columns;
 use tabled::settings::{Modify, Style, Width};
 use tabled::{Table, Tabled};
 
+use crate::gpu_lock;
 use crate::runners::BuildFailure;
 use crate::verdict::Grading;
 use crate::workbook::command_name;
@@ -89,7 +92,11 @@ impl PhaseReport {
             .checks()
             .map(|(exercise, spec)| {
                 let outcome = match &grading {
-                    Ok(grading) => grading.verdict(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                    // A check that times code on a GPU runs only while this grader holds its lock.
+                    Ok(grading) => match gpu_lock::hold_for(phase, spec) {
+                        Ok(_gpu) => grading.verdict(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                        Err(e) => Outcome { status: Status::Error, message: format!("{e:#}"), location: None },
+                    },
                     Err(failure) => Outcome {
                         status: Status::Error,
                         message: format!("{} {}", phase.name, failure.message),

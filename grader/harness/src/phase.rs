@@ -67,15 +67,29 @@ pub struct CheckSpec {
     /// Wall-clock limit for the check's process, in seconds; past it the check fails as a
     /// probable endless loop.
     pub timeout_secs: u64,
+    /// Whether the check times code on a GPU. The grader runs such checks only while it holds
+    /// the machine-wide lock of that GPU, so two learners' timings never overlap on one device;
+    /// every other check (correctness) runs at once, never waiting for the lock.
+    pub gpu_timing: bool,
 }
 
 impl CheckSpec {
     /// The time limit most checks get: generous for debug builds, short enough to catch a loop.
     pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
-    /// A check with the default time limit.
+    /// A check with the default time limit, that times nothing on a GPU.
     pub const fn new(id: &'static str) -> CheckSpec {
-        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS }
+        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS, gpu_timing: false }
+    }
+
+    /// The same check with a time limit of `secs` seconds.
+    pub const fn with_timeout(self, secs: u64) -> CheckSpec {
+        CheckSpec { timeout_secs: secs, ..self }
+    }
+
+    /// The same check, marked as timing code on a GPU (see [`CheckSpec::gpu_timing`]).
+    pub const fn timed_on_gpu(self) -> CheckSpec {
+        CheckSpec { gpu_timing: true, ..self }
     }
 }
 

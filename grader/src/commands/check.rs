@@ -1,23 +1,40 @@
 //! `grader check <phase|all>`: build each phase's runner, run its checks one process each,
 //! report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use grader::report::PhaseReport;
+use grader::results::{self, Stamp};
 use grader::runners::{Pack, Runners};
 use grader::sandbox::Support;
 use grader::state::State;
 use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
-use grader::{grade, phases};
+use grader::{grade, junit, phases};
 use grader_harness::Subject;
 
 use crate::CheckOptions;
 
+/// Where the results go besides the table.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Output {
+    /// Print JSON for tools instead of the table: one object for a phase, an array of them for
+    /// `all`, each stamped with the format version, the time and the learner.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the results as JUnit XML to FILE (one testcase per check), for CI.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// The learner's name in the JSON and JUnit results (default: the workbook's git user.name).
+    #[arg(long, value_name = "NAME")]
+    pub learner: Option<String>,
+}
+
 /// Checks the named phases; exit code 1 when a required check did not pass.
-pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool) -> Result<ExitCode> {
+pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, output: &Output) -> Result<ExitCode> {
+    let json = output.json;
     let phases = phases::select(phase)?;
     let (runners, workbook, subject) = runners(root, options)?;
     if let Some(workbook) = &workbook {
@@ -46,12 +63,17 @@ pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, json: bool)
         }
         reports.push(report);
     }
-    if json {
-        let text = match reports.as_slice() {
-            [single] if phase != "all" => serde_json::to_string_pretty(single)?,
-            all => serde_json::to_string_pretty(all)?,
-        };
-        println!("{text}");
+    if json || output.junit.is_some() {
+        let learner =
+            output.learner.clone().or_else(|| workbook.as_ref().and_then(|w| results::git_user(w.root(), false)));
+        let stamp = Stamp::now(learner);
+        if json {
+            println!("{}", results::to_json(&reports, &stamp, phase != "all")?);
+        }
+        if let Some(path) = &output.junit {
+            std::fs::write(path, junit::render(&reports, &stamp))
+                .with_context(|| format!("cannot write the JUnit results to {}", path.display()))?;
+        }
     }
     if let (Some(workbook), Subject::Exercises) = (&workbook, subject) {
         State::of(workbook).save_results(&reports)?;

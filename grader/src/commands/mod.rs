@@ -8,4 +8,5 @@ pub mod list;
 pub mod pack;
 pub mod regrade;
 pub mod reset;
+pub mod rollup;
 pub mod watch;

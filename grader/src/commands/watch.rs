@@ -38,7 +38,7 @@ pub fn run(root: Option<&Path>, phase: Option<&str>, options: &CheckOptions, pol
     std::thread::spawn(move || read_keys(wake));
     let subject = if options.solutions { Subject::Solutions } else { Subject::Exercises };
     loop {
-        check::run(Some(workbook.root()), &phase, options, false)?;
+        check::run(Some(workbook.root()), &phase, options, &check::Output::default())?;
         println!("Watching {subject} of {phase}: save a file to re-check, or press Enter; `q` then Enter quits.");
         match woken.recv() {
             Ok(Wake::Recheck) => {

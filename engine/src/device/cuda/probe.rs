@@ -25,6 +25,10 @@ pub struct DeviceFacts {
     pub multiprocessors: u32,
     /// L2 cache in bytes.
     pub l2_cache: usize,
+    /// The UUID `nvidia-smi -L` prints (`GPU-1a2b3c4d-...`), when the driver reports it. Unlike the
+    /// ordinal, which `CUDA_VISIBLE_DEVICES` and containers renumber, it names the physical GPU:
+    /// the grader's machine-wide GPU locks are keyed by it.
+    pub uuid: Option<String>,
 }
 
 impl DeviceFacts {
@@ -140,7 +144,21 @@ fn device_facts(ordinal: usize) -> Result<DeviceFacts, String> {
         total_memory: unsafe { driver_result::device::total_mem(device) }.map_err(|e| failed("cuDeviceTotalMem", e))?,
         multiprocessors: attribute(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         l2_cache: attribute(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
+        // Optional: a driver that cannot report it loses only the lock's precise name.
+        uuid: driver_result::device::get_uuid(device).ok().map(|uuid| format_uuid(&uuid.bytes)),
     })
+}
+
+/// 16 bytes as `nvidia-smi` spells a GPU's UUID: `GPU-` then 8-4-4-4-12 hex digits.
+fn format_uuid(bytes: &[std::ffi::c_char; 16]) -> String {
+    let mut text = String::from("GPU-");
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            text.push('-');
+        }
+        text.push_str(&format!("{:02x}", *byte as u8));
+    }
+    text
 }
 
 fn probe_nvrtc() -> Result<(u32, u32), String> {
@@ -190,6 +208,12 @@ mod tests {
     fn versions_split_like_cuda_encodes_them() {
         assert_eq!(split_version(13000), (13, 0));
         assert_eq!(split_version(12080), (12, 8));
+    }
+
+    #[test]
+    fn uuids_print_like_nvidia_smi() {
+        let bytes: [std::ffi::c_char; 16] = std::array::from_fn(|i| (i as u8 * 17) as std::ffi::c_char);
+        assert_eq!(format_uuid(&bytes), "GPU-00112233-4455-6677-8899-aabbccddeeff");
     }
 
     #[test]

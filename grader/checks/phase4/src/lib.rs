@@ -53,7 +53,7 @@ pub const PHASE: Phase = Phase {
             checks: &[
                 CheckSpec::new("decides_known_cases"),
                 CheckSpec::new("refusals_give_reasons"),
-                CheckSpec { id: "fuses_as_much_as_inductor", timeout_secs: COMPILES },
+                CheckSpec::new("fuses_as_much_as_inductor").with_timeout(COMPILES),
             ],
             forbidden: &[Forbidden {
                 path: "scheduler::can_fuse",
@@ -75,7 +75,7 @@ pub const PHASE: Phase = Phase {
                 "A `Compute` is `float tmpN = EXPR;` where `EXPR = op_expr(op, &args, Dialect::C)` and each \
                  operand prints as `tmpN` or `constant(c, Dialect::C)`.",
             ],
-            checks: &[CheckSpec { id: "pointwise_c_matches_eager", timeout_secs: COMPILES }],
+            checks: &[CheckSpec::new("pointwise_c_matches_eager").with_timeout(COMPILES)],
             forbidden: &[
                 Forbidden {
                     path: "c::kernel",
@@ -114,8 +114,8 @@ pub const PHASE: Phase = Phase {
                  warp's loads are coalesced.",
             ],
             checks: &[
-                CheckSpec { id: "pointwise_cuda_matches_eager", timeout_secs: COMPILES },
-                CheckSpec { id: "pointwise_cuda_bandwidth", timeout_secs: COMPILES },
+                CheckSpec::new("pointwise_cuda_matches_eager").with_timeout(COMPILES),
+                CheckSpec::new("pointwise_cuda_bandwidth").with_timeout(COMPILES).timed_on_gpu(),
             ],
             forbidden: &[
                 Forbidden {
@@ -145,7 +145,7 @@ pub const PHASE: Phase = Phase {
                  `tmpN = maximum(tmpN, tmpV);` for a max. Statements after the loop read `tmpN` as the row's \
                  result.",
             ],
-            checks: &[CheckSpec { id: "reduction_c_matches_eager", timeout_secs: COMPILES }],
+            checks: &[CheckSpec::new("reduction_c_matches_eager").with_timeout(COMPILES)],
             forbidden: &[],
         },
     ],
