@@ -40,7 +40,12 @@ fn numbers_in_the_book_match_the_engine() -> Result<()> {
             ));
         }
     }
-    assert!(problems.is_empty(), "{} number(s) in the book disagree with the engine:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} number(s) in the book disagree with the engine:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
     Ok(())
 }
 
@@ -50,8 +55,10 @@ fn facts() -> Result<Vec<Fact>> {
     let mlp_graph = primitive(|x| mlp.forward(x), &[2, 4])?;
     let gelu_ops = primitive(|x| x.gelu(), &[2, 8])?.op_count();
     let softmax_ops = primitive(|x| x.softmax(-1), &[2, 8])?.op_count();
-    let layer_norm_ops = primitive(|x| x.layer_norm(&Tensor::ones(&[8]), &Tensor::zeros(&[8]), 1e-5), &[2, 8])?.op_count();
-    let ops_named = |name: &str| mlp_graph.nodes().iter().filter(|n| n.op().is_some_and(|op| op.name() == name)).count();
+    let layer_norm_ops =
+        primitive(|x| x.layer_norm(&Tensor::ones(&[8]), &Tensor::zeros(&[8]), 1e-5), &[2, 8])?.op_count();
+    let ops_named =
+        |name: &str| mlp_graph.nodes().iter().filter(|n| n.op().is_some_and(|op| op.name() == name)).count();
     let views = ops_named("permute");
     let extern_calls = ops_named("matmul");
     let mlp_kernels = kernels(&traced(|x| mlp.forward(x), &[2, 4])?, &Config::default())?.len();
@@ -59,9 +66,8 @@ fn facts() -> Result<Vec<Fact>> {
     let in_registers = mlp_graph.op_count() - views - extern_calls - mlp_kernels;
 
     let attention = phase2_capture::model::Attention::new(0);
-    let attention_graphs = dynamo::explain(|x: Tensor| attention.forward(&x))
-        .call(&phase2_capture::model::example_input(8, 1))?
-        .graphs;
+    let attention_graphs =
+        dynamo::explain(|x: Tensor| attention.forward(&x)).call(&phase2_capture::model::example_input(8, 1))?.graphs;
 
     Ok(vec![
         Fact { page: "tour.md", phrase: "`gelu` became `erf` and {} pointwise ops around it", value: gelu_ops - 1 },
