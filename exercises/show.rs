@@ -10,7 +10,9 @@ use std::panic::{self, AssertUnwindSafe};
 pub fn quiet_panics() {
     panic::set_hook(Box::new(|info| {
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("  panicked{at}: {}", info.payload_as_str().unwrap_or("a panic"));
+        let payload = info.payload();
+        let message = payload.downcast_ref::<&str>().copied().or(payload.downcast_ref::<String>().map(String::as_str));
+        eprintln!("  panicked{at}: {}", message.unwrap_or("a panic"));
     }));
 }
 
