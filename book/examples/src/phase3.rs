@@ -98,8 +98,7 @@ pub fn custom_op() -> Result<()> {
 /// Host arithmetic whose result enters the next graph as a constant: a recompile on every call.
 pub fn constant_recompiles() -> Result<()> {
     // ANCHOR: constant_recompiles
-    let compiled =
-        dynamo::compile(|x: Tensor| phase3_graph_breaks::models::standardized_original(&x)).name("standardized");
+    let compiled = dynamo::compile(|x: Tensor| workbook_models::phase3::standardized_original(&x)).name("standardized");
     let ((), log) = logs::capture(&[Artifact::Recompiles], || {
         for seed in 0..3 {
             compiled.call(&Tensor::randn(&[2, 4], seed)).unwrap();

@@ -65,9 +65,9 @@ fn facts() -> Result<Vec<Fact>> {
     // Values that get a buffer: one per kernel and extern call (each writes one output here).
     let in_registers = mlp_graph.op_count() - views - extern_calls - mlp_kernels;
 
-    let attention = phase2_capture::model::Attention::new(0);
+    let attention = workbook_models::phase2::Attention::new(0);
     let attention_graphs =
-        dynamo::explain(|x: Tensor| attention.forward(&x)).call(&phase2_capture::model::example_input(8, 1))?.graphs;
+        dynamo::explain(|x: Tensor| attention.forward(&x)).call(&workbook_models::phase2::example_input(8, 1))?.graphs;
 
     Ok(vec![
         Fact { page: "tour.md", phrase: "`gelu` became `erf` and {} pointwise ops around it", value: gelu_ops - 1 },
