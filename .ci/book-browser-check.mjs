@@ -135,13 +135,18 @@ for (const file of pages) {
     for (const problem of problems) report.push(`${name}: ${problem}`);
 }
 
+// Close the browser through the protocol, so that it stops writing to its profile before the
+// profile is removed; a profile left behind in the temporary folder is no failure.
+const exited = new Promise((ok) => chromium.on("exit", ok));
+await send("Browser.close").catch(() => chromium.kill());
+await exited;
 socket.close();
-await new Promise((ok) => {
-    chromium.on("exit", ok);
-    chromium.kill();
-});
 server.close();
-rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+} catch (error) {
+    console.error(`note: could not remove ${profile}: ${error.message}`);
+}
 if (report.length) {
     console.error(`${report.length} problem(s) in the book at ${WIDTH} px:\n${report.join("\n")}`);
     process.exit(1);
