@@ -3,7 +3,9 @@
 //
 // - every page loads, and no file it asks for (script, style, picture) is missing;
 // - every relative link names a file of the built book, and every picture has loaded;
-// - no code block and no table is wider than its column (nothing cut off or scrolled sideways).
+// - no code block and no table is wider than its column (nothing cut off or scrolled sideways);
+// - in a window as narrow as a phone (390 px), every picture is drawn at 75% of its size or more,
+//   so that its 12 px text stays legible (the book's pictures are drawn about 400 px wide for it).
 //
 // Usage: node --experimental-websocket .ci/book-browser-check.mjs [book/book]
 // It needs `chromium` (Debian's package) on PATH, and nothing else: Node's own HTTP server serves
@@ -16,6 +18,7 @@ import { tmpdir } from "node:os";
 import { extname, join, relative, resolve, sep } from "node:path";
 
 const WIDTH = 1280;
+const PHONE = 390;
 const bookDir = resolve(process.argv[2] ?? "book/book");
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml",
     ".png": "image/png", ".woff2": "font/woff2", ".json": "application/json", ".ico": "image/x-icon" };
@@ -118,21 +121,39 @@ const walk = (dir) => {
 };
 walk(bookDir);
 
-const report = [];
-for (const file of pages) {
-    const name = relative(bookDir, file).split(sep).join("/");
-    missing.clear();
+// Loads one page of the book and returns what `expression` computes in it.
+async function visit(name, expression) {
     const loaded = nextEvent("Page.loadEventFired");
     await page("Page.navigate", { url: `${origin}/${name}` });
     await Promise.race([loaded, new Promise((_, fail) => setTimeout(() => fail(new Error(`${name}: no load in 20 s`)), 20000))]);
-    const { result } = await page("Runtime.evaluate", { expression: inspect, returnByValue: true });
-    const { problems, links } = JSON.parse(result.value);
+    const { result } = await page("Runtime.evaluate", { expression, returnByValue: true });
+    return JSON.parse(result.value);
+}
+
+// Runs in each page with pictures, in a phone-wide window: the pictures scaled down too far.
+const shrunk = `JSON.stringify([...document.querySelectorAll("main img")]
+    .filter((img) => img.offsetParent !== null && img.naturalWidth > 0)
+    .filter((img) => img.getBoundingClientRect().width < 0.75 * img.naturalWidth)
+    .map((img) => img.getAttribute("src") + " is drawn at " +
+        Math.round(100 * img.getBoundingClientRect().width / img.naturalWidth) + "% of its size"))`;
+
+const report = [];
+const withPictures = [];
+for (const file of pages) {
+    const name = relative(bookDir, file).split(sep).join("/");
+    missing.clear();
+    const { problems, links } = await visit(name, inspect);
+    if (readFileSync(file, "utf8").includes("<img")) withPictures.push(name);
     for (const link of new Set(links)) {
         const path = decodeURIComponent(new URL(link).pathname);
         if (!existsSync(join(bookDir, path))) problems.push(`broken link: ${path}`);
     }
     for (const path of missing) problems.push(`requested but missing: ${path}`);
     for (const problem of problems) report.push(`${name}: ${problem}`);
+}
+await page("Emulation.setDeviceMetricsOverride", { width: PHONE, height: 800, deviceScaleFactor: 1, mobile: false });
+for (const name of withPictures) {
+    for (const problem of await visit(name, shrunk)) report.push(`${name} at ${PHONE} px: ${problem}, too small to read`);
 }
 
 // Close the browser through the protocol, so that it stops writing to its profile before the
@@ -148,7 +169,8 @@ try {
     console.error(`note: could not remove ${profile}: ${error.message}`);
 }
 if (report.length) {
-    console.error(`${report.length} problem(s) in the book at ${WIDTH} px:\n${report.join("\n")}`);
+    console.error(`${report.length} problem(s) in the built book:\n${report.join("\n")}`);
     process.exit(1);
 }
-console.log(`${pages.length} pages load at ${WIDTH} px: no broken link or picture, no code block or table cut off`);
+console.log(`${pages.length} pages load at ${WIDTH} px: no broken link or picture, no code block or table cut off; ` +
+    `the pictures of ${withPictures.length} pages stay legible at ${PHONE} px`);
