@@ -7,7 +7,7 @@ use engine::{Result, Tensor};
 
 // ANCHOR: head
 /// A branch on a tensor's value, then a print of a tensor: two graph breaks.
-fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+pub fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let h = x.matmul(w)?.tanh()?;
     let h = if h.sum_all()?.item()? > 0.0 { h.mul(2.0)? } else { h.neg()? };
     engine::println!("row means: {}", h.mean(1, false)?)?;
@@ -15,7 +15,8 @@ fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 }
 // ANCHOR_END: head
 
-fn weights() -> Tensor {
+/// The weights `head` is called with in this chapter.
+pub fn weights() -> Tensor {
     Tensor::randn(&[4, 6], 1).with_name("w")
 }
 

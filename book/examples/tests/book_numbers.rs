@@ -69,6 +69,9 @@ fn facts() -> Result<Vec<Fact>> {
     let attention_graphs =
         dynamo::explain(|x: Tensor| attention.forward(&x)).call(&workbook_models::phase2::example_input(8, 1))?.graphs;
 
+    let w = book_examples::phase3::weights();
+    let head = dynamo::explain(|x: Tensor| book_examples::phase3::head(&x, &w)).call(&Tensor::randn(&[3, 4], 2))?;
+
     Ok(vec![
         Fact { page: "tour.md", phrase: "`gelu` became `erf` and {} pointwise ops around it", value: gelu_ops - 1 },
         Fact { page: "phase1/engine.md", phrase: "it runs softmax as {} separate ops", value: softmax_ops },
@@ -89,6 +92,12 @@ fn facts() -> Result<Vec<Fact>> {
             value: attention_graphs[0].placeholders().len(),
         },
         Fact { page: "phase4/engine.md", phrase: "the decomposed graph's {#} ops", value: mlp_graph.op_count() },
+        Fact {
+            page: "phase3/index.md",
+            phrase: "a model with a branch and a print, split into {} graphs",
+            value: head.graphs.len(),
+        },
+        Fact { page: "phase3/engine.md", phrase: "graphs, {} breaks", value: head.breaks.len() },
     ])
 }
 
