@@ -6,7 +6,8 @@
 //! - any change to the crate's manifest beyond the shipped shape: another dependency (the
 //!   solutions crate, a proc-macro), a renamed one, a `[lib] path` into another crate;
 //! - source that reads other files at compile time: `#[path = ...]` (also through `cfg_attr` or
-//!   a macro's `#[$meta]`), `include!`, `include_str!`, `include_bytes!`, `extern crate`;
+//!   a macro's `#[$meta]`), `include!`, `include_str!`, `include_bytes!`, `extern crate`, and a
+//!   symbolic link among the sources;
 //! - the engine items an exercise asks the learner to write (its [`Forbidden`] list).
 //!
 //! Refusals are reported like a compile error, with the file and line and what to do.
@@ -41,8 +42,13 @@ pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
     let text = std::fs::read_to_string(dir.join("Cargo.toml"))
         .map_err(|e| refuse(manifest.clone(), format!("cannot read the crate's manifest: {e}")))?;
     manifest_shape(&text).map_err(|m| refuse(manifest.clone(), m))?;
-    for file in rust_files(&dir) {
+    // Only `src/` is linked into the check runner: examples (the scratch one) are the learner's
+    // to edit freely and never run under the grader.
+    for file in rust_files(&dir.join("src")) {
         let relative = file.strip_prefix(workbook.root()).unwrap_or(&file).display().to_string();
+        if file.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(refuse(relative, "a symbolic link in an exercise crate could bring in any file; replace it by the code itself".into()));
+        }
         let bytes = std::fs::read(&file).map_err(|e| refuse(relative.clone(), format!("cannot read it: {e}")))?;
         if stubs::is_shipped(&relative, &bytes) {
             continue; // As shipped: given code may use what the learner's own code may not.
@@ -103,7 +109,7 @@ fn is_workspace_dependency(value: &toml::Value) -> bool {
     value.as_table().is_some_and(|t| t.len() == 1 && t.get("workspace").and_then(toml::Value::as_bool) == Some(true))
 }
 
-/// Every `.rs` file under `dir`, skipping `target/`.
+/// Every `.rs` file under `dir`.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -111,7 +117,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             let path = entry.path();
-            if path.is_dir() && entry.file_name() != "target" {
+            if path.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 files.push(path);
@@ -390,8 +396,23 @@ mod tests {
     }
 
     #[test]
+    fn a_symbolic_link_among_the_sources_is_refused() {
+        let (dir, workbook) = workbook(&[]);
+        let answer = dir.path().join("solutions/p/src/interpreter.rs");
+        std::fs::create_dir_all(answer.parent().unwrap()).unwrap();
+        std::fs::write(&answer, "pub fn interpret() {}\n").unwrap();
+        std::os::unix::fs::symlink(&answer, workbook.path("exercises/p/src/interpreter.rs")).unwrap();
+        let refusal = phase(&workbook, &PHASE).unwrap_err();
+        assert!(refusal.message.contains("symbolic link"), "{refusal:?}");
+    }
+
+    #[test]
     fn a_crate_as_shipped_is_accepted() {
-        let (_dir, workbook) = workbook(&[("src/interpreter.rs", "pub fn interpret() {}\n")]);
+        // The scratch example is the learner's to edit, and never linked into a runner.
+        let (_dir, workbook) = workbook(&[
+            ("src/interpreter.rs", "pub fn interpret() {}\n"),
+            ("examples/scratch.rs", "#[path = \"../../show.rs\"]\nmod show;\nuse engine::fx::Interpreter;\n"),
+        ]);
         phase(&workbook, &PHASE).unwrap();
     }
 

@@ -3,7 +3,7 @@
 
 use engine::logs::{self, Artifact};
 use engine::{Result, Tensor, dynamo};
-use phase2_capture::{Attention, example_input};
+use workbook_models::phase2::{Attention, example_input};
 
 /// `explain` on the attention block the exercises use.
 pub fn explain() -> Result<()> {

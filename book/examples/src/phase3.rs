@@ -7,7 +7,7 @@ use engine::{Result, Tensor};
 
 // ANCHOR: head
 /// A branch on a tensor's value, then a print of a tensor: two graph breaks.
-fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+pub fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let h = x.matmul(w)?.tanh()?;
     let h = if h.sum_all()?.item()? > 0.0 { h.mul(2.0)? } else { h.neg()? };
     engine::println!("row means: {}", h.mean(1, false)?)?;
@@ -15,7 +15,8 @@ fn head(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 }
 // ANCHOR_END: head
 
-fn weights() -> Tensor {
+/// The weights `head` is called with in this chapter.
+pub fn weights() -> Tensor {
     Tensor::randn(&[4, 6], 1).with_name("w")
 }
 
@@ -98,8 +99,7 @@ pub fn custom_op() -> Result<()> {
 /// Host arithmetic whose result enters the next graph as a constant: a recompile on every call.
 pub fn constant_recompiles() -> Result<()> {
     // ANCHOR: constant_recompiles
-    let compiled =
-        dynamo::compile(|x: Tensor| phase3_graph_breaks::models::standardized_original(&x)).name("standardized");
+    let compiled = dynamo::compile(|x: Tensor| workbook_models::phase3::standardized_original(&x)).name("standardized");
     let ((), log) = logs::capture(&[Artifact::Recompiles], || {
         for seed in 0..3 {
             compiled.call(&Tensor::randn(&[2, 4], seed)).unwrap();

@@ -46,7 +46,8 @@ where
     O: Outputs,
     F: Fn(I) -> Result<O>,
 {
-    /// Runs the function once under capture (with the `eager` backend) and reports.
+    /// Runs the function once under capture (compiling each graph with the default backend,
+    /// Inductor, as `compile` does) and reports.
     #[track_caller]
     pub fn call(&self, inputs: I::Ref<'_>) -> Result<ExplainOutput> {
         let (outputs, CallRecord { graphs, breaks }) =

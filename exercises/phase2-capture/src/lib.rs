@@ -21,7 +21,9 @@ pub mod cse;
 pub mod dead_code;
 pub mod explain_report;
 pub mod line_table;
-pub mod model;
+// The given models live once in the shared `workbook-models` crate, for both this crate and its
+// twin; `crate::model` names them as if they were here.
+pub use workbook_models::phase2 as model;
 pub mod shape_prop;
 
 pub use cse::eliminate_common_subexpressions;

@@ -22,7 +22,9 @@ pub mod branch;
 pub mod break_cost;
 pub mod custom_op;
 pub mod logging;
-pub mod models;
+// The given models live once in the shared `workbook-models` crate, for both this crate and its
+// twin; `crate::models` names them as if they were here.
+pub use workbook_models::phase3 as models;
 pub mod round_trip;
 
 pub use branch::gated;

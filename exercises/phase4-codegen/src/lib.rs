@@ -19,7 +19,9 @@
 
 pub mod fusion;
 pub mod inspect;
-pub mod models;
+// The given models live once in the shared `workbook-models` crate, for both this crate and its
+// twin; `crate::models` names them as if they were here.
+pub use workbook_models::phase4 as models;
 pub mod pointwise;
 pub mod reduction;
 

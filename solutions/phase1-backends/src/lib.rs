@@ -16,7 +16,9 @@ pub mod compare;
 pub mod deny_ops;
 pub mod interpreter;
 pub mod latency;
-pub mod model;
+// The given models live once in the shared `workbook-models` crate, for both this crate and its
+// twin; `crate::model` names them as if they were here.
+pub use workbook_models::phase1 as model;
 pub mod recording;
 
 pub use compare::{BackendDiff, compare_backends};

@@ -1,4 +1,4 @@
-//! The models this phase reads and transforms (given, not exercises).
+//! Phase 2's models, read and transformed by the exercises (given; re-exported as `model`).
 
 use engine::op::Op;
 use engine::{Error, Result, SourceLocation, Tensor};

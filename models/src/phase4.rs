@@ -1,5 +1,5 @@
-//! The models the phase 4 exercises compile. This file is given: the exercises are in the other
-//! modules.
+//! The models the phase 4 exercises compile. Given, not exercises: the exercise crate and its
+//! solved twin both re-export them as `models`.
 
 use engine::{Result, Tensor};
 

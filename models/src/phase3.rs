@@ -1,5 +1,5 @@
-//! The four models that break their graphs (given, not exercises), and what they share. Each
-//! exercise rewrites one of them so that it compiles into one graph with the same outputs.
+//! Phase 3's four models that break their graphs (given; re-exported as `models`), and what they
+//! share. Each exercise rewrites one of them so that it compiles into one graph with the same outputs.
 
 use std::sync::Mutex;
 

@@ -1,5 +1,5 @@
-//! The model every phase 1 exercise compiles, and the backends they compare. This file is given:
-//! the exercises are in the other modules.
+//! Phase 1's model: the MLP every phase 1 exercise compiles, and the backends they compare.
+//! Given, not an exercise: the exercise crate and its solved twin both re-export it as `model`.
 
 use engine::backends::{AotEager, Backend, Eager, Inductor};
 use engine::{Device, Result, Tensor};

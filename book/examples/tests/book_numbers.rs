@@ -1,0 +1,128 @@
+//! Keeps the numbers the book states in prose true where they come from the engine: how many ops
+//! a composite decomposes into, how many kernels and extern calls a graph compiles to, how many
+//! graphs and inputs a capture has. The book's code and output are included from compiled files
+//! and snapshots; this test does the same for the counts written into sentences.
+//!
+//! Each fact names a page, a phrase with `{}` where the number stands, and the engine's count. The
+//! phrase must appear on the page (whitespace and line breaks collapsed) with the count written in
+//! as a word ("five") for `{}` or as digits ("16") for `{#}`. When the
+//! engine changes a count, this test fails and names the sentence to update.
+
+use std::fs;
+use std::path::Path;
+
+use engine::fx::Graph;
+use engine::fx::proxy::Tracer;
+use engine::inductor::{Config, kernels};
+use engine::{Result, Tensor, aot, dynamo};
+
+use book_examples::mlp::Mlp;
+
+/// One number in the book: `phrase` on `page`, where `{}` stands for `value` in words and `{#}`
+/// for it in digits.
+struct Fact {
+    page: &'static str,
+    phrase: &'static str,
+    value: usize,
+}
+
+#[test]
+fn numbers_in_the_book_match_the_engine() -> Result<()> {
+    let facts = facts()?;
+    let mut problems = Vec::new();
+    for fact in &facts {
+        let text = page_text(fact.page);
+        let expected = fact.phrase.replace("{}", &in_words(fact.value)).replace("{#}", &fact.value.to_string());
+        if !text.contains(&expected) {
+            problems.push(format!(
+                "book/src/{}: expected the phrase \"{expected}\" (the engine counts {}); update the sentence",
+                fact.page, fact.value
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} number(s) in the book disagree with the engine:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    Ok(())
+}
+
+/// The facts, each counted by the engine now.
+fn facts() -> Result<Vec<Fact>> {
+    let mlp = Mlp::new(0);
+    let mlp_graph = primitive(|x| mlp.forward(x), &[2, 4])?;
+    let gelu_ops = primitive(|x| x.gelu(), &[2, 8])?.op_count();
+    let softmax_ops = primitive(|x| x.softmax(-1), &[2, 8])?.op_count();
+    let layer_norm_ops =
+        primitive(|x| x.layer_norm(&Tensor::ones(&[8]), &Tensor::zeros(&[8]), 1e-5), &[2, 8])?.op_count();
+    let ops_named =
+        |name: &str| mlp_graph.nodes().iter().filter(|n| n.op().is_some_and(|op| op.name() == name)).count();
+    let views = ops_named("permute");
+    let extern_calls = ops_named("matmul");
+    let mlp_kernels = kernels(&traced(|x| mlp.forward(x), &[2, 4])?, &Config::default())?.len();
+    // Values that get a buffer: one per kernel and extern call (each writes one output here).
+    let in_registers = mlp_graph.op_count() - views - extern_calls - mlp_kernels;
+
+    let attention = workbook_models::phase2::Attention::new(0);
+    let attention_graphs =
+        dynamo::explain(|x: Tensor| attention.forward(&x)).call(&workbook_models::phase2::example_input(8, 1))?.graphs;
+
+    let w = book_examples::phase3::weights();
+    let head = dynamo::explain(|x: Tensor| book_examples::phase3::head(&x, &w)).call(&Tensor::randn(&[3, 4], 2))?;
+
+    Ok(vec![
+        Fact { page: "tour.md", phrase: "`gelu` became `erf` and {} pointwise ops around it", value: gelu_ops - 1 },
+        Fact { page: "phase1/engine.md", phrase: "it runs softmax as {} separate ops", value: softmax_ops },
+        Fact { page: "phase4/engine.md", phrase: "the {} ops GELU decomposes into", value: gelu_ops },
+        Fact {
+            page: "phase4/engine.md",
+            phrase: "The `call` plan has {} steps for",
+            value: mlp_kernels + extern_calls,
+        },
+        Fact { page: "phase4/engine.md", phrase: "ops ({} of them `permute` views", value: views },
+        Fact { page: "phase4/engine.md", phrase: "the other {} values live in registers", value: in_registers },
+        Fact { page: "phase4/index.md", phrase: "decomposed, they are {} and", value: softmax_ops },
+        Fact { page: "phase4/index.md", phrase: "and {} primitive ops", value: layer_norm_ops },
+        Fact { page: "phase2/exercises.md", phrase: "attention block ({} graph,", value: attention_graphs.len() },
+        Fact {
+            page: "phase2/exercises.md",
+            phrase: "{} inputs: `arg0` and the",
+            value: attention_graphs[0].placeholders().len(),
+        },
+        Fact { page: "phase4/engine.md", phrase: "the decomposed graph's {#} ops", value: mlp_graph.op_count() },
+        Fact {
+            page: "phase3/index.md",
+            phrase: "a model with a branch and a print, split into {} graphs",
+            value: head.graphs.len(),
+        },
+        Fact { page: "phase3/engine.md", phrase: "graphs, {} breaks", value: head.breaks.len() },
+    ])
+}
+
+/// The graph `f` records for one input of `shape`, as captured (composite ops kept).
+fn traced(f: impl Fn(&Tensor) -> Result<Tensor>, shape: &[usize]) -> Result<Graph> {
+    let tracer = Tracer::new();
+    let x = tracer.input(&Tensor::randn(shape, 0))?;
+    Ok(tracer.finish(&[f(&x)?])?.graph)
+}
+
+/// The same graph after decomposition into primitive ops, as every backend but `Eager` sees it.
+fn primitive(f: impl Fn(&Tensor) -> Result<Tensor>, shape: &[usize]) -> Result<Graph> {
+    aot::decompose(&traced(f, shape)?)
+}
+
+/// A page's text with every run of whitespace collapsed to one space, so a phrase may wrap.
+fn page_text(page: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src").join(page);
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Small counts as the book writes them, in words; larger ones in digits.
+fn in_words(n: usize) -> String {
+    const WORDS: [&str; 13] =
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+    WORDS.get(n).map_or_else(|| n.to_string(), |w| w.to_string())
+}
