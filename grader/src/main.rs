@@ -81,15 +81,15 @@ enum Command {
     /// Is this machine ready? Rust, a C compiler, mdbook, ...
     Doctor,
     /// Grading that counts: re-grade learners' checkouts in a clean copy of this workbook (its last
-    /// commit, only their exercises/*/src, a fresh target directory). Prints one JSON report per
-    /// learner.
+    /// commit, only their exercises/*/src, a fresh target directory), writing one results file per
+    /// learner into DIR for `grader rollup`.
     Regrade {
         /// The learners' workbook checkouts.
         #[arg(required = true)]
         learners: Vec<PathBuf>,
-        /// Write the reports to FILE instead of printing them.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
+        /// Where the results files go (one per learner, named after its checkout's folder).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
         /// Build in DIR instead of a fresh target directory per learner (faster for a class; DIR
         /// then holds builds of every learner's code).
         #[arg(long, value_name = "DIR")]
@@ -156,7 +156,7 @@ fn main() -> ExitCode {
         Command::Watch { phase, options, poll } => commands::watch::run(root, phase.as_deref(), &options, poll),
         Command::Doctor => commands::doctor::run(root),
         Command::Regrade { learners, out, target_dir } => {
-            commands::regrade::run(root, &learners, out.as_deref(), target_dir.as_deref())
+            commands::regrade::run(root, &learners, &out, target_dir.as_deref())
         }
         Command::Dev { command: DevCommand::Check } => commands::dev::check(root),
         Command::Dev { command: DevCommand::Mutants { phase } } => commands::dev::mutants(root, phase.as_deref()),

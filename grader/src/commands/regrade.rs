@@ -11,14 +11,9 @@ use anyhow::{Context as _, Result, bail};
 use grader::phases::PHASES;
 use grader::workbook::Workbook;
 
-/// Re-grades each checkout in `learners`; prints (or writes to `out`) one `check all --json`
-/// report per learner, named by its directory.
-pub fn run(
-    root: Option<&Path>,
-    learners: &[PathBuf],
-    out: Option<&Path>,
-    target_dir: Option<&Path>,
-) -> Result<ExitCode> {
+/// Re-grades each checkout in `learners` and writes its `check all --json` results, stamped with
+/// the learner's name (its directory's), to `out/<name>.json`, ready for `grader rollup out`.
+pub fn run(root: Option<&Path>, learners: &[PathBuf], out: &Path, target_dir: Option<&Path>) -> Result<ExitCode> {
     let workbook = Workbook::find(root)?;
     let dirty = git(workbook.root(), &["status", "--porcelain", "--untracked-files=no"])?;
     if !dirty.trim().is_empty() {
@@ -28,7 +23,7 @@ pub fn run(
             git(workbook.root(), &["rev-parse", "--short", "HEAD"])?.trim()
         );
     }
-    let mut reports = Vec::new();
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     for learner in learners {
         let name = learner
             .canonicalize()
@@ -37,19 +32,17 @@ pub fn run(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "learner".into());
         eprintln!("Re-grading {name} ({}) in a clean copy...", learner.display());
-        let report = regrade(&workbook, learner, target_dir).with_context(|| format!("re-grading {name}"))?;
-        reports.push(serde_json::json!({ "learner": name, "phases": report }));
+        let results = regrade(&workbook, learner, &name, target_dir).with_context(|| format!("re-grading {name}"))?;
+        let path = out.join(format!("{name}.json"));
+        std::fs::write(&path, results).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("{name}: {}", path.display());
     }
-    let text = serde_json::to_string_pretty(&reports)?;
-    match out {
-        Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?,
-        None => println!("{text}"),
-    }
+    println!("Roll them up with `grader rollup {}`.", out.display());
     Ok(ExitCode::SUCCESS)
 }
 
-/// The `check all --json` report of one learner, graded in a clean copy.
-fn regrade(workbook: &Workbook, learner: &Path, target_dir: Option<&Path>) -> Result<serde_json::Value> {
+/// The `check all --json` results of one learner, graded in a clean copy.
+fn regrade(workbook: &Workbook, learner: &Path, name: &str, target_dir: Option<&Path>) -> Result<Vec<u8>> {
     let copy = tempfile::Builder::new().prefix("regrade-").tempdir()?;
     // The committed tree, not the working tree.
     let archive = Command::new("git")
@@ -77,7 +70,7 @@ fn regrade(workbook: &Workbook, learner: &Path, target_dir: Option<&Path>) -> Re
     let target = target_dir.unwrap_or(fresh.path());
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
-        .args(["run", "-q", "-p", "grader", "--", "check", "all", "--json"])
+        .args(["run", "-q", "-p", "grader", "--", "check", "all", "--json", "--learner", name])
         .current_dir(copy.path())
         .env("CARGO_TARGET_DIR", target)
         .env_remove("GRADER_ROOT")
@@ -85,8 +78,11 @@ fn regrade(workbook: &Workbook, learner: &Path, target_dir: Option<&Path>) -> Re
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run cargo in the clean copy")?;
-    serde_json::from_slice(&output.stdout)
-        .with_context(|| format!("the clean copy's grader printed no report (exit {:?})", output.status.code()))
+    // What it printed must be results; a learner whose work fails checks still gets them.
+    grader::results::parse(&String::from_utf8_lossy(&output.stdout), learner).with_context(|| {
+        format!("the clean copy's grader printed no results (exit {:?})", output.status.code())
+    })?;
+    Ok(output.stdout)
 }
 
 /// Copies the `.rs` files under `from` to `to`, keeping their layout: only source travels.
