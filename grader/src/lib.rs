@@ -2,14 +2,19 @@
 //!
 //! # How a check run works
 //!
-//! 1. [`runners`] builds the phase's *check runner* with cargo
+//! 1. [`audit`] refuses a learner's crate that could read or run code outside the grader's view
+//!    (a build script, a changed manifest, `#[path]`) or uses an engine item its exercise forbids.
+//!    [`runners`] builds the phase's *check runner* with cargo
 //!    (`cargo build -p checks-phase1 --bin phase1-exercises --no-default-features --features exercises`),
 //!    so only that phase's crate is compiled. A compile error becomes an `error` status on every
 //!    check of the phase, with the compiler's first error and its `file:line`; other phases go on.
 //!    With `--prebuilt DIR` (a directory made by `grader pack`) no cargo is needed at all.
-//! 2. [`isolation`] runs each check in a child process of its own with a time limit. Whatever the
-//!    learner's code does there (panic, `todo!()`, abort, segfault, endless loop) ends up in that
-//!    check's [`Outcome`](grader_harness::Outcome) and nowhere else.
+//! 2. [`isolation`] runs each check in a child process of its own with a time limit, the
+//!    learner's inside the [`sandbox`]. Whatever the learner's code does there (panic, `todo!()`,
+//!    abort, segfault, endless loop, a forged result) ends up in that check's
+//!    [`Outcome`](grader_harness::Outcome) and nowhere else; [`verdict`] decides it, taking the
+//!    learner's process at its word only for a failure, and handing anything else to the judge
+//!    (the same check built against the solutions) with a seed drawn for the run.
 //! 3. [`report`] prints a table per phase, a score and the next step, or `--json` (stamped by
 //!    [`results`]); `--junit FILE` writes JUnit XML ([`junit`]). `grader rollup` reads many
 //!    learners' results into one class table ([`rollup`]).
@@ -30,8 +35,9 @@
 //! 4. Add the three crates to the root `Cargo.toml`'s members, `checks-phaseN` (with
 //!    `default-features = false`) to `grader/Cargo.toml`, and one line to [`phases::PHASES`].
 //! 5. Prove the checks catch real mistakes: list deliberately wrong variants of the solution in
-//!    `grader/checks/phaseN/mutants.json`; CI (`.ci/mutants.py`) runs each one and expects the
-//!    named checks to fail and all others to pass.
+//!    `grader/checks/phaseN/mutants.json`; `grader dev mutants` (part of `grader dev check`, which
+//!    CI runs) runs each one and expects the named checks to fail and all others to pass, or, for
+//!    a mutant that delegates to a forbidden engine item, the crate to be refused.
 //!
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
 //! `skipped` with the reason, and they never fail a run. A check that times code on a GPU is
