@@ -140,7 +140,8 @@ fn mdbook(_: &Context) -> Line {
         "mdbook",
         "mdbook",
         Health::Optional,
-        "not found: read the book online, or `cargo install mdbook --locked --no-default-features --features search`",
+        "not found: `cargo install mdbook --version \"^0.5\"`, then `mdbook serve book --open` serves the book at \
+         http://localhost:3000 (as book/src/setup.md says)",
     )
 }
 
