@@ -47,7 +47,10 @@ pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
     for file in rust_files(&dir.join("src")) {
         let relative = file.strip_prefix(workbook.root()).unwrap_or(&file).display().to_string();
         if file.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(refuse(relative, "a symbolic link in an exercise crate could bring in any file; replace it by the code itself".into()));
+            return Err(refuse(
+                relative,
+                "a symbolic link in an exercise crate could bring in any file; replace it by the code itself".into(),
+            ));
         }
         let bytes = std::fs::read(&file).map_err(|e| refuse(relative.clone(), format!("cannot read it: {e}")))?;
         if stubs::is_shipped(&relative, &bytes) {

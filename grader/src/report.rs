@@ -91,13 +91,19 @@ impl PhaseReport {
         let checks = phase
             .checks()
             .map(|(exercise, spec)| {
-                let outcome = match &grading {
+                // A check that needs a GPU is skipped where there is none, whether or not the
+                // crate compiles, so that the score counts the same checks either way.
+                let no_gpu = spec.needs_gpu.then(engine::device::cuda::unavailable_reason).flatten();
+                let outcome = match (&grading, no_gpu) {
+                    (_, Some(reason)) => {
+                        Outcome { status: Status::Skipped, message: format!("needs a GPU: {reason}"), location: None }
+                    }
                     // A check that times code on a GPU runs only while this grader holds its lock.
-                    Ok(grading) => match gpu_lock::hold_for(phase, spec) {
+                    (Ok(grading), None) => match gpu_lock::hold_for(phase, spec) {
                         Ok(_gpu) => grading.verdict(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
                         Err(e) => Outcome { status: Status::Error, message: format!("{e:#}"), location: None },
                     },
-                    Err(failure) => Outcome {
+                    (Err(failure), None) => Outcome {
                         status: Status::Error,
                         message: format!("{} {}", phase.name, failure.message),
                         location: failure.location.clone(),

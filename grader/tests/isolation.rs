@@ -60,6 +60,7 @@ const FIXTURE: Phase = Phase {
                 check("leaves_a_child_holding_its_output").with_timeout(LOOP_LIMIT_SECS),
                 check("escapes_its_process_group"),
                 check("passes_again"),
+                check("needs_a_gpu").on_gpu(),
             ],
             forbidden: &[],
         },
@@ -262,6 +263,7 @@ const CHECKS: &[Check] = &[
         },
     },
     Check { id: "passes_again", run: answer },
+    Check { id: "needs_a_gpu", run: answer },
     Check {
         id: "writes_a_pass_and_exits",
         run: |ctx| {
@@ -507,9 +509,20 @@ fn forged_passes_fail() {
 
 fn unbuilt_phase_is_all_errors() {
     let failure = BuildFailure { message: "does not compile: E0308".into(), location: Some("src/a.rs:3".into()) };
-    let report = PhaseReport::run(Err(failure), &FIXTURE, Subject::Exercises, 7);
-    assert!(report.checks.iter().all(|c| c.status == Status::Error && c.location.as_deref() == Some("src/a.rs:3")));
-    let rendered = report.render(&FIXTURE);
+    let unbuilt = PhaseReport::run(Err(failure), &FIXTURE, Subject::Exercises, 7);
+    // A GPU check is skipped where there is no GPU, built or not: the score's denominator holds.
+    let no_gpu = engine::device::cuda::unavailable_reason().is_some();
+    let gpu_status = |r: &PhaseReport| r.checks.iter().find(|c| c.id == "needs_a_gpu").unwrap().status;
+    assert_eq!(gpu_status(&unbuilt) == Status::Skipped, no_gpu);
+    assert_eq!(gpu_status(&report().0) == Status::Skipped, no_gpu);
+    assert!(
+        unbuilt
+            .checks
+            .iter()
+            .filter(|c| c.id != "needs_a_gpu" || !no_gpu)
+            .all(|c| c.status == Status::Error && c.location.as_deref() == Some("src/a.rs:3"))
+    );
+    let rendered = unbuilt.render(&FIXTURE);
     assert_eq!(rendered.matches("does not compile: E0308").count(), 1, "the error is shown once:\n{rendered}");
 }
 

@@ -71,6 +71,9 @@ pub struct CheckSpec {
     /// the machine-wide lock of that GPU, so two learners' timings never overlap on one device;
     /// every other check (correctness) runs at once, never waiting for the lock.
     pub gpu_timing: bool,
+    /// The check runs only on a GPU: where there is none it is skipped, also when the crate does
+    /// not compile, so that a score counts the same checks either way.
+    pub needs_gpu: bool,
 }
 
 impl CheckSpec {
@@ -79,7 +82,7 @@ impl CheckSpec {
 
     /// A check with the default time limit, that times nothing on a GPU.
     pub const fn new(id: &'static str) -> CheckSpec {
-        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS, gpu_timing: false }
+        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS, gpu_timing: false, needs_gpu: false }
     }
 
     /// The same check with a time limit of `secs` seconds.
@@ -87,9 +90,15 @@ impl CheckSpec {
         CheckSpec { timeout_secs: secs, ..self }
     }
 
-    /// The same check, marked as timing code on a GPU (see [`CheckSpec::gpu_timing`]).
+    /// The same check, marked as timing code on a GPU (see [`CheckSpec::gpu_timing`]); it needs
+    /// one too.
     pub const fn timed_on_gpu(self) -> CheckSpec {
-        CheckSpec { gpu_timing: true, ..self }
+        CheckSpec { gpu_timing: true, needs_gpu: true, ..self }
+    }
+
+    /// The same check, marked as needing a GPU (see [`CheckSpec::needs_gpu`]).
+    pub const fn on_gpu(self) -> CheckSpec {
+        CheckSpec { needs_gpu: true, ..self }
     }
 }
 

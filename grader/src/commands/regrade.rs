@@ -79,9 +79,8 @@ fn regrade(workbook: &Workbook, learner: &Path, name: &str, target_dir: Option<&
         .output()
         .context("cannot run cargo in the clean copy")?;
     // What it printed must be results; a learner whose work fails checks still gets them.
-    grader::results::parse(&String::from_utf8_lossy(&output.stdout), learner).with_context(|| {
-        format!("the clean copy's grader printed no results (exit {:?})", output.status.code())
-    })?;
+    grader::results::parse(&String::from_utf8_lossy(&output.stdout), learner)
+        .with_context(|| format!("the clean copy's grader printed no results (exit {:?})", output.status.code()))?;
     Ok(output.stdout)
 }
 

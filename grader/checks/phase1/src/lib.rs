@@ -50,7 +50,7 @@ pub const PHASE: Phase = Phase {
                 CheckSpec::new("median_is_the_middle"),
                 CheckSpec::new("one_compile_then_cache_hits"),
                 CheckSpec::new("timings_are_real"),
-                CheckSpec::new("waits_for_the_gpu"),
+                CheckSpec::new("waits_for_the_gpu").on_gpu(),
             ],
             forbidden: &[Forbidden {
                 path: "engine::bench",

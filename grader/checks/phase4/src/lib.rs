@@ -114,7 +114,7 @@ pub const PHASE: Phase = Phase {
                  warp's loads are coalesced.",
             ],
             checks: &[
-                CheckSpec::new("pointwise_cuda_matches_eager").with_timeout(COMPILES),
+                CheckSpec::new("pointwise_cuda_matches_eager").with_timeout(COMPILES).on_gpu(),
                 CheckSpec::new("pointwise_cuda_bandwidth").with_timeout(COMPILES).timed_on_gpu(),
             ],
             forbidden: &[

@@ -34,15 +34,6 @@ pub fn pointwise_c_matches_eager(ctx: &Context) -> CheckResult {
     Ok(format!("{cases} random pointwise programs compiled with your C match eager"))
 }
 
-/// The CUDA C `pointwise_cuda` prints for a small model, printed without a GPU: a learner who has
-/// not started yet reads "not started" here, on any machine.
-fn print_sample() -> Result<(), Failure> {
-    let model = |t: Vec<Tensor>| t[0].add(&t[1])?.relu()?.mul(2.0);
-    let inputs = [Tensor::randn(&[1000], 0), Tensor::randn(&[1000], 1)];
-    engine::inductor::generate(&capture(&model, &inputs)?, Device::Cuda(0), &with_cuda_printer_config())?;
-    Ok(())
-}
-
 fn with_cuda_printer_config() -> Config {
     Config { printers: Printers { pointwise_cuda: Some(pointwise_cuda), ..Printers::default() }, ..Config::default() }
 }
@@ -57,7 +48,6 @@ fn gpu() -> Result<Device, Failure> {
 
 /// Random pointwise programs compiled with `pointwise_cuda` match eager (on a GPU).
 pub fn pointwise_cuda_matches_eager(ctx: &Context) -> CheckResult {
-    print_sample()?;
     let device = gpu()?;
     let cases = 24;
     for_all(ctx, cases, PointwiseProgram::strategy(), |program| {
@@ -96,7 +86,6 @@ fn replaying_printer(_: &Kernel) -> String {
 /// against the solutions) compiles that source itself, checks its output and times it against the
 /// engine's kernel, so no code of the learner's runs where the clock is read.
 pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
-    print_sample()?;
     let device = gpu()?;
     let n = 1 << 24;
     let inputs = [Tensor::randn(&[n], ctx.seed).to(device)?, Tensor::randn(&[n], ctx.seed + 1).to(device)?];
