@@ -529,6 +529,6 @@ fn unbuilt_phase_is_all_errors() {
 fn phases_are_independent() {
     let broken = BuildFailure { message: "does not compile".into(), location: None };
     let reports = [PhaseReport::run(Err(broken), &FIXTURE, Subject::Exercises, 7), report().0.clone()];
-    assert!(reports[0].checks.iter().all(|c| c.status == Status::Error));
+    assert!(reports[0].checks.iter().all(|c| matches!(c.status, Status::Error | Status::Skipped)));
     assert_eq!(reports[1].checks[0].status, Status::Pass);
 }
