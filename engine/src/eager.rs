@@ -7,8 +7,9 @@ use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
+use crate::op::BinaryOp;
 use crate::op::Op;
-use crate::tensor::{Concrete, Operand, Storage, Tensor};
+use crate::tensor::{Concrete, Operand, Storage, Tensor, dispatch};
 
 /// Runs `op` on concrete operands now.
 pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
@@ -46,7 +47,13 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             Operand::Scalar(_) => unreachable!(),
         },
         // Like ATen's linear, a matmul kernel then a bias add: no dedicated kernel.
-        Op::Linear => crate::aot::decompose_op(op, operands, location).expect("linear has a decomposition"),
+        Op::Linear => {
+            let tensor = |i: usize| match operands.get(i) {
+                Some(Operand::Tensor(t)) => Some(*t),
+                _ => None,
+            };
+            linear(tensor(0).expect("checked"), tensor(1).expect("checked"), tensor(2), location)
+        }
         Op::Cond { true_graph, false_graph } => {
             let Operand::Tensor(pred) = operands[0] else { unreachable!("shape inference rejects a scalar predicate") };
             let inputs: Vec<Tensor> = operands[1..]
@@ -57,13 +64,27 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
                 })
                 .collect();
             let branch = if pred.item()? != 0.0 { true_graph } else { false_graph };
-            let mut outputs = crate::fx::run_graph(branch, &inputs, location)?;
+            let Some(mode) = dispatch::mode() else {
+                unreachable!("a Subgraph is built by fx, which registers its dispatch mode first")
+            };
+            let mut outputs = mode.run_subgraph(branch, &inputs, location)?;
             Ok(outputs.remove(0))
         }
         _ => kernel(op, operands, &out_shape, device).map_err(|e| {
             let shapes = operands.iter().filter_map(|o| o.shape().map(<[usize]>::to_vec)).collect();
             e.at(op.name(), device, shapes, location)
         }),
+    }
+}
+
+/// `x @ weight.T + bias`, as ATen's linear computes it: a matmul kernel then a bias add, no
+/// dedicated kernel. AOT's decomposition of `linear` is this function, recorded.
+pub(crate) fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, location: SourceLocation) -> Result<Tensor> {
+    let weight_t = Op::Permute { dims: vec![1, 0] }.apply(&[Operand::Tensor(weight)], location)?;
+    let product = Op::Matmul.apply(&[Operand::Tensor(x), Operand::Tensor(&weight_t)], location)?;
+    match bias {
+        Some(b) => Op::Binary(BinaryOp::Add).apply(&[Operand::Tensor(&product), Operand::Tensor(b)], location),
+        None => Ok(product),
     }
 }
 

@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::compiled::CompileStats;
 use super::guards::{GuardFailure, Guards, first_difference};
 use super::options::Options;
+use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
 use crate::error::{Result, SourceLocation};
 use crate::fx::proxy::{InputOrigin, Traced};

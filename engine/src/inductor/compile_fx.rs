@@ -12,10 +12,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::codegen;
-use super::codegen::cuda::Launch;
 use super::config::Config;
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel, KernelBody};
+use super::launch::Launch;
 use super::output_code::OutputCode;
 use super::runtime::Program;
 use super::runtime::cpu::CpuProgram;

@@ -6,10 +6,10 @@
 use std::fmt;
 
 use super::index::Affine;
-use crate::dynamo::CustomOp;
 use crate::error::SourceLocation;
 use crate::fx::NodeId;
 use crate::layout::Layout;
+use crate::op::CustomOp;
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A region of memory a kernel can read: a graph input or the output of an IR node.

@@ -31,6 +31,7 @@ pub mod config;
 pub mod index;
 pub mod ir;
 pub mod kernel;
+pub mod launch;
 pub mod lowering;
 pub mod output_code;
 mod runtime;
@@ -41,7 +42,6 @@ pub use compile_fx::{compile_fx, generate, kernels};
 pub use config::{Config, Printers};
 pub use output_code::OutputCode;
 
-use crate::backends::CompiledGraph;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -58,10 +58,9 @@ impl CompiledModule {
     pub fn output_code(&self) -> &OutputCode {
         &self.output_code
     }
-}
 
-impl CompiledGraph for CompiledModule {
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    /// Runs the module: a dynamic graph first picks the program for these inputs' sizes.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         match &self.dynamic {
             None => self.program.run(inputs),
             Some(dynamic) => dynamic.program_for(inputs)?.run(inputs),

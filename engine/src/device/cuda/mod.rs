@@ -32,6 +32,8 @@ pub mod probe;
 mod reduce;
 mod source;
 
+use crate::device::Device;
+
 pub(crate) use buffer::CudaBuffer;
 pub use context::{CudaDevice, Module};
 pub use error::CudaError;
@@ -98,5 +100,35 @@ fn launch_config(blocks: usize, block: (u32, u32)) -> cudarc::driver::LaunchConf
         grid_dim: (blocks.clamp(1, i32::MAX as usize) as u32, 1, 1),
         block_dim: (block.0, block.1, 1),
         shared_mem_bytes: 0,
+    }
+}
+
+/// The methods of [`Device`] that need CUDA's runtime (the type itself is a leaf, below errors).
+impl Device {
+    /// `cuda:0` when CUDA can run here, else `cpu`, saying once per process, on stderr and in one
+    /// line, what is missing: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+    pub fn cuda_if_available() -> Device {
+        match unavailable_reason() {
+            None => Device::Cuda(0),
+            Some(reason) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| eprintln!("[engine] CUDA is not available ({reason}); running on CPU"));
+                Device::Cpu
+            }
+        }
+    }
+
+    /// Waits until every operation queued on the device has finished (nothing to wait for on the
+    /// CPU, whose kernels finish before they return). GPU kernels run asynchronously: time them
+    /// with [`crate::bench`], or synchronise before reading a host clock.
+    #[track_caller]
+    pub fn synchronize(self) -> crate::Result<()> {
+        let location = crate::SourceLocation::caller();
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Cuda(ordinal) => {
+                CudaDevice::get(ordinal)?.synchronize().map_err(|e| e.at("synchronize", self, Vec::new(), location))
+            }
+        }
     }
 }

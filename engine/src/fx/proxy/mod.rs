@@ -16,18 +16,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 mod breaks;
+mod mode;
 
 pub use breaks::BreakReason;
 pub(crate) use breaks::{
     CaptureHooks, at_statement, break_for_side_effect, breaks_allowed, concretize, values_for_display,
 };
+pub(crate) use mode::register as register_mode;
 
 use rustc_hash::FxHashMap;
 
 use super::graph::{Arg, Graph, NodeId};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::contiguous_strides;
-use crate::op::{Op, OpClass};
+use crate::op::{Op, OpClass, Subgraph};
 use crate::scalar::Scalar;
 use crate::tensor::{Operand, Repr, Symbolic, Tensor, TensorMeta};
 
@@ -147,6 +149,8 @@ impl Tracer {
         hooks: Option<Rc<dyn CaptureHooks>>,
         ancestors: Vec<u64>,
     ) -> Tracer {
+        // The ops this trace sees reach it through the dispatcher.
+        mode::register();
         let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
         TRACES.with(|t| {
             t.borrow_mut().push(TraceState {
@@ -407,8 +411,8 @@ fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<O
             })
             .collect::<Result<Vec<Vec<usize>>>>()
     })?;
-    let fit = |g: &Arc<Graph>| -> Result<Arc<Graph>> {
-        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.with_dynamic_dims(&wanted).map(Arc::new) }
+    let fit = |g: &Subgraph| -> Result<Subgraph> {
+        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.with_dynamic_dims(&wanted).map(Subgraph::from) }
     };
     Ok(Op::Cond { true_graph: fit(true_graph)?, false_graph: fit(false_graph)? })
 }

@@ -2,7 +2,7 @@
 //! compiler or NVRTC inside a real Inductor compilation, compute what eager execution computes,
 //! on random programs whose sizes are rarely multiples of the vector width.
 
-use engine::backends::{CompiledGraph, Inductor};
+use engine::backends::Inductor;
 use engine::bench::Bench;
 use engine::inductor::{Config, Printers, compile_fx};
 use engine::{Device, Tensor};

@@ -5,11 +5,14 @@
 //! these ops, so a learner meets the same names at every stage of the pipeline.
 
 use std::fmt;
-use std::sync::Arc;
 
-use crate::dynamo::CustomOp;
+mod custom;
+mod subgraph;
+
+pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
+pub use subgraph::{Subgraph, SubgraphBody};
+
 use crate::error::{Error, Result, SourceLocation};
-use crate::fx::Graph;
 use crate::layout::{broadcast_shapes, numel};
 use crate::scalar::Scalar;
 
@@ -343,9 +346,9 @@ pub enum Op {
     /// Each subgraph has its own size symbols, bound from its own inputs.
     Cond {
         /// Run when `pred != 0`.
-        true_graph: Arc<Graph>,
+        true_graph: Subgraph,
         /// Run when `pred == 0`.
-        false_graph: Arc<Graph>,
+        false_graph: Subgraph,
     },
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
@@ -415,7 +418,7 @@ impl Op {
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::Linear => 2..=3,
             Op::Cond { true_graph, .. } => {
-                let n = 1 + true_graph.placeholders().len();
+                let n = 1 + true_graph.body().input_count();
                 n..=n
             }
             Op::Custom(custom) => custom.arity()..=custom.arity(),
@@ -556,18 +559,13 @@ impl Op {
 
 /// The output shape of a `cond` whose operands (after the predicate) have these shapes, or what is
 /// wrong with them. Each branch checks the operands against its (possibly symbolic) input sizes.
-fn cond_shape(true_graph: &Graph, false_graph: &Graph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
+fn cond_shape(true_graph: &Subgraph, false_graph: &Subgraph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
     if shapes[0].iter().product::<usize>() != 1 {
         return Err(format!("the predicate must have exactly one element, got shape {:?}", shapes[0]));
     }
     let mut outputs = Vec::with_capacity(2);
     for (branch, graph) in [("true", true_graph), ("false", false_graph)] {
-        let bindings =
-            graph.bind_symbols(&shapes[1..]).map_err(|mismatch| format!("the {branch} branch: {mismatch}"))?;
-        let [output] = graph.outputs() else {
-            return Err(format!("the {branch} branch must return exactly one tensor, got {}", graph.outputs().len()));
-        };
-        outputs.push(graph.node(*output).sym_shape.eval(&bindings).expect("bindings cover the branch's symbols"));
+        outputs.push(graph.body().output_shape(&shapes[1..]).map_err(|why| format!("the {branch} branch: {why}"))?);
     }
     if outputs[0] != outputs[1] {
         return Err(format!("the branches return different shapes: {:?} and {:?}", outputs[0], outputs[1]));
@@ -632,7 +630,7 @@ mod tests {
         let err = Op::Binary(BinaryOp::Add).infer_shape(&[Some(&[2, 3]), Some(&[4])], here()).unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("add: shapes cannot be broadcast together: [2, 3] and [4]"), "{text}");
-        assert!(text.contains("op.rs"), "{text}");
+        assert!(text.contains("op/mod.rs"), "{text}");
     }
 
     #[test]

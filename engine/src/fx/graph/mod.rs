@@ -5,7 +5,8 @@ use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHashMap;
 
-use super::shape_env::{ShapeEnv, SymbolInfo};
+mod shape_env;
+
 use super::symbolic::{SymInt, SymShape};
 use crate::device::Device;
 use crate::dtype::DType;
@@ -14,6 +15,8 @@ use crate::layout::contiguous_strides;
 use crate::op::Op;
 use crate::scalar::Scalar;
 use crate::tensor::TensorMeta;
+use shape_env::ShapeEnv;
+pub use shape_env::{SizeMismatch, Specialization, SymbolInfo};
 
 /// A node's position in its graph. Nodes only refer to earlier nodes, so ids are also a
 /// topological order.
