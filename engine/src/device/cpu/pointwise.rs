@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::{Input, PARALLEL_THRESHOLD};
 use crate::layout::{Layout, numel};
-use crate::op::{BinaryOp, UnaryOp};
+use crate::op::{BinaryOp, UnaryOp, UnaryVisitor};
 
 /// Elements per unit of parallel work; large enough to amortise gathering, small enough to fit L2.
 const CHUNK: usize = 1 << 14;
@@ -87,14 +87,14 @@ fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + S
 /// `op` applied to every element.
 pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
     // One monomorphised loop per op, so each inner loop is branch-free.
-    macro_rules! each {
-        ($($variant:ident),*) => {
-            match op {
-                $(UnaryOp::$variant => map1(a, out_shape, |x| UnaryOp::$variant.apply(x)),)*
-            }
-        };
+    struct Map<'a, 's>(Input<'a>, &'s [usize]);
+    impl UnaryVisitor for Map<'_, '_> {
+        type Output = Vec<f32>;
+        fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+            map1(self.0, self.1, f)
+        }
     }
-    each!(Neg, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Erf, Abs, Relu, Sigmoid, Gelu)
+    op.with_fn(Map(a, out_shape))
 }
 
 /// `op` applied to every pair of broadcast elements.
