@@ -21,10 +21,13 @@
 
 use std::fmt;
 
+mod binary;
 mod custom;
 mod subgraph;
 mod unary;
 
+pub use binary::BinaryOp;
+pub(crate) use binary::BinaryVisitor;
 pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
 pub use subgraph::{Subgraph, SubgraphBody};
 pub use unary::UnaryOp;
@@ -33,131 +36,6 @@ pub(crate) use unary::UnaryVisitor;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::{broadcast_shapes, numel};
 use crate::scalar::Scalar;
-
-/// Elementwise functions of two inputs, broadcast together. Comparisons return 1.0 or 0.0 (the
-/// engine has no boolean dtype yet, so masks are `f32`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b`
-    Div,
-    /// Elementwise maximum, `torch.maximum`.
-    Maximum,
-    /// Elementwise minimum, `torch.minimum`.
-    Minimum,
-    /// `a ^ b`
-    Pow,
-    /// `a == b`
-    Eq,
-    /// `a != b`
-    Ne,
-    /// `a < b`
-    Lt,
-    /// `a <= b`
-    Le,
-    /// `a > b`
-    Gt,
-    /// `a >= b`
-    Ge,
-}
-
-impl BinaryOp {
-    /// Every binary op.
-    pub const ALL: [BinaryOp; 13] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Maximum,
-        BinaryOp::Minimum,
-        BinaryOp::Pow,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-        BinaryOp::Lt,
-        BinaryOp::Le,
-        BinaryOp::Gt,
-        BinaryOp::Ge,
-    ];
-
-    /// The op's name in graphs and kernel names.
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Eq => "eq",
-            BinaryOp::Ne => "ne",
-            BinaryOp::Lt => "lt",
-            BinaryOp::Le => "le",
-            BinaryOp::Gt => "gt",
-            BinaryOp::Ge => "ge",
-        }
-    }
-
-    /// The op's value on one pair of elements: the reference semantics every kernel must match.
-    pub fn apply(self, a: f32, b: f32) -> f32 {
-        let mask = |c: bool| if c { 1.0 } else { 0.0 };
-        match self {
-            BinaryOp::Add => a + b,
-            BinaryOp::Sub => a - b,
-            BinaryOp::Mul => a * b,
-            BinaryOp::Div => a / b,
-            // NaN propagates, as torch.maximum/minimum do (f32::max would drop it).
-            BinaryOp::Maximum => {
-                if a.is_nan() || b.is_nan() {
-                    f32::NAN
-                } else {
-                    a.max(b)
-                }
-            }
-            BinaryOp::Minimum => {
-                if a.is_nan() || b.is_nan() {
-                    f32::NAN
-                } else {
-                    a.min(b)
-                }
-            }
-            BinaryOp::Pow => a.powf(b),
-            BinaryOp::Eq => mask(a == b),
-            BinaryOp::Ne => mask(a != b),
-            BinaryOp::Lt => mask(a < b),
-            BinaryOp::Le => mask(a <= b),
-            BinaryOp::Gt => mask(a > b),
-            BinaryOp::Ge => mask(a >= b),
-        }
-    }
-
-    /// The same function as a C expression over `a` and `b` (names or literals; each may appear
-    /// more than once), valid in C99 with `<math.h>` and in CUDA C.
-    pub fn c_expr(self, a: &str, b: &str) -> String {
-        let mask = |cmp: &str| format!("({a} {cmp} {b} ? 1.0f : 0.0f)");
-        match self {
-            BinaryOp::Add => format!("({a} + {b})"),
-            BinaryOp::Sub => format!("({a} - {b})"),
-            BinaryOp::Mul => format!("({a} * {b})"),
-            BinaryOp::Div => format!("({a} / {b})"),
-            // `a + b` is NaN when either is: NaN propagates as in `apply` (fmaxf alone would drop it).
-            BinaryOp::Maximum => format!("(({a} != {a} || {b} != {b}) ? ({a} + {b}) : fmaxf({a}, {b}))"),
-            BinaryOp::Minimum => format!("(({a} != {a} || {b} != {b}) ? ({a} + {b}) : fminf({a}, {b}))"),
-            BinaryOp::Pow => format!("powf({a}, {b})"),
-            BinaryOp::Eq => mask("=="),
-            BinaryOp::Ne => mask("!="),
-            BinaryOp::Lt => mask("<"),
-            BinaryOp::Le => mask("<="),
-            BinaryOp::Gt => mask(">"),
-            BinaryOp::Ge => mask(">="),
-        }
-    }
-}
 
 /// Reductions over one dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
