@@ -34,7 +34,7 @@ pub use unary::UnaryOp;
 pub(crate) use unary::UnaryVisitor;
 
 use crate::error::{Error, Result, SourceLocation};
-use crate::layout::{broadcast_shapes, numel};
+use crate::layout::{broadcast_shapes, checked_numel, numel};
 use crate::scalar::Scalar;
 
 /// Reductions over one dimension.
@@ -224,6 +224,20 @@ impl Op {
     /// The output shape for operands of these shapes (`None` for a scalar operand), checking
     /// every rule the op has. This is the engine's FakeTensor: shape propagation without data.
     pub fn infer_shape(&self, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
+        let out = self.output_shape(operands, location)?;
+        if checked_numel(&out).is_none() {
+            return Err(Error::Shape {
+                op: self.name(),
+                message: format!("the result, of shape {out:?}, has more elements than fit in memory"),
+                shapes: operands.iter().map(|s| s.unwrap_or(&[]).to_vec()).collect(),
+                location,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The output shape by the op's own rule, before the element count is checked.
+    fn output_shape(&self, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
         let op = self.name();
         let invalid = |message: String| Error::InvalidArgument { op, message, location };
         if !self.arity().contains(&operands.len()) {
@@ -254,8 +268,13 @@ impl Op {
                 .iter()
                 .try_fold(shapes[0].to_vec(), |acc, s| broadcast_shapes(&acc, s))
                 .ok_or_else(|| shape_error("shapes cannot be broadcast together")),
-            Op::Reduce { dim, keepdim, .. } => {
+            Op::Reduce { kind, dim, keepdim } => {
                 check_dim(*dim, shapes[0].len())?;
+                // As in PyTorch: an empty sum is 0 and an empty mean NaN, but an empty max has no
+                // value at all.
+                if *kind == ReduceOp::Max && shapes[0][*dim] == 0 {
+                    return Err(shape_error(&format!("expected reduction dim {dim} to have non-zero size")));
+                }
                 let mut out = shapes[0].to_vec();
                 if *keepdim {
                     out[*dim] = 1;
@@ -292,7 +311,7 @@ impl Op {
                 Ok(x.to_vec())
             }
             Op::Reshape { shape } => {
-                if numel(shape) != numel(shapes[0]) {
+                if checked_numel(shape) != Some(numel(shapes[0])) {
                     return Err(Error::Shape {
                         op,
                         message: format!("cannot view {} elements as {shape:?}", numel(shapes[0])),
@@ -426,6 +445,21 @@ mod tests {
         let x = crate::Tensor::from_vec(vec![f32::NAN, -1.0, 3.0], &[3]).unwrap();
         let y = x.relu().unwrap().to_vec().unwrap();
         assert!(y[0].is_nan() && y[1] == 0.0 && y[2] == 3.0, "{y:?}");
+    }
+
+    #[test]
+    fn overflowing_shapes_are_errors_naming_them() {
+        let big = 1usize << 62;
+        let err = Op::Matmul.infer_shape(&[Some(&[big, 2]), Some(&[2, big])], here()).unwrap_err().to_string();
+        assert!(err.starts_with("matmul: the result, of shape"), "{err}");
+        assert!(err.contains(&format!("[{big}, 2]")) && err.contains(&format!("[2, {big}]")), "{err}");
+        // 2^63 + 1 times 2 wraps to 2: it must not pass for a view of two elements.
+        let wrap = Op::Reshape { shape: vec![(1usize << 63) + 1, 2] };
+        assert!(wrap.infer_shape(&[Some(&[2])], here()).is_err());
+        let x = crate::Tensor::zeros(&[2]);
+        assert!(x.reshape(&[(1usize << 63) + 1, 2]).is_err());
+        let expand = Op::Expand { shape: vec![big, big] };
+        assert!(expand.infer_shape(&[Some(&[1])], here()).is_err());
     }
 
     #[test]

@@ -91,8 +91,9 @@ unary_ops! {
     Erf "erf" |x| libm::erff(x), "erff({x})";
     /// Absolute value.
     Abs "abs" |x| x.abs(), "fabsf({x})";
-    /// `max(x, 0)`; NaN stays NaN, as in PyTorch (`f32::max` and `fmaxf` alone would give 0).
-    Relu "relu" |x| if x.is_nan() { x } else { x.max(0.0) }, "({x} != {x} ? {x} : fmaxf({x}, 0.0f))";
+    /// `max(x, 0)`; NaN stays NaN, as in PyTorch (`f32::max` and `fmaxf` would give 0). A select
+    /// rather than `fmaxf` also lets GCC vectorise it without fast-math.
+    Relu "relu" |x| if x <= 0.0 { 0.0 } else { x }, "({x} <= 0.0f ? 0.0f : {x})";
     /// `1 / (1 + e^-x)`
     Sigmoid "sigmoid" |x| 1.0 / (1.0 + (-x).exp()), "(1.0f / (1.0f + expf(-{x})))";
     /// `x * Φ(x)` with the exact (erf) form; a composite that AOT decomposes.
