@@ -42,3 +42,29 @@ fn relu_of_nan_is_nan_eager_and_compiled() {
         assert!(y[0].is_nan() && y[1] == 0.0 && y[2] == 2.0, "{y:?}");
     }
 }
+
+#[test]
+fn set_outputs_refuses_a_node_of_another_graph() {
+    let meta = Tensor::zeros(&[2]).meta();
+    let mut big = engine::fx::Graph::new();
+    let ids: Vec<_> = (0..3).map(|i| big.add_placeholder(&format!("x{i}"), meta.clone(), vec![1])).collect();
+    let mut small = engine::fx::Graph::new();
+    small.add_placeholder("x", meta, vec![1]);
+    let err = small.set_outputs(vec![ids[2]]).unwrap_err().to_string();
+    assert!(err.starts_with("set_outputs: ") && err.contains("not a node of this graph"), "{err}");
+    assert!(small.outputs().is_empty());
+}
+
+#[test]
+fn kernel_build_refuses_an_extern_group() {
+    use engine::inductor::{kernel, lowering, scheduler};
+    let tracer = engine::fx::proxy::Tracer::new();
+    let x = tracer.input(&Tensor::randn(&[4, 4], 0)).unwrap();
+    let y = x.matmul(&x).unwrap();
+    let graph = tracer.finish(&[y]).unwrap().graph;
+    let lowered = lowering::lower(&graph, &engine::fx::SymBindings::default()).unwrap();
+    let schedule = scheduler::schedule(&lowered, scheduler::can_fuse).unwrap();
+    let matmul = schedule.groups.iter().find(|g| g.kind == scheduler::LoopKind::Extern).expect("matmul is extern");
+    let err = kernel::build(&lowered, &schedule, matmul, 0).unwrap_err().to_string();
+    assert!(err.starts_with("kernel::build: "), "{err}");
+}

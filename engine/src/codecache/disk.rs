@@ -67,7 +67,7 @@ impl DiskCache {
             Entry::Valid => return Ok((path, false)),
             Entry::Missing => {}
             Entry::Corrupt(why) => {
-                eprintln!("[engine] cache entry {} is corrupt ({why}); rebuilding it", path.display());
+                crate::logs::warn(|| format!("cache entry {} is corrupt ({why}); rebuilding it", path.display()));
                 let _ = fs::remove_file(&path);
                 let _ = fs::remove_file(&checksum_path);
             }

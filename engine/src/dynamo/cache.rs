@@ -137,13 +137,15 @@ impl Cache {
             if !std::mem::replace(&mut frame.warned, true) {
                 let last =
                     failures.first().map(|(e, f)| format!(" Last guard failure: {}: {f}.", id(*e))).unwrap_or_default();
-                eprintln!(
-                    "[engine] warning: `{}` hit the recompile limit ({}) for {}; from now on a trace that misses the \
+                logs::warn(|| {
+                    format!(
+                        "`{}` hit the recompile limit ({}) for {}; from now on a trace that misses the \
                      cache runs eagerly.{last} To see every recompile, set ENGINE_LOGS=recompiles.",
-                    options.name,
-                    options.recompile_limit,
-                    frame.label()
-                );
+                        options.name,
+                        options.recompile_limit,
+                        frame.label()
+                    )
+                });
             }
             return Ok(Arc::new(Interpreter::new(traced.graph.clone())));
         }

@@ -16,4 +16,5 @@ pub mod symbolic;
 
 pub use graph::{Arg, Graph, Node, NodeId, NodeKind, SizeMismatch, Specialization, SymbolInfo};
 pub use interpreter::Interpreter;
+pub use proxy::{Traced, trace};
 pub use symbolic::{SymBindings, SymInt, SymShape, Symbol};

@@ -75,7 +75,7 @@ pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
     let decomposed = aot::decompose(graph)?;
     let hints = hint_bindings(&decomposed)?;
     let lowered = lowering::lower(&decomposed, &hints)?;
-    Ok(build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?))
+    build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?)
 }
 
 /// The binding of every size symbol to the size it was traced with.
@@ -100,7 +100,7 @@ fn generate_for(
     if log {
         logs::log(Artifact::Fusion, || fusion_log(&schedule));
     }
-    let kernels = build_kernels(&lowered, &schedule);
+    let kernels = build_kernels(&lowered, &schedule)?;
     let plan = wrapper::plan(&lowered, &schedule);
     let (sources, launches) = kernels.iter().map(|k| print(k, device, config)).unzip();
     let custom = custom_sources(&lowered, device)?;
@@ -201,7 +201,7 @@ fn print(k: &Kernel, device: Device, config: &Config) -> (String, Launch) {
 }
 
 /// One kernel per fused group, numbered in launch order.
-fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Vec<Kernel> {
+fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Result<Vec<Kernel>> {
     schedule
         .groups
         .iter()

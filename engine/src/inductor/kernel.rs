@@ -14,7 +14,7 @@ use std::fmt;
 use super::index::{Affine, FlatIndex};
 use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
 use super::scheduler::{Group, LoopKind, Schedule, is_row_shape};
-use crate::error::SourceLocation;
+use crate::error::{Error, Result, SourceLocation};
 use crate::op::{BinaryOp, ReduceOp};
 
 /// Longest row a persistent reduction keeps in registers (1024 threads, 8 elements each).
@@ -218,12 +218,20 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// Builds the kernel for `group` (not an extern group); `index` numbers it in the graph.
-pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: usize) -> Kernel {
+/// Builds the kernel for `group`; `index` numbers it in the graph. An extern group (a matmul,
+/// a fallback) is a library call, not a kernel: asking for its kernel is an error.
+#[track_caller]
+pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: usize) -> Result<Kernel> {
     let (shape, dim) = match &group.kind {
         LoopKind::Pointwise { shape } => (shape.clone(), None),
         LoopKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
-        LoopKind::Extern => unreachable!("extern groups are calls, not kernels"),
+        LoopKind::Extern => {
+            return Err(Error::InvalidArgument {
+                op: "kernel::build",
+                message: "an extern group (matmul or fallback) is a library call, not a kernel".into(),
+                location: SourceLocation::caller(),
+            });
+        }
     };
     let mut builder = Builder::new(graph, schedule, group, &shape, dim);
     let body = match dim {
@@ -266,7 +274,7 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: us
             Origin { node: n.origin_name.clone(), op: n.op_name, location: n.location }
         })
         .collect();
-    Kernel { name: format!("{prefix}_fused_{}_{index}", ops.join("_")), args: builder.args, xnumel, body, origins }
+    Ok(Kernel { name: format!("{prefix}_fused_{}_{index}", ops.join("_")), args: builder.args, xnumel, body, origins })
 }
 
 /// Where a member's value lives while the kernel runs.

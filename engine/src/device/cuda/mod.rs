@@ -105,14 +105,14 @@ fn launch_config(blocks: usize, block: (u32, u32)) -> cudarc::driver::LaunchConf
 
 /// The methods of [`Device`] that need CUDA's runtime (the type itself is a leaf, below errors).
 impl Device {
-    /// `cuda:0` when CUDA can run here, else `cpu`, saying once per process, on stderr and in one
-    /// line, what is missing: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+    /// `cuda:0` when CUDA can run here, else `cpu`, saying once per process, as a warning
+    /// ([`crate::logs::warn`]), what is missing: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
     pub fn cuda_if_available() -> Device {
         match unavailable_reason() {
             None => Device::Cuda(0),
             Some(reason) => {
                 static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| eprintln!("[engine] CUDA is not available ({reason}); running on CPU"));
+                SAID.call_once(|| crate::logs::warn(|| format!("CUDA is not available ({reason}); running on CPU")));
                 Device::Cpu
             }
         }

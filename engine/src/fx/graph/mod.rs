@@ -299,9 +299,19 @@ impl Graph {
         Ok(id)
     }
 
-    /// Sets the values the graph returns.
-    pub fn set_outputs(&mut self, outputs: Vec<NodeId>) {
+    /// Sets the values the graph returns; an id that is not a node of this graph is an error
+    /// (naming the caller's line), not a panic when the graph is later run or compiled.
+    #[track_caller]
+    pub fn set_outputs(&mut self, outputs: Vec<NodeId>) -> Result<()> {
+        if let Some(bad) = outputs.iter().find(|id| id.0 >= self.nodes.len()) {
+            return Err(Error::InvalidArgument {
+                op: "set_outputs",
+                message: format!("output {bad:?} is not a node of this graph ({} nodes)", self.nodes.len()),
+                location: SourceLocation::caller(),
+            });
+        }
         self.outputs = outputs;
+        Ok(())
     }
 }
 
