@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
@@ -97,12 +98,13 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 .map(|o| match o {
                     Operand::Scalar(v) => cpu::Input::Scalar(*v),
                     Operand::Tensor(t) => match parts(t) {
-                        (Storage::Cpu(data), layout) => cpu::Input::Tensor { data, layout },
+                        (Storage::Cpu(buffer), layout) => cpu::Input::Tensor { buffer, layout },
                         (Storage::Cuda(_), _) => unreachable!("common_device checked every operand is on the CPU"),
                     },
                 })
                 .collect();
-            Storage::Cpu(cpu::execute(op, &inputs, out_shape))
+            let Ok(output) = execute(&cpu::Cpu, op, &inputs, out_shape);
+            Storage::Cpu(output)
         }
         Device::Cuda(_) => {
             let mut gpu = None;
@@ -120,7 +122,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 })
                 .collect();
             let gpu = gpu.expect("shape inference requires a tensor operand");
-            Storage::Cuda(cuda::execute(&gpu, op, &inputs, out_shape)?)
+            Storage::Cuda(execute(&gpu, op, &inputs, out_shape)?)
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))

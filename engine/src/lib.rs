@@ -22,7 +22,8 @@
 //!    [`codecache`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (with the dispatcher's hook for the layers above,
-//!    `tensor::dispatch`), the op methods, [`device::cpu`](device)/[`device::cuda`] kernels,
+//!    `tensor::dispatch`), the op methods, the device kernels (`device::backend`, the trait each
+//!    device implements; `device::cpu`, [`device::cuda`]),
 //!    [`mod@bench`];
 //! 4. [`fx`], graphs, tracing and the interpreter;
 //! 5. [`aot`], decompositions;

@@ -15,7 +15,10 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("base types", &["scalar", "dtype", "layout", "device", "error", "logs", "codecache"]),
     ("op catalogue", &["op"]),
-    ("tensors and eager kernels", &["tensor", "ops", "eager", "device::cpu", "device::cuda", "bench"]),
+    (
+        "tensors and eager kernels",
+        &["tensor", "ops", "eager", "device::backend", "device::cpu", "device::cuda", "bench"],
+    ),
     ("fx", &["fx"]),
     ("aot", &["aot"]),
     ("inductor", &["inductor"]),

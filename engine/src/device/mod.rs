@@ -26,5 +26,6 @@ impl fmt::Display for Device {
     }
 }
 
+pub(crate) mod backend;
 pub(crate) mod cpu;
 pub mod cuda;

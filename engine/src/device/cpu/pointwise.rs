@@ -22,7 +22,7 @@ impl<'a> Source<'a> {
     fn new(input: Input<'a>, out_shape: &[usize]) -> Self {
         match input {
             Input::Scalar(v) => Source::Splat(v),
-            Input::Tensor { data, layout } => {
+            Input::Tensor { buffer: data, layout } => {
                 if layout.numel() == 1 {
                     Source::Splat(data[layout.offset()])
                 } else if layout.shape() == out_shape && layout.is_contiguous() {

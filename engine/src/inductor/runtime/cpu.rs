@@ -90,8 +90,10 @@ impl CpuProgram {
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
                     let (ad, al) = view_data(a, &concrete, &self.schedule.slot_of, &slots);
                     let (bd, bl) = view_data(b, &concrete, &self.schedule.slot_of, &slots);
-                    let (a, b) =
-                        (cpu::Input::Tensor { data: ad, layout: &al }, cpu::Input::Tensor { data: bd, layout: &bl });
+                    let (a, b) = (
+                        cpu::Input::Tensor { buffer: ad, layout: &al },
+                        cpu::Input::Tensor { buffer: bd, layout: &bl },
+                    );
                     matmul_into(a, b, shape, &mut result);
                     slots[self.schedule.slot(*out)] = Some(result);
                 }

@@ -9,6 +9,7 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::{Run, Schedule, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
+use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
 use crate::inductor::ir::{BufferName, LoweredGraph, View};
@@ -124,7 +125,7 @@ impl CudaProgram {
                         cuda::Input::Tensor { buffer: ab, layout: &al },
                         cuda::Input::Tensor { buffer: bb, layout: &bl },
                     ];
-                    let product = cuda::execute(&self.device, &Op::Matmul, &operands, shape)
+                    let product = execute(&self.device, &Op::Matmul, &operands, shape)
                         .map_err(|e| failed("the extern matmul", e))?;
                     // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.
                     slots[self.schedule.slot(*out)] = Some(product);
