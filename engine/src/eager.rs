@@ -8,8 +8,8 @@ use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
-use crate::op::BinaryOp;
 use crate::op::Op;
+use crate::op::{BinaryOp, ViewOf};
 use crate::tensor::{Concrete, Operand, Storage, Tensor, dispatch};
 
 /// Runs `op` on concrete operands now.
@@ -32,17 +32,19 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
         Operand::Scalar(_) => unreachable!("shape inference rejects a scalar first operand here"),
     };
     let view = |layout: Layout| Ok(Tensor::from_concrete(first().storage.clone(), layout));
+    let view_of = match operands[0] {
+        Operand::Tensor(_) => op.view_of(&first().layout),
+        Operand::Scalar(_) => ViewOf::NotAView,
+    };
+    match view_of {
+        ViewOf::Layout(layout) => return view(layout),
+        ViewOf::CopyFirst => {
+            let dense = run(&Op::Contiguous, &operands[..1], location)?;
+            return run(op, &[Operand::Tensor(&dense)], location);
+        }
+        ViewOf::NotAView => {}
+    }
     match op {
-        Op::Permute { dims } => view(first().layout.permute(dims)),
-        Op::Expand { shape } => view(first().layout.expand(shape)),
-        Op::Slice { dim, start, end, step } => view(first().layout.slice(*dim, *start, *end, *step)),
-        Op::Reshape { shape } => match first().layout.reshape(shape) {
-            Some(layout) => view(layout),
-            None => {
-                let dense = run(&Op::Contiguous, &operands[..1], location)?;
-                run(op, &[Operand::Tensor(&dense)], location)
-            }
-        },
         Op::Contiguous if first().layout.is_contiguous() => match operands[0] {
             Operand::Tensor(t) => Ok(t.clone()),
             Operand::Scalar(_) => unreachable!(),

@@ -9,7 +9,7 @@ use super::ir::{
 use crate::error::{Error, Result};
 use crate::fx::{Arg, Graph, Node, NodeId, NodeKind, SymBindings};
 use crate::layout::{Layout, contiguous_strides};
-use crate::op::Op;
+use crate::op::{Op, ViewOf};
 
 /// Lowers a decomposed graph (see [`crate::aot::decompose`]) to loop-level IR, with every
 /// size of a dynamic graph evaluated for `bindings` (a static graph takes empty bindings). Nodes
@@ -158,27 +158,18 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b })
             }
-            Op::Permute { dims } => {
+            Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;
-                View { buffer: v.buffer, layout: v.layout.permute(dims) }
-            }
-            Op::Expand { shape } => {
-                let v = source()?;
-                View { buffer: v.buffer, layout: v.layout.expand(shape) }
-            }
-            Op::Slice { dim, start, end, step } => {
-                let v = source()?;
-                View { buffer: v.buffer, layout: v.layout.slice(*dim, *start, *end, *step) }
-            }
-            Op::Reshape { shape } => {
-                let v = source()?;
-                match v.layout.reshape(shape) {
-                    Some(layout) => View { buffer: v.buffer, layout },
-                    None => {
+                match op.view_of(&v.layout) {
+                    ViewOf::Layout(layout) => View { buffer: v.buffer, layout },
+                    ViewOf::CopyFirst => {
                         let dense = self.copy(id, op, &v);
-                        let layout = dense.layout.reshape(shape).expect("a fresh copy is contiguous");
+                        let ViewOf::Layout(layout) = op.view_of(&dense.layout) else {
+                            unreachable!("a view of a fresh dense copy needs no copy")
+                        };
                         View { buffer: dense.buffer, layout }
                     }
+                    ViewOf::NotAView => unreachable!("the arm matched view ops"),
                 }
             }
             Op::Contiguous => {

@@ -25,6 +25,7 @@ mod binary;
 mod custom;
 mod subgraph;
 mod unary;
+mod view;
 
 pub use binary::BinaryOp;
 pub(crate) use binary::BinaryVisitor;
@@ -32,6 +33,7 @@ pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
 pub use subgraph::{Subgraph, SubgraphBody};
 pub use unary::UnaryOp;
 pub(crate) use unary::UnaryVisitor;
+pub(crate) use view::ViewOf;
 
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::{broadcast_shapes, checked_numel, numel};
