@@ -11,10 +11,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::codegen;
+use super::codegen::Renderer;
 use super::config::Config;
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
-use super::kernel::{self, Kernel, KernelBody};
+use super::kernel::{self, Kernel};
 use super::launch::Launch;
 use super::output_code::OutputCode;
 use super::runtime::Program;
@@ -41,6 +41,8 @@ struct Generated {
     launches: Vec<Launch>,
     plan: wrapper::CallPlan,
     output_code: OutputCode,
+    /// The whole source to compile: the renderer's prelude, then every kernel.
+    module_source: String,
 }
 
 /// Compiles a captured graph for the device its inputs are on.
@@ -102,49 +104,37 @@ fn generate_for(
     }
     let kernels = build_kernels(&lowered, &schedule)?;
     let plan = wrapper::plan(&lowered, &schedule);
-    let (sources, launches) = kernels.iter().map(|k| print(k, device, config)).unzip();
-    let custom = custom_sources(&lowered, device)?;
+    let renderer = config.renderer(device);
+    let (sources, launches) = kernels.iter().map(|k| renderer.kernel(k)).map(|r| (r.source, r.launch)).unzip();
+    let custom = custom_sources(&lowered, renderer.as_ref())?;
     let output_code = OutputCode::new(device, &lowered, &kernels, sources, custom, &plan);
-    Ok(Generated { lowered, kernels, launches, plan, output_code })
+    let module_source = output_code.module_source(&renderer.prelude());
+    Ok(Generated { lowered, kernels, launches, plan, output_code, module_source })
 }
 
 /// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,
 /// both through the disk cache) and resolves its kernels.
 fn build_program(generated: Generated, device: Device) -> Result<Program> {
-    let Generated { lowered, kernels, launches, plan, output_code } = generated;
+    let Generated { lowered, kernels, launches, plan, module_source, .. } = generated;
     match device {
         Device::Cpu => {
-            let library = if kernels.is_empty() {
-                None
-            } else {
-                Some(CCompiler::detect()?.compile(&output_code.module_source(&codegen::c::prelude()))?)
-            };
+            let library = if kernels.is_empty() { None } else { Some(CCompiler::detect()?.compile(&module_source)?) };
             Ok(Program::Cpu(CpuProgram::new(&lowered, &kernels, &plan, library)?))
         }
         Device::Cuda(ordinal) => {
             let gpu = CudaDevice::get(ordinal)?;
-            let module = if kernels.is_empty() {
-                None
-            } else {
-                Some(gpu.load(&output_code.module_source(&codegen::cuda::prelude()))?)
-            };
+            let module = if kernels.is_empty() { None } else { Some(gpu.load(&module_source)?) };
             Ok(Program::Cuda(CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module)?))
         }
     }
 }
 
-/// The source of every custom op the kernels call, once each, in the device's language.
-fn custom_sources(lowered: &LoweredGraph, device: Device) -> Result<Vec<String>> {
+/// The source of every custom op the kernels call, once each, in the renderer's language.
+fn custom_sources(lowered: &LoweredGraph, renderer: &dyn Renderer) -> Result<Vec<String>> {
     let mut sources: Vec<String> = Vec::new();
     for node in &lowered.nodes {
         let NodeBody::Pointwise { op: PointwiseOp::Custom(custom), .. } = &node.body else { continue };
-        let source = match device {
-            Device::Cpu => custom.c_source().to_string(),
-            Device::Cuda(_) => custom.cuda_source().map(str::to_string).ok_or_else(|| Error::Backend {
-                backend: "inductor".into(),
-                message: format!("custom op `{}` has no CUDA source, so it cannot run on {device}", custom.name()),
-            })?,
-        };
+        let source = renderer.custom_source(custom)?;
         if !sources.contains(&source) {
             sources.push(source);
         }
@@ -177,26 +167,6 @@ impl Specializations {
         let program = Arc::new(build_program(generated, self.device)?);
         self.programs.lock().expect("programs lock").insert(key, program.clone());
         Ok(program)
-    }
-}
-
-/// A kernel's source for `device`, from the configured printer or the engine's own, and how it
-/// is launched on a GPU.
-fn print(k: &Kernel, device: Device, config: &Config) -> (String, Launch) {
-    let p = &config.printers;
-    let pointwise = matches!(k.body, KernelBody::Pointwise(_));
-    match device {
-        Device::Cpu => match (pointwise, p.pointwise_c, p.reduction_c) {
-            (true, Some(print), _) | (false, _, Some(print)) => (print(k), Launch::GRID_STRIDE),
-            _ => (codegen::c::kernel(k), Launch::GRID_STRIDE),
-        },
-        Device::Cuda(_) => match (pointwise, p.pointwise_cuda) {
-            (true, Some(print)) => (print(k), Launch::GRID_STRIDE),
-            _ => {
-                let printed = codegen::cuda::kernel(k);
-                (printed.source, printed.launch)
-            }
-        },
     }
 }
 

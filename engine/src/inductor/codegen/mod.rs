@@ -1,9 +1,13 @@
 //! Code generation, the analogue of TorchInductor's `codegen/` (`cpp.py` for CPU, `triton.py` for
-//! GPU): two printers over the one [`kernel`](super::kernel) IR. This module holds what they
+//! GPU): two printers over the one [`kernel`](super::kernel) IR, each behind the [`Renderer`]
+//! trait. This module holds what they
 //! share: how each op, constant and statement is spelled in C, which CUDA C extends.
 
 pub mod c;
 pub mod cuda;
+mod renderer;
+
+pub use renderer::{CRenderer, CudaRenderer, Rendered, Renderer, WithPrinters};
 
 use std::fmt::Write;
 
