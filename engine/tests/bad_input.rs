@@ -65,6 +65,6 @@ fn kernel_build_refuses_an_extern_group() {
     let lowered = lowering::lower(&graph, &engine::fx::SymBindings::default()).unwrap();
     let schedule = scheduler::schedule(&lowered, scheduler::can_fuse).unwrap();
     let matmul = schedule.groups.iter().find(|g| g.kind == scheduler::LoopKind::Extern).expect("matmul is extern");
-    let err = kernel::build(&lowered, &schedule, matmul, 0).unwrap_err().to_string();
+    let err = kernel::build(&lowered, &schedule, matmul, scheduler::KernelId(0)).unwrap_err().to_string();
     assert!(err.starts_with("kernel::build: "), "{err}");
 }

@@ -1,7 +1,7 @@
 //! Where tensors live, the analogue of `torch.device`.
 //!
 //! [`Device`] is a leaf type at the bottom of the engine's layers (errors name it); the kernels
-//! that run on each device ([`cpu`], [`cuda`]) sit with the tensors, above the op catalogue,
+//! that run on each device (`cpu`, [`cuda`]) sit with the tensors, above the op catalogue,
 //! and so do the methods that need a device's runtime ([`Device::synchronize`],
 //! [`Device::cuda_if_available`], in [`cuda`]).
 

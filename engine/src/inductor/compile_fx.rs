@@ -20,7 +20,7 @@ use super::output_code::OutputCode;
 use super::runtime::Program;
 use super::runtime::cpu::CpuProgram;
 use super::runtime::cuda::CudaProgram;
-use super::scheduler::{self, LoopKind, Schedule};
+use super::scheduler::{self, Schedule};
 use super::wrapper;
 use super::{CompiledModule, lowering};
 use crate::aot;
@@ -170,14 +170,14 @@ impl Specializations {
     }
 }
 
-/// One kernel per fused group, numbered in launch order.
+/// One kernel per fused group, numbered by the schedule.
 fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Result<Vec<Kernel>> {
+    let ids = schedule.kernel_ids();
     schedule
         .groups
         .iter()
-        .filter(|g| g.kind != LoopKind::Extern)
-        .enumerate()
-        .map(|(i, g)| kernel::build(lowered, schedule, g, i))
+        .zip(ids)
+        .filter_map(|(group, id)| id.map(|id| kernel::build(lowered, schedule, group, id)))
         .collect()
 }
 

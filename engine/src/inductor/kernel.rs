@@ -13,7 +13,7 @@ use std::fmt;
 
 use super::index::{Affine, FlatIndex};
 use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
-use super::scheduler::{Group, LoopKind, Schedule, is_row_shape};
+use super::scheduler::{Group, KernelId, LoopKind, Schedule, is_row_shape};
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{BinaryOp, ReduceOp};
 
@@ -218,10 +218,10 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// Builds the kernel for `group`; `index` numbers it in the graph. An extern group (a matmul,
+/// Builds the kernel for `group`, numbered `id` (see [`Schedule::kernel_ids`]). An extern group (a matmul,
 /// a fallback) is a library call, not a kernel: asking for its kernel is an error.
 #[track_caller]
-pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: usize) -> Result<Kernel> {
+pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: KernelId) -> Result<Kernel> {
     let (shape, dim) = match &group.kind {
         LoopKind::Pointwise { shape } => (shape.clone(), None),
         LoopKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
@@ -274,7 +274,7 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: us
             Origin { node: n.origin_name.clone(), op: n.op_name, location: n.location }
         })
         .collect();
-    Ok(Kernel { name: format!("{prefix}_fused_{}_{index}", ops.join("_")), args: builder.args, xnumel, body, origins })
+    Ok(Kernel { name: format!("{prefix}_fused_{}_{}", ops.join("_"), id.0), args: builder.args, xnumel, body, origins })
 }
 
 /// Where a member's value lives while the kernel runs.

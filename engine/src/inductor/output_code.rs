@@ -182,7 +182,7 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                 format!("let buf{buffer} = buf{old};  // reuse: buf{old} is dead and has the same size")
             }
             Step::Kernel { kernel } => {
-                let k = &kernels[*kernel];
+                let k = &kernels[kernel.0];
                 let args: Vec<String> = k.args.iter().map(|a| graph.buffer_name(a.buffer)).collect();
                 format!("{}({}, xnumel = {});", k.name, args.join(", "), k.xnumel)
             }

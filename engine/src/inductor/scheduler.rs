@@ -227,6 +227,28 @@ pub struct Schedule {
     pub stored: Vec<bool>,
 }
 
+/// A kernel's number: its place among the schedule's kernels in launch order (extern calls are
+/// not kernels), and the suffix of its name (`poi_fused_add_0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(pub usize);
+
+impl Schedule {
+    /// The kernel each group becomes, `None` for an extern call: the one place kernels are
+    /// numbered, read by kernel building and by the call plan alike.
+    pub fn kernel_ids(&self) -> Vec<Option<KernelId>> {
+        let mut next = 0;
+        self.groups
+            .iter()
+            .map(|g| {
+                (g.kind != LoopKind::Extern).then(|| {
+                    next += 1;
+                    KernelId(next - 1)
+                })
+            })
+            .collect()
+    }
+}
+
 /// Groups the nodes of `graph` with the fusion decision `policy`.
 ///
 /// Fails when the policy fuses what cannot be fused (a read that cannot pass in a register, or a

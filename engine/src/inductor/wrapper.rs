@@ -6,7 +6,7 @@
 //! Everything here is decided at compile time, so running a compiled graph only walks the steps.
 
 use super::ir::{BufferName, LoweredGraph, View};
-use super::scheduler::{LoopKind, Schedule};
+use super::scheduler::{KernelId, Schedule};
 use crate::layout::numel;
 
 /// One step of the call plan.
@@ -19,10 +19,10 @@ pub enum Step {
         /// A buffer of the same size whose last reader has already run.
         reuses: Option<usize>,
     },
-    /// Launch kernel `kernel` (an index into the plan's kernels) on its arguments.
+    /// Launch kernel `kernel` on its arguments.
     Kernel {
         /// Which kernel.
-        kernel: usize,
+        kernel: KernelId,
     },
     /// The extern call (matmul, or an eager fallback) computing IR node `node`.
     Extern {
@@ -45,7 +45,7 @@ pub struct CallPlan {
     pub outputs: Vec<View>,
 }
 
-/// Plans the call for a scheduled graph; kernels are numbered in group order.
+/// Plans the call for a scheduled graph, with the kernels the schedule numbered.
 pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let groups = &schedule.groups;
     let mut group_of = vec![0; graph.nodes.len()];
@@ -74,7 +74,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let mut slot_sizes = Vec::new();
     // Dead buffers whose memory may be taken: (buffer, slot).
     let mut free: Vec<(usize, usize)> = Vec::new();
-    let mut next_kernel = 0;
+    let kernel_ids = schedule.kernel_ids();
     // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
         for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
@@ -90,13 +90,10 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
             slot_of[m] = Some(slot);
             steps.push(Step::Alloc { buffer: m, reuses: reused.map(|(b, _)| b) });
         }
-        match group.kind {
-            LoopKind::Extern => steps.push(Step::Extern { node: group.members[0] }),
-            _ => {
-                steps.push(Step::Kernel { kernel: next_kernel });
-                next_kernel += 1;
-            }
-        }
+        steps.push(match kernel_ids[g] {
+            Some(kernel) => Step::Kernel { kernel },
+            None => Step::Extern { node: group.members[0] },
+        });
         // Buffers whose last reader just ran are dead from here on.
         for (n, slot) in slot_of.iter().enumerate() {
             if let Some(slot) = slot

@@ -95,7 +95,7 @@ fn steps<K>(
                 Run::Alloc { slot, len: plan.slot_sizes[slot] }
             }
             Step::Kernel { kernel } => {
-                let (kernel, args, xnumel) = resolve(*kernel)?;
+                let (kernel, args, xnumel) = resolve(kernel.0)?;
                 Run::Kernel { kernel, args, xnumel }
             }
             Step::Extern { node } => {
