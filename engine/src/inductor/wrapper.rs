@@ -31,6 +31,10 @@ pub enum Step {
     },
 }
 
+/// A slot of memory in the call plan: buffers whose lives do not overlap share one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SlotId(pub usize);
+
 /// The whole plan: steps, the memory slot of each stored buffer, and the returned views.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallPlan {
@@ -38,8 +42,8 @@ pub struct CallPlan {
     pub steps: Vec<Step>,
     /// For each IR node, the slot of memory holding its buffer (`None` when it lives only in
     /// registers).
-    pub slot_of: Vec<Option<usize>>,
-    /// Elements in each slot.
+    pub slot_of: Vec<Option<SlotId>>,
+    /// Elements in each slot, indexed by [`SlotId`].
     pub slot_sizes: Vec<usize>,
     /// The graph's outputs: views of inputs or of node buffers.
     pub outputs: Vec<View>,
@@ -73,18 +77,18 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let mut slot_of = vec![None; graph.nodes.len()];
     let mut slot_sizes = Vec::new();
     // Dead buffers whose memory may be taken: (buffer, slot).
-    let mut free: Vec<(usize, usize)> = Vec::new();
+    let mut free: Vec<(usize, SlotId)> = Vec::new();
     let kernel_ids = schedule.kernel_ids();
     // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
         for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
             let size = numel(&graph.nodes[m].shape);
-            let reused = free.iter().position(|&(_, slot)| slot_sizes[slot] == size).map(|i| free.remove(i));
+            let reused = free.iter().position(|&(_, slot)| slot_sizes[slot.0] == size).map(|i| free.remove(i));
             let slot = match reused {
                 Some((_, slot)) => slot,
                 None => {
                     slot_sizes.push(size);
-                    slot_sizes.len() - 1
+                    SlotId(slot_sizes.len() - 1)
                 }
             };
             slot_of[m] = Some(slot);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{Run, Schedule, check_inputs, input_view, outputs, run_fallback};
+use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
@@ -69,7 +69,7 @@ impl CudaProgram {
         &self,
         view: &View,
         inputs: &[&'s Concrete],
-        slots: &'s [Option<CudaBuffer>],
+        slots: &'s Slots<CudaBuffer>,
     ) -> (&'s CudaBuffer, Layout) {
         match view.buffer {
             BufferName::Input(i) => {
@@ -87,7 +87,7 @@ impl CudaProgram {
     /// program's GPU.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cuda(self.device.ordinal()))?;
-        let mut slots: Vec<Option<CudaBuffer>> = (0..self.schedule.slot_count).map(|_| None).collect();
+        let mut slots: Slots<CudaBuffer> = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => {
@@ -144,7 +144,7 @@ impl CudaProgram {
 
     /// A fallback's operand: graph inputs are shared, planned buffers copied (the eager kernels
     /// take tensors, not slots). Fallbacks are slow, and only for ops with no lowering.
-    fn fallback_operand(&self, view: &View, concrete: &[&Concrete], slots: &[Option<CudaBuffer>]) -> Result<Tensor> {
+    fn fallback_operand(&self, view: &View, concrete: &[&Concrete], slots: &Slots<CudaBuffer>) -> Result<Tensor> {
         Ok(match view.buffer {
             BufferName::Input(i) => input_view(concrete[i], view),
             BufferName::Node(_) => {
