@@ -4,6 +4,23 @@
 //! Eager kernels (CPU and CUDA), graph nodes, decompositions and code generation all speak in
 //! these ops, so a learner meets the same names at every stage of the pipeline.
 //!
+//! ## The catalogue, by class
+//!
+//! | class | ops | operands | eager kernel (`device::backend::Backend`) | Inductor |
+//! | --- | --- | --- | --- | --- |
+//! | pointwise | [`UnaryOp`]: one line each in `op/unary.rs` | 1 | `unary`: a loop over the reference function (CPU), the C expression (CUDA) | `PointwiseOp::Unary`, printed from the C expression |
+//! | pointwise | [`BinaryOp`]: one line each in `op/binary.rs` | 2 | `binary`, the same way | `PointwiseOp::Binary` |
+//! | pointwise | `where` | 3 | `where_` | `PointwiseOp::Where` |
+//! | pointwise | [`CustomOp`] (`op/custom.rs`) | its own | `custom`: its compiled C (CPU) or CUDA C | `PointwiseOp::Custom`, its source pasted into the kernel |
+//! | reduction | `sum`, `mean`, `amax` ([`ReduceOp`]) | 1 | `reduce` | a reduction node, fused with pointwise neighbours |
+//! | view | `reshape`, `permute`, `expand`, `slice` | 1 | none: a new layout, from `Op::view_of` (`op/view.rs`) | the same `view_of`, no loop |
+//! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
+//! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
+//! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
+//! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
+//!
+//! [`Op::class`] and [`Op::infer_shape`] below hold each op's class and shape rule.
+//!
 //! ## Adding a unary pointwise op
 //!
 //! The unary ops are one table, in `op/unary.rs`: a line gives the variant, its name, its
