@@ -4,7 +4,7 @@
 
 use super::index::Affine;
 use super::ir::{
-    BufferName, FallbackArg, GraphInput, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
+    BufferName, FallbackArg, GraphInput, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
 };
 use crate::error::{Error, Result};
 use crate::fx::{Arg, Graph, Node, NodeId, NodeKind, SymBindings};
@@ -76,7 +76,7 @@ impl Lowering<'_> {
 
     /// Appends an IR node for `origin` and returns the dense view of its output.
     fn push(&mut self, id: NodeId, op: &Op, shape: Vec<usize>, body: NodeBody) -> View {
-        let index = self.out.nodes.len();
+        let index = IrId(self.out.nodes.len());
         let origin = self.graph.node(id);
         self.out.nodes.push(IrNode {
             origin: id,

@@ -5,7 +5,7 @@
 //!
 //! Everything here is decided at compile time, so running a compiled graph only walks the steps.
 
-use super::ir::{BufferName, LoweredGraph, View};
+use super::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
 use super::scheduler::{KernelId, Schedule};
 use crate::layout::numel;
 
@@ -15,9 +15,9 @@ pub enum Step {
     /// Memory for node buffer `buffer`, fresh or taken over from the dead buffer `reuses`.
     Alloc {
         /// The IR node whose output the memory holds.
-        buffer: usize,
+        buffer: IrId,
         /// A buffer of the same size whose last reader has already run.
-        reuses: Option<usize>,
+        reuses: Option<IrId>,
     },
     /// Launch kernel `kernel` on its arguments.
     Kernel {
@@ -27,7 +27,7 @@ pub enum Step {
     /// The extern call (matmul, or an eager fallback) computing IR node `node`.
     Extern {
         /// The IR node.
-        node: usize,
+        node: IrId,
     },
 }
 
@@ -42,7 +42,7 @@ pub struct CallPlan {
     pub steps: Vec<Step>,
     /// For each IR node, the slot of memory holding its buffer (`None` when it lives only in
     /// registers).
-    pub slot_of: Vec<Option<SlotId>>,
+    pub slot_of: PerNode<Option<SlotId>>,
     /// Elements in each slot, indexed by [`SlotId`].
     pub slot_sizes: Vec<usize>,
     /// The graph's outputs: views of inputs or of node buffers.
@@ -52,15 +52,15 @@ pub struct CallPlan {
 /// Plans the call for a scheduled graph, with the kernels the schedule numbered.
 pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let groups = &schedule.groups;
-    let mut group_of = vec![0; graph.nodes.len()];
+    let mut group_of = PerNode::filled(graph.nodes.len(), 0);
     for (g, group) in groups.iter().enumerate() {
         for &m in &group.members {
             group_of[m] = g;
         }
     }
     // The last group that reads each stored buffer; outputs live past every group.
-    let mut last_use = vec![0; graph.nodes.len()];
-    for (n, node) in graph.nodes.iter().enumerate() {
+    let mut last_use = PerNode::filled(graph.nodes.len(), 0);
+    for (n, node) in graph.enumerate() {
         for read in node.reads() {
             if let BufferName::Node(p) = read {
                 last_use[p] = last_use[p].max(group_of[n]);
@@ -74,15 +74,15 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     }
 
     let mut steps = Vec::new();
-    let mut slot_of = vec![None; graph.nodes.len()];
+    let mut slot_of = PerNode::filled(graph.nodes.len(), None);
     let mut slot_sizes = Vec::new();
     // Dead buffers whose memory may be taken: (buffer, slot).
-    let mut free: Vec<(usize, SlotId)> = Vec::new();
+    let mut free: Vec<(IrId, SlotId)> = Vec::new();
     let kernel_ids = schedule.kernel_ids();
     // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
         for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
-            let size = numel(&graph.nodes[m].shape);
+            let size = numel(&graph[m].shape);
             let reused = free.iter().position(|&(_, slot)| slot_sizes[slot.0] == size).map(|i| free.remove(i));
             let slot = match reused {
                 Some((_, slot)) => slot,
@@ -99,7 +99,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
             None => Step::Extern { node: group.members[0] },
         });
         // Buffers whose last reader just ran are dead from here on.
-        for (n, slot) in slot_of.iter().enumerate() {
+        for (n, slot) in slot_of.iter() {
             if let Some(slot) = slot
                 && last_use[n] == g
                 && group_of[n] < g

@@ -8,7 +8,7 @@ use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::cpu::{self, matmul_into};
 use crate::error::Result;
-use crate::inductor::ir::{BufferName, LoweredGraph, View};
+use crate::inductor::ir::{BufferName, LoweredGraph, PerNode, View};
 use crate::inductor::kernel::Kernel;
 use crate::inductor::wrapper::{CallPlan, SlotId};
 use crate::layout::Layout;
@@ -34,7 +34,7 @@ fn input_data(input: &Concrete) -> &[f32] {
 fn view_data<'s>(
     view: &View,
     inputs: &[&'s Concrete],
-    slot_of: &[Option<SlotId>],
+    slot_of: &PerNode<Option<SlotId>>,
     slots: &'s Slots<Vec<f32>>,
 ) -> (&'s [f32], Layout) {
     match view.buffer {

@@ -10,7 +10,7 @@ pub(crate) mod cuda;
 
 use std::sync::Arc;
 
-use super::ir::{BufferName, FallbackArg, GraphInput, LoweredGraph, NodeBody, View};
+use super::ir::{BufferName, FallbackArg, GraphInput, IrId, LoweredGraph, NodeBody, PerNode, View};
 use super::wrapper::{CallPlan, SlotId, Step};
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
@@ -67,9 +67,9 @@ pub(crate) enum Run<K> {
     /// A generated kernel on its arguments.
     Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
     /// The library matmul of two views into node `out`'s buffer.
-    Matmul { a: View, b: View, out: usize, shape: Vec<usize> },
+    Matmul { a: View, b: View, out: IrId, shape: Vec<usize> },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
-    Fallback { op: Op, args: Vec<FallbackArg>, out: usize, location: SourceLocation },
+    Fallback { op: Op, args: Vec<FallbackArg>, out: IrId, location: SourceLocation },
 }
 
 /// What both runtimes take from the plan: the inputs to check, the steps with each kernel
@@ -77,7 +77,7 @@ pub(crate) enum Run<K> {
 pub(crate) struct Schedule<K> {
     pub inputs: Vec<GraphInput>,
     pub steps: Vec<Run<K>>,
-    pub slot_of: Vec<Option<SlotId>>,
+    pub slot_of: PerNode<Option<SlotId>>,
     pub slot_count: usize,
     pub outputs: Vec<View>,
 }
@@ -99,7 +99,7 @@ impl<K> Schedule<K> {
     }
 
     /// The slot holding node `node`'s buffer.
-    pub(crate) fn slot(&self, node: usize) -> SlotId {
+    pub(crate) fn slot(&self, node: IrId) -> SlotId {
         self.slot_of[node].expect("buffers read from memory have a slot")
     }
 }
@@ -123,7 +123,7 @@ fn steps<K>(
                 Run::Kernel { kernel, args, xnumel }
             }
             Step::Extern { node } => {
-                let n = &graph.nodes[*node];
+                let n = &graph[*node];
                 match &n.body {
                     NodeBody::Matmul { a, b } => {
                         Run::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: n.shape.clone() }
@@ -227,7 +227,7 @@ pub(crate) fn input_view(input: &Concrete, view: &View) -> Tensor {
 pub(crate) fn outputs<M>(
     views: &[View],
     inputs: &[&Concrete],
-    slot_of: &[Option<SlotId>],
+    slot_of: &PerNode<Option<SlotId>>,
     slots: &mut Slots<M>,
     storage: impl Fn(M) -> Storage,
 ) -> Vec<Tensor> {
