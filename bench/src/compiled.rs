@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use engine::backends::{CompiledGraph, Inductor};
+use engine::backends::Inductor;
 use engine::bench::baseline;
 use engine::bench::{Bench, Timing};
 use engine::inductor::{CompiledModule, Config, compile_fx};

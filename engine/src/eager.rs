@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
+use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::op::Op;
-use crate::tensor::{Concrete, Operand, Storage, Tensor};
+use crate::op::{BinaryOp, ViewOf};
+use crate::tensor::{Concrete, Operand, Storage, Tensor, dispatch};
 
 /// Runs `op` on concrete operands now.
 pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
@@ -30,23 +32,31 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
         Operand::Scalar(_) => unreachable!("shape inference rejects a scalar first operand here"),
     };
     let view = |layout: Layout| Ok(Tensor::from_concrete(first().storage.clone(), layout));
+    let view_of = match operands[0] {
+        Operand::Tensor(_) => op.view_of(&first().layout),
+        Operand::Scalar(_) => ViewOf::NotAView,
+    };
+    match view_of {
+        ViewOf::Layout(layout) => return view(layout),
+        ViewOf::CopyFirst => {
+            let dense = run(&Op::Contiguous, &operands[..1], location)?;
+            return run(op, &[Operand::Tensor(&dense)], location);
+        }
+        ViewOf::NotAView => {}
+    }
     match op {
-        Op::Permute { dims } => view(first().layout.permute(dims)),
-        Op::Expand { shape } => view(first().layout.expand(shape)),
-        Op::Slice { dim, start, end, step } => view(first().layout.slice(*dim, *start, *end, *step)),
-        Op::Reshape { shape } => match first().layout.reshape(shape) {
-            Some(layout) => view(layout),
-            None => {
-                let dense = run(&Op::Contiguous, &operands[..1], location)?;
-                run(op, &[Operand::Tensor(&dense)], location)
-            }
-        },
         Op::Contiguous if first().layout.is_contiguous() => match operands[0] {
             Operand::Tensor(t) => Ok(t.clone()),
             Operand::Scalar(_) => unreachable!(),
         },
         // Like ATen's linear, a matmul kernel then a bias add: no dedicated kernel.
-        Op::Linear => crate::aot::decompose_op(op, operands, location).expect("linear has a decomposition"),
+        Op::Linear => {
+            let tensor = |i: usize| match operands.get(i) {
+                Some(Operand::Tensor(t)) => Some(*t),
+                _ => None,
+            };
+            linear(tensor(0).expect("checked"), tensor(1).expect("checked"), tensor(2), location)
+        }
         Op::Cond { true_graph, false_graph } => {
             let Operand::Tensor(pred) = operands[0] else { unreachable!("shape inference rejects a scalar predicate") };
             let inputs: Vec<Tensor> = operands[1..]
@@ -57,13 +67,27 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
                 })
                 .collect();
             let branch = if pred.item()? != 0.0 { true_graph } else { false_graph };
-            let mut outputs = crate::fx::run_graph(branch, &inputs, location)?;
+            let Some(mode) = dispatch::mode() else {
+                unreachable!("a Subgraph is built by fx, which registers its dispatch mode first")
+            };
+            let mut outputs = mode.run_subgraph(branch, &inputs, location)?;
             Ok(outputs.remove(0))
         }
         _ => kernel(op, operands, &out_shape, device).map_err(|e| {
             let shapes = operands.iter().filter_map(|o| o.shape().map(<[usize]>::to_vec)).collect();
             e.at(op.name(), device, shapes, location)
         }),
+    }
+}
+
+/// `x @ weight.T + bias`, as ATen's linear computes it: a matmul kernel then a bias add, no
+/// dedicated kernel. AOT's decomposition of `linear` is this function, recorded.
+pub(crate) fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, location: SourceLocation) -> Result<Tensor> {
+    let weight_t = Op::Permute { dims: vec![1, 0] }.apply(&[Operand::Tensor(weight)], location)?;
+    let product = Op::Matmul.apply(&[Operand::Tensor(x), Operand::Tensor(&weight_t)], location)?;
+    match bias {
+        Some(b) => Op::Binary(BinaryOp::Add).apply(&[Operand::Tensor(&product), Operand::Tensor(b)], location),
+        None => Ok(product),
     }
 }
 
@@ -76,12 +100,13 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 .map(|o| match o {
                     Operand::Scalar(v) => cpu::Input::Scalar(*v),
                     Operand::Tensor(t) => match parts(t) {
-                        (Storage::Cpu(data), layout) => cpu::Input::Tensor { data, layout },
+                        (Storage::Cpu(buffer), layout) => cpu::Input::Tensor { buffer, layout },
                         (Storage::Cuda(_), _) => unreachable!("common_device checked every operand is on the CPU"),
                     },
                 })
                 .collect();
-            Storage::Cpu(cpu::execute(op, &inputs, out_shape))
+            let Ok(output) = execute(&cpu::Cpu, op, &inputs, out_shape);
+            Storage::Cpu(output)
         }
         Device::Cuda(_) => {
             let mut gpu = None;
@@ -99,7 +124,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 })
                 .collect();
             let gpu = gpu.expect("shape inference requires a tensor operand");
-            Storage::Cuda(cuda::execute(&gpu, op, &inputs, out_shape)?)
+            Storage::Cuda(execute(&gpu, op, &inputs, out_shape)?)
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))

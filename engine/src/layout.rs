@@ -4,9 +4,25 @@
 //! Views (reshape of a contiguous tensor, permute, expand, slice) change only the layout and share
 //! the buffer; kernels read any layout through [`Layout::offsets`].
 
+/// The most elements a tensor may have: its `f32` buffer's size in bytes must fit in an `isize`,
+/// as every allocation must.
+pub const MAX_NUMEL: usize = isize::MAX as usize / std::mem::size_of::<f32>();
+
+/// The number of elements in a tensor of this shape (1 for a 0-d tensor), or `None` when the
+/// product overflows or exceeds [`MAX_NUMEL`]. Shapes entering the engine are checked with it
+/// (op shape rules, constructors), so that a size product never wraps around in a release build.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= MAX_NUMEL)
+}
+
 /// The number of elements in a tensor of this shape (1 for a 0-d tensor).
+///
+/// # Panics
+///
+/// When the shape has more than [`MAX_NUMEL`] elements; shapes the engine has accepted never do
+/// (see [`checked_numel`]).
 pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    checked_numel(shape).unwrap_or_else(|| panic!("shape {shape:?} has more elements than fit in memory"))
 }
 
 /// Row-major (C-order) strides for a shape, in elements.

@@ -13,6 +13,27 @@
 //! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //!
+//! ## Layers
+//!
+//! Read the engine bottom-up: each layer imports only itself and the layers above it in this
+//! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
+//!
+//! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
+//!    [`codecache`];
+//! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
+//! 3. tensors and eager kernels: [`tensor`] (with the dispatcher's hook for the layers above,
+//!    `tensor::dispatch`), the op methods, the device kernels (`device::backend`, the trait each
+//!    device implements; `device::cpu`, [`device::cuda`]),
+//!    [`mod@bench`];
+//! 4. [`fx`], graphs, tracing and the interpreter;
+//! 5. [`aot`], decompositions;
+//! 6. [`inductor`], code generation;
+//! 7. [`backends`], the `Backend` contract and `eager`, `aot_eager`, `inductor`;
+//! 8. [`dynamo`], capture, guards, the cache, `compile` (whose default backend is Inductor).
+//!
+//! Data flows dynamo → aot → inductor, but dynamo sits on top because it drives the others (it
+//! calls a backend); fx reaches the tensor layer's dispatcher by registering itself there.
+//!
 //! ```
 //! use engine::{backends::AotEager, dynamo, Tensor};
 //! let w = Tensor::randn(&[4, 3], 0).with_name("w");

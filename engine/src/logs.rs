@@ -22,17 +22,21 @@ pub enum Artifact {
     Fusion,
     /// The generated kernels and call plan.
     OutputCode,
+    /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
+    /// a missing GPU). Always printed, whatever `ENGINE_LOGS` says; [`capture`] can collect them.
+    Warnings,
 }
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 6] = [
+    pub const ALL: [Artifact; 7] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
         Artifact::Guards,
         Artifact::Fusion,
         Artifact::OutputCode,
+        Artifact::Warnings,
     ];
 
     /// The name used in `ENGINE_LOGS` and in each message's prefix.
@@ -44,6 +48,7 @@ impl Artifact {
             Artifact::Guards => "guards",
             Artifact::Fusion => "fusion",
             Artifact::OutputCode => "output_code",
+            Artifact::Warnings => "warnings",
         }
     }
 
@@ -61,10 +66,12 @@ fn from_env() -> u32 {
     *BITS.get_or_init(|| {
         let Ok(value) = std::env::var("ENGINE_LOGS") else { return 0 };
         parse(&value).unwrap_or_else(|unknown| {
-            eprintln!(
-                "[engine] ENGINE_LOGS: unknown artifact `{unknown}`; known: all, {}",
-                Artifact::ALL.map(Artifact::name).join(", ")
-            );
+            warn(|| {
+                format!(
+                    "ENGINE_LOGS: unknown artifact `{unknown}`; known: all, {}",
+                    Artifact::ALL.map(Artifact::name).join(", ")
+                )
+            });
             parse_known(&value)
         })
     })
@@ -97,8 +104,11 @@ pub fn set_logs(artifacts: &[Artifact]) {
     OVERRIDE.store(artifacts.iter().fold(0, |acc, a| acc | a.bit()), Ordering::Relaxed);
 }
 
-/// Whether messages of this artifact are printed.
+/// Whether messages of this artifact are printed (warnings always are).
 pub fn enabled(artifact: Artifact) -> bool {
+    if artifact == Artifact::Warnings {
+        return true;
+    }
     let bits = match OVERRIDE.load(Ordering::Relaxed) {
         u32::MAX => from_env(),
         bits => bits,
@@ -126,6 +136,12 @@ pub fn log(artifact: Artifact, message: impl FnOnce() -> String) {
     }
 }
 
+/// Prints a warning, `[engine:warnings] message`, or collects it inside [`capture`]: how library
+/// code tells the user something, rather than a bare `eprintln!`.
+pub fn warn(message: impl FnOnce() -> String) {
+    log(Artifact::Warnings, message);
+}
+
 /// Runs `f` and returns its result with the log lines of `artifacts` it produced on this thread,
 /// in the format stderr would show; those lines are not printed.
 pub fn capture<R>(artifacts: &[Artifact], f: impl FnOnce() -> R) -> (R, String) {
@@ -147,6 +163,13 @@ mod tests {
             log(Artifact::Fusion, || "not collected".into());
         });
         assert_eq!(text, "[engine:recompiles] first\n[engine:recompiles] second\n");
+    }
+
+    #[test]
+    fn warnings_are_always_on_and_capturable() {
+        assert!(enabled(Artifact::Warnings));
+        let ((), text) = capture(&[Artifact::Warnings], || warn(|| "careful".into()));
+        assert_eq!(text, "[engine:warnings] careful\n");
     }
 
     #[test]

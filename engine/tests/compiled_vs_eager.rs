@@ -51,4 +51,15 @@ proptest! {
             prop_assert!(near, "{program:?}\ngot      {g:?}\nexpected {e:?}");
         }
     }
+
+    #[test]
+    fn log1p_compiled_matches_eager(n in 1usize..300, seed in any::<u64>()) {
+        // `log1p` fused into one generated C kernel with its neighbours, against its eager kernel.
+        let f = |x: Tensor| x.abs()?.log1p()?.tanh();
+        let x = Tensor::randn(&[n], seed);
+        let compiled = dynamo::compile(f).backend(Inductor::default());
+        let got = compiled.call(&x).unwrap().to_vec().unwrap();
+        let expected = f(x.clone()).unwrap().to_vec().unwrap();
+        prop_assert!(close(&got, &expected), "got {got:?}\nexpected {expected:?}");
+    }
 }

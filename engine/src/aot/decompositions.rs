@@ -2,7 +2,6 @@
 //! `torch._decomp` writes them in Python over ATen ops.
 
 use std::f32::consts::FRAC_1_SQRT_2;
-use std::sync::Arc;
 
 use crate::error::{Result, SourceLocation};
 use crate::fx::Graph;
@@ -24,16 +23,16 @@ pub fn decompose_op(op: &Op, operands: &[Operand], location: SourceLocation) -> 
         Op::Softmax { dim } => softmax(x(), *dim, false, location),
         Op::LogSoftmax { dim } => softmax(x(), *dim, true, location),
         Op::LayerNorm { eps } => layer_norm(x(), tensor(operands, 1), tensor(operands, 2), eps.0, location),
-        Op::Linear => linear(x(), tensor(operands, 1), operands.get(2).map(|_| tensor(operands, 2)), location),
+        Op::Linear => {
+            crate::eager::linear(x(), tensor(operands, 1), operands.get(2).map(|_| tensor(operands, 2)), location)
+        }
         Op::Cond { true_graph, false_graph } => {
             if is_primitive(true_graph) && is_primitive(false_graph) {
                 return None;
             }
             let decomposed = (super::decompose(true_graph), super::decompose(false_graph));
             match decomposed {
-                (Ok(t), Ok(f)) => {
-                    prim(Op::Cond { true_graph: Arc::new(t), false_graph: Arc::new(f) }, operands, location)
-                }
+                (Ok(t), Ok(f)) => prim(Op::Cond { true_graph: t.into(), false_graph: f.into() }, operands, location),
                 (Err(e), _) | (_, Err(e)) => Err(e),
             }
         }
@@ -99,14 +98,4 @@ fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f32, location: So
     let normalized = binary(BinaryOp::Mul, &centered, Operand::Tensor(&inv_std), location)?;
     let scaled = binary(BinaryOp::Mul, &normalized, Operand::Tensor(weight), location)?;
     binary(BinaryOp::Add, &scaled, Operand::Tensor(bias), location)
-}
-
-/// `x @ weight.T (+ bias)`
-fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, location: SourceLocation) -> Result<Tensor> {
-    let weight_t = prim(Op::Permute { dims: vec![1, 0] }, &[Operand::Tensor(weight)], location)?;
-    let product = prim(Op::Matmul, &[Operand::Tensor(x), Operand::Tensor(&weight_t)], location)?;
-    match bias {
-        Some(b) => binary(BinaryOp::Add, &product, Operand::Tensor(b), location),
-        None => Ok(product),
-    }
 }

@@ -7,7 +7,7 @@ use super::{Backend, CompiledGraph};
 use crate::error::Result;
 use crate::fx::Graph;
 use crate::inductor::scheduler::FusionPolicy;
-use crate::inductor::{Config, OutputCode, compile_fx};
+use crate::inductor::{CompiledModule, Config, OutputCode, compile_fx};
 use crate::tensor::Tensor;
 
 /// Compiles captured graphs with [`compile_fx`]. Clones share the record of output code, so keep
@@ -55,5 +55,12 @@ impl Backend for Inductor {
         let module = compile_fx(graph, &self.config)?;
         self.generated.lock().expect("output code lock").push(module.output_code().clone());
         Ok(Box::new(module))
+    }
+}
+
+/// Inductor's compiled module is a backend's compiled graph.
+impl CompiledGraph for CompiledModule {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        CompiledModule::run(self, inputs)
     }
 }

@@ -46,12 +46,14 @@ impl DiskCache {
                 Ok(()) => DiskCache::at(configured),
                 Err(e) => {
                     let fallback = std::env::temp_dir().join("engine-cache-fallback");
-                    eprintln!(
-                        "[engine] warning: the kernel cache {} cannot be written ({e}); using {} instead. Set \
-                         ENGINE_CACHE_DIR to a writable folder (`grader doctor` checks it).",
-                        configured.display(),
-                        fallback.display()
-                    );
+                    crate::logs::warn(|| {
+                        format!(
+                            "the kernel cache {} cannot be written ({e}); using {} instead. Set ENGINE_CACHE_DIR to \
+                             a writable folder (`grader doctor` checks it).",
+                            configured.display(),
+                            fallback.display()
+                        )
+                    });
                     DiskCache::at(fallback)
                 }
             }
@@ -84,7 +86,7 @@ impl DiskCache {
             Entry::Valid => return Ok((path, false)),
             Entry::Missing => {}
             Entry::Corrupt(why) => {
-                eprintln!("[engine] cache entry {} is corrupt ({why}); rebuilding it", path.display());
+                crate::logs::warn(|| format!("cache entry {} is corrupt ({why}); rebuilding it", path.display()));
                 let _ = fs::remove_file(&path);
                 let _ = fs::remove_file(&checksum_path);
             }

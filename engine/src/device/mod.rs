@@ -1,4 +1,9 @@
 //! Where tensors live, the analogue of `torch.device`.
+//!
+//! [`Device`] is a leaf type at the bottom of the engine's layers (errors name it); the kernels
+//! that run on each device (`cpu`, [`cuda`]) sit with the tensors, above the op catalogue,
+//! and so do the methods that need a device's runtime ([`Device::synchronize`],
+//! [`Device::cuda_if_available`], in [`cuda`]).
 
 use std::fmt;
 
@@ -21,34 +26,6 @@ impl fmt::Display for Device {
     }
 }
 
-impl Device {
-    /// `cuda:0` when CUDA can run here, else `cpu`, saying once per process, on stderr and in one
-    /// line, what is missing: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
-    pub fn cuda_if_available() -> Device {
-        match cuda::unavailable_reason() {
-            None => Device::Cuda(0),
-            Some(reason) => {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| eprintln!("[engine] CUDA is not available ({reason}); running on CPU"));
-                Device::Cpu
-            }
-        }
-    }
-
-    /// Waits until every operation queued on the device has finished (nothing to wait for on the
-    /// CPU, whose kernels finish before they return). GPU kernels run asynchronously: time them
-    /// with [`crate::bench`], or synchronise before reading a host clock.
-    #[track_caller]
-    pub fn synchronize(self) -> crate::Result<()> {
-        let location = crate::SourceLocation::caller();
-        match self {
-            Device::Cpu => Ok(()),
-            Device::Cuda(ordinal) => cuda::CudaDevice::get(ordinal)?
-                .synchronize()
-                .map_err(|e| e.at("synchronize", self, Vec::new(), location)),
-        }
-    }
-}
-
+pub(crate) mod backend;
 pub(crate) mod cpu;
 pub mod cuda;

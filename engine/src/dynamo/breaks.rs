@@ -66,7 +66,7 @@ impl Tensor {
     /// The tracer cannot look inside a Rust closure, so inside a compiled function this needs the
     /// tensor's values: a graph break (unless they are already known, as for an input). To keep
     /// such a function in the graph, register it as a custom op with a kernel
-    /// ([`CustomOp`](crate::dynamo::CustomOp)).
+    /// ([`CustomOp`](crate::op::CustomOp)).
     #[track_caller]
     pub fn map_host(&self, name: &str, f: impl Fn(f32) -> f32) -> Result<Tensor> {
         let location = SourceLocation::caller();

@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::compiled::CompileStats;
 use super::guards::{GuardFailure, Guards, first_difference};
 use super::options::Options;
+use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
 use crate::error::{Result, SourceLocation};
 use crate::fx::proxy::{InputOrigin, Traced};
@@ -137,13 +137,15 @@ impl Cache {
             if !std::mem::replace(&mut frame.warned, true) {
                 let last =
                     failures.first().map(|(e, f)| format!(" Last guard failure: {}: {f}.", id(*e))).unwrap_or_default();
-                eprintln!(
-                    "[engine] warning: `{}` hit the recompile limit ({}) for {}; from now on a trace that misses the \
+                logs::warn(|| {
+                    format!(
+                        "`{}` hit the recompile limit ({}) for {}; from now on a trace that misses the \
                      cache runs eagerly.{last} To see every recompile, set ENGINE_LOGS=recompiles.",
-                    options.name,
-                    options.recompile_limit,
-                    frame.label()
-                );
+                        options.name,
+                        options.recompile_limit,
+                        frame.label()
+                    )
+                });
             }
             return Ok(Arc::new(Interpreter::new(traced.graph.clone())));
         }

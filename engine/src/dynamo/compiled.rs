@@ -4,34 +4,15 @@
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::cache::Cache;
 use super::capture::{CallRecord, Capture};
 use super::io::{Inputs, Outputs};
 use super::options::Options;
+use super::stats::CompileStats;
 use crate::backends::Backend;
 use crate::error::{Error, Result, SourceLocation};
 use crate::fx::proxy::{Tracer, is_tracing};
-
-/// Counters of what a compiled function has done so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CompileStats {
-    /// Calls made.
-    pub calls: usize,
-    /// Graphs handed to the backend (cache misses that compiled).
-    pub compiles: usize,
-    /// Graphs whose compiled form was already cached.
-    pub cache_hits: usize,
-    /// Compiles caused by a guard failure of an existing graph (a subset of `compiles`).
-    pub recompiles: usize,
-    /// Graph breaks met, over all calls.
-    pub graph_breaks: usize,
-    /// Graphs run eagerly because their resume point hit the recompile limit.
-    pub eager_fallbacks: usize,
-    /// Time spent inside the backend's `compile`, summed.
-    pub compile_time: Duration,
-}
 
 /// A closure wrapped by [`compile`]. Call it with [`Compiled::call`].
 pub struct Compiled<I, O, F> {

@@ -2,8 +2,6 @@
 //! Both branches are traced into subgraphs and the graph holds one node that runs the right one,
 //! so a branch on a tensor's value needs no graph break.
 
-use std::sync::Arc;
-
 use crate::error::{Error, Result, SourceLocation};
 use crate::fx::proxy::{self, Traced, Tracer, is_tracing};
 use crate::logs::{self, Artifact};
@@ -78,7 +76,7 @@ fn capture(
         let strides = crate::layout::contiguous_strides(&meta.shape);
         true_branch.graph.add_placeholder(&format!("arg{}", n + true_captures.len() + k), meta, strides);
     }
-    let op = Op::Cond { true_graph: Arc::new(true_branch.graph), false_graph: Arc::new(false_branch.graph) };
+    let op = Op::Cond { true_graph: true_branch.graph.into(), false_graph: false_branch.graph.into() };
     let mut args = vec![Operand::Tensor(pred)];
     args.extend(operands.iter().chain(&true_captures).chain(&false_captures).map(Operand::Tensor));
     op.apply(&args, location)

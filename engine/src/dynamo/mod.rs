@@ -21,21 +21,24 @@ mod cache;
 mod capture;
 mod compiled;
 mod cond;
-mod custom_op;
 mod explain;
 mod guards;
 mod io;
 mod options;
+mod stats;
 
+/// Custom ops belong to the op catalogue ([`crate::op`]), as `torch.library` does; re-exported
+/// here, where the fixes for graph breaks are taught.
+pub use crate::op::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
 pub use breaks::graph_break;
 #[doc(hidden)]
 pub use breaks::print_side_effect;
-pub use compiled::{CompileStats, Compiled, compile};
+pub use compiled::{Compiled, compile};
 pub use cond::cond;
-pub use custom_op::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
 pub use explain::{Explain, ExplainOutput, explain};
 pub use io::{Inputs, Outputs};
 pub use options::DEFAULT_RECOMPILE_LIMIT;
+pub use stats::CompileStats;
 
 /// True while the code calling it is being traced by a compiled function, like
 /// `torch.compiler.is_compiling()`: guard side effects with it so they run only eagerly.

@@ -10,12 +10,11 @@ mod graph;
 mod interpreter;
 mod print;
 pub mod proxy;
-mod shape_env;
+mod subgraph;
 mod sym_rules;
 pub mod symbolic;
 
-pub use graph::{Arg, Graph, Node, NodeId, NodeKind};
+pub use graph::{Arg, Graph, Node, NodeId, NodeKind, SizeMismatch, Specialization, SymbolInfo};
 pub use interpreter::Interpreter;
-pub(crate) use interpreter::run_graph;
-pub use shape_env::{SizeMismatch, Specialization, SymbolInfo};
+pub use proxy::{Traced, trace};
 pub use symbolic::{SymBindings, SymInt, SymShape, Symbol};

@@ -11,16 +11,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::codegen;
-use super::codegen::cuda::Launch;
+use super::codegen::Renderer;
 use super::config::Config;
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
-use super::kernel::{self, Kernel, KernelBody};
+use super::kernel::{self, Kernel};
+use super::launch::Launch;
 use super::output_code::OutputCode;
 use super::runtime::Program;
 use super::runtime::cpu::CpuProgram;
 use super::runtime::cuda::CudaProgram;
-use super::scheduler::{self, LoopKind, Schedule};
+use super::scheduler::{self, Schedule};
 use super::wrapper;
 use super::{CompiledModule, lowering};
 use crate::aot;
@@ -41,6 +41,8 @@ struct Generated {
     launches: Vec<Launch>,
     plan: wrapper::CallPlan,
     output_code: OutputCode,
+    /// The whole source to compile: the renderer's prelude, then every kernel.
+    module_source: String,
 }
 
 /// Compiles a captured graph for the device its inputs are on.
@@ -75,7 +77,7 @@ pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
     let decomposed = aot::decompose(graph)?;
     let hints = hint_bindings(&decomposed)?;
     let lowered = lowering::lower(&decomposed, &hints)?;
-    Ok(build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?))
+    build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?)
 }
 
 /// The binding of every size symbol to the size it was traced with.
@@ -100,51 +102,39 @@ fn generate_for(
     if log {
         logs::log(Artifact::Fusion, || fusion_log(&schedule));
     }
-    let kernels = build_kernels(&lowered, &schedule);
+    let kernels = build_kernels(&lowered, &schedule)?;
     let plan = wrapper::plan(&lowered, &schedule);
-    let (sources, launches) = kernels.iter().map(|k| print(k, device, config)).unzip();
-    let custom = custom_sources(&lowered, device)?;
+    let renderer = config.renderer(device);
+    let (sources, launches) = kernels.iter().map(|k| renderer.kernel(k)).map(|r| (r.source, r.launch)).unzip();
+    let custom = custom_sources(&lowered, renderer.as_ref())?;
     let output_code = OutputCode::new(device, &lowered, &kernels, sources, custom, &plan);
-    Ok(Generated { lowered, kernels, launches, plan, output_code })
+    let module_source = output_code.module_source(&renderer.prelude());
+    Ok(Generated { lowered, kernels, launches, plan, output_code, module_source })
 }
 
 /// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,
 /// both through the disk cache) and resolves its kernels.
 fn build_program(generated: Generated, device: Device) -> Result<Program> {
-    let Generated { lowered, kernels, launches, plan, output_code } = generated;
+    let Generated { lowered, kernels, launches, plan, module_source, .. } = generated;
     match device {
         Device::Cpu => {
-            let library = if kernels.is_empty() {
-                None
-            } else {
-                Some(CCompiler::detect()?.compile(&output_code.module_source(&codegen::c::prelude()))?)
-            };
+            let library = if kernels.is_empty() { None } else { Some(CCompiler::detect()?.compile(&module_source)?) };
             Ok(Program::Cpu(CpuProgram::new(&lowered, &kernels, &plan, library)?))
         }
         Device::Cuda(ordinal) => {
             let gpu = CudaDevice::get(ordinal)?;
-            let module = if kernels.is_empty() {
-                None
-            } else {
-                Some(gpu.load(&output_code.module_source(&codegen::cuda::prelude()))?)
-            };
+            let module = if kernels.is_empty() { None } else { Some(gpu.load(&module_source)?) };
             Ok(Program::Cuda(CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module)?))
         }
     }
 }
 
-/// The source of every custom op the kernels call, once each, in the device's language.
-fn custom_sources(lowered: &LoweredGraph, device: Device) -> Result<Vec<String>> {
+/// The source of every custom op the kernels call, once each, in the renderer's language.
+fn custom_sources(lowered: &LoweredGraph, renderer: &dyn Renderer) -> Result<Vec<String>> {
     let mut sources: Vec<String> = Vec::new();
     for node in &lowered.nodes {
         let NodeBody::Pointwise { op: PointwiseOp::Custom(custom), .. } = &node.body else { continue };
-        let source = match device {
-            Device::Cpu => custom.c_source().to_string(),
-            Device::Cuda(_) => custom.cuda_source().map(str::to_string).ok_or_else(|| Error::Backend {
-                backend: "inductor".into(),
-                message: format!("custom op `{}` has no CUDA source, so it cannot run on {device}", custom.name()),
-            })?,
-        };
+        let source = renderer.custom_source(custom)?;
         if !sources.contains(&source) {
             sources.push(source);
         }
@@ -180,34 +170,14 @@ impl Specializations {
     }
 }
 
-/// A kernel's source for `device`, from the configured printer or the engine's own, and how it
-/// is launched on a GPU.
-fn print(k: &Kernel, device: Device, config: &Config) -> (String, Launch) {
-    let p = &config.printers;
-    let pointwise = matches!(k.body, KernelBody::Pointwise(_));
-    match device {
-        Device::Cpu => match (pointwise, p.pointwise_c, p.reduction_c) {
-            (true, Some(print), _) | (false, _, Some(print)) => (print(k), Launch::GRID_STRIDE),
-            _ => (codegen::c::kernel(k), Launch::GRID_STRIDE),
-        },
-        Device::Cuda(_) => match (pointwise, p.pointwise_cuda) {
-            (true, Some(print)) => (print(k), Launch::GRID_STRIDE),
-            _ => {
-                let printed = codegen::cuda::kernel(k);
-                (printed.source, printed.launch)
-            }
-        },
-    }
-}
-
-/// One kernel per fused group, numbered in launch order.
-fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Vec<Kernel> {
+/// One kernel per fused group, numbered by the schedule.
+fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Result<Vec<Kernel>> {
+    let ids = schedule.kernel_ids();
     schedule
         .groups
         .iter()
-        .filter(|g| g.kind != LoopKind::Extern)
-        .enumerate()
-        .map(|(i, g)| kernel::build(lowered, schedule, g, i))
+        .zip(ids)
+        .filter_map(|(group, id)| id.map(|id| kernel::build(lowered, schedule, group, id)))
         .collect()
 }
 

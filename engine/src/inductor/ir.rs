@@ -6,19 +6,63 @@
 use std::fmt;
 
 use super::index::Affine;
-use crate::dynamo::CustomOp;
 use crate::error::SourceLocation;
 use crate::fx::NodeId;
 use crate::layout::Layout;
+use crate::op::CustomOp;
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+
+/// An IR node: its index in [`LoweredGraph::nodes`], and the `N` of its buffer `bufN`. Typed, so
+/// that a node cannot be passed where a kernel ([`KernelId`](super::scheduler::KernelId)) or a
+/// memory slot ([`SlotId`](super::wrapper::SlotId)) is meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IrId(pub usize);
+
+impl fmt::Display for IrId {
+    /// The bare number, as buffer names use it (`buf{id}`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One value per IR node, indexed by [`IrId`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerNode<T>(pub Vec<T>);
+
+impl<T: Clone> PerNode<T> {
+    /// `value` for each of `len` nodes.
+    pub fn filled(len: usize, value: T) -> Self {
+        PerNode(vec![value; len])
+    }
+}
+
+impl<T> PerNode<T> {
+    /// Each node with its value.
+    pub fn iter(&self) -> impl Iterator<Item = (IrId, &T)> {
+        self.0.iter().enumerate().map(|(i, v)| (IrId(i), v))
+    }
+}
+
+impl<T> std::ops::Index<IrId> for PerNode<T> {
+    type Output = T;
+    fn index(&self, id: IrId) -> &T {
+        &self.0[id.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<IrId> for PerNode<T> {
+    fn index_mut(&mut self, id: IrId) -> &mut T {
+        &mut self.0[id.0]
+    }
+}
 
 /// A region of memory a kernel can read: a graph input or the output of an IR node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BufferName {
     /// The graph input (placeholder) with this position.
     Input(usize),
-    /// The output of the IR node with this index, printed `buf<N>` as in Inductor.
-    Node(usize),
+    /// The output of this IR node, printed `buf<N>` as in Inductor.
+    Node(IrId),
 }
 
 impl fmt::Display for BufferName {
@@ -218,7 +262,24 @@ pub struct LoweredGraph {
     pub outputs: Vec<View>,
 }
 
+impl std::ops::Index<IrId> for LoweredGraph {
+    type Output = IrNode;
+    fn index(&self, id: IrId) -> &IrNode {
+        &self.nodes[id.0]
+    }
+}
+
 impl LoweredGraph {
+    /// Every node's id, in execution order.
+    pub fn ids(&self) -> impl Iterator<Item = IrId> + use<> {
+        (0..self.nodes.len()).map(IrId)
+    }
+
+    /// Each node with its id, in execution order.
+    pub fn enumerate(&self) -> impl Iterator<Item = (IrId, &IrNode)> {
+        self.nodes.iter().enumerate().map(|(i, n)| (IrId(i), n))
+    }
+
     /// The name a buffer has in listings: the placeholder's name for inputs, `bufN` otherwise.
     pub fn buffer_name(&self, buffer: BufferName) -> String {
         match buffer {
@@ -231,7 +292,7 @@ impl LoweredGraph {
     pub fn buffer_shape(&self, buffer: BufferName) -> &[usize] {
         match buffer {
             BufferName::Input(i) => &self.inputs[i].shape,
-            BufferName::Node(n) => &self.nodes[n].shape,
+            BufferName::Node(n) => &self[n].shape,
         }
     }
 }

@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::index::{Affine, FlatIndex};
-use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
-use super::scheduler::{Group, LoopKind, Schedule, is_row_shape};
-use crate::error::SourceLocation;
+use super::ir::{BufferName, IrId, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
+use super::scheduler::{Group, KernelId, LoopKind, Schedule, is_row_shape};
+use crate::error::{Error, Result, SourceLocation};
 use crate::op::{BinaryOp, ReduceOp};
 
 /// Longest row a persistent reduction keeps in registers (1024 threads, 8 elements each).
@@ -218,12 +218,20 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// Builds the kernel for `group` (not an extern group); `index` numbers it in the graph.
-pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: usize) -> Kernel {
+/// Builds the kernel for `group`, numbered `id` (see [`Schedule::kernel_ids`]). An extern group (a matmul,
+/// a fallback) is a library call, not a kernel: asking for its kernel is an error.
+#[track_caller]
+pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: KernelId) -> Result<Kernel> {
     let (shape, dim) = match &group.kind {
         LoopKind::Pointwise { shape } => (shape.clone(), None),
         LoopKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
-        LoopKind::Extern => unreachable!("extern groups are calls, not kernels"),
+        LoopKind::Extern => {
+            return Err(Error::InvalidArgument {
+                op: "kernel::build",
+                message: "an extern group (matmul or fallback) is a library call, not a kernel".into(),
+                location: SourceLocation::caller(),
+            });
+        }
     };
     let mut builder = Builder::new(graph, schedule, group, &shape, dim);
     let body = match dim {
@@ -254,19 +262,19 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, index: us
     // Ops in the order they first run, so the name reads as the computation does.
     let mut ops: Vec<&str> = Vec::new();
     for &m in &group.members {
-        if !ops.contains(&graph.nodes[m].op_name) {
-            ops.push(graph.nodes[m].op_name);
+        if !ops.contains(&graph[m].op_name) {
+            ops.push(graph[m].op_name);
         }
     }
     let origins = group
         .members
         .iter()
         .map(|&m| {
-            let n = &graph.nodes[m];
+            let n = &graph[m];
             Origin { node: n.origin_name.clone(), op: n.op_name, location: n.location }
         })
         .collect();
-    Kernel { name: format!("{prefix}_fused_{}_{index}", ops.join("_")), args: builder.args, xnumel, body, origins }
+    Ok(Kernel { name: format!("{prefix}_fused_{}_{}", ops.join("_"), id.0), args: builder.args, xnumel, body, origins })
 }
 
 /// Where a member's value lives while the kernel runs.
@@ -281,12 +289,12 @@ enum Scope {
 struct Builder<'a> {
     graph: &'a LoweredGraph,
     schedule: &'a Schedule,
-    members: &'a [usize],
+    members: &'a [IrId],
     shape: &'a [usize],
     dim: Option<usize>,
     args: Vec<KernelArg>,
     /// The temporary holding each member's value.
-    tmp_of: HashMap<usize, usize>,
+    tmp_of: HashMap<IrId, usize>,
     /// The temporary holding each distinct load.
     load_tmp: HashMap<(usize, FlatIndex), usize>,
     next_tmp: usize,
@@ -302,7 +310,7 @@ impl<'a> Builder<'a> {
     ) -> Self {
         let mut args: Vec<KernelArg> = Vec::new();
         for &m in &group.members {
-            for buffer in graph.nodes[m].reads() {
+            for buffer in graph[m].reads() {
                 let internal = matches!(buffer, BufferName::Node(p) if group.members.contains(&p));
                 if !internal && !args.iter().any(|a| a.buffer == buffer) {
                     args.push(KernelArg { name: format!("in_ptr{}", args.len()), buffer, output: false });
@@ -341,11 +349,11 @@ impl<'a> Builder<'a> {
         self.args.iter().position(|a| a.buffer == buffer).expect("every buffer read or written has an argument")
     }
 
-    fn node(&self, m: usize) -> &'a IrNode {
-        &self.graph.nodes[m]
+    fn node(&self, m: IrId) -> &'a IrNode {
+        &self.graph[m]
     }
 
-    fn scope(&self, m: usize) -> Scope {
+    fn scope(&self, m: IrId) -> Scope {
         let node = self.node(m);
         match (&node.body, self.dim) {
             (NodeBody::Reduction { .. }, _) => Scope::Row,
@@ -374,7 +382,7 @@ impl<'a> Builder<'a> {
     /// Appends the statements computing member `m` (and, for element members, the element
     /// members it needs that are not yet in `emitted`) to `out`. Reductions are not emitted
     /// here: their accumulation belongs to a loop, their value to the rows after it.
-    fn emit(&mut self, m: usize, out: &mut Vec<Stmt>, emitted: &mut Vec<usize>) -> Value {
+    fn emit(&mut self, m: IrId, out: &mut Vec<Stmt>, emitted: &mut Vec<IrId>) -> Value {
         if emitted.contains(&m) || (self.scope(m) == Scope::Row && self.tmp_of.contains_key(&m)) {
             return Value::Tmp(self.tmp_of[&m]);
         }
@@ -429,7 +437,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Appends the store of member `m` when its buffer must be in memory.
-    fn store(&self, m: usize, out: &mut Vec<Stmt>) {
+    fn store(&self, m: IrId, out: &mut Vec<Stmt>) {
         if !self.schedule.stored[m] {
             return;
         }
@@ -446,7 +454,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The number of row loops that must finish before member `m`'s value exists.
-    fn level(&self, m: usize, memo: &mut HashMap<usize, usize>) -> usize {
+    fn level(&self, m: IrId, memo: &mut HashMap<IrId, usize>) -> usize {
         if let Some(&l) = memo.get(&m) {
             return l;
         }
@@ -473,7 +481,7 @@ impl<'a> Builder<'a> {
         let row_len = self.shape[self.dim.expect("reduction kernels have a reduced dim")];
         let top = levels.iter().copied().max().unwrap_or(0);
         let mut phases = Vec::new();
-        let mut accumulators: HashMap<usize, (usize, ReduceOp)> = HashMap::new();
+        let mut accumulators: HashMap<IrId, (usize, ReduceOp)> = HashMap::new();
         for level in 0..=top {
             let mut row = Vec::new();
             for (&m, &l) in self.members.iter().zip(&levels) {

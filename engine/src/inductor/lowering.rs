@@ -4,12 +4,12 @@
 
 use super::index::Affine;
 use super::ir::{
-    BufferName, FallbackArg, GraphInput, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
+    BufferName, FallbackArg, GraphInput, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
 };
 use crate::error::{Error, Result};
 use crate::fx::{Arg, Graph, Node, NodeId, NodeKind, SymBindings};
 use crate::layout::{Layout, contiguous_strides};
-use crate::op::Op;
+use crate::op::{Op, ViewOf};
 
 /// Lowers a decomposed graph (see [`crate::aot::decompose`]) to loop-level IR, with every
 /// size of a dynamic graph evaluated for `bindings` (a static graph takes empty bindings). Nodes
@@ -76,7 +76,7 @@ impl Lowering<'_> {
 
     /// Appends an IR node for `origin` and returns the dense view of its output.
     fn push(&mut self, id: NodeId, op: &Op, shape: Vec<usize>, body: NodeBody) -> View {
-        let index = self.out.nodes.len();
+        let index = IrId(self.out.nodes.len());
         let origin = self.graph.node(id);
         self.out.nodes.push(IrNode {
             origin: id,
@@ -158,27 +158,18 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b })
             }
-            Op::Permute { dims } => {
+            Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;
-                View { buffer: v.buffer, layout: v.layout.permute(dims) }
-            }
-            Op::Expand { shape } => {
-                let v = source()?;
-                View { buffer: v.buffer, layout: v.layout.expand(shape) }
-            }
-            Op::Slice { dim, start, end, step } => {
-                let v = source()?;
-                View { buffer: v.buffer, layout: v.layout.slice(*dim, *start, *end, *step) }
-            }
-            Op::Reshape { shape } => {
-                let v = source()?;
-                match v.layout.reshape(shape) {
-                    Some(layout) => View { buffer: v.buffer, layout },
-                    None => {
+                match op.view_of(&v.layout) {
+                    ViewOf::Layout(layout) => View { buffer: v.buffer, layout },
+                    ViewOf::CopyFirst => {
                         let dense = self.copy(id, op, &v);
-                        let layout = dense.layout.reshape(shape).expect("a fresh copy is contiguous");
+                        let ViewOf::Layout(layout) = op.view_of(&dense.layout) else {
+                            unreachable!("a view of a fresh dense copy needs no copy")
+                        };
                         View { buffer: dense.buffer, layout }
                     }
+                    ViewOf::NotAView => unreachable!("the arm matched view ops"),
                 }
             }
             Op::Contiguous => {

@@ -2,16 +2,31 @@
 //! kernel as C (CPU) or CUDA C (GPU), compiles it, and runs a `call` plan that allocates buffers
 //! and launches the kernels.
 //!
+//! ## The pipeline
+//!
+//! [`compile_fx`] runs these stages in order; each is one module, declared below in the same
+//! order, and each hands the next one typed value:
+//!
+//! ```text
+//! fx::Graph ──aot::decompose──▶ fx::Graph (primitive ops only)
+//!   ──lowering::lower──▶ ir::LoweredGraph      loop-level IR: pointwise, reduction, extern nodes
+//!   ──scheduler::schedule──▶ scheduler::Schedule   nodes fused into groups, each decision logged
+//!   ──kernel::build──▶ kernel::Kernel          one per group, numbered in launch order
+//!   ──codegen::Renderer──▶ Rendered            C or CUDA C source, and its launch::Launch
+//!   ──wrapper::plan──▶ wrapper::CallPlan       buffers, their reuse, the calls in order
+//!   ──output_code / runtime──▶ CompiledModule  the readable output code; the compiled program
+//! ```
+//!
 //! | TorchInductor | here |
 //! | --- | --- |
 //! | `compile_fx.py` | [`compile_fx`] |
 //! | `config.py` | [`config`] |
-//! | index expressions in `ir.py` | [`index`] |
-//! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`) | [`ir`] |
 //! | `lowering.py` | [`lowering`] |
+//! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`), its index expressions | [`ir`], [`index`] |
 //! | `scheduler.py` (`can_fuse`) | [`scheduler`] |
 //! | the kernel body a `SIMDKernel` collects | [`kernel`] |
-//! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`] |
+//! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
+//! | Triton launch metadata (block size, grid) | [`launch`] |
 //! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
@@ -25,23 +40,36 @@
 //! # Ok::<(), engine::Error>(())
 //! ```
 
-pub mod codegen;
+// The entry point and its settings.
 mod compile_fx;
 pub mod config;
+
+// 1. Lowering to loop-level IR.
 pub mod index;
 pub mod ir;
-pub mod kernel;
 pub mod lowering;
+
+// 2. Scheduling and fusion.
+pub mod scheduler;
+
+// 3. Kernel IR, one kernel per fused group.
+pub mod kernel;
+
+// 4. Rendering each kernel for its target, with its launch.
+pub mod codegen;
+pub mod launch;
+
+// 5. The call plan.
+pub mod wrapper;
+
+// 6. What the user reads, and what runs.
 pub mod output_code;
 mod runtime;
-pub mod scheduler;
-pub mod wrapper;
 
 pub use compile_fx::{compile_fx, generate, kernels};
 pub use config::{Config, Printers};
 pub use output_code::OutputCode;
 
-use crate::backends::CompiledGraph;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -58,10 +86,9 @@ impl CompiledModule {
     pub fn output_code(&self) -> &OutputCode {
         &self.output_code
     }
-}
 
-impl CompiledGraph for CompiledModule {
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    /// Runs the module: a dynamic graph first picks the program for these inputs' sizes.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         match &self.dynamic {
             None => self.program.run(inputs),
             Some(dynamic) => dynamic.program_for(inputs)?.run(inputs),

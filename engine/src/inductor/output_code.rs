@@ -82,7 +82,7 @@ impl OutputCode {
             .steps
             .iter()
             .filter_map(|s| match s {
-                Step::Extern { node } => Some(graph.nodes[*node].origin_name.clone()),
+                Step::Extern { node } => Some(graph[*node].origin_name.clone()),
                 _ => None,
             })
             .collect();
@@ -159,7 +159,7 @@ fn view_text(graph: &LoweredGraph, view: &View) -> String {
     let name = graph.buffer_name(view.buffer);
     let natural = match view.buffer {
         BufferName::Input(i) => Layout::new(graph.inputs[i].shape.clone(), graph.inputs[i].strides.clone(), 0),
-        BufferName::Node(n) => Layout::contiguous(&graph.nodes[n].shape),
+        BufferName::Node(n) => Layout::contiguous(&graph[n].shape),
     };
     if view.layout == natural {
         return name;
@@ -175,19 +175,19 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
     for step in &plan.steps {
         let line = match step {
             Step::Alloc { buffer, reuses: None } => {
-                let shape = &graph.nodes[*buffer].shape;
+                let shape = &graph[*buffer].shape;
                 format!("let buf{buffer} = empty({shape:?});  // {} floats", numel(shape))
             }
             Step::Alloc { buffer, reuses: Some(old) } => {
                 format!("let buf{buffer} = buf{old};  // reuse: buf{old} is dead and has the same size")
             }
             Step::Kernel { kernel } => {
-                let k = &kernels[*kernel];
+                let k = &kernels[kernel.0];
                 let args: Vec<String> = k.args.iter().map(|a| graph.buffer_name(a.buffer)).collect();
                 format!("{}({}, xnumel = {});", k.name, args.join(", "), k.xnumel)
             }
             Step::Extern { node } => {
-                let n = &graph.nodes[*node];
+                let n = &graph[*node];
                 let place = n.location.map(|l| format!(" at {}", l.short())).unwrap_or_default();
                 match &n.body {
                     NodeBody::Matmul { a, b } => format!(

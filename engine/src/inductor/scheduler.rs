@@ -11,7 +11,7 @@
 use std::fmt;
 
 use super::index::Affine;
-use super::ir::{BufferName, IrNode, LoweredGraph, NodeBody};
+use super::ir::{BufferName, IrId, IrNode, LoweredGraph, NodeBody, PerNode};
 use crate::error::{Error, Result};
 
 /// The loops a kernel group runs, or a single node would run on its own.
@@ -190,7 +190,7 @@ pub struct Group {
     /// The loop structure.
     pub kind: LoopKind,
     /// IR node indices, in execution order.
-    pub members: Vec<usize>,
+    pub members: Vec<IrId>,
 }
 
 /// One fusion decision, as the fusion log prints it.
@@ -224,7 +224,29 @@ pub struct Schedule {
     pub decisions: Vec<FusionRecord>,
     /// For each IR node, whether its output is written to memory (read by another group or
     /// returned) rather than living only in registers inside its kernel.
-    pub stored: Vec<bool>,
+    pub stored: PerNode<bool>,
+}
+
+/// A kernel's number: its place among the schedule's kernels in launch order (extern calls are
+/// not kernels), and the suffix of its name (`poi_fused_add_0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(pub usize);
+
+impl Schedule {
+    /// The kernel each group becomes, `None` for an extern call: the one place kernels are
+    /// numbered, read by kernel building and by the call plan alike.
+    pub fn kernel_ids(&self) -> Vec<Option<KernelId>> {
+        let mut next = 0;
+        self.groups
+            .iter()
+            .map(|g| {
+                (g.kind != LoopKind::Extern).then(|| {
+                    next += 1;
+                    KernelId(next - 1)
+                })
+            })
+            .collect()
+    }
 }
 
 /// Groups the nodes of `graph` with the fusion decision `policy`.
@@ -233,9 +255,9 @@ pub struct Schedule {
 /// loop structure the node does not have): the decision is checked, not trusted.
 pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut group_of: Vec<usize> = Vec::with_capacity(graph.nodes.len());
+    let mut group_of: PerNode<usize> = PerNode(Vec::with_capacity(graph.nodes.len()));
     let mut decisions = Vec::new();
-    for (n, node) in graph.nodes.iter().enumerate() {
+    for (n, node) in graph.enumerate() {
         let latest_producer = node
             .reads()
             .iter()
@@ -250,7 +272,7 @@ pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> 
                 let decision = policy(&candidate);
                 decisions.push(FusionRecord {
                     node: format!("{} ({})", node.origin_name, BufferName::Node(n)),
-                    group_nodes: groups[g].members.iter().map(|&m| graph.nodes[m].origin_name.clone()).collect(),
+                    group_nodes: groups[g].members.iter().map(|&m| graph[m].origin_name.clone()).collect(),
                     decision: decision.clone(),
                 });
                 match decision {
@@ -274,7 +296,7 @@ pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> 
             groups.push(Group { kind: own_kind(node), members: vec![n] });
             groups.len() - 1
         });
-        group_of.push(g);
+        group_of.0.push(g);
     }
     let stored = stored_buffers(graph, &group_of);
     Ok(Schedule { groups, decisions, stored })
@@ -290,8 +312,8 @@ fn own_kind(node: &IrNode) -> LoopKind {
 }
 
 /// The facts a fusion decision needs about node `n` joining `group`.
-fn candidate(graph: &LoweredGraph, group: &Group, n: usize) -> FusionCandidate {
-    let node = &graph.nodes[n];
+fn candidate(graph: &LoweredGraph, group: &Group, n: IrId) -> FusionCandidate {
+    let node = &graph[n];
     let reads = node
         .loads()
         .iter()
@@ -305,7 +327,7 @@ fn candidate(graph: &LoweredGraph, group: &Group, n: usize) -> FusionCandidate {
         .collect();
     FusionCandidate {
         group: group.kind.clone(),
-        group_ops: group.members.iter().map(|&m| graph.nodes[m].op_name.to_string()).collect(),
+        group_ops: group.members.iter().map(|&m| graph[m].op_name.to_string()).collect(),
         node: node.origin_name.clone(),
         op: node.op_name.to_string(),
         own: own_kind(node),
@@ -315,8 +337,8 @@ fn candidate(graph: &LoweredGraph, group: &Group, n: usize) -> FusionCandidate {
 
 /// How `reader` reads node `p`'s buffer at `index` (over the reader's iteration space), were it
 /// in a group of kind `group`.
-fn access(graph: &LoweredGraph, group: &LoopKind, reader: &IrNode, p: usize, index: &Affine) -> Access {
-    let producer = &graph.nodes[p];
+fn access(graph: &LoweredGraph, group: &LoopKind, reader: &IrNode, p: IrId, index: &Affine) -> Access {
+    let producer = &graph[p];
     let (full, dim) = match group {
         LoopKind::Pointwise { shape } => (shape.as_slice(), None),
         LoopKind::Reduction { shape, dim } => (shape.as_slice(), Some(*dim)),
@@ -400,9 +422,9 @@ fn check_legal(c: &FusionCandidate, kind: FusionKind) -> Result<()> {
 }
 
 /// Which nodes' outputs must be written to memory: those read by another group, and outputs.
-fn stored_buffers(graph: &LoweredGraph, group_of: &[usize]) -> Vec<bool> {
-    let mut stored = vec![false; graph.nodes.len()];
-    for (n, node) in graph.nodes.iter().enumerate() {
+fn stored_buffers(graph: &LoweredGraph, group_of: &PerNode<usize>) -> PerNode<bool> {
+    let mut stored = PerNode::filled(graph.nodes.len(), false);
+    for (n, node) in graph.enumerate() {
         for read in node.reads() {
             if let BufferName::Node(p) = read
                 && group_of[p] != group_of[n]

@@ -5,8 +5,8 @@
 //!
 //! Everything here is decided at compile time, so running a compiled graph only walks the steps.
 
-use super::ir::{BufferName, LoweredGraph, View};
-use super::scheduler::{LoopKind, Schedule};
+use super::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
+use super::scheduler::{KernelId, Schedule};
 use crate::layout::numel;
 
 /// One step of the call plan.
@@ -15,21 +15,25 @@ pub enum Step {
     /// Memory for node buffer `buffer`, fresh or taken over from the dead buffer `reuses`.
     Alloc {
         /// The IR node whose output the memory holds.
-        buffer: usize,
+        buffer: IrId,
         /// A buffer of the same size whose last reader has already run.
-        reuses: Option<usize>,
+        reuses: Option<IrId>,
     },
-    /// Launch kernel `kernel` (an index into the plan's kernels) on its arguments.
+    /// Launch kernel `kernel` on its arguments.
     Kernel {
         /// Which kernel.
-        kernel: usize,
+        kernel: KernelId,
     },
     /// The extern call (matmul, or an eager fallback) computing IR node `node`.
     Extern {
         /// The IR node.
-        node: usize,
+        node: IrId,
     },
 }
+
+/// A slot of memory in the call plan: buffers whose lives do not overlap share one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SlotId(pub usize);
 
 /// The whole plan: steps, the memory slot of each stored buffer, and the returned views.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,25 +42,25 @@ pub struct CallPlan {
     pub steps: Vec<Step>,
     /// For each IR node, the slot of memory holding its buffer (`None` when it lives only in
     /// registers).
-    pub slot_of: Vec<Option<usize>>,
-    /// Elements in each slot.
+    pub slot_of: PerNode<Option<SlotId>>,
+    /// Elements in each slot, indexed by [`SlotId`].
     pub slot_sizes: Vec<usize>,
     /// The graph's outputs: views of inputs or of node buffers.
     pub outputs: Vec<View>,
 }
 
-/// Plans the call for a scheduled graph; kernels are numbered in group order.
+/// Plans the call for a scheduled graph, with the kernels the schedule numbered.
 pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let groups = &schedule.groups;
-    let mut group_of = vec![0; graph.nodes.len()];
+    let mut group_of = PerNode::filled(graph.nodes.len(), 0);
     for (g, group) in groups.iter().enumerate() {
         for &m in &group.members {
             group_of[m] = g;
         }
     }
     // The last group that reads each stored buffer; outputs live past every group.
-    let mut last_use = vec![0; graph.nodes.len()];
-    for (n, node) in graph.nodes.iter().enumerate() {
+    let mut last_use = PerNode::filled(graph.nodes.len(), 0);
+    for (n, node) in graph.enumerate() {
         for read in node.reads() {
             if let BufferName::Node(p) = read {
                 last_use[p] = last_use[p].max(group_of[n]);
@@ -70,35 +74,32 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     }
 
     let mut steps = Vec::new();
-    let mut slot_of = vec![None; graph.nodes.len()];
+    let mut slot_of = PerNode::filled(graph.nodes.len(), None);
     let mut slot_sizes = Vec::new();
     // Dead buffers whose memory may be taken: (buffer, slot).
-    let mut free: Vec<(usize, usize)> = Vec::new();
-    let mut next_kernel = 0;
+    let mut free: Vec<(IrId, SlotId)> = Vec::new();
+    let kernel_ids = schedule.kernel_ids();
     // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
         for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
-            let size = numel(&graph.nodes[m].shape);
-            let reused = free.iter().position(|&(_, slot)| slot_sizes[slot] == size).map(|i| free.remove(i));
+            let size = numel(&graph[m].shape);
+            let reused = free.iter().position(|&(_, slot)| slot_sizes[slot.0] == size).map(|i| free.remove(i));
             let slot = match reused {
                 Some((_, slot)) => slot,
                 None => {
                     slot_sizes.push(size);
-                    slot_sizes.len() - 1
+                    SlotId(slot_sizes.len() - 1)
                 }
             };
             slot_of[m] = Some(slot);
             steps.push(Step::Alloc { buffer: m, reuses: reused.map(|(b, _)| b) });
         }
-        match group.kind {
-            LoopKind::Extern => steps.push(Step::Extern { node: group.members[0] }),
-            _ => {
-                steps.push(Step::Kernel { kernel: next_kernel });
-                next_kernel += 1;
-            }
-        }
+        steps.push(match kernel_ids[g] {
+            Some(kernel) => Step::Kernel { kernel },
+            None => Step::Extern { node: group.members[0] },
+        });
         // Buffers whose last reader just ran are dead from here on.
-        for (n, slot) in slot_of.iter().enumerate() {
+        for (n, slot) in slot_of.iter() {
             if let Some(slot) = slot
                 && last_use[n] == g
                 && group_of[n] < g

@@ -11,21 +11,30 @@ mod reduce;
 mod view;
 
 use crate::error::{Error, Result, SourceLocation};
-use crate::op::Op;
-use crate::tensor::{Operand, Tensor};
+use crate::op::{CustomOp, Op};
+use crate::tensor::{Operand, Tensor, dispatch};
 
 // ANCHOR: op_apply
 impl Op {
     /// Applies the op to its operands: recorded into the active trace if there is one, run
     /// eagerly otherwise. This is how graphs are interpreted (see [`crate::fx::Interpreter`]).
     pub fn apply(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
-        if let Some(recorded) = crate::fx::proxy::record(self, operands, location) {
+        if let Some(recorded) = dispatch::mode().and_then(|mode| mode.record(self, operands, location)) {
             return recorded;
         }
         crate::eager::run(self, operands, location)
     }
 }
 // ANCHOR_END: op_apply
+
+impl CustomOp {
+    /// Applies the op: recorded as one node inside a compiled function, run now otherwise.
+    #[track_caller]
+    pub fn call(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        let operands: Vec<Operand> = inputs.iter().map(|t| Operand::Tensor(t)).collect();
+        Op::Custom(self.clone()).apply(&operands, SourceLocation::caller())
+    }
+}
 
 /// Resolves a possibly negative dimension (`-1` is the last) against a rank.
 fn normalize_dim(op: &'static str, dim: isize, rank: usize, location: SourceLocation) -> Result<usize> {

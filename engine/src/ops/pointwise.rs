@@ -25,6 +25,8 @@ unary_methods! {
     exp => Exp;
     /// Natural logarithm, elementwise.
     log => Log;
+    /// `log(1 + x)`, elementwise, accurate for small `x`.
+    log1p => Log1p;
     /// Square root, elementwise.
     sqrt => Sqrt;
     /// `1 / sqrt(x)`, elementwise.

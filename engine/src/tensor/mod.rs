@@ -6,6 +6,7 @@
 //! in the private `ops` module) that returns a new tensor; views share the buffer.
 
 mod constructors;
+pub(crate) mod dispatch;
 mod meta;
 mod random;
 mod storage;
@@ -180,7 +181,7 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         let location = SourceLocation::caller();
-        let tensor = crate::fx::proxy::concretize(self, "Tensor::to_vec() needs the tensor's values", location)?;
+        let tensor = self.concretize("Tensor::to_vec() needs the tensor's values", location)?;
         tensor.values("to_vec", location)
     }
 
@@ -196,8 +197,18 @@ impl Tensor {
                 location,
             });
         }
-        let tensor = crate::fx::proxy::concretize(self, "Tensor::item() needs the tensor's value", location)?;
+        let tensor = self.concretize("Tensor::item() needs the tensor's value", location)?;
         Ok(tensor.values("item", location)?[0])
+    }
+
+    /// This tensor with values: itself when concrete; for a symbolic one, what the tracer's mode
+    /// gives (a graph break) or its error. `reason` says what needs the values.
+    fn concretize(&self, reason: &str, location: SourceLocation) -> Result<Tensor> {
+        match dispatch::mode() {
+            Some(mode) => mode.concretize(self, reason, location),
+            // No trace has ever started, so no symbolic tensor exists.
+            None => Ok(self.clone()),
+        }
     }
 
     /// A concrete tensor's elements on the host; CUDA failures name `op` and `location`.
@@ -224,7 +235,7 @@ impl fmt::Display for Tensor {
         let known;
         let c = match self.concrete() {
             Some(c) => c,
-            None => match crate::fx::proxy::values_for_display(self) {
+            None => match dispatch::mode().and_then(|mode| mode.values_for_display(self)) {
                 Some(value) => {
                     known = value;
                     known.concrete().expect("values_for_display returns a concrete tensor")

@@ -1,6 +1,7 @@
 //! Tensor memory on a device, the analogue of `torch.Storage`.
 
 use crate::device::Device;
+use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaBuffer, CudaError};
 use crate::dtype::DType;
 use crate::layout::Layout;
@@ -42,7 +43,7 @@ impl Storage {
             Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read(layout.offset(), layout.numel()),
             Storage::Cuda(buffer) => {
                 let view = cuda::Input::Tensor { buffer, layout };
-                let dense = cuda::execute(buffer.device(), &Op::Contiguous, &[view], layout.shape())?;
+                let dense = execute(buffer.device(), &Op::Contiguous, &[view], layout.shape())?;
                 dense.read(0, dense.len())
             }
         }

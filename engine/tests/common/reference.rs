@@ -156,6 +156,7 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Neg => -x,
         UnaryOp::Exp => x.exp(),
         UnaryOp::Log => x.ln(),
+        UnaryOp::Log1p => x.ln_1p(),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Rsqrt => 1.0 / x.sqrt(),
         UnaryOp::Sin => x.sin(),
@@ -163,7 +164,13 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Erf => libm::erf(x),
         UnaryOp::Abs => x.abs(),
-        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Relu => {
+            if x.is_nan() {
+                x
+            } else {
+                x.max(0.0)
+            }
+        }
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
     }

@@ -46,7 +46,7 @@ pub fn eliminate_common_subexpressions(graph: &Graph) -> Result<Graph> {
         };
         new_ids.insert(id, new_id);
     }
-    pass.set_outputs(graph.outputs().iter().map(|o| new_ids[o]).collect());
+    pass.set_outputs(graph.outputs().iter().map(|o| new_ids[o]).collect())?;
     Ok(pass)
 }
 // ANCHOR_END: cse

@@ -49,7 +49,7 @@ pub fn eliminate_dead_code(graph: &Graph) -> Result<Graph> {
             NodeKind::Call { .. } => None,
         };
     }
-    pass.set_outputs(graph.outputs().iter().map(|o| new_ids[o.index()].expect("outputs are live")).collect());
+    pass.set_outputs(graph.outputs().iter().map(|o| new_ids[o.index()].expect("outputs are live")).collect())?;
     Ok(pass)
 }
 // ANCHOR_END: dead_code

@@ -7,60 +7,67 @@ mod normalize;
 mod pointwise;
 mod reduce;
 
+use std::convert::Infallible;
+
+use super::backend::Backend;
 use crate::layout::{Layout, numel};
-use crate::op::Op;
+use crate::op::{BinaryOp, CustomOp, ReduceOp, UnaryOp};
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
 
-/// One operand as a CPU kernel sees it.
-#[derive(Clone, Copy)]
-pub(crate) enum Input<'a> {
-    /// A tensor: its whole buffer and the layout of the view being read.
-    Tensor { data: &'a [f32], layout: &'a Layout },
-    /// A scalar broadcast everywhere.
-    Scalar(f32),
-}
+/// One operand as a CPU kernel sees it: a host slice and a layout, or a scalar.
+pub(crate) type Input<'a> = super::backend::Input<'a, [f32]>;
 
-impl<'a> Input<'a> {
-    fn tensor(&self) -> (&'a [f32], &'a Layout) {
-        match *self {
-            Input::Tensor { data, layout } => (data, layout),
-            Input::Scalar(_) => unreachable!("shape inference rejects scalars where tensors are required"),
-        }
+/// The CPU's eager kernels.
+pub(crate) struct Cpu;
+
+impl Backend for Cpu {
+    type Buffer = [f32];
+    type Output = Vec<f32>;
+    type Error = Infallible;
+
+    fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(pointwise::unary(op, x, out_shape))
     }
-}
 
-/// Run one non-view, non-composite op; shapes were checked by [`Op::infer_shape`] beforehand.
-pub(crate) fn execute(op: &Op, inputs: &[Input], out_shape: &[usize]) -> Vec<f32> {
-    match op {
-        Op::Unary(u) => pointwise::unary(*u, inputs[0], out_shape),
-        Op::Binary(b) => pointwise::binary(*b, inputs[0], inputs[1], out_shape),
-        Op::Where => pointwise::where_(inputs[0], inputs[1], inputs[2], out_shape),
-        Op::Contiguous => copy(inputs[0]),
-        Op::Reduce { kind, dim, .. } => reduce::reduce(*kind, inputs[0], *dim),
-        Op::Softmax { dim } => normalize::softmax(inputs[0], *dim, false),
-        Op::LogSoftmax { dim } => normalize::softmax(inputs[0], *dim, true),
-        Op::LayerNorm { eps } => normalize::layer_norm(inputs[0], inputs[1], inputs[2], eps.0),
-        Op::Matmul => matmul::matmul(inputs[0], inputs[1], out_shape),
-        Op::Custom(custom) => {
-            let dense: Vec<Vec<f32>> = inputs
-                .iter()
-                .map(|input| {
-                    let (data, layout) = input.tensor();
-                    contiguous(data, &layout.expand(out_shape)).into_owned()
-                })
-                .collect();
-            custom.run_cpu(&dense, numel(out_shape))
-        }
-        Op::Reshape { .. }
-        | Op::Permute { .. }
-        | Op::Expand { .. }
-        | Op::Slice { .. }
-        | Op::Linear
-        | Op::Cond { .. } => {
-            unreachable!("views, linear and cond are handled before device kernels")
-        }
+    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(pointwise::binary(op, a, b, out_shape))
+    }
+
+    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(pointwise::where_(cond, a, b, out_shape))
+    }
+
+    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(copy(x))
+    }
+
+    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        let dense: Vec<Vec<f32>> = inputs
+            .iter()
+            .map(|input| {
+                let (data, layout) = input.tensor();
+                contiguous(data, &layout.expand(out_shape)).into_owned()
+            })
+            .collect();
+        Ok(op.run_cpu(&dense, numel(out_shape)))
+    }
+
+    fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<Vec<f32>, Infallible> {
+        Ok(reduce::reduce(kind, x, dim))
+    }
+
+    fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<Vec<f32>, Infallible> {
+        Ok(normalize::softmax(x, dim, log))
+    }
+
+    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<Vec<f32>, Infallible> {
+        Ok(normalize::layer_norm(x, weight, bias, eps))
+    }
+
+    fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(matmul::matmul(a, b, out_shape))
     }
 }
 

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::{Input, PARALLEL_THRESHOLD};
 use crate::layout::{Layout, numel};
-use crate::op::{BinaryOp, UnaryOp};
+use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
 
 /// Elements per unit of parallel work; large enough to amortise gathering, small enough to fit L2.
 const CHUNK: usize = 1 << 14;
@@ -22,7 +22,7 @@ impl<'a> Source<'a> {
     fn new(input: Input<'a>, out_shape: &[usize]) -> Self {
         match input {
             Input::Scalar(v) => Source::Splat(v),
-            Input::Tensor { data, layout } => {
+            Input::Tensor { buffer: data, layout } => {
                 if layout.numel() == 1 {
                     Source::Splat(data[layout.offset()])
                 } else if layout.shape() == out_shape && layout.is_contiguous() {
@@ -87,26 +87,26 @@ fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + S
 /// `op` applied to every element.
 pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
     // One monomorphised loop per op, so each inner loop is branch-free.
-    macro_rules! each {
-        ($($variant:ident),*) => {
-            match op {
-                $(UnaryOp::$variant => map1(a, out_shape, |x| UnaryOp::$variant.apply(x)),)*
-            }
-        };
+    struct Map<'a, 's>(Input<'a>, &'s [usize]);
+    impl UnaryVisitor for Map<'_, '_> {
+        type Output = Vec<f32>;
+        fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+            map1(self.0, self.1, f)
+        }
     }
-    each!(Neg, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Erf, Abs, Relu, Sigmoid, Gelu)
+    op.with_fn(Map(a, out_shape))
 }
 
 /// `op` applied to every pair of broadcast elements.
 pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
-    macro_rules! each {
-        ($($variant:ident),*) => {
-            match op {
-                $(BinaryOp::$variant => map2(a, b, out_shape, |x, y| BinaryOp::$variant.apply(x, y)),)*
-            }
-        };
+    struct Map<'a, 's>(Input<'a>, Input<'a>, &'s [usize]);
+    impl BinaryVisitor for Map<'_, '_> {
+        type Output = Vec<f32>;
+        fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+            map2(self.0, self.1, self.2, f)
+        }
     }
-    each!(Add, Sub, Mul, Div, Maximum, Minimum, Pow, Eq, Ne, Lt, Le, Gt, Ge)
+    op.with_fn(Map(a, b, out_shape))
 }
 
 /// `a` where `cond != 0`, else `b`, all broadcast.

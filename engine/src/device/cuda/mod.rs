@@ -32,6 +32,8 @@ pub mod probe;
 mod reduce;
 mod source;
 
+use crate::device::Device;
+
 pub(crate) use buffer::CudaBuffer;
 pub use context::{CudaDevice, Module};
 pub use error::CudaError;
@@ -40,54 +42,54 @@ pub use source::{eager_families, eager_source};
 
 use std::sync::Arc;
 
-use crate::layout::Layout;
-use crate::op::Op;
+use super::backend::Backend;
+use crate::op::{BinaryOp, CustomOp, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
-/// One operand as a CUDA kernel launcher sees it.
-#[derive(Clone, Copy)]
-pub(crate) enum Input<'a> {
-    /// A tensor: its device buffer and the layout of the view being read.
-    Tensor { buffer: &'a CudaBuffer, layout: &'a Layout },
-    /// A scalar broadcast everywhere, passed to the kernel by value.
-    Scalar(f32),
-}
+/// One operand as a CUDA kernel launcher sees it: a device buffer and a layout, or a scalar
+/// passed to the kernel by value.
+pub(crate) type Input<'a> = super::backend::Input<'a, CudaBuffer>;
 
-impl<'a> Input<'a> {
-    fn tensor(&self) -> (&'a CudaBuffer, &'a Layout) {
-        match *self {
-            Input::Tensor { buffer, layout } => (buffer, layout),
-            Input::Scalar(_) => unreachable!("shape inference rejects scalars where tensors are required"),
-        }
+/// A GPU's eager kernels.
+impl Backend for Arc<CudaDevice> {
+    type Buffer = CudaBuffer;
+    type Output = CudaBuffer;
+    type Error = CudaError;
+
+    fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager(&format!("unary_{}", op.name())), &[x], out_shape)
     }
-}
 
-/// Runs one non-view, non-composite op on `device`; shapes were checked by [`Op::infer_shape`].
-pub(crate) fn execute(
-    device: &Arc<CudaDevice>,
-    op: &Op,
-    inputs: &[Input],
-    out_shape: &[usize],
-) -> Result<CudaBuffer, CudaError> {
-    match op {
-        Op::Unary(u) => pointwise::run(device, Kernels::Eager(&format!("unary_{}", u.name())), inputs, out_shape),
-        Op::Binary(b) => pointwise::run(device, Kernels::Eager(&format!("binary_{}", b.name())), inputs, out_shape),
-        Op::Where => pointwise::run(device, Kernels::Eager("where"), inputs, out_shape),
-        Op::Contiguous => pointwise::run(device, Kernels::Eager("copy"), inputs, out_shape),
-        Op::Custom(custom) => pointwise::run(device, Kernels::Custom(custom), inputs, out_shape),
-        Op::Reduce { kind, dim, .. } => reduce::reduce(device, *kind, inputs[0], *dim),
-        Op::Softmax { dim } => normalize::softmax(device, inputs[0], *dim, false),
-        Op::LogSoftmax { dim } => normalize::softmax(device, inputs[0], *dim, true),
-        Op::LayerNorm { eps } => normalize::layer_norm(device, inputs[0], inputs[1], inputs[2], eps.0),
-        Op::Matmul => matmul::matmul(device, inputs[0], inputs[1], out_shape),
-        Op::Reshape { .. }
-        | Op::Permute { .. }
-        | Op::Expand { .. }
-        | Op::Slice { .. }
-        | Op::Linear
-        | Op::Cond { .. } => {
-            unreachable!("views, linear and cond are handled before device kernels")
-        }
+    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager(&format!("binary_{}", op.name())), &[a, b], out_shape)
+    }
+
+    fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager("where"), &inputs, out_shape)
+    }
+
+    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager("copy"), &[x], out_shape)
+    }
+
+    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Custom(op), inputs, out_shape)
+    }
+
+    fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
+        reduce::reduce(self, kind, x, dim)
+    }
+
+    fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<CudaBuffer, CudaError> {
+        normalize::softmax(self, x, dim, log)
+    }
+
+    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<CudaBuffer, CudaError> {
+        normalize::layer_norm(self, x, weight, bias, eps)
+    }
+
+    fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        matmul::matmul(self, a, b, out_shape)
     }
 }
 
@@ -98,5 +100,35 @@ fn launch_config(blocks: usize, block: (u32, u32)) -> cudarc::driver::LaunchConf
         grid_dim: (blocks.clamp(1, i32::MAX as usize) as u32, 1, 1),
         block_dim: (block.0, block.1, 1),
         shared_mem_bytes: 0,
+    }
+}
+
+/// The methods of [`Device`] that need CUDA's runtime (the type itself is a leaf, below errors).
+impl Device {
+    /// `cuda:0` when CUDA can run here, else `cpu`, saying once per process, as a warning
+    /// ([`crate::logs::warn`]), what is missing: `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+    pub fn cuda_if_available() -> Device {
+        match unavailable_reason() {
+            None => Device::Cuda(0),
+            Some(reason) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| crate::logs::warn(|| format!("CUDA is not available ({reason}); running on CPU")));
+                Device::Cpu
+            }
+        }
+    }
+
+    /// Waits until every operation queued on the device has finished (nothing to wait for on the
+    /// CPU, whose kernels finish before they return). GPU kernels run asynchronously: time them
+    /// with [`crate::bench`], or synchronise before reading a host clock.
+    #[track_caller]
+    pub fn synchronize(self) -> crate::Result<()> {
+        let location = crate::SourceLocation::caller();
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Cuda(ordinal) => {
+                CudaDevice::get(ordinal)?.synchronize().map_err(|e| e.at("synchronize", self, Vec::new(), location))
+            }
+        }
     }
 }

@@ -12,8 +12,8 @@ use super::error::CudaError;
 use super::params::{DenseIn, Geometry, MAX_DIMS, StridedIn, merge_dims, reversed};
 use super::source::custom_source;
 use super::{Input, launch_config};
-use crate::dynamo::CustomOp;
 use crate::layout::{Layout, contiguous_strides, numel};
+use crate::op::CustomOp;
 
 /// Threads per block of the pointwise kernels.
 const THREADS: u32 = 256;

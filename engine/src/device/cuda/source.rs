@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use super::error::CudaError;
 use super::params::MAX_DIMS;
-use crate::dynamo::CustomOp;
+use crate::op::CustomOp;
 use crate::op::{BinaryOp, UnaryOp};
 
 /// The kernel families that are not one pointwise op.
@@ -40,7 +40,7 @@ pub fn eager_source(family: &str) -> Option<String> {
         }
     };
     let mut source =
-        format!("// Eager kernel family `{family}`, generated from the op catalogue (engine/src/op.rs).\n");
+        format!("// Eager kernel family `{family}`, generated from the op catalogue (engine/src/op/mod.rs).\n");
     writeln!(source, "#define MAX_DIMS {MAX_DIMS}\n{selection}").unwrap();
     source.push_str(include_str!("kernels/eager.cu"));
     Some(source)

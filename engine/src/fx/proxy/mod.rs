@@ -11,23 +11,26 @@
 //! capture run the graph so far and go on in a new graph.
 
 use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 mod breaks;
+mod mode;
 
 pub use breaks::BreakReason;
 pub(crate) use breaks::{
     CaptureHooks, at_statement, break_for_side_effect, breaks_allowed, concretize, values_for_display,
 };
+pub(crate) use mode::register as register_mode;
 
 use rustc_hash::FxHashMap;
 
 use super::graph::{Arg, Graph, NodeId};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::contiguous_strides;
-use crate::op::{Op, OpClass};
+use crate::op::{Op, OpClass, Subgraph};
 use crate::scalar::Scalar;
 use crate::tensor::{Operand, Repr, Symbolic, Tensor, TensorMeta};
 
@@ -108,8 +111,19 @@ pub struct Traced {
 }
 
 /// An active trace on this thread. Dropping it without [`Tracer::finish`] abandons the graph.
+///
+/// A tracer records the ops of the thread that started it (its state is thread-local), so it
+/// cannot be sent to another thread:
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(engine::fx::proxy::Tracer::new());
+/// ```
 pub struct Tracer {
     id: u64,
+    /// Not `Send` or `Sync`: dropping or finishing it on another thread would end that thread's
+    /// innermost trace instead.
+    _this_thread: PhantomData<*const ()>,
 }
 
 impl Default for Tracer {
@@ -147,6 +161,8 @@ impl Tracer {
         hooks: Option<Rc<dyn CaptureHooks>>,
         ancestors: Vec<u64>,
     ) -> Tracer {
+        // The ops this trace sees reach it through the dispatcher.
+        mode::register();
         let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
         TRACES.with(|t| {
             t.borrow_mut().push(TraceState {
@@ -169,7 +185,7 @@ impl Tracer {
                 pending_error: None,
             })
         });
-        Tracer { id }
+        Tracer { id, _this_thread: PhantomData }
     }
 
     fn with_state<R>(&self, f: impl FnOnce(&mut TraceState) -> R) -> R {
@@ -344,7 +360,7 @@ impl TraceState {
     /// Moves the graph out with `outputs` set, leaving an empty graph for the trace to go on in.
     fn take_graph(&mut self, outputs: Vec<NodeId>) -> Traced {
         let mut graph = std::mem::take(&mut self.graph);
-        graph.set_outputs(outputs);
+        graph.set_outputs(outputs).expect("a trace's outputs are nodes of its graph");
         self.values.clear();
         self.lifted.clear();
         Traced {
@@ -407,8 +423,8 @@ fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<O
             })
             .collect::<Result<Vec<Vec<usize>>>>()
     })?;
-    let fit = |g: &Arc<Graph>| -> Result<Arc<Graph>> {
-        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.with_dynamic_dims(&wanted).map(Arc::new) }
+    let fit = |g: &Subgraph| -> Result<Subgraph> {
+        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.with_dynamic_dims(&wanted).map(Subgraph::from) }
     };
     Ok(Op::Cond { true_graph: fit(true_graph)?, false_graph: fit(false_graph)? })
 }
@@ -419,6 +435,25 @@ fn set_override(location: Option<SourceLocation>) {
             top.location_override = location;
         }
     });
+}
+
+/// Captures `f` on `inputs` into a graph, the analogue of `make_fx`: each input becomes a
+/// placeholder (bound to that tensor in [`Traced::inputs`]), every op `f` applies is recorded, and
+/// the tensors it returns are the graph's outputs. This is how `Compiled::call` traces, without
+/// the cache, guards or graph breaks (a break is an error here).
+///
+/// ```
+/// use engine::{fx, Tensor};
+/// let x = Tensor::randn(&[2, 3], 0);
+/// let traced = fx::trace(&[x], |xs| Ok(vec![xs[0].relu()?.sum(-1, false)?]))?;
+/// assert_eq!(traced.graph.op_count(), 2);
+/// # Ok::<(), engine::Error>(())
+/// ```
+pub fn trace(inputs: &[Tensor], f: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>) -> Result<Traced> {
+    let tracer = Tracer::new();
+    let symbolic = inputs.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
+    let outputs = f(&symbolic)?;
+    tracer.finish(&outputs)
 }
 
 /// True while a trace is recording on this thread: inside a compiled function being captured.

@@ -15,50 +15,10 @@ use std::fmt::Write;
 use super::{Dialect, RowLoops, Spelling, block_reduce, combine_expr, helper_functions, identity, row_loops};
 use crate::inductor::index::{FlatIndex, Var};
 use crate::inductor::kernel::{Combine, Kernel, KernelBody, Phase, Reduce, Stmt, Value};
+use crate::inductor::launch::{Grid, Launch, THREADS};
 
-/// Threads per block of pointwise kernels and of one-thread-per-row reductions.
-const THREADS: u32 = 256;
 /// Elements each thread of a pointwise kernel handles per step: one `float4`.
 const VEC: usize = 4;
-
-/// How many blocks a launch needs for `xnumel`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Grid {
-    /// Enough blocks for `per_block` elements each (grid-stride loops take any excess).
-    Elements {
-        /// Elements one block covers per step.
-        per_block: u32,
-    },
-    /// One block per row (blocks stride over rows past the cap).
-    Rows,
-}
-
-/// The launch configuration a kernel was written for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Launch {
-    /// Threads per block.
-    pub block: u32,
-    /// How the grid is sized.
-    pub grid: Grid,
-}
-
-impl Launch {
-    /// 256-thread blocks and one element per thread up to a cap: how a kernel printed by a
-    /// replacement printer (see [`crate::inductor::Printers`]) is launched; it loops over `x`
-    /// with a grid stride.
-    pub const GRID_STRIDE: Launch = Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } };
-
-    /// Blocks to launch for `xnumel` on a device with `sm_count` multiprocessors: enough to
-    /// cover the work, capped at a few waves (the kernels' loops stride over the rest).
-    pub fn grid_size(&self, xnumel: usize, sm_count: u32) -> u32 {
-        let wanted = match self.grid {
-            Grid::Elements { per_block } => xnumel.div_ceil(per_block as usize),
-            Grid::Rows => xnumel,
-        };
-        let cap = sm_count.max(1) as usize * (2048 / self.block as usize) * 4;
-        wanted.clamp(1, cap) as u32
-    }
-}
 
 /// A printed CUDA kernel and how to launch it.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,18 +78,31 @@ pub fn module(kernels: &[CudaKernel]) -> String {
     out
 }
 
-/// Prints one kernel.
+/// How a kernel is launched, planned from its loop structure before it is printed: the printers
+/// below write code for the block size it chooses.
+pub fn launch(k: &Kernel) -> Launch {
+    match &k.body {
+        KernelBody::Pointwise(_) => Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * VEC as u32 } },
+        KernelBody::Reduction { persistent: true, row_len, .. } => {
+            Launch { block: persistent_shape(*row_len, 1).0 as u32, grid: Grid::Rows }
+        }
+        KernelBody::Reduction { innermost: true, .. } => Launch { block: 1024, grid: Grid::Rows },
+        KernelBody::Reduction { .. } => Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } },
+    }
+}
+
+/// Prints one kernel for the launch [`launch`] plans.
 pub fn kernel(k: &Kernel) -> CudaKernel {
-    let (launch, body) = match &k.body {
+    let launch = launch(k);
+    let body = match &k.body {
         KernelBody::Pointwise(stmts) => pointwise(k, stmts),
         KernelBody::Reduction { persistent: true, row_len, phases, .. } => persistent(k, *row_len, phases),
         KernelBody::Reduction { innermost: true, .. } => {
-            let block = 1024;
             let mut body = String::from("    __shared__ float smem[32];\n");
             body.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
             body.push_str(&row_loops(k, RowLoops::BlockStrided, "        "));
             body.push_str("    }\n");
-            (Launch { block, grid: Grid::Rows }, body)
+            body
         }
         KernelBody::Reduction { .. } => {
             let mut body = String::from(
@@ -138,7 +111,7 @@ pub fn kernel(k: &Kernel) -> CudaKernel {
             );
             body.push_str(&row_loops(k, RowLoops::Sequential(Dialect::Cuda), "        "));
             body.push_str("    }\n");
-            (Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } }, body)
+            body
         }
     };
     let params: Vec<String> = k
@@ -211,7 +184,7 @@ fn alignment_check(k: &Kernel, args: &[usize]) -> String {
     format!("    const bool aligned = (({}) & 15) == 0;\n", ptrs.join(" | "))
 }
 
-fn pointwise(k: &Kernel, stmts: &[Stmt]) -> (Launch, String) {
+fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     let scalar = super::scalar_spelling(Dialect::Cuda);
     let lane = Spelling { dialect: Dialect::Cuda, tmp: &|t| format!("tmp{t}[j]"), index: &|i| i.to_c() };
     let class = |index: &FlatIndex| access(index, Var::X);
@@ -286,17 +259,18 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> (Launch, String) {
         writeln!(b, "                {}", scalar.stmt(k, s, true)).unwrap();
     }
     b.push_str("            }\n        }\n    }\n");
-    (Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * VEC as u32 } }, b)
+    b
 }
 
-/// Threads per block and register slots per thread for a persistent row of `row_len`.
+/// Threads per block and register slots per thread for a persistent row of `row_len` read `vec`
+/// elements at a time (the thread count does not depend on `vec`).
 fn persistent_shape(row_len: usize, vec: usize) -> (usize, usize) {
     let threads = row_len.div_ceil(8).next_power_of_two().clamp(32, 1024);
     let slots = row_len.div_ceil(threads).div_ceil(vec) * vec;
     (threads, slots)
 }
 
-fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) {
+fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     let vec = if row_len.is_multiple_of(VEC) { VEC } else { 1 };
     let (threads, slots) = persistent_shape(row_len, vec);
     let exact = threads * slots == row_len;
@@ -453,7 +427,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> (Launch, String) 
         }
     }
     b.push_str("    }\n");
-    (Launch { block: threads as u32, grid: Grid::Rows }, b)
+    b
 }
 
 #[cfg(test)]

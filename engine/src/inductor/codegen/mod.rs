@@ -1,16 +1,19 @@
 //! Code generation, the analogue of TorchInductor's `codegen/` (`cpp.py` for CPU, `triton.py` for
-//! GPU): two printers over the one [`kernel`](super::kernel) IR. This module holds what they
+//! GPU): two printers over the one [`kernel`](super::kernel) IR, each behind the [`Renderer`]
+//! trait. This module holds what they
 //! share: how each op, constant and statement is spelled in C, which CUDA C extends.
 
 pub mod c;
 pub mod cuda;
+mod renderer;
+
+pub use renderer::{CRenderer, CudaRenderer, Rendered, Renderer, WithPrinters};
 
 use std::fmt::Write;
 
 use super::index::FlatIndex;
 use super::ir::PointwiseOp;
 use super::kernel::{Combine, Kernel, KernelBody, Phase, Stmt, Value};
-use crate::op::UnaryOp;
 
 /// Which language a printer writes; CUDA C is C with a few spellings changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,15 +39,14 @@ pub fn constant(v: f32, dialect: Dialect) -> String {
 
 /// The C expression of `op` applied to the already-printed operands: the op catalogue's own C
 /// spelling (the one the eager CUDA kernels use), so compiled and eager code compute alike.
-pub fn op_expr(op: &PointwiseOp, args: &[String], dialect: Dialect) -> String {
+/// Every catalogue expression is valid C and CUDA C, so the dialect does not change it today; the
+/// parameter stays so that printers need not know that.
+pub fn op_expr(op: &PointwiseOp, args: &[String], _dialect: Dialect) -> String {
     match op {
         PointwiseOp::Copy => args[0].clone(),
         PointwiseOp::Where => format!("({} != 0.0f ? {} : {})", args[0], args[1], args[2]),
         // The op's own function, whose source the module includes.
         PointwiseOp::Custom(custom) => format!("{}({})", custom.function(), args.join(", ")),
-        // A select rather than `fmaxf`: GCC cannot vectorise `fmaxf` on x86 without fast-math,
-        // and a NaN gives 0 either way, as the eager kernels do.
-        PointwiseOp::Unary(UnaryOp::Relu) if dialect == Dialect::C => format!("({0} > 0.0f ? {0} : 0.0f)", args[0]),
         PointwiseOp::Unary(u) => u.c_expr(&args[0]),
         PointwiseOp::Binary(b) => b.c_expr(&args[0], &args[1]),
     }

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use super::{Run, Schedule, check_inputs, input_view, outputs, run_fallback};
+use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::cpu::{self, matmul_into};
 use crate::error::Result;
-use crate::inductor::ir::{BufferName, LoweredGraph, View};
+use crate::inductor::ir::{BufferName, LoweredGraph, PerNode, View};
 use crate::inductor::kernel::Kernel;
-use crate::inductor::wrapper::CallPlan;
+use crate::inductor::wrapper::{CallPlan, SlotId};
 use crate::layout::Layout;
 use crate::tensor::{Concrete, Storage, Tensor};
 
@@ -34,8 +34,8 @@ fn input_data(input: &Concrete) -> &[f32] {
 fn view_data<'s>(
     view: &View,
     inputs: &[&'s Concrete],
-    slot_of: &[Option<usize>],
-    slots: &'s [Option<Vec<f32>>],
+    slot_of: &PerNode<Option<SlotId>>,
+    slots: &'s Slots<Vec<f32>>,
 ) -> (&'s [f32], Layout) {
     match view.buffer {
         BufferName::Input(i) => (input_data(inputs[i]), view.layout.clone()),
@@ -67,7 +67,7 @@ impl CpuProgram {
     /// Runs the plan on `inputs`, which must have the traced shapes and strides.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cpu)?;
-        let mut slots: Vec<Option<Vec<f32>>> = (0..self.schedule.slot_count).map(|_| None).collect();
+        let mut slots: Slots<Vec<f32>> = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => slots[*slot] = Some(vec![0.0; *len]),
@@ -90,8 +90,10 @@ impl CpuProgram {
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
                     let (ad, al) = view_data(a, &concrete, &self.schedule.slot_of, &slots);
                     let (bd, bl) = view_data(b, &concrete, &self.schedule.slot_of, &slots);
-                    let (a, b) =
-                        (cpu::Input::Tensor { data: ad, layout: &al }, cpu::Input::Tensor { data: bd, layout: &bl });
+                    let (a, b) = (
+                        cpu::Input::Tensor { buffer: ad, layout: &al },
+                        cpu::Input::Tensor { buffer: bd, layout: &bl },
+                    );
                     matmul_into(a, b, shape, &mut result);
                     slots[self.schedule.slot(*out)] = Some(result);
                 }

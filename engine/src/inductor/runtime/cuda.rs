@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{Run, Schedule, check_inputs, input_view, outputs, run_fallback};
+use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
+use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
-use crate::inductor::codegen::cuda::Launch;
 use crate::inductor::ir::{BufferName, LoweredGraph, View};
 use crate::inductor::kernel::Kernel;
+use crate::inductor::launch::Launch;
 use crate::inductor::wrapper::CallPlan;
 use crate::layout::Layout;
 use crate::op::Op;
@@ -68,7 +69,7 @@ impl CudaProgram {
         &self,
         view: &View,
         inputs: &[&'s Concrete],
-        slots: &'s [Option<CudaBuffer>],
+        slots: &'s Slots<CudaBuffer>,
     ) -> (&'s CudaBuffer, Layout) {
         match view.buffer {
             BufferName::Input(i) => {
@@ -86,7 +87,7 @@ impl CudaProgram {
     /// program's GPU.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cuda(self.device.ordinal()))?;
-        let mut slots: Vec<Option<CudaBuffer>> = (0..self.schedule.slot_count).map(|_| None).collect();
+        let mut slots: Slots<CudaBuffer> = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => {
@@ -124,7 +125,7 @@ impl CudaProgram {
                         cuda::Input::Tensor { buffer: ab, layout: &al },
                         cuda::Input::Tensor { buffer: bb, layout: &bl },
                     ];
-                    let product = cuda::execute(&self.device, &Op::Matmul, &operands, shape)
+                    let product = execute(&self.device, &Op::Matmul, &operands, shape)
                         .map_err(|e| failed("the extern matmul", e))?;
                     // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.
                     slots[self.schedule.slot(*out)] = Some(product);
@@ -143,7 +144,7 @@ impl CudaProgram {
 
     /// A fallback's operand: graph inputs are shared, planned buffers copied (the eager kernels
     /// take tensors, not slots). Fallbacks are slow, and only for ops with no lowering.
-    fn fallback_operand(&self, view: &View, concrete: &[&Concrete], slots: &[Option<CudaBuffer>]) -> Result<Tensor> {
+    fn fallback_operand(&self, view: &View, concrete: &[&Concrete], slots: &Slots<CudaBuffer>) -> Result<Tensor> {
         Ok(match view.buffer {
             BufferName::Input(i) => input_view(concrete[i], view),
             BufferName::Node(_) => {

@@ -10,8 +10,8 @@ pub(crate) mod cuda;
 
 use std::sync::Arc;
 
-use super::ir::{BufferName, FallbackArg, GraphInput, LoweredGraph, NodeBody, View};
-use super::wrapper::{CallPlan, Step};
+use super::ir::{BufferName, FallbackArg, GraphInput, IrId, LoweredGraph, NodeBody, PerNode, View};
+use super::wrapper::{CallPlan, SlotId, Step};
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
@@ -36,16 +36,40 @@ impl Program {
     }
 }
 
+/// The memory of a running plan, one entry per [`SlotId`] (`None` until allocated), indexed by
+/// slot so that a node's index cannot be used in its place.
+pub(crate) struct Slots<M>(Vec<Option<M>>);
+
+impl<M> Slots<M> {
+    /// `count` slots, none allocated yet.
+    pub(crate) fn new(count: usize) -> Self {
+        Slots((0..count).map(|_| None).collect())
+    }
+}
+
+impl<M> std::ops::Index<SlotId> for Slots<M> {
+    type Output = Option<M>;
+    fn index(&self, slot: SlotId) -> &Option<M> {
+        &self.0[slot.0]
+    }
+}
+
+impl<M> std::ops::IndexMut<SlotId> for Slots<M> {
+    fn index_mut(&mut self, slot: SlotId) -> &mut Option<M> {
+        &mut self.0[slot.0]
+    }
+}
+
 /// A step of the plan as a runtime runs it; `K` is the device's resolved kernel.
 pub(crate) enum Run<K> {
     /// Fresh memory of `len` elements for `slot` (a reused slot needs no step).
-    Alloc { slot: usize, len: usize },
+    Alloc { slot: SlotId, len: usize },
     /// A generated kernel on its arguments.
     Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
     /// The library matmul of two views into node `out`'s buffer.
-    Matmul { a: View, b: View, out: usize, shape: Vec<usize> },
+    Matmul { a: View, b: View, out: IrId, shape: Vec<usize> },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
-    Fallback { op: Op, args: Vec<FallbackArg>, out: usize, location: SourceLocation },
+    Fallback { op: Op, args: Vec<FallbackArg>, out: IrId, location: SourceLocation },
 }
 
 /// What both runtimes take from the plan: the inputs to check, the steps with each kernel
@@ -53,7 +77,7 @@ pub(crate) enum Run<K> {
 pub(crate) struct Schedule<K> {
     pub inputs: Vec<GraphInput>,
     pub steps: Vec<Run<K>>,
-    pub slot_of: Vec<Option<usize>>,
+    pub slot_of: PerNode<Option<SlotId>>,
     pub slot_count: usize,
     pub outputs: Vec<View>,
 }
@@ -75,7 +99,7 @@ impl<K> Schedule<K> {
     }
 
     /// The slot holding node `node`'s buffer.
-    pub(crate) fn slot(&self, node: usize) -> usize {
+    pub(crate) fn slot(&self, node: IrId) -> SlotId {
         self.slot_of[node].expect("buffers read from memory have a slot")
     }
 }
@@ -92,14 +116,14 @@ fn steps<K>(
             Step::Alloc { reuses: Some(_), .. } => continue,
             Step::Alloc { buffer, reuses: None } => {
                 let slot = plan.slot_of[*buffer].expect("allocated buffers have a slot");
-                Run::Alloc { slot, len: plan.slot_sizes[slot] }
+                Run::Alloc { slot, len: plan.slot_sizes[slot.0] }
             }
             Step::Kernel { kernel } => {
-                let (kernel, args, xnumel) = resolve(*kernel)?;
+                let (kernel, args, xnumel) = resolve(kernel.0)?;
                 Run::Kernel { kernel, args, xnumel }
             }
             Step::Extern { node } => {
-                let n = &graph.nodes[*node];
+                let n = &graph[*node];
                 match &n.body {
                     NodeBody::Matmul { a, b } => {
                         Run::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: n.shape.clone() }
@@ -203,18 +227,18 @@ pub(crate) fn input_view(input: &Concrete, view: &View) -> Tensor {
 pub(crate) fn outputs<M>(
     views: &[View],
     inputs: &[&Concrete],
-    slot_of: &[Option<usize>],
-    slots: &mut [Option<M>],
+    slot_of: &PerNode<Option<SlotId>>,
+    slots: &mut Slots<M>,
     storage: impl Fn(M) -> Storage,
 ) -> Vec<Tensor> {
-    let mut shared: Vec<Option<Arc<Storage>>> = vec![None; slots.len()];
+    let mut shared: Vec<Option<Arc<Storage>>> = vec![None; slots.0.len()];
     views
         .iter()
         .map(|view| match view.buffer {
             BufferName::Input(i) => input_view(inputs[i], view),
             BufferName::Node(n) => {
                 let slot = slot_of[n].expect("returned buffers have a slot");
-                let taken = shared[slot].get_or_insert_with(|| {
+                let taken = shared[slot.0].get_or_insert_with(|| {
                     Arc::new(storage(slots[slot].take().expect("a returned buffer was computed")))
                 });
                 Tensor::from_concrete(taken.clone(), view.layout.clone())

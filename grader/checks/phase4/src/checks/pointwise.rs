@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use engine::backends::{CompiledGraph, Inductor};
+use engine::backends::Inductor;
 use engine::bench::Bench;
 use engine::inductor::kernel::Kernel;
 use engine::inductor::{Config, Printers, compile_fx};

@@ -13,7 +13,7 @@
 //! - AOT leaves it alone: it has no decomposition.
 //!
 //! ```no_run
-//! use engine::{dynamo::CustomOp, Tensor};
+//! use engine::{op::CustomOp, Tensor};
 //! let soft_clip = CustomOp::elementwise("mylib::soft_clip", 1)
 //!     .c_source("float soft_clip(float x) { return x / (1.0f + fabsf(x)); }")
 //!     .register()?;
@@ -21,14 +21,13 @@
 //! # Ok::<(), engine::Error>(())
 //! ```
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::codecache::{CCompiler, SharedLibrary};
 use crate::error::{Error, Result, SourceLocation};
-use crate::op::Op;
-use crate::tensor::{Operand, Tensor};
 
 /// The most inputs a custom op may take.
 pub const MAX_CUSTOM_OP_INPUTS: usize = 4;
@@ -104,13 +103,6 @@ impl CustomOp {
         self.0.cuda_source.as_deref()
     }
 
-    /// Applies the op: recorded as one node inside a compiled function, run now otherwise.
-    #[track_caller]
-    pub fn call(&self, inputs: &[&Tensor]) -> Result<Tensor> {
-        let operands: Vec<Operand> = inputs.iter().map(|t| Operand::Tensor(t)).collect();
-        Op::Custom(self.clone()).apply(&operands, SourceLocation::caller())
-    }
-
     /// Runs the compiled C loop over dense inputs that already have the output's shape.
     pub(crate) fn run_cpu(&self, inputs: &[Vec<f32>], numel: usize) -> Vec<f32> {
         let mut out = vec![0.0f32; numel];
@@ -157,7 +149,7 @@ impl CustomOpBuilder {
         }
         let cpu = compile_cpu_kernel(&function, self.arity, &c_source)?;
         Ok(CustomOp(Arc::new(Definition {
-            name: Box::leak(self.name.into_boxed_str()),
+            name: intern(self.name),
             function,
             arity: self.arity,
             c_source,
@@ -165,6 +157,20 @@ impl CustomOpBuilder {
             cpu,
         })))
     }
+}
+
+/// The name as a `&'static str` (what [`Op::name`](super::Op::name) returns), leaked once per
+/// distinct name rather than once per registration: re-registering an op in a loop (a test, a
+/// notebook-style rerun) does not grow memory.
+fn intern(name: String) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(&known) = names.get(name.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(leaked);
+    leaked
 }
 
 fn is_identifier(s: &str) -> bool {

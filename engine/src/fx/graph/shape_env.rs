@@ -9,9 +9,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::graph::{Graph, Node, NodeId, NodeKind};
-use super::symbolic::{SymBindings, SymInt, Symbol};
+use super::{Graph, Node, NodeId, NodeKind};
 use crate::error::SourceLocation;
+use crate::fx::symbolic::{SymBindings, SymInt, Symbol};
 use crate::op::Op;
 
 /// Where a symbol comes from and the size it was traced with.

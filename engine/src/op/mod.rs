@@ -3,250 +3,58 @@
 //!
 //! Eager kernels (CPU and CUDA), graph nodes, decompositions and code generation all speak in
 //! these ops, so a learner meets the same names at every stage of the pipeline.
+//!
+//! ## The catalogue, by class
+//!
+//! | class | ops | operands | eager kernel (`device::backend::Backend`) | Inductor |
+//! | --- | --- | --- | --- | --- |
+//! | pointwise | [`UnaryOp`]: one line each in `op/unary.rs` | 1 | `unary`: a loop over the reference function (CPU), the C expression (CUDA) | `PointwiseOp::Unary`, printed from the C expression |
+//! | pointwise | [`BinaryOp`]: one line each in `op/binary.rs` | 2 | `binary`, the same way | `PointwiseOp::Binary` |
+//! | pointwise | `where` | 3 | `where_` | `PointwiseOp::Where` |
+//! | pointwise | [`CustomOp`] (`op/custom.rs`) | its own | `custom`: its compiled C (CPU) or CUDA C | `PointwiseOp::Custom`, its source pasted into the kernel |
+//! | reduction | `sum`, `mean`, `amax` ([`ReduceOp`]) | 1 | `reduce` | a reduction node, fused with pointwise neighbours |
+//! | view | `reshape`, `permute`, `expand`, `slice` | 1 | none: a new layout, from `Op::view_of` (`op/view.rs`) | the same `view_of`, no loop |
+//! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
+//! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
+//! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
+//! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
+//!
+//! [`Op::class`] and [`Op::infer_shape`] below hold each op's class and shape rule.
+//!
+//! ## Adding a unary pointwise op
+//!
+//! The unary ops are one table, in `op/unary.rs`: a line gives the variant, its name, its
+//! reference value on an `f32` and its C expression. From that line come the CPU eager kernel
+//! (a loop over the reference function), the CUDA eager kernel and the generated C and CUDA C
+//! (the C expression), and the graph name. Then:
+//!
+//! 1. add the line to the table;
+//! 2. add the `Tensor` method in `ops/pointwise.rs` (one line in its table);
+//! 3. tests: the float64 reference in `tests/common/reference.rs` (the property test
+//!    `tests/eager_reference.rs` covers every op of [`UnaryOp::ALL`], on CPU and, in
+//!    `tests/gpu_eager.rs`, on CUDA) and a compiled-vs-eager case in `tests/compiled_vs_eager.rs`.
+//!
+//! `log1p` was added this way.
 
 use std::fmt;
-use std::sync::Arc;
 
-use crate::dynamo::CustomOp;
+mod binary;
+mod custom;
+mod subgraph;
+mod unary;
+mod view;
+
+pub use binary::BinaryOp;
+pub(crate) use binary::BinaryVisitor;
+pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
+pub use subgraph::{Subgraph, SubgraphBody};
+pub use unary::UnaryOp;
+pub(crate) use unary::UnaryVisitor;
+pub(crate) use view::ViewOf;
+
 use crate::error::{Error, Result, SourceLocation};
-use crate::fx::Graph;
-use crate::layout::{broadcast_shapes, numel};
+use crate::layout::{broadcast_shapes, checked_numel, numel};
 use crate::scalar::Scalar;
-
-/// Elementwise functions of one input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnaryOp {
-    /// `-x`
-    Neg,
-    /// `e^x`
-    Exp,
-    /// Natural logarithm.
-    Log,
-    /// Square root.
-    Sqrt,
-    /// `1 / sqrt(x)`
-    Rsqrt,
-    /// Sine.
-    Sin,
-    /// Cosine.
-    Cos,
-    /// Hyperbolic tangent.
-    Tanh,
-    /// The Gauss error function.
-    Erf,
-    /// Absolute value.
-    Abs,
-    /// `max(x, 0)`
-    Relu,
-    /// `1 / (1 + e^-x)`
-    Sigmoid,
-    /// `x * Φ(x)` with the exact (erf) form; a composite that AOT decomposes.
-    Gelu,
-}
-
-impl UnaryOp {
-    /// Every unary op, for tests and generators that must cover the catalogue.
-    pub const ALL: [UnaryOp; 13] = [
-        UnaryOp::Neg,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sqrt,
-        UnaryOp::Rsqrt,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Tanh,
-        UnaryOp::Erf,
-        UnaryOp::Abs,
-        UnaryOp::Relu,
-        UnaryOp::Sigmoid,
-        UnaryOp::Gelu,
-    ];
-
-    /// The op's name in graphs and kernel names.
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Erf => "erf",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Gelu => "gelu",
-        }
-    }
-
-    /// The op's value on one element: the reference semantics every kernel must match.
-    pub fn apply(self, x: f32) -> f32 {
-        match self {
-            UnaryOp::Neg => -x,
-            UnaryOp::Exp => x.exp(),
-            UnaryOp::Log => x.ln(),
-            UnaryOp::Sqrt => x.sqrt(),
-            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
-            UnaryOp::Sin => x.sin(),
-            UnaryOp::Cos => x.cos(),
-            UnaryOp::Tanh => x.tanh(),
-            UnaryOp::Erf => libm::erff(x),
-            UnaryOp::Abs => x.abs(),
-            UnaryOp::Relu => x.max(0.0),
-            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2)),
-        }
-    }
-
-    /// The same function as a C expression over the variable or literal `x`, valid in C99 (with
-    /// `<math.h>`) and in CUDA C: what the CUDA eager kernels and generated code compute. `x` may
-    /// appear more than once, so pass a name, not an expression with side effects.
-    pub fn c_expr(self, x: &str) -> String {
-        match self {
-            UnaryOp::Neg => format!("(-{x})"),
-            UnaryOp::Exp => format!("expf({x})"),
-            UnaryOp::Log => format!("logf({x})"),
-            UnaryOp::Sqrt => format!("sqrtf({x})"),
-            UnaryOp::Rsqrt => format!("(1.0f / sqrtf({x}))"),
-            UnaryOp::Sin => format!("sinf({x})"),
-            UnaryOp::Cos => format!("cosf({x})"),
-            UnaryOp::Tanh => format!("tanhf({x})"),
-            UnaryOp::Erf => format!("erff({x})"),
-            UnaryOp::Abs => format!("fabsf({x})"),
-            // fmaxf returns the other operand for a NaN, as f32::max does in `apply`.
-            UnaryOp::Relu => format!("fmaxf({x}, 0.0f)"),
-            UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{x})))"),
-            UnaryOp::Gelu => format!("(0.5f * {x} * (1.0f + erff({x} * 0.70710678118654752f)))"),
-        }
-    }
-}
-
-/// Elementwise functions of two inputs, broadcast together. Comparisons return 1.0 or 0.0 (the
-/// engine has no boolean dtype yet, so masks are `f32`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b`
-    Div,
-    /// Elementwise maximum, `torch.maximum`.
-    Maximum,
-    /// Elementwise minimum, `torch.minimum`.
-    Minimum,
-    /// `a ^ b`
-    Pow,
-    /// `a == b`
-    Eq,
-    /// `a != b`
-    Ne,
-    /// `a < b`
-    Lt,
-    /// `a <= b`
-    Le,
-    /// `a > b`
-    Gt,
-    /// `a >= b`
-    Ge,
-}
-
-impl BinaryOp {
-    /// Every binary op.
-    pub const ALL: [BinaryOp; 13] = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Maximum,
-        BinaryOp::Minimum,
-        BinaryOp::Pow,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-        BinaryOp::Lt,
-        BinaryOp::Le,
-        BinaryOp::Gt,
-        BinaryOp::Ge,
-    ];
-
-    /// The op's name in graphs and kernel names.
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Eq => "eq",
-            BinaryOp::Ne => "ne",
-            BinaryOp::Lt => "lt",
-            BinaryOp::Le => "le",
-            BinaryOp::Gt => "gt",
-            BinaryOp::Ge => "ge",
-        }
-    }
-
-    /// The op's value on one pair of elements: the reference semantics every kernel must match.
-    pub fn apply(self, a: f32, b: f32) -> f32 {
-        let mask = |c: bool| if c { 1.0 } else { 0.0 };
-        match self {
-            BinaryOp::Add => a + b,
-            BinaryOp::Sub => a - b,
-            BinaryOp::Mul => a * b,
-            BinaryOp::Div => a / b,
-            // NaN propagates, as torch.maximum/minimum do (f32::max would drop it).
-            BinaryOp::Maximum => {
-                if a.is_nan() || b.is_nan() {
-                    f32::NAN
-                } else {
-                    a.max(b)
-                }
-            }
-            BinaryOp::Minimum => {
-                if a.is_nan() || b.is_nan() {
-                    f32::NAN
-                } else {
-                    a.min(b)
-                }
-            }
-            BinaryOp::Pow => a.powf(b),
-            BinaryOp::Eq => mask(a == b),
-            BinaryOp::Ne => mask(a != b),
-            BinaryOp::Lt => mask(a < b),
-            BinaryOp::Le => mask(a <= b),
-            BinaryOp::Gt => mask(a > b),
-            BinaryOp::Ge => mask(a >= b),
-        }
-    }
-
-    /// The same function as a C expression over `a` and `b` (names or literals; each may appear
-    /// more than once), valid in C99 with `<math.h>` and in CUDA C.
-    pub fn c_expr(self, a: &str, b: &str) -> String {
-        let mask = |cmp: &str| format!("({a} {cmp} {b} ? 1.0f : 0.0f)");
-        match self {
-            BinaryOp::Add => format!("({a} + {b})"),
-            BinaryOp::Sub => format!("({a} - {b})"),
-            BinaryOp::Mul => format!("({a} * {b})"),
-            BinaryOp::Div => format!("({a} / {b})"),
-            // `a + b` is NaN when either is: NaN propagates as in `apply` (fmaxf alone would drop it).
-            BinaryOp::Maximum => format!("(({a} != {a} || {b} != {b}) ? ({a} + {b}) : fmaxf({a}, {b}))"),
-            BinaryOp::Minimum => format!("(({a} != {a} || {b} != {b}) ? ({a} + {b}) : fminf({a}, {b}))"),
-            BinaryOp::Pow => format!("powf({a}, {b})"),
-            BinaryOp::Eq => mask("=="),
-            BinaryOp::Ne => mask("!="),
-            BinaryOp::Lt => mask("<"),
-            BinaryOp::Le => mask("<="),
-            BinaryOp::Gt => mask(">"),
-            BinaryOp::Ge => mask(">="),
-        }
-    }
-}
 
 /// Reductions over one dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -343,9 +151,9 @@ pub enum Op {
     /// Each subgraph has its own size symbols, bound from its own inputs.
     Cond {
         /// Run when `pred != 0`.
-        true_graph: Arc<Graph>,
+        true_graph: Subgraph,
         /// Run when `pred == 0`.
-        false_graph: Arc<Graph>,
+        false_graph: Subgraph,
     },
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
@@ -415,7 +223,7 @@ impl Op {
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::Linear => 2..=3,
             Op::Cond { true_graph, .. } => {
-                let n = 1 + true_graph.placeholders().len();
+                let n = 1 + true_graph.body().input_count();
                 n..=n
             }
             Op::Custom(custom) => custom.arity()..=custom.arity(),
@@ -435,6 +243,20 @@ impl Op {
     /// The output shape for operands of these shapes (`None` for a scalar operand), checking
     /// every rule the op has. This is the engine's FakeTensor: shape propagation without data.
     pub fn infer_shape(&self, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
+        let out = self.output_shape(operands, location)?;
+        if checked_numel(&out).is_none() {
+            return Err(Error::Shape {
+                op: self.name(),
+                message: format!("the result, of shape {out:?}, has more elements than fit in memory"),
+                shapes: operands.iter().map(|s| s.unwrap_or(&[]).to_vec()).collect(),
+                location,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The output shape by the op's own rule, before the element count is checked.
+    fn output_shape(&self, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
         let op = self.name();
         let invalid = |message: String| Error::InvalidArgument { op, message, location };
         if !self.arity().contains(&operands.len()) {
@@ -465,8 +287,13 @@ impl Op {
                 .iter()
                 .try_fold(shapes[0].to_vec(), |acc, s| broadcast_shapes(&acc, s))
                 .ok_or_else(|| shape_error("shapes cannot be broadcast together")),
-            Op::Reduce { dim, keepdim, .. } => {
+            Op::Reduce { kind, dim, keepdim } => {
                 check_dim(*dim, shapes[0].len())?;
+                // As in PyTorch: an empty sum is 0 and an empty mean NaN, but an empty max has no
+                // value at all.
+                if *kind == ReduceOp::Max && shapes[0][*dim] == 0 {
+                    return Err(shape_error(&format!("expected reduction dim {dim} to have non-zero size")));
+                }
                 let mut out = shapes[0].to_vec();
                 if *keepdim {
                     out[*dim] = 1;
@@ -503,7 +330,7 @@ impl Op {
                 Ok(x.to_vec())
             }
             Op::Reshape { shape } => {
-                if numel(shape) != numel(shapes[0]) {
+                if checked_numel(shape) != Some(numel(shapes[0])) {
                     return Err(Error::Shape {
                         op,
                         message: format!("cannot view {} elements as {shape:?}", numel(shapes[0])),
@@ -556,18 +383,13 @@ impl Op {
 
 /// The output shape of a `cond` whose operands (after the predicate) have these shapes, or what is
 /// wrong with them. Each branch checks the operands against its (possibly symbolic) input sizes.
-fn cond_shape(true_graph: &Graph, false_graph: &Graph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
+fn cond_shape(true_graph: &Subgraph, false_graph: &Subgraph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
     if shapes[0].iter().product::<usize>() != 1 {
         return Err(format!("the predicate must have exactly one element, got shape {:?}", shapes[0]));
     }
     let mut outputs = Vec::with_capacity(2);
     for (branch, graph) in [("true", true_graph), ("false", false_graph)] {
-        let bindings =
-            graph.bind_symbols(&shapes[1..]).map_err(|mismatch| format!("the {branch} branch: {mismatch}"))?;
-        let [output] = graph.outputs() else {
-            return Err(format!("the {branch} branch must return exactly one tensor, got {}", graph.outputs().len()));
-        };
-        outputs.push(graph.node(*output).sym_shape.eval(&bindings).expect("bindings cover the branch's symbols"));
+        outputs.push(graph.body().output_shape(&shapes[1..]).map_err(|why| format!("the {branch} branch: {why}"))?);
     }
     if outputs[0] != outputs[1] {
         return Err(format!("the branches return different shapes: {:?} and {:?}", outputs[0], outputs[1]));
@@ -632,7 +454,31 @@ mod tests {
         let err = Op::Binary(BinaryOp::Add).infer_shape(&[Some(&[2, 3]), Some(&[4])], here()).unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("add: shapes cannot be broadcast together: [2, 3] and [4]"), "{text}");
-        assert!(text.contains("op.rs"), "{text}");
+        assert!(text.contains("op/mod.rs"), "{text}");
+    }
+
+    #[test]
+    fn relu_keeps_nan_as_pytorch_does() {
+        assert!(UnaryOp::Relu.apply(f32::NAN).is_nan());
+        assert_eq!(UnaryOp::Relu.apply(-2.0), 0.0);
+        let x = crate::Tensor::from_vec(vec![f32::NAN, -1.0, 3.0], &[3]).unwrap();
+        let y = x.relu().unwrap().to_vec().unwrap();
+        assert!(y[0].is_nan() && y[1] == 0.0 && y[2] == 3.0, "{y:?}");
+    }
+
+    #[test]
+    fn overflowing_shapes_are_errors_naming_them() {
+        let big = 1usize << 62;
+        let err = Op::Matmul.infer_shape(&[Some(&[big, 2]), Some(&[2, big])], here()).unwrap_err().to_string();
+        assert!(err.starts_with("matmul: the result, of shape"), "{err}");
+        assert!(err.contains(&format!("[{big}, 2]")) && err.contains(&format!("[2, {big}]")), "{err}");
+        // 2^63 + 1 times 2 wraps to 2: it must not pass for a view of two elements.
+        let wrap = Op::Reshape { shape: vec![(1usize << 63) + 1, 2] };
+        assert!(wrap.infer_shape(&[Some(&[2])], here()).is_err());
+        let x = crate::Tensor::zeros(&[2]);
+        assert!(x.reshape(&[(1usize << 63) + 1, 2]).is_err());
+        let expand = Op::Expand { shape: vec![big, big] };
+        assert!(expand.infer_shape(&[Some(&[1])], here()).is_err());
     }
 
     #[test]

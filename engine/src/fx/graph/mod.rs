@@ -5,7 +5,8 @@ use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHashMap;
 
-use super::shape_env::{ShapeEnv, SymbolInfo};
+mod shape_env;
+
 use super::symbolic::{SymInt, SymShape};
 use crate::device::Device;
 use crate::dtype::DType;
@@ -14,6 +15,8 @@ use crate::layout::contiguous_strides;
 use crate::op::Op;
 use crate::scalar::Scalar;
 use crate::tensor::TensorMeta;
+use shape_env::ShapeEnv;
+pub use shape_env::{SizeMismatch, Specialization, SymbolInfo};
 
 /// A node's position in its graph. Nodes only refer to earlier nodes, so ids are also a
 /// topological order.
@@ -296,9 +299,19 @@ impl Graph {
         Ok(id)
     }
 
-    /// Sets the values the graph returns.
-    pub fn set_outputs(&mut self, outputs: Vec<NodeId>) {
+    /// Sets the values the graph returns; an id that is not a node of this graph is an error
+    /// (naming the caller's line), not a panic when the graph is later run or compiled.
+    #[track_caller]
+    pub fn set_outputs(&mut self, outputs: Vec<NodeId>) -> Result<()> {
+        if let Some(bad) = outputs.iter().find(|id| id.0 >= self.nodes.len()) {
+            return Err(Error::InvalidArgument {
+                op: "set_outputs",
+                message: format!("output {bad:?} is not a node of this graph ({} nodes)", self.nodes.len()),
+                location: SourceLocation::caller(),
+            });
+        }
         self.outputs = outputs;
+        Ok(())
     }
 }
 

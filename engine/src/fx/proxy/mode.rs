@@ -1,0 +1,35 @@
+//! fx's entry in the dispatcher ([`crate::tensor::dispatch`]), the analogue of the proxy mode
+//! that `make_fx` pushes: while a trace is active ops are recorded, symbolic tensors are made
+//! concrete by graph breaks, and `cond` branches run through the interpreter.
+
+use super::{concretize, record, values_for_display};
+use crate::error::{Result, SourceLocation};
+use crate::fx::interpreter::run_graph;
+use crate::op::{Op, Subgraph};
+use crate::tensor::dispatch::{self, Mode};
+use crate::tensor::{Operand, Tensor};
+
+struct FxMode;
+
+impl Mode for FxMode {
+    fn record(&self, op: &Op, operands: &[Operand], location: SourceLocation) -> Option<Result<Tensor>> {
+        record(op, operands, location)
+    }
+
+    fn concretize(&self, tensor: &Tensor, reason: &str, location: SourceLocation) -> Result<Tensor> {
+        concretize(tensor, reason, location)
+    }
+
+    fn values_for_display(&self, tensor: &Tensor) -> Option<Tensor> {
+        values_for_display(tensor)
+    }
+
+    fn run_subgraph(&self, graph: &Subgraph, inputs: &[Tensor], location: SourceLocation) -> Result<Vec<Tensor>> {
+        run_graph(graph, inputs, location)
+    }
+}
+
+/// Plugs fx into the dispatcher; called before fx makes a symbolic tensor or a subgraph.
+pub(crate) fn register() {
+    dispatch::register(&FxMode);
+}

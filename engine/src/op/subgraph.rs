@@ -1,0 +1,57 @@
+//! Subgraphs held by higher-order ops (`cond`), the analogue of the `GraphModule` attributes
+//! (`true_graph_0`) that `torch.cond` nodes point at.
+//!
+//! The op catalogue sits below fx, so it cannot name [`fx::Graph`](crate::fx::Graph): it holds a
+//! branch as a [`Subgraph`], which knows only what the catalogue needs (how many inputs the branch
+//! takes, its output shape, structural equality and hashing for cache keys). fx implements
+//! [`SubgraphBody`] for its graph, builds every `Subgraph` (`From<Graph>`) and derefs one back to
+//! the graph.
+
+use std::any::Any;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// What the op catalogue asks of a subgraph; implemented by `fx::Graph`.
+pub trait SubgraphBody: fmt::Debug + Send + Sync + 'static {
+    /// How many inputs the subgraph takes.
+    fn input_count(&self) -> usize;
+    /// The shape of the subgraph's single output for inputs of these shapes, or what is wrong.
+    fn output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String>;
+    /// Structural equality with another subgraph (the same ops on the same shapes).
+    fn same_as(&self, other: &dyn SubgraphBody) -> bool;
+    /// Hashes what [`SubgraphBody::same_as`] compares.
+    fn hash_into(&self, state: &mut dyn Hasher);
+    /// The concrete type, for the layer that built it to get it back.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A shared, immutable subgraph of a higher-order op. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Subgraph(Arc<dyn SubgraphBody>);
+
+impl Subgraph {
+    /// Wraps a subgraph body; fx's `From<Graph>` is the one caller.
+    pub(crate) fn new(body: Arc<dyn SubgraphBody>) -> Self {
+        Subgraph(body)
+    }
+
+    /// The body, for the layer that built it to downcast.
+    pub(crate) fn body(&self) -> &dyn SubgraphBody {
+        self.0.as_ref()
+    }
+}
+
+impl PartialEq for Subgraph {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.same_as(other.0.as_ref())
+    }
+}
+
+impl Eq for Subgraph {}
+
+impl Hash for Subgraph {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash_into(state);
+    }
+}

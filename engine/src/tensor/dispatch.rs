@@ -1,0 +1,46 @@
+//! The dispatcher's hook for the layer above, the analogue of PyTorch's Python and proxy
+//! dispatch keys: before an op reaches an eager kernel, a registered [`Mode`] may take it (fx's
+//! tracer records it into a graph instead), and higher-order ops whose bodies are fx graphs run
+//! through it.
+//!
+//! Tensors and eager kernels sit below fx in the engine's layers, so this layer cannot call the
+//! tracer by name. fx registers its mode once, the first time it starts a trace or builds a
+//! [`Subgraph`](crate::op::Subgraph), the way `torch.library` registrations plug kernels into
+//! the dispatcher from above. Before that no symbolic tensor and no subgraph can exist, so every
+//! op runs eagerly.
+
+use std::sync::OnceLock;
+
+use crate::error::{Result, SourceLocation};
+use crate::op::{Op, Subgraph};
+use crate::tensor::{Operand, Tensor};
+
+/// What the layer above the eager kernels (fx) provides to the dispatcher.
+pub(crate) trait Mode: Sync {
+    /// Records `op` into the active trace on this thread; `None` when nothing is tracing (the op
+    /// then runs eagerly).
+    fn record(&self, op: &Op, operands: &[Operand], location: SourceLocation) -> Option<Result<Tensor>>;
+
+    /// A concrete tensor with the values of the symbolic `tensor` (a graph break in a capture),
+    /// or an error saying why there is none; `reason` says what needs the values.
+    fn concretize(&self, tensor: &Tensor, reason: &str, location: SourceLocation) -> Result<Tensor>;
+
+    /// The values of a symbolic tensor for `Display`, or `None` when they cannot be had (the
+    /// trace then reports why at its end).
+    fn values_for_display(&self, tensor: &Tensor) -> Option<Tensor>;
+
+    /// Runs a subgraph on concrete inputs (a `cond` branch, run eagerly).
+    fn run_subgraph(&self, graph: &Subgraph, inputs: &[Tensor], location: SourceLocation) -> Result<Vec<Tensor>>;
+}
+
+static MODE: OnceLock<&'static dyn Mode> = OnceLock::new();
+
+/// Registers the mode of the layer above; later registrations are ignored (there is one fx).
+pub(crate) fn register(mode: &'static dyn Mode) {
+    MODE.get_or_init(|| mode);
+}
+
+/// The registered mode, if fx has started a trace or built a subgraph in this process.
+pub(crate) fn mode() -> Option<&'static dyn Mode> {
+    MODE.get().copied()
+}
