@@ -1,7 +1,6 @@
 //! Phase 2's models, read and transformed by the exercises (given; re-exported as `model`).
 
-use engine::op::Op;
-use engine::{Error, Result, SourceLocation, Tensor};
+use engine::{Result, Tensor};
 
 /// One attention head with a residual connection, small enough to read its graph line by line.
 pub struct Attention {
@@ -64,9 +63,14 @@ pub fn wasteful(x: &Tensor) -> Result<Tensor> {
 /// The engine's shape rule for the ops you do not broadcast yourself (reductions, matmul,
 /// softmax, views...): `Op::infer_shape`, refused for the pointwise ops (`Op::Unary`,
 /// `Op::Binary`, `Op::Where`), whose broadcasting is what `shape_propagation` asks you to write.
-pub fn shape_rule(op: &Op, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
+pub fn shape_rule(
+    op: &engine::op::Op,
+    operands: &[Option<&[usize]>],
+    location: engine::SourceLocation,
+) -> Result<Vec<usize>> {
+    use engine::op::Op;
     match op {
-        Op::Unary(_) | Op::Binary(_) | Op::Where => Err(Error::InvalidArgument {
+        Op::Unary(_) | Op::Binary(_) | Op::Where => Err(engine::Error::InvalidArgument {
             op: op.name(),
             message: "a pointwise op broadcasts its operands: use your own `broadcast` for it".into(),
             location,
