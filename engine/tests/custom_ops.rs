@@ -60,8 +60,11 @@ fn mistakes_in_a_definition_are_reported_at_registration() {
     assert!(no_source.contains("needs a C source defining `float f(...)`"), "{no_source}");
     let arity = error(CustomOp::elementwise("mylib::f", 0).c_source("float f(void) { return 1.0f; }"));
     assert!(arity.contains("takes 1 to 4 inputs, not 0"), "{arity}");
+    let line = line!() + 1;
     let broken = error(CustomOp::elementwise("mylib::broken", 1).c_source("float broken(float x) { return x +; }"));
     assert!(broken.contains("error"), "{broken}");
+    // The compiler's message names the Rust line that registered the op, where the fix goes.
+    assert!(broken.contains(&format!("registered at {}:{line}:", file!())), "{broken}");
 }
 
 proptest! {

@@ -145,7 +145,9 @@ pub struct Origin {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
     /// `poi_fused_add_relu_mul_0`: kind (`poi`ntwise, `per`sistent or looped `red`uction), the
-    /// ops fused in the order they first run, and the kernel's position.
+    /// ops fused in the order they first run, and the kernel's position. An op's name is written
+    /// without underscores (a custom op `phase3::log_clip` reads `logclip`), so that the name
+    /// splits at `_` into exactly its parts.
     pub name: String,
     /// Pointer arguments: inputs, then outputs.
     pub args: Vec<KernelArg>,
@@ -259,11 +261,13 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: Kerne
         KernelBody::Reduction { persistent: true, .. } => "per",
         KernelBody::Reduction { .. } => "red",
     };
-    // Ops in the order they first run, so the name reads as the computation does.
-    let mut ops: Vec<&str> = Vec::new();
+    // Ops in the order they first run, so the name reads as the computation does; without their
+    // own underscores, so that the name splits unambiguously at `_`.
+    let mut ops: Vec<String> = Vec::new();
     for &m in &group.members {
-        if !ops.contains(&graph[m].op_name) {
-            ops.push(graph[m].op_name);
+        let op = graph[m].op_name.replace('_', "");
+        if !ops.contains(&op) {
+            ops.push(op);
         }
     }
     let origins = group

@@ -147,7 +147,14 @@ impl CustomOpBuilder {
         if !c_source.contains(&function) {
             return Err(invalid(format!("the C source of `{}` does not define `{function}`", self.name)));
         }
-        let cpu = compile_cpu_kernel(&function, self.arity, &c_source)?;
+        // A compile error names the learner's line that registered the op, not only the C file.
+        let cpu = compile_cpu_kernel(&function, self.arity, &c_source).map_err(|error| match error {
+            Error::Compile { tool, message } => Error::Compile {
+                tool,
+                message: format!("{message}\n(the C source of `{}`, registered at {})", self.name, self.location),
+            },
+            other => other,
+        })?;
         Ok(CustomOp(Arc::new(Definition {
             name: intern(self.name),
             function,

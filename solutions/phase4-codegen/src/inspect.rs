@@ -37,8 +37,9 @@ pub struct KernelSummary {
 /// **Exercise `inspect`, part 1.** Split a kernel name such as `poi_fused_add_relu_mul_0` into
 /// its kind (`poi` is [`KernelKind::Pointwise`], `per` is [`KernelKind::PersistentReduction`],
 /// `red` is [`KernelKind::LoopedReduction`]) and the ops it lists (`["add", "relu", "mul"]`).
-/// The trailing number is the kernel's position, not an op. Return `None` for a name of any
-/// other form.
+/// The trailing number is the kernel's position, not an op; op names in kernel names have no `_`
+/// of their own (a custom op `phase3::log_clip` appears as `logclip`). Return `None` for a name
+/// of any other form.
 ///
 /// Book: `book/src/phase4/exercises.md`, section "inspect".
 /// Check: `cargo grader check phase4`.
