@@ -11,7 +11,8 @@
 //!   `LD_LIBRARY_PATH` and `CUDA_HOME`/`CUDA_PATH`, where NVRTC and cuBLAS may live), and execute
 //!   only the C compiler the engine calls for generated code and custom ops (the driver, `cc1`,
 //!   `as`, `collect2`, `ld`, found by asking the compiler) and the dynamic loader they need;
-//! - read `/proc` and `/sys`, read and write `/dev` (the GPU's device files);
+//! - read `/proc` and `/sys`, and write its own `/proc/<pid>` (the CUDA driver does, at
+//!   `cuInit`); read and write `/dev` (the GPU's device files);
 //! - read and execute its own copy of the runner binary, in a directory of its own;
 //! - read and write a private temporary directory and its own kernel cache;
 //! - nothing else: not the workbook (so not `solutions/`, `grader/`, `.grader/`, `target/` with
@@ -126,7 +127,9 @@ pub fn trampoline(args: &[OsString]) -> Result<std::convert::Infallible> {
 }
 
 /// The C compiler's programs, as the engine will run them (`$CC`, else `cc`): the driver and
-/// the programs it starts, as the driver itself names them (`-print-prog-name`).
+/// the programs it starts, as the driver itself names them (`-print-prog-name`). A driver that is
+/// a shell script (a wrapper around the real `gcc`, as some installations have) brings its
+/// interpreter and the programs beside it.
 pub fn c_toolchain() -> Vec<PathBuf> {
     let driver = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
     let mut programs: Vec<PathBuf> = in_path(&driver).into_iter().collect();
@@ -136,7 +139,30 @@ pub fn c_toolchain() -> Vec<PathBuf> {
         let path = PathBuf::from(&printed);
         programs.extend(if path.is_absolute() { Some(path).filter(|p| p.exists()) } else { in_path(&printed) });
     }
+    let scripts: Vec<PathBuf> = programs
+        .iter()
+        .filter_map(|p| script_interpreter(p).map(|i| (p, i)))
+        .flat_map(|(script, interpreter)| {
+            let siblings = script
+                .parent()
+                .and_then(|dir| std::fs::read_dir(dir).ok())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path());
+            std::iter::once(interpreter).chain(siblings.filter(|p| p.is_file()))
+        })
+        .collect();
+    programs.extend(scripts);
     programs
+}
+
+/// The interpreter a script names on its `#!` line, if `path` is a script.
+fn script_interpreter(path: &Path) -> Option<PathBuf> {
+    let mut head = [0u8; 128];
+    let read = std::io::Read::read(&mut std::fs::File::open(path).ok()?, &mut head).ok()?;
+    let line = std::str::from_utf8(&head[..read]).ok()?.strip_prefix("#!")?.lines().next()?;
+    line.split_whitespace().next().map(PathBuf::from).filter(|p| p.exists())
 }
 
 /// `program` found as the shell would: itself when it names a path, else in `PATH`.
@@ -188,7 +214,10 @@ fn confine_files(read_exec: &[PathBuf], executables: &[PathBuf], writable: &[Pat
         .add_rules(path_beneath_rules(read_exec, read))?
         .add_rules(path_beneath_rules(executables, file))?
         .add_rules(path_beneath_rules(["/proc", "/sys"].iter().filter(|p| Path::new(p).exists()), read_only))?
-        .add_rules(path_beneath_rules(writable.iter().chain([&PathBuf::from("/dev")]), all & !AccessFs::Execute))?
+        .add_rules(path_beneath_rules(
+            writable.iter().chain([&PathBuf::from("/dev"), &PathBuf::from("/proc/self")]),
+            all & !AccessFs::Execute,
+        ))?
         .restrict_self()?;
     if status.ruleset == RulesetStatus::NotEnforced {
         bail!("sandbox: the kernel refused the Landlock rules");
