@@ -61,7 +61,12 @@ impl fmt::Display for Failure {
 impl From<engine::Error> for Failure {
     fn from(error: engine::Error) -> Failure {
         match error {
+            // A GPU that is there but cannot be used (no NVRTC, a driver that fails) is the
+            // machine's problem too, not the learner's code's.
             engine::Error::Setup { .. } => Failure::Setup(error.to_string()),
+            engine::Error::DeviceUnavailable { .. } => {
+                Failure::Setup(format!("set-up problem: {error}; `grader doctor` checks the GPU"))
+            }
             _ => Failure::Fail(format!("your code returned an error: {error}")),
         }
     }
