@@ -75,7 +75,7 @@ impl Runners {
         confine(&subject_exe, launcher, cache).map(|(subject, scratch)| Grading {
             subject,
             judge: Runner::new(judge_exe),
-            _scratch: Some(scratch),
+            scratch: Some(scratch),
         })
     }
 }

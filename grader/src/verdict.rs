@@ -23,8 +23,8 @@ pub struct Grading {
     pub subject: Runner,
     /// Runs them against the reference solution and judges the subject's records.
     pub judge: Runner,
-    /// Keeps the directories the sandboxed runner lives and writes in until grading ends.
-    pub _scratch: Option<tempfile::TempDir>,
+    /// The directories the sandboxed runner lives and writes in, removed when grading ends.
+    pub scratch: Option<tempfile::TempDir>,
 }
 
 impl Grading {

@@ -406,7 +406,7 @@ fn grading(secret: &Path) -> Grading {
     Grading {
         subject: Runner::new(&exe).with_leading_args(["__runner", "subject"]).sandboxed(sandbox, environment),
         judge: Runner::new(&exe).with_leading_args(["__runner", "reference"]),
-        _scratch: Some(scratch),
+        scratch: Some(scratch),
     }
 }
 
