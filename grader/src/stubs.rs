@@ -36,7 +36,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ),
     ("exercises/phase2-capture/src/lib.rs", "d4e2473c4270ce3b3a6db118f0efc7e9d06a596c0fb8f28710adcdc1097fd5cb"),
     ("exercises/phase2-capture/src/line_table.rs", "d12627eb7a08f4c6bd86c03956a81a99b7ce466170d178b7ee3c11000aa6150e"),
-    ("exercises/phase2-capture/src/shape_prop.rs", "08f531223028b46203de87305d0e76986a7ac03f37f5bb998734c0e12aa99f32"),
+    ("exercises/phase2-capture/src/shape_prop.rs", "5764f96b4c5b2903366fedf331462188acaf5ebc52e140c3d6124560b41a73db"),
     (
         "exercises/phase3-graph-breaks/examples/scratch.rs",
         "c0eaa42ab0144967b5dba290ebd968550e88bc8481c7689eed6959a5e70683c2",

@@ -33,8 +33,8 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
 /// placeholders have shapes `inputs` (in placeholder order), in node order. Walk the nodes once:
 /// a placeholder takes its input's shape; a pointwise op (`Op::Unary`, `Op::Binary`, `Op::Where`)
 /// broadcasts its tensor operands with [`broadcast`] (scalar operands have no shape); any other
-/// op asks the engine's rule, [`shape_rule`](crate::shape_rule)`(op, &operand_shapes, location)`. Wrong input counts and
-/// shapes that do not fit are errors.
+/// op asks the engine's rule through [`shape_rule`]`(op, &operand_shapes, location)` (given).
+/// Wrong input counts and shapes that do not fit are errors.
 ///
 /// Book: `book/src/phase2/exercises.md`, section "shape_propagation". Check: `cargo grader check phase2`.
 pub fn propagate(graph: &Graph, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>> {
