@@ -143,8 +143,11 @@ pub fn c_toolchain() -> Vec<PathBuf> {
         .iter()
         .filter_map(|p| script_interpreter(p).map(|i| (p, i)))
         .flat_map(|(script, interpreter)| {
-            let siblings = script
-                .parent()
+            // The programs beside a wrapper, unless it lies among every other program of the
+            // system, which would let learner code run them all.
+            let own_directory =
+                script.parent().filter(|dir| !SHARED_BIN_DIRS.iter().any(|shared| dir == Path::new(shared)));
+            let siblings = own_directory
                 .and_then(|dir| std::fs::read_dir(dir).ok())
                 .into_iter()
                 .flatten()
@@ -156,6 +159,10 @@ pub fn c_toolchain() -> Vec<PathBuf> {
     programs.extend(scripts);
     programs
 }
+
+/// Directories of the system's programs at large: a wrapper found there does not bring its
+/// neighbours.
+const SHARED_BIN_DIRS: [&str; 6] = ["/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"];
 
 /// The interpreter a script names on its `#!` line, if `path` is a script.
 fn script_interpreter(path: &Path) -> Option<PathBuf> {

@@ -4,13 +4,13 @@
 
 use std::cell::RefCell;
 
+use engine::Tensor;
 use engine::backends::Inductor;
 use engine::bench::Bench;
 use engine::inductor::kernel::Kernel;
 use engine::inductor::{Config, Printers, compile_fx};
-use engine::{Device, Tensor};
 use grader_harness::{
-    CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, judged_artifact, record_artifact,
+    CheckResult, Context, Tolerance, assert_close, ensure, for_all, gpu, judged_artifact, record_artifact,
 };
 
 use super::support::{PointwiseProgram, capture, matches_eager};
@@ -36,14 +36,6 @@ pub fn pointwise_c_matches_eager(ctx: &Context) -> CheckResult {
 
 fn with_cuda_printer_config() -> Config {
     Config { printers: Printers { pointwise_cuda: Some(pointwise_cuda), ..Printers::default() }, ..Config::default() }
-}
-
-/// The GPU to check on, or a skip saying why there is none.
-fn gpu() -> Result<Device, Failure> {
-    match engine::device::cuda::unavailable_reason() {
-        None => Ok(Device::Cuda(0)),
-        Some(reason) => Err(Failure::skip(format!("needs a GPU: {reason}"))),
-    }
 }
 
 /// Random pointwise programs compiled with `pointwise_cuda` match eager (on a GPU).
