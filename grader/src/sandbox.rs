@@ -146,7 +146,7 @@ pub fn c_toolchain() -> Vec<PathBuf> {
             // The programs beside a wrapper, unless it lies among every other program of the
             // system, which would let learner code run them all.
             let own_directory =
-                script.parent().filter(|dir| !SHARED_BIN_DIRS.iter().any(|shared| dir == Path::new(shared)));
+                script.parent().filter(|dir| !SHARED_BIN_DIRS.iter().any(|shared| *dir == Path::new(shared)));
             let siblings = own_directory
                 .and_then(|dir| std::fs::read_dir(dir).ok())
                 .into_iter()
