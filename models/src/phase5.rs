@@ -1,0 +1,230 @@
+//! Phase 5's workloads: the models the course times. The benchmark commands (`engine-bench
+//! models`, `roofline`, `modes`), the phase 5 exercises and their checks all build them from here,
+//! so the numbers the book quotes and the numbers a learner measures come from the same code.
+//!
+//! Each is written the way people first write it, from primitive ops ("naive"): a softmax as
+//! `exp(x - max) / sum`, a layer norm as two means, attention as two matrix products around a
+//! hand-written softmax. That is what a compiler is for; the fused ops (`Tensor::softmax`,
+//! `Tensor::layer_norm`) are what it should turn them into.
+
+use engine::{Device, Result, Tensor};
+
+/// Input and output features of the benchmark MLP.
+pub const MLP_FEATURES: usize = 512;
+/// Hidden width of the benchmark MLP.
+pub const MLP_HIDDEN: usize = 2048;
+/// The batch sizes the course sweeps the MLP over.
+pub const MLP_BATCHES: [usize; 4] = [1, 16, 256, 4096];
+/// The epsilon of every layer norm here (PyTorch's default).
+pub const LAYER_NORM_EPS: f32 = 1e-5;
+
+/// The MLP 512-2048-512: `linear -> gelu -> linear`, with seeded weights.
+#[derive(Clone)]
+pub struct Mlp {
+    /// `[MLP_HIDDEN, MLP_FEATURES]`
+    pub fc1_weight: Tensor,
+    /// `[MLP_HIDDEN]`
+    pub fc1_bias: Tensor,
+    /// `[MLP_FEATURES, MLP_HIDDEN]`
+    pub fc2_weight: Tensor,
+    /// `[MLP_FEATURES]`
+    pub fc2_bias: Tensor,
+}
+
+impl Mlp {
+    /// The model with weights drawn from `seed` on `device`, scaled like PyTorch's default
+    /// initialisation (`1/sqrt(fan_in)`) so that activations stay near unit size.
+    pub fn new(seed: u64, device: Device) -> Result<Mlp> {
+        let seed = seed.wrapping_mul(8);
+        Ok(Mlp {
+            fc1_weight: param(&[MLP_HIDDEN, MLP_FEATURES], seed, MLP_FEATURES, "fc1.weight", device)?,
+            fc1_bias: param(&[MLP_HIDDEN], seed + 1, MLP_FEATURES, "fc1.bias", device)?,
+            fc2_weight: param(&[MLP_FEATURES, MLP_HIDDEN], seed + 2, MLP_HIDDEN, "fc2.weight", device)?,
+            fc2_bias: param(&[MLP_FEATURES], seed + 3, MLP_HIDDEN, "fc2.bias", device)?,
+        })
+    }
+
+    /// `fc2(gelu(fc1(x)))` for `x` of shape `[batch, MLP_FEATURES]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.linear(&self.fc1_weight, Some(&self.fc1_bias))?.gelu()?.linear(&self.fc2_weight, Some(&self.fc2_bias))
+    }
+}
+
+/// The shape of a transformer block's input and its attention heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockShape {
+    /// Sequences in the batch.
+    pub batch: usize,
+    /// Tokens per sequence.
+    pub seq: usize,
+    /// Model width (`heads * head_dim`).
+    pub d_model: usize,
+    /// Attention heads.
+    pub heads: usize,
+}
+
+impl BlockShape {
+    /// 4 sequences of 128 tokens, width 512, 8 heads of 64: the small block the course times.
+    pub const SMALL: BlockShape = BlockShape { batch: 4, seq: 128, d_model: 512, heads: 8 };
+    /// 8 sequences of 1024 tokens, width 768, 12 heads of 64: the large block.
+    pub const LARGE: BlockShape = BlockShape { batch: 8, seq: 1024, d_model: 768, heads: 12 };
+
+    /// Width of one head.
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.heads
+    }
+
+    /// `"4x128x512"`: how tables and the book name the shape.
+    pub fn label(&self) -> String {
+        format!("{}x{}x{}", self.batch, self.seq, self.d_model)
+    }
+}
+
+/// A pre-norm transformer block (attention, then an MLP of width `4 * d_model`, each behind a
+/// layer norm and a residual add), with seeded weights.
+#[derive(Clone)]
+pub struct Block {
+    /// Input width and heads.
+    pub shape: BlockShape,
+    /// Layer norm before attention: `[d_model]` each.
+    pub ln1_weight: Tensor,
+    /// See `ln1_weight`.
+    pub ln1_bias: Tensor,
+    /// Query, key and value projections: `[d_model, d_model]` weights, `[d_model]` biases.
+    pub wq: Tensor,
+    /// See `wq`.
+    pub bq: Tensor,
+    /// See `wq`.
+    pub wk: Tensor,
+    /// See `wq`.
+    pub bk: Tensor,
+    /// See `wq`.
+    pub wv: Tensor,
+    /// See `wq`.
+    pub bv: Tensor,
+    /// Output projection: `[d_model, d_model]`, `[d_model]`.
+    pub wo: Tensor,
+    /// See `wo`.
+    pub bo: Tensor,
+    /// Layer norm before the MLP: `[d_model]` each.
+    pub ln2_weight: Tensor,
+    /// See `ln2_weight`.
+    pub ln2_bias: Tensor,
+    /// MLP up-projection: `[4 * d_model, d_model]`, `[4 * d_model]`.
+    pub fc1_weight: Tensor,
+    /// See `fc1_weight`.
+    pub fc1_bias: Tensor,
+    /// MLP down-projection: `[d_model, 4 * d_model]`, `[d_model]`.
+    pub fc2_weight: Tensor,
+    /// See `fc2_weight`.
+    pub fc2_bias: Tensor,
+}
+
+impl Block {
+    /// A block of `shape` with weights drawn from `seed` on `device`. Layer-norm weights start at
+    /// one and biases at zero, as in PyTorch.
+    pub fn new(shape: BlockShape, seed: u64, device: Device) -> Result<Block> {
+        let d = shape.d_model;
+        let seed = seed.wrapping_mul(16);
+        let ones = |name: &str| Tensor::ones(&[d]).with_name(name).to(device);
+        let zeros = |name: &str| Tensor::zeros(&[d]).with_name(name).to(device);
+        Ok(Block {
+            shape,
+            ln1_weight: ones("ln1.weight")?,
+            ln1_bias: zeros("ln1.bias")?,
+            wq: param(&[d, d], seed, d, "attn.q.weight", device)?,
+            bq: param(&[d], seed + 1, d, "attn.q.bias", device)?,
+            wk: param(&[d, d], seed + 2, d, "attn.k.weight", device)?,
+            bk: param(&[d], seed + 3, d, "attn.k.bias", device)?,
+            wv: param(&[d, d], seed + 4, d, "attn.v.weight", device)?,
+            bv: param(&[d], seed + 5, d, "attn.v.bias", device)?,
+            wo: param(&[d, d], seed + 6, d, "attn.out.weight", device)?,
+            bo: param(&[d], seed + 7, d, "attn.out.bias", device)?,
+            ln2_weight: ones("ln2.weight")?,
+            ln2_bias: zeros("ln2.bias")?,
+            fc1_weight: param(&[4 * d, d], seed + 8, d, "mlp.fc1.weight", device)?,
+            fc1_bias: param(&[4 * d], seed + 9, d, "mlp.fc1.bias", device)?,
+            fc2_weight: param(&[d, 4 * d], seed + 10, 4 * d, "mlp.fc2.weight", device)?,
+            fc2_bias: param(&[d], seed + 11, 4 * d, "mlp.fc2.bias", device)?,
+        })
+    }
+
+    /// The block written naively: layer norms and the softmax from primitive ops, three separate
+    /// projections, heads split with reshapes and transposes. `x`: `[batch, seq, d_model]`.
+    pub fn naive_forward(&self, x: &Tensor) -> Result<Tensor> {
+        let h = x.add(&self.naive_attention(&naive_layer_norm(x, &self.ln1_weight, &self.ln1_bias)?)?)?;
+        let normed = naive_layer_norm(&h, &self.ln2_weight, &self.ln2_bias)?;
+        let mlp = normed.linear(&self.fc1_weight, Some(&self.fc1_bias))?.gelu()?;
+        h.add(&mlp.linear(&self.fc2_weight, Some(&self.fc2_bias))?)
+    }
+
+    /// Multi-head self-attention of the normed input, naively: `softmax(q k^T / sqrt(d)) v`.
+    fn naive_attention(&self, x: &Tensor) -> Result<Tensor> {
+        let BlockShape { batch, seq, d_model, heads } = self.shape;
+        let head_dim = self.shape.head_dim();
+        // [batch, seq, d_model] -> [batch, heads, seq, head_dim]
+        let split = |t: Tensor| t.reshape(&[batch, seq, heads, head_dim])?.transpose(1, 2);
+        let q = split(x.linear(&self.wq, Some(&self.bq))?)?;
+        let k = split(x.linear(&self.wk, Some(&self.bk))?)?;
+        let v = split(x.linear(&self.wv, Some(&self.bv))?)?;
+        let scores = q.matmul(&k.transpose(-2, -1)?)?.div((head_dim as f32).sqrt())?;
+        let attended = naive_softmax(&scores)?.matmul(&v)?;
+        let merged = attended.transpose(1, 2)?.contiguous()?.reshape(&[batch, seq, d_model])?;
+        merged.linear(&self.wo, Some(&self.bo))
+    }
+}
+
+/// Softmax over the last dimension from primitives: `exp(x - max) / sum(exp(x - max))`.
+pub fn naive_softmax(x: &Tensor) -> Result<Tensor> {
+    let shifted = x.sub(&x.amax(-1, true)?)?.exp()?;
+    shifted.div(&shifted.sum(-1, true)?)
+}
+
+/// Layer norm over the last dimension from primitives: two means, a square root, an affine map.
+pub fn naive_layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    let centered = x.sub(&x.mean(-1, true)?)?;
+    let variance = centered.mul(&centered)?.mean(-1, true)?;
+    centered.div(&variance.add(LAYER_NORM_EPS)?.sqrt()?)?.mul(weight)?.add(bias)
+}
+
+/// A parameter of `shape` drawn from `seed`, scaled by `1/sqrt(fan_in)`, named and placed.
+fn param(shape: &[usize], seed: u64, fan_in: usize, name: &str, device: Device) -> Result<Tensor> {
+    Tensor::randn(shape, seed).mul(1.0 / (fan_in as f32).sqrt())?.with_name(name).to(device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naive_pieces_match_the_fused_ops() {
+        let x = Tensor::randn(&[3, 7, 16], 1);
+        let (w, b) = (Tensor::randn(&[16], 2), Tensor::randn(&[16], 3));
+        let close = |a: &Tensor, b: &Tensor| {
+            a.to_vec().unwrap().iter().zip(b.to_vec().unwrap()).all(|(x, y)| (x - y).abs() < 1e-4)
+        };
+        assert!(close(&naive_softmax(&x).unwrap(), &x.softmax(-1).unwrap()));
+        assert!(close(&naive_layer_norm(&x, &w, &b).unwrap(), &x.layer_norm(&w, &b, LAYER_NORM_EPS).unwrap()));
+    }
+
+    #[test]
+    fn the_block_keeps_its_input_shape() {
+        let shape = BlockShape { batch: 2, seq: 5, d_model: 32, heads: 4 };
+        let block = Block::new(shape, 0, Device::Cpu).unwrap();
+        let x = Tensor::randn(&[2, 5, 32], 9);
+        assert_eq!(block.naive_forward(&x).unwrap().shape(), &[2, 5, 32]);
+        assert_eq!(Mlp::new(0, Device::Cpu).unwrap().forward(&Tensor::randn(&[3, 512], 1)).unwrap().shape(), &[3, 512]);
+    }
+
+    #[test]
+    fn the_compiled_block_matches_eager() {
+        let shape = BlockShape { batch: 2, seq: 6, d_model: 32, heads: 4 };
+        let block = Block::new(shape, 3, Device::Cpu).unwrap();
+        let x = Tensor::randn(&[2, 6, 32], 4);
+        let compiled = engine::dynamo::compile(|x: Tensor| block.naive_forward(&x));
+        let (eager, fused) = (block.naive_forward(&x).unwrap(), compiled.call(&x).unwrap());
+        let worst =
+            eager.to_vec().unwrap().iter().zip(fused.to_vec().unwrap()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(worst < 1e-4, "compiled block differs from eager by {worst}");
+    }
+}
