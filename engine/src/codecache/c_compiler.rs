@@ -50,7 +50,11 @@ impl CCompiler {
     pub fn flags(&self) -> Vec<&'static str> {
         // -march=native vectorises for this CPU; the CPU model is part of the cache key, so a
         // cache directory shared with another machine never hands it a library it cannot run.
-        let mut flags = vec!["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-shared", "-fPIC"];
+        // -fno-trapping-math lets GCC turn the vector math's selects around float conversions
+        // into vector blends (the generated code never reads floating-point exception flags);
+        // with it, every function of the vector math vectorizes. Neither flag changes a result.
+        let mut flags =
+            vec!["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-std=c11", "-shared", "-fPIC"];
         if self.openmp {
             flags.push("-fopenmp");
         }
@@ -110,7 +114,27 @@ fn probe() -> std::result::Result<CCompiler, String> {
         .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(str::to_string))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let openmp = remembered_openmp_support(&program, &version);
+    if openmp {
+        idle_openmp_threads_sleep();
+    }
     Ok(CCompiler { program, version, openmp, cpu })
+}
+
+/// Makes OpenMP's idle threads sleep instead of spinning, unless the user chose otherwise.
+///
+/// Compiled kernels run on OpenMP's team while matrix products and eager kernels run on the
+/// engine's rayon pool, all on the same cores. By default an OpenMP thread spins for a while
+/// after each parallel region, keeping the GEMM's rayon workers off its core: on 2 cores a
+/// compiled batch-16 MLP took 40 ms spinning against 4.2 ms sleeping (bench/NOTES-cpu.md).
+/// libgomp reads `OMP_WAIT_POLICY` once, when it is loaded with the first generated library,
+/// which only happens after this probe.
+fn idle_openmp_threads_sleep() {
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        // SAFETY: setting a variable races only with C code reading the environment on another
+        // thread at the same moment; the engine runs this once, from the compiler probe, before
+        // any generated library (the only C code it brings) is loaded.
+        unsafe { std::env::set_var("OMP_WAIT_POLICY", "PASSIVE") };
+    }
 }
 
 /// [`supports_openmp`], remembered in the disk cache under the compiler's name and version: the

@@ -8,15 +8,17 @@
 use std::fmt::Write;
 
 use super::{Dialect, RowLoops, helper_functions, row_loops, scalar_spelling};
+use crate::device::cpu::vecmath;
 use crate::inductor::kernel::{Kernel, KernelBody};
 
 /// Below this many elements of work a kernel stays on one thread: waking the OpenMP team costs
 /// more than it saves.
 const PARALLEL_WORK: usize = 1 << 15;
 
-/// The header every C kernel file starts with.
+/// The header every C kernel file starts with: the NaN-propagating `maximum` and the vector math
+/// (`vm_exp`, `vm_tanh`, ...) that kernels call instead of libm.
 pub fn prelude() -> String {
-    format!("#include <math.h>\n#include <stdint.h>\n\n{}", helper_functions("static inline"))
+    format!("#include <math.h>\n#include <stdint.h>\n\n{}{}", helper_functions("static inline"), vecmath::c_source())
 }
 
 /// A whole C source file: the prelude, then every kernel.
