@@ -18,8 +18,9 @@ use crate::layout::{Layout, numel};
 const MATVEC_ROWS: usize = 4;
 /// Columns of the output one matrix-vector task computes: enough work to amortise the task.
 const MATVEC_COLUMNS: usize = 16;
-/// Batched products with fewer multiply-adds than this each run whole on one thread.
-const SMALL_PRODUCT: usize = 1 << 20;
+/// Batched products with fewer multiply-adds than this each run whole on one thread (the
+/// attention of the small block is 32 products of `2^20`, each too small to split well).
+const SMALL_PRODUCT: usize = 1 << 22;
 
 /// `a @ b` over broadcast batch dimensions into a dense `out_shape` buffer.
 pub(super) fn matmul(a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
