@@ -19,6 +19,8 @@
 //!
 //! Measured worst cases are about half of each bound (bench/NOTES-cpu.md).
 
+use std::f32::consts::FRAC_2_SQRT_PI as TWO_OVER_SQRT_PI;
+
 use crate::op::UnaryOp;
 
 /// `exp`: `x = n ln2 + r`, a degree-6 polynomial in `r` (Cephes `expf`), times `2^n`.
@@ -64,15 +66,8 @@ const TANH_POLY: [f32; 5] = [-5.704_988_7e-3, 2.063_909e-2, -5.373_971_6e-2, 0.1
 const TANH_SMALL: f32 = 0.625;
 
 /// `erf` below 1, in `z = x^2` (Cephes `erff`): `x P(z)`.
-const ERF_POLY: [f32; 7] = [
-    7.853_861_4e-5,
-    -8.010_193_6e-4,
-    5.188_327_7e-3,
-    -2.685_381_2e-2,
-    1.128_358_5e-1,
-    -3.761_262_6e-1,
-    std::f32::consts::FRAC_2_SQRT_PI,
-];
+const ERF_POLY: [f32; 7] =
+    [7.8538614e-5, -8.0101936e-4, 5.1883277e-3, -2.6853812e-2, 0.11283585, -0.37612626, TWO_OVER_SQRT_PI];
 /// `erf` from 1: `1 - t Q(t) exp(-x^2)`, `t = 1 / (1 + p x)` (Abramowitz and Stegun 7.1.26).
 const ERF_TAIL: [f32; 5] = [1.061_405_4, -1.453_152_1, 1.421_413_7, -0.284_496_74, 0.254_829_6];
 /// The `p` of `ERF_TAIL`.
@@ -161,30 +156,29 @@ fn sin_cos_poly(r: f32) -> (f32, f32) {
     (horner(&SIN_POLY, z) * z * r + r, horner(&COS_POLY, z) * z * z - 0.5 * z + 1.0)
 }
 
-/// Sine.
+/// `sin(|x| + shift pi/2)` with its sign bit flipped by `sign`: sine and cosine in one.
 #[inline(always)]
-pub(crate) fn sin(x: f32) -> f32 {
+fn sin_shifted(x: f32, shift: i32, sign: u32) -> f32 {
     let (r, q) = reduce_quadrant(x.abs());
+    let q = (q + shift) & 3;
     let (s, c) = sin_cos_poly(r);
-    // sin(r + q pi/2) is cos(r) in quadrant 1, -sin(r) in 2, -cos(r) in 3.
+    // sin(r + q pi/2) is cos(r) in quadrant 1, -sin(r) in 2, -cos(r) in 3. Negating flips the
+    // sign bit (a select here would keep GCC from vectorizing the C twin).
     let y = if q & 1 != 0 { c } else { s };
-    // Negated in quadrants 2 and 3, and for negative x: flip the sign bit (a select here would
-    // keep GCC from vectorizing the C twin).
-    let flip = ((q as u32 & 2) << 30) ^ (x.to_bits() & 0x8000_0000);
-    let y = f32::from_bits(y.to_bits() ^ flip);
+    let y = f32::from_bits(y.to_bits() ^ ((q as u32 & 2) << 30) ^ sign);
     if x.is_finite() { y } else { f32::NAN }
 }
 
-/// Cosine.
+/// Sine: odd, so the sign of `x` carries over.
+#[inline(always)]
+pub(crate) fn sin(x: f32) -> f32 {
+    sin_shifted(x, 0, x.to_bits() & 0x8000_0000)
+}
+
+/// Cosine: `sin(|x| + pi/2)`.
 #[inline(always)]
 pub(crate) fn cos(x: f32) -> f32 {
-    let (r, q) = reduce_quadrant(x.abs());
-    let (s, c) = sin_cos_poly(r);
-    // cos(r + q pi/2) is -sin(r) in quadrant 1, -cos(r) in 2, sin(r) in 3.
-    let y = if q & 1 != 0 { s } else { c };
-    let negative = q == 1 || q == 2;
-    let y = if negative { -y } else { y };
-    if x.is_finite() { y } else { f32::NAN }
+    sin_shifted(x, 1, 0)
 }
 
 /// Hyperbolic tangent.
@@ -285,26 +279,18 @@ static inline int32_t vm_quadrant(float ax) {{ return (int32_t)(ax * {two_over_p
 static inline float vm_reduce(float ax, int32_t j) {{ return (float)((double)ax - (double)j * {pi_2:?}); }}
 static inline float vm_sin_poly(float r) {{ float z = r * r; return {sin_poly} * z * r + r; }}
 static inline float vm_cos_poly(float r) {{ float z = r * r; return {cos_poly} * z * z - 0.5f * z + 1.0f; }}
-static inline float vm_sin(float x) {{
+static inline float vm_sin_shifted(float x, int32_t shift, uint32_t sign) {{
     float ax = fabsf(x);
     ax = ax < {trig_limit} ? ax : {trig_limit};
-    int32_t j = vm_quadrant(ax), q = j & 3;
+    int32_t j = vm_quadrant(ax), q = (j + shift) & 3;
     float r = vm_reduce(ax, j);
     float s = vm_sin_poly(r), c = vm_cos_poly(r);
     float y = (q & 1) ? c : s;
-    y = vm_bits((int32_t)((uint32_t)vm_int(y) ^ ((uint32_t)(q & 2) << 30) ^ ((uint32_t)vm_int(x) & 0x80000000u)));
+    y = vm_bits((int32_t)((uint32_t)vm_int(y) ^ ((uint32_t)(q & 2) << 30) ^ sign));
     return isfinite(x) ? y : NAN;
 }}
-static inline float vm_cos(float x) {{
-    float ax = fabsf(x);
-    ax = ax < {trig_limit} ? ax : {trig_limit};
-    int32_t j = vm_quadrant(ax), q = j & 3;
-    float r = vm_reduce(ax, j);
-    float s = vm_sin_poly(r), c = vm_cos_poly(r);
-    float y = (q & 1) ? s : c;
-    y = (q == 1 || q == 2) ? -y : y;
-    return isfinite(x) ? y : NAN;
-}}
+static inline float vm_sin(float x) {{ return vm_sin_shifted(x, 0, (uint32_t)vm_int(x) & 0x80000000u); }}
+static inline float vm_cos(float x) {{ return vm_sin_shifted(x, 1, 0); }}
 static inline float vm_tanh(float x) {{
     float a = fabsf(x);
     float z = x * x;
