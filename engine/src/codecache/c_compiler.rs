@@ -128,12 +128,13 @@ fn probe() -> std::result::Result<CCompiler, String> {
 
 /// Makes OpenMP's idle threads sleep instead of spinning, unless the user chose otherwise.
 ///
-/// Compiled kernels run on OpenMP's team while matrix products and eager kernels run on the
-/// engine's rayon pool, all on the same cores. By default an OpenMP thread spins for a while
-/// after each parallel region, keeping the GEMM's rayon workers off its core: on 2 cores a
-/// compiled batch-16 MLP took 40 ms spinning against 4.2 ms sleeping (bench/NOTES-cpu.md).
-/// libgomp reads `OMP_WAIT_POLICY` once, when it is loaded with the first generated library,
-/// which only happens after this probe.
+/// The engine's own kernels run on its rayon pool, but custom ops' kernels and learners'
+/// replacement printers may use `#pragma omp parallel for`, and their team shares the cores with
+/// the pool. By default an OpenMP thread spins for a while after each parallel region, keeping
+/// the GEMM's rayon workers off its core: on 2 cores a compiled batch-16 MLP whose kernels ran on
+/// OpenMP took 40 ms spinning against 4.2 ms sleeping (bench/NOTES-cpu.md). libgomp reads
+/// `OMP_WAIT_POLICY` once, when it is loaded with the first generated library, which only
+/// happens after this probe.
 fn idle_openmp_threads_sleep() {
     if std::env::var_os("OMP_WAIT_POLICY").is_none() {
         // SAFETY: setting a variable races only with C code reading the environment on another

@@ -14,7 +14,8 @@ use super::Input;
 use super::simd::vectorized;
 use crate::layout::{Layout, numel};
 
-/// Products with at most this many rows take the matrix-vector path (bench/NOTES-cpu.md).
+/// Products with at most this many rows take the matrix-vector path: at 16 rows `gemm` was ahead
+/// (bench/NOTES-cpu.md), at one row the weight read is all there is.
 const MATVEC_ROWS: usize = 4;
 /// Columns of the output one matrix-vector task computes: enough work to amortise the task.
 const MATVEC_COLUMNS: usize = 16;
