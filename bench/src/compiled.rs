@@ -16,7 +16,7 @@ use engine::backends::Inductor;
 use engine::bench::baseline;
 use engine::bench::{Bench, Timing};
 use engine::inductor::{CompiledModule, Config, compile_fx};
-use engine::{Device, Tensor, dynamo};
+use engine::{Device, Tensor, dynamo, profiler};
 use workbook_models::phase5::add_relu_mul;
 
 use crate::Options;
@@ -184,6 +184,25 @@ pub fn run(options: &Options) -> Result<()> {
     figures.push(Figure {
         name: "  of which the compiled plan alone".into(),
         measured: plan_only * 1e6,
+        unit: "us",
+        bar: Bar::None,
+    });
+
+    // What the profiler costs: an eager launch (one kernel) with no profile running, which pays
+    // one branch, and with one recording it (clock reads, an event entry, CUDA events on a GPU).
+    let launch = &mut || small.relu().map(drop);
+    let off = per_call(launch)?;
+    let (on, _) = profiler::profile(|| Ok(per_call(launch)))?;
+    let on = on?;
+    figures.push(Figure {
+        name: "eager launch (relu of 1024 floats): host time, no profile".into(),
+        measured: off * 1e6,
+        unit: "us",
+        bar: Bar::None,
+    });
+    figures.push(Figure {
+        name: "  the same while profiling: the profiler's cost per launch".into(),
+        measured: (on - off) * 1e6,
         unit: "us",
         bar: Bar::None,
     });

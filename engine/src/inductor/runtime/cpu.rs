@@ -12,6 +12,7 @@ use crate::inductor::ir::{BufferName, LoweredGraph, PerNode, View};
 use crate::inductor::kernel::Kernel;
 use crate::inductor::wrapper::{CallPlan, SlotId};
 use crate::layout::Layout;
+use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
 /// The ABI of every generated C kernel: the argument pointers, then the extent of `x`.
@@ -21,7 +22,8 @@ type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
 pub(crate) struct CpuProgram {
     /// Keeps the kernels' code loaded while their function pointers are in the schedule.
     _library: Option<SharedLibrary>,
-    schedule: Schedule<KernelFn>,
+    /// Each kernel's function and name.
+    schedule: Schedule<(KernelFn, String)>,
 }
 
 /// A graph input's elements from its first one on.
@@ -59,7 +61,7 @@ impl CpuProgram {
             let library = library.as_ref().expect("a plan with kernels has a library");
             // SAFETY: every generated kernel has exactly the `KernelFn` signature.
             let func = unsafe { *library.get::<KernelFn>(&k.name)? };
-            Ok((func, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
+            Ok(((func, k.name.clone()), k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
         })?;
         Ok(CpuProgram { _library: library, schedule })
     }
@@ -71,7 +73,7 @@ impl CpuProgram {
         for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => slots[*slot] = Some(vec![0.0; *len]),
-                Run::Kernel { kernel: func, args, xnumel } => {
+                Run::Kernel { kernel: (func, name), args, xnumel } => {
                     let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
@@ -82,6 +84,8 @@ impl CpuProgram {
                             }
                         })
                         .collect();
+                    let _launch =
+                        profiler::launch(name, EventKind::Compiled, Device::Cpu, || vec![vec![*xnumel as usize]]);
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee.
                     unsafe { func(ptrs.as_ptr(), *xnumel) };
@@ -94,6 +98,9 @@ impl CpuProgram {
                         cpu::Input::Tensor { buffer: ad, layout: &al },
                         cpu::Input::Tensor { buffer: bd, layout: &bl },
                     );
+                    let _launch = profiler::launch("matmul", EventKind::Extern, Device::Cpu, || {
+                        vec![al.shape().to_vec(), bl.shape().to_vec()]
+                    });
                     matmul_into(a, b, shape, &mut result);
                     slots[self.schedule.slot(*out)] = Some(result);
                 }
