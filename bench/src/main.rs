@@ -5,7 +5,8 @@
 //! ```text
 //! bench eager    [--device cpu|cuda|cuda:N] [--samples N] [--warmup N] [--json]
 //! bench compiled [...]
-//! bench models   [...]
+//! bench models   [...] [--only TEXT]
+//! bench roofline [...] [--only TEXT] [--svg FILE]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -13,7 +14,10 @@
 mod compiled;
 mod eager;
 mod models;
+mod roofline;
 mod table;
+
+use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
@@ -46,6 +50,19 @@ enum Command {
         /// Run only the workloads whose name contains this text (repeatable), e.g. `--only mlp`.
         #[arg(long)]
         only: Vec<String>,
+    },
+    /// The device's ceilings (copy bandwidth, GEMM throughput) and every kernel of the `models`
+    /// workloads, eager and compiled, placed under them on a roofline (see
+    /// book/src/performance-model.md).
+    Roofline {
+        #[command(flatten)]
+        common: Common,
+        /// Run only the workloads whose name contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Also draw the roofline as an SVG at this path.
+        #[arg(long)]
+        svg: Option<PathBuf>,
     },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
@@ -93,6 +110,7 @@ fn main() -> Result<()> {
         Command::Eager(c) => eager::run(&no_json("eager", c)?),
         Command::Compiled(c) => compiled::run(&no_json("compiled", c)?),
         Command::Models { common, only } => models::run(&common.into(), &only),
+        Command::Roofline { common, only, svg } => roofline::run(&common.into(), &only, svg.as_deref()),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }
@@ -100,7 +118,7 @@ fn main() -> Result<()> {
 /// The options of a command that prints tables only.
 fn no_json(command: &str, common: Common) -> Result<Options> {
     if common.json {
-        bail!("`bench {command}` prints tables only; --json is for `bench models`");
+        bail!("`bench {command}` prints tables only; --json is for `bench models` and `bench roofline`");
     }
     Ok(common.into())
 }
