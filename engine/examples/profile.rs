@@ -58,6 +58,7 @@ fn main() -> Result<()> {
     compiled.call(&x)?;
     device.synchronize()?;
 
+    // ANCHOR: profile
     let versions: [(&str, &dyn Fn() -> engine::Result<Tensor>); 2] =
         [("eager", &|| block.naive_forward(&x)), ("compiled", &|| compiled.call(&x))];
     let ((), profile) = Profiler::new().record_shapes(args.shapes).run(|| {
@@ -79,5 +80,6 @@ fn main() -> Result<()> {
         profile.export_chrome_trace(path)?;
         println!("trace written to {} (open it in https://ui.perfetto.dev)", path.display());
     }
+    // ANCHOR_END: profile
     Ok(())
 }

@@ -28,7 +28,8 @@ fn draw(
         .chain([ridge])
         .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
     let (x_low, x_high) = (x_low / 3.0, x_high * 3.0);
-    let y_high = ceilings.gflops * 3.0;
+    // Headroom above the roof for the legend.
+    let y_high = ceilings.gflops * 12.0;
     let y_low = placed.iter().map(|p| p.gflops()).fold(ceilings.bandwidth_gbs * x_low, f64::min) / 3.0;
 
     let root = SVGBackend::new(path, (720, 520)).into_drawing_area();

@@ -217,6 +217,9 @@ impl Recorder {
     }
 
     fn close(&mut self, index: usize) {
+        // Only spans of this profile that are still open: a span cannot outlive its launch, but a
+        // stale index must never touch another profile's events.
+        let Some(at) = self.open.iter().rposition(|&i| i == index) else { return };
         let host_start = self.events[index].host_start;
         self.events[index].host_time = self.started.elapsed().saturating_sub(host_start);
         if let Some(p) = self.pairs.iter().rposition(|p| p.event == index) {
@@ -230,9 +233,7 @@ impl Recorder {
             }
         }
         // Spans close innermost first; a span dropped out of order closes what it contains.
-        if let Some(at) = self.open.iter().rposition(|&i| i == index) {
-            self.open.truncate(at);
-        }
+        self.open.truncate(at);
     }
 
     /// Records the start event of a launch on GPU `ordinal`, first setting up that GPU's clock.
