@@ -166,7 +166,7 @@ impl fmt::Display for KeyAverages {
         if shapes {
             header.push("input shapes");
         }
-        header.extend(["calls", "self host", "self host %", "host total", "host avg"]);
+        header.extend(["calls", "self host", "self host avg", "self host %", "host total", "host avg"]);
         if device {
             header.extend(["device total", "self device %", "device avg"]);
         }
@@ -181,6 +181,7 @@ impl fmt::Display for KeyAverages {
             cells.extend([
                 r.calls.to_string(),
                 time(r.self_host_total),
+                time(r.self_host_average()),
                 if kernel { share(r.self_host_total, host_base) } else { String::new() },
                 time(r.host_total),
                 time(r.host_average()),
