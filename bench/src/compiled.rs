@@ -226,7 +226,6 @@ pub fn run(options: &Options) -> Result<()> {
         bar: Bar::AtMost(30.0),
     });
 
-    println!("bench compiled on {device}\n\n{}\n", details.render());
     let mut summary = Table::new(&["figure", "measured", "target", "met"]);
     for f in &figures {
         let target = match f.bar {
@@ -241,7 +240,12 @@ pub fn run(options: &Options) -> Result<()> {
         };
         summary.row(vec![f.name.clone(), format!("{:.2}{}", f.measured, f.unit), target, met.into()]);
     }
-    println!("{}", summary.render());
+    if options.json {
+        let (rows, figures) = (details.to_json(), summary.to_json());
+        println!("{}", serde_json::json!({ "device": device.to_string(), "rows": rows, "figures": figures }));
+    } else {
+        println!("bench compiled on {device}\n\n{}\n\n{}", details.render(), summary.render());
+    }
     Ok(())
 }
 

@@ -81,7 +81,7 @@ struct Common {
     /// Untimed runs before the samples.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Print the results as JSON on stdout instead of tables.
+    /// Print the results as JSON on stdout instead of tables (commentary goes to stderr).
     #[arg(long)]
     json: bool,
 }
@@ -107,20 +107,21 @@ impl From<Common> for Options {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Eager(c) => eager::run(&no_json("eager", c)?),
-        Command::Compiled(c) => compiled::run(&no_json("compiled", c)?),
+        Command::Eager(c) => eager::run(&c.into()),
+        Command::Compiled(c) => compiled::run(&c.into()),
         Command::Models { common, only } => models::run(&common.into(), &only),
         Command::Roofline { common, only, svg } => roofline::run(&common.into(), &only, svg.as_deref()),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }
 
-/// The options of a command that prints tables only.
-fn no_json(command: &str, common: Common) -> Result<Options> {
-    if common.json {
-        bail!("`bench {command}` prints tables only; --json is for `bench models` and `bench roofline`");
+/// Prints a line of commentary: on stdout beside tables, on stderr when stdout carries JSON.
+pub fn say(options: &Options, text: &str) {
+    if options.json {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
     }
-    Ok(common.into())
 }
 
 fn parse_device(text: &str) -> Result<Device> {
