@@ -6,7 +6,7 @@
 //! bench eager    [--device cpu|cuda|cuda:N] [--samples N] [--warmup N] [--json]
 //! bench compiled [...]
 //! bench models   [...] [--only TEXT]
-//! bench roofline [...] [--only TEXT] [--svg FILE]
+//! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -63,6 +63,9 @@ enum Command {
         /// Also draw the roofline as an SVG at this path.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Measure nothing: read a report written by `--json` (on any machine) and print or draw it.
+        #[arg(long, value_name = "REPORT")]
+        from_json: Option<PathBuf>,
     },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
@@ -110,7 +113,9 @@ fn main() -> Result<()> {
         Command::Eager(c) => eager::run(&c.into()),
         Command::Compiled(c) => compiled::run(&c.into()),
         Command::Models { common, only } => models::run(&common.into(), &only),
-        Command::Roofline { common, only, svg } => roofline::run(&common.into(), &only, svg.as_deref()),
+        Command::Roofline { common, only, svg, from_json } => {
+            roofline::run(&common.into(), &only, svg.as_deref(), from_json.as_deref())
+        }
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }

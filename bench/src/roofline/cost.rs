@@ -11,7 +11,7 @@
 use engine::inductor::output_code::KernelCode;
 
 /// Work and traffic of one kernel launch.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Cost {
     /// Floating-point operations.
     pub flops: f64,

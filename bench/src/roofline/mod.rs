@@ -11,13 +11,13 @@ mod plot;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use engine::backends::Inductor;
 use engine::bench::{Bench, baseline};
 use engine::inductor::output_code::KernelCode;
 use engine::profiler::{EventKind, Profile, Profiler};
 use engine::{Device, dynamo};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Options;
 use crate::models::{Workload, workloads};
@@ -25,7 +25,7 @@ use crate::table::Table;
 use cost::Cost;
 
 /// The measured ceilings of a device.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Ceilings {
     /// Copy bandwidth, bytes read plus bytes written per second, in GB/s.
     pub bandwidth_gbs: f64,
@@ -48,12 +48,12 @@ impl Ceilings {
 // ANCHOR_END: roof
 
 /// One kernel of one workload, placed.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Point {
     /// The workload it ran in.
     pub workload: String,
     /// `eager` or `compiled`.
-    pub version: &'static str,
+    pub version: String,
     /// The op or generated kernel.
     pub kernel: String,
     /// Launches of it per call of the workload.
@@ -150,7 +150,7 @@ fn kernel_points(workload: &Workload, device: Device, calls: usize) -> Result<Ve
             times.sort_by(f64::total_cmp);
             points.push(Point {
                 workload: workload.name.clone(),
-                version,
+                version: version.into(),
                 kernel,
                 launches: times.len() / calls,
                 cost,
@@ -166,19 +166,43 @@ fn dims(shape: &[usize]) -> String {
     shape.iter().map(usize::to_string).collect::<Vec<_>>().join("x")
 }
 
-/// The whole report of `bench roofline --json`.
-#[derive(Serialize)]
-struct Report<'a> {
+/// The whole report of `bench roofline --json`, which `--from-json` reads back.
+#[derive(Serialize, Deserialize)]
+struct Report {
     device: String,
     date: String,
     ceilings: Ceilings,
     ridge_flop_per_byte: f64,
-    points: &'a [Point],
+    points: Vec<Point>,
 }
 
-/// `bench roofline`: ceilings, then every kernel of the workloads whose name contains one of
-/// `only` (all when empty); writes the SVG to `svg` when given.
-pub fn run(options: &Options, only: &[String], svg: Option<&Path>) -> Result<()> {
+/// `bench roofline`: measures the ceilings and every kernel of the workloads whose name contains
+/// one of `only` (all when empty), or reads a report written by `--json` from `from`; prints it
+/// and draws it as an SVG at `svg` when given.
+pub fn run(options: &Options, only: &[String], svg: Option<&Path>, from: Option<&Path>) -> Result<()> {
+    let report = match from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a `bench roofline --json` report", path.display()))?
+        }
+        None => measure(options, only)?,
+    };
+    if let Some(path) = svg {
+        let title = format!("Roofline: {}, {}", report.device, report.date);
+        plot::svg(path, &title, &report.ceilings, &report.points)?;
+        eprintln!("roofline written to {}", path.display());
+    }
+    if options.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{}", render(&report.device, &report.ceilings, &report.points));
+    }
+    Ok(())
+}
+
+/// Measures the ceilings of `options.device`, then places the kernels of the chosen workloads.
+fn measure(options: &Options, only: &[String]) -> Result<Report> {
     let device = options.device;
     let name = describe(device)?;
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()[..10].to_string();
@@ -200,17 +224,7 @@ pub fn run(options: &Options, only: &[String], svg: Option<&Path>) -> Result<()>
         eprintln!("  profiling {}", workload.name);
         points.extend(kernel_points(&workload, device, calls)?);
     }
-    if let Some(path) = svg {
-        plot::svg(path, &format!("Roofline: {name}, {date}"), &ceilings, &points)?;
-        eprintln!("roofline written to {}", path.display());
-    }
-    if options.json {
-        let report = Report { device: name, date, ceilings, ridge_flop_per_byte: ceilings.ridge(), points: &points };
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!("{}", render(&name, &ceilings, &points));
-    }
-    Ok(())
+    Ok(Report { device: name, date, ceilings, ridge_flop_per_byte: ceilings.ridge(), points })
 }
 
 /// The device as captions name it: `NVIDIA H100 80GB HBM3`, or the CPU's model and threads.
@@ -239,7 +253,7 @@ fn render(name: &str, ceilings: &Ceilings, points: &[Point]) -> String {
         let intensity = p.cost.intensity();
         table.row(vec![
             p.workload.clone(),
-            p.version.into(),
+            p.version.clone(),
             p.kernel.clone(),
             p.launches.to_string(),
             format!("{intensity:.2}"),
@@ -276,7 +290,7 @@ mod tests {
         let workload = Workload::new("tiny", vec![x, bias], |t| t[0].add(&t[1])?.relu()?.mul(2.0));
         let points = kernel_points(&workload, Device::Cpu, 2).unwrap();
         let named: Vec<(&str, &str, usize)> =
-            points.iter().map(|p| (p.version, p.kernel.as_str(), p.launches)).collect();
+            points.iter().map(|p| (p.version.as_str(), p.kernel.as_str(), p.launches)).collect();
         assert_eq!(
             named,
             [
@@ -290,5 +304,37 @@ mod tests {
         let fused = &points[3].cost;
         assert_eq!((fused.flops, fused.bytes), (3.0 * 2048.0, 4.0 * (2048.0 + 32.0 + 2048.0)));
         assert!(points.iter().all(|p| p.seconds > 0.0 && p.gflops() > 0.0));
+    }
+
+    #[test]
+    fn a_json_report_reads_back_and_draws() {
+        let point = Point {
+            workload: "w".into(),
+            version: "compiled".into(),
+            kernel: "poi_fused_add_0".into(),
+            launches: 1,
+            cost: Cost { flops: 1e6, bytes: 8e6 },
+            seconds: 1e-3,
+        };
+        let ceilings = Ceilings { bandwidth_gbs: 10.0, gflops: 50.0 };
+        let report = Report {
+            device: "d".into(),
+            date: "2026-11-23".into(),
+            ceilings,
+            ridge_flop_per_byte: 5.0,
+            points: vec![point],
+        };
+        let dir = std::env::temp_dir().join(format!("roofline-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (json, svg) = (dir.join("r.json"), dir.join("r.svg"));
+        std::fs::write(&json, serde_json::to_string(&report).unwrap()).unwrap();
+        let options = Options { device: Device::Cpu, samples: 1, warmup: 0, json: true };
+        run(&options, &[], Some(&svg), Some(&json)).unwrap();
+        let drawn = std::fs::read_to_string(&svg).unwrap();
+        assert!(drawn.starts_with("<svg") && drawn.contains("Roofline: d, 2026-11-23"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(dir.with_extension("bad"), "{}").unwrap();
+        assert!(run(&options, &[], None, Some(&dir.with_extension("bad"))).is_err());
+        std::fs::remove_file(dir.with_extension("bad")).unwrap();
     }
 }
