@@ -113,7 +113,11 @@ fn main() -> Result<()> {
         Command::Eager(c) => eager::run(&c.into()),
         Command::Compiled(c) => compiled::run(&c.into()),
         Command::Models { common, only } => models::run(&common.into(), &only),
-        Command::Roofline { common, only, svg, from_json } => {
+        Command::Roofline { mut common, only, svg, from_json } => {
+            if from_json.is_some() {
+                // Reading a report touches no device: do not probe for a GPU.
+                common.device.get_or_insert(Device::Cpu);
+            }
             roofline::run(&common.into(), &only, svg.as_deref(), from_json.as_deref())
         }
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
