@@ -17,6 +17,8 @@ bin=${1:?packed binaries directory}
 out=${2:?output directory}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}
+# Errors as one message each, not a backtrace.
+export RUST_BACKTRACE=0
 step() {
     local name=$1 limit=$2
     shift 2
