@@ -82,10 +82,11 @@ fn shapes_are_recorded_on_request_and_group_rows() {
     };
     let ((), plain) = profiler::profile(run).unwrap();
     assert!(plain.events().iter().all(|e| e.shapes.is_none()));
-    let ((), shaped) = Profiler::new().record_shapes(true).run(run).unwrap();
+    let ((), shaped) = Profiler::new().record_shapes(true).run(|| profiler::range("both", run)).unwrap();
     assert_eq!(shaped.key_averages().row("add").unwrap().calls, 2);
     let grouped = shaped.key_averages_by_input_shape();
-    let mut shapes: Vec<Vec<Vec<usize>>> = grouped.rows().iter().map(|r| r.shapes.clone().unwrap()).collect();
+    assert_eq!(grouped.row("both").map(|r| r.shapes.clone()), Some(None), "a range has no input shapes");
+    let mut shapes: Vec<Vec<Vec<usize>>> = grouped.rows().iter().filter_map(|r| r.shapes.clone()).collect();
     shapes.sort();
     assert_eq!(shapes, [vec![vec![2, 8], vec![8]], vec![vec![4, 8], vec![8]]]);
     assert!(grouped.to_string().contains("[[4, 8], [8]]"));

@@ -205,7 +205,8 @@ impl Recorder {
             name: name.to_string(),
             kind,
             device,
-            shapes: self.record_shapes.then(shapes),
+            // Ranges have no inputs of their own.
+            shapes: (self.record_shapes && kind != EventKind::Range).then(shapes),
             host_start: self.started.elapsed(),
             host_time: Duration::ZERO,
             self_host_time: Duration::ZERO,
