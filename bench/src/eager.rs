@@ -11,8 +11,8 @@ use engine::bench::baseline::{self, Work};
 use engine::bench::{Bench, Timing, time_once};
 use engine::{Device, Tensor};
 
-use crate::Options;
 use crate::table::Table;
+use crate::{Options, say};
 
 /// The ceiling a workload is compared with.
 #[derive(Clone, Copy, PartialEq)]
@@ -80,7 +80,7 @@ impl Sizes {
 
 pub fn run(options: &Options) -> Result<()> {
     let device = options.device;
-    describe_device(device)?;
+    describe_device(options)?;
     let sizes = Sizes::for_device(device);
     let bench = Bench::new(device).samples(options.samples).warmup(options.warmup);
     let mut copy = baseline::copy(device, sizes.n)?;
@@ -129,21 +129,27 @@ pub fn run(options: &Options) -> Result<()> {
             format!("{ratio:.2}"),
         ]);
     }
-    println!("{}", table.render());
-    report_targets(&met, &misses);
+    if options.json {
+        println!("{}", serde_json::json!({ "device": device.to_string(), "rows": table.to_json() }));
+    } else {
+        println!("{}", table.render());
+    }
+    report_targets(options, &met, &misses);
     Ok(())
 }
 
 /// Prints which device runs the table and, on a GPU, how long the eager kernels took to load.
-fn describe_device(device: Device) -> Result<()> {
+fn describe_device(options: &Options) -> Result<()> {
+    let device = options.device;
     match device {
         Device::Cpu => {
-            println!("device: cpu ({} threads)", std::thread::available_parallelism().map_or(1, |n| n.get()))
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            say(options, &format!("device: cpu ({threads} threads)"));
         }
         Device::Cuda(ordinal) => {
             let gpu = engine::device::cuda::CudaDevice::get(ordinal)?;
             let f = gpu.facts();
-            println!(
+            let description = format!(
                 "device: {device} {} (sm_{}{}, {} SMs, {:.0} GiB, L2 {} MiB)",
                 f.name,
                 f.compute_capability.0,
@@ -152,14 +158,13 @@ fn describe_device(device: Device) -> Result<()> {
                 f.total_memory as f64 / (1u64 << 30) as f64,
                 f.l2_cache >> 20
             );
+            say(options, &description);
             let ((), first) = time_once(device, || Tensor::ones(&[4]).to(device)?.exp().map(drop))?;
             let module = gpu.eager_module("unary_exp")?;
             let how = if module.compiled_now() { "compiled by NVRTC" } else { "loaded from the disk cache" };
-            println!(
-                "first eager op, exp: {:.1} ms (its kernel module {how}: {})",
-                first.as_secs_f64() * 1e3,
-                module.cubin_path().display()
-            );
+            let seconds = first.as_secs_f64();
+            let path = module.cubin_path().display();
+            say(options, &format!("first eager op, exp: {:.1} ms (its kernel module {how}: {path})", seconds * 1e3));
         }
     }
     Ok(())
@@ -353,18 +358,13 @@ fn boxed(mut op: impl FnMut() -> engine::Result<Tensor> + 'static) -> Work {
     Box::new(move || op().map(drop))
 }
 
-fn report_targets(met: &[(Target, String, f64)], misses: &[(Target, String, f64)]) {
+fn report_targets(options: &Options, met: &[(Target, String, f64)], misses: &[(Target, String, f64)]) {
     for target in [Target::Pointwise, Target::Reduction] {
         let all: Vec<&(Target, String, f64)> = met.iter().chain(misses).filter(|(t, ..)| *t == target).collect();
         let Some(worst) = all.iter().min_by(|a, b| a.2.total_cmp(&b.2)) else { continue };
         let verdict = if worst.2 >= target.bar() { "met" } else { "MISSED" };
-        println!(
-            "target: {} at >= {:.2} of copy bandwidth: {verdict} (lowest {:.2}, {})",
-            target.name(),
-            target.bar(),
-            worst.2,
-            worst.1
-        );
+        let (name, bar, lowest, op) = (target.name(), target.bar(), worst.2, &worst.1);
+        say(options, &format!("target: {name} at >= {bar:.2} of copy bandwidth: {verdict} (lowest {lowest:.2}, {op})"));
     }
 }
 

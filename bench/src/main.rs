@@ -5,7 +5,8 @@
 //! ```text
 //! bench eager    [--device cpu|cuda|cuda:N] [--samples N] [--warmup N] [--json]
 //! bench compiled [...]
-//! bench models   [...]
+//! bench models   [...] [--only TEXT]
+//! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -13,7 +14,10 @@
 mod compiled;
 mod eager;
 mod models;
+mod roofline;
 mod table;
+
+use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +51,22 @@ enum Command {
         #[arg(long)]
         only: Vec<String>,
     },
+    /// The device's ceilings (copy bandwidth, GEMM throughput) and every kernel of the `models`
+    /// workloads, eager and compiled, placed under them on a roofline (see
+    /// book/src/performance-model.md).
+    Roofline {
+        #[command(flatten)]
+        common: Common,
+        /// Run only the workloads whose name contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Also draw the roofline as an SVG at this path.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Measure nothing: read a report written by `--json` (on any machine) and print or draw it.
+        #[arg(long, value_name = "REPORT")]
+        from_json: Option<PathBuf>,
+    },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
@@ -64,7 +84,7 @@ struct Common {
     /// Untimed runs before the samples.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Print the results as JSON on stdout instead of tables.
+    /// Print the results as JSON on stdout instead of tables (commentary goes to stderr).
     #[arg(long)]
     json: bool,
 }
@@ -90,19 +110,27 @@ impl From<Common> for Options {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Eager(c) => eager::run(&no_json("eager", c)?),
-        Command::Compiled(c) => compiled::run(&no_json("compiled", c)?),
+        Command::Eager(c) => eager::run(&c.into()),
+        Command::Compiled(c) => compiled::run(&c.into()),
         Command::Models { common, only } => models::run(&common.into(), &only),
+        Command::Roofline { mut common, only, svg, from_json } => {
+            if from_json.is_some() {
+                // Reading a report touches no device: do not probe for a GPU.
+                common.device.get_or_insert(Device::Cpu);
+            }
+            roofline::run(&common.into(), &only, svg.as_deref(), from_json.as_deref())
+        }
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }
 
-/// The options of a command that prints tables only.
-fn no_json(command: &str, common: Common) -> Result<Options> {
-    if common.json {
-        bail!("`bench {command}` prints tables only; --json is for `bench models`");
+/// Prints a line of commentary: on stdout beside tables, on stderr when stdout carries JSON.
+pub fn say(options: &Options, text: &str) {
+    if options.json {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
     }
-    Ok(common.into())
 }
 
 fn parse_device(text: &str) -> Result<Device> {

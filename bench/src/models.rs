@@ -37,7 +37,8 @@ pub struct Workload {
 }
 
 impl Workload {
-    fn new(
+    /// A workload of `inputs` computing `forward`.
+    pub fn new(
         name: impl Into<String>,
         inputs: Vec<Tensor>,
         forward: impl Fn(&[Tensor]) -> engine::Result<Tensor> + 'static,

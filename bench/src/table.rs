@@ -1,4 +1,4 @@
-//! A plain text table with aligned columns, printed to stdout.
+//! A plain text table with aligned columns, printed to stdout (or as JSON rows).
 
 /// Rows of cells under a header; numbers are right-aligned, text left-aligned.
 pub struct Table {
@@ -16,6 +16,15 @@ impl Table {
     pub fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.header.len());
         self.rows.push(cells);
+    }
+
+    /// The rows as JSON objects keyed by the header, numbers left as the table prints them.
+    pub fn to_json(&self) -> serde_json::Value {
+        let rows = self.rows.iter().map(|row| {
+            let cells = self.header.iter().zip(row).map(|(h, c)| (h.clone(), serde_json::Value::from(c.as_str())));
+            serde_json::Value::Object(cells.collect())
+        });
+        serde_json::Value::Array(rows.collect())
     }
 
     /// The table as text: header, rule, rows.

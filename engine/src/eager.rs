@@ -10,6 +10,7 @@ use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::op::Op;
 use crate::op::{BinaryOp, ViewOf};
+use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Operand, Storage, Tensor, dispatch};
 
 /// Runs `op` on concrete operands now.
@@ -73,10 +74,8 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             let mut outputs = mode.run_subgraph(branch, &inputs, location)?;
             Ok(outputs.remove(0))
         }
-        _ => kernel(op, operands, &out_shape, device).map_err(|e| {
-            let shapes = operands.iter().filter_map(|o| o.shape().map(<[usize]>::to_vec)).collect();
-            e.at(op.name(), device, shapes, location)
-        }),
+        _ => kernel(op, operands, &out_shape, device)
+            .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location)),
     }
 }
 
@@ -93,6 +92,7 @@ pub(crate) fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, locatio
 
 /// Runs one device kernel into a fresh dense buffer.
 fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) -> Result<Tensor, CudaError> {
+    let _launch = profiler::launch(op.name(), EventKind::Eager, device, || operand_shapes(operands));
     let storage = match device {
         Device::Cpu => {
             let inputs: Vec<cpu::Input> = operands
@@ -128,6 +128,11 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))
+}
+
+/// The shapes of the tensor operands, in order.
+fn operand_shapes(operands: &[Operand]) -> Vec<Vec<usize>> {
+    operands.iter().filter_map(|o| o.shape().map(<[usize]>::to_vec)).collect()
 }
 
 /// A concrete operand's storage and layout.

@@ -12,6 +12,7 @@
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
 //! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
+//! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //!
 //! ## Layers
 //!
@@ -24,7 +25,7 @@
 //! 3. tensors and eager kernels: [`tensor`] (with the dispatcher's hook for the layers above,
 //!    `tensor::dispatch`), the op methods, the device kernels (`device::backend`, the trait each
 //!    device implements; `device::cpu`, [`device::cuda`]),
-//!    [`mod@bench`];
+//!    [`mod@bench`], [`profiler`] (which the launch paths of this layer and of inductor report to);
 //! 4. [`fx`], graphs, tracing and the interpreter;
 //! 5. [`aot`], decompositions;
 //! 6. [`inductor`], code generation;
@@ -58,6 +59,7 @@ pub mod layout;
 pub mod logs;
 pub mod op;
 mod ops;
+pub mod profiler;
 pub mod scalar;
 pub mod tensor;
 

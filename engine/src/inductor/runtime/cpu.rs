@@ -16,6 +16,7 @@ use crate::inductor::ir::{BufferName, LoweredGraph, PerNode, View};
 use crate::inductor::kernel::{Kernel, KernelBody};
 use crate::inductor::wrapper::{CallPlan, SlotId};
 use crate::layout::Layout;
+use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
 /// The ABI of every generated C kernel: the argument pointers, then the extent of `x`.
@@ -28,7 +29,7 @@ type RangeFn = unsafe extern "C" fn(*const *mut f32, i64, i64);
 const TASK_WORK: usize = 1 << 14;
 
 /// A kernel as the runtime calls it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct CpuKernel {
     /// The whole range.
     whole: KernelFn,
@@ -36,6 +37,8 @@ struct CpuKernel {
     range: Option<RangeFn>,
     /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions.
     work_per_x: usize,
+    /// The kernel's name, as profiles list it.
+    name: String,
 }
 
 /// The argument pointers, shared by the tasks of one kernel call.
@@ -81,6 +84,7 @@ impl CpuKernel {
 pub(crate) struct CpuProgram {
     /// Keeps the kernels' code loaded while their function pointers are in the schedule.
     _library: Option<SharedLibrary>,
+    /// Each kernel, with its name for the profiler.
     schedule: Schedule<CpuKernel>,
 }
 
@@ -125,7 +129,7 @@ impl CpuProgram {
                 KernelBody::Pointwise(_) => 1,
                 KernelBody::Reduction { row_len, .. } => row_len.max(1),
             };
-            let kernel = CpuKernel { whole, range, work_per_x };
+            let kernel = CpuKernel { whole, range, work_per_x, name: k.name.clone() };
             Ok((kernel, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
         })?;
         Ok(CpuProgram { _library: library, schedule })
@@ -149,6 +153,9 @@ impl CpuProgram {
                             }
                         })
                         .collect();
+                    let _launch = profiler::launch(&kernel.name, EventKind::Compiled, Device::Cpu, || {
+                        vec![vec![*xnumel as usize]]
+                    });
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee.
                     unsafe { kernel.call(&ptrs, *xnumel) };
@@ -161,6 +168,9 @@ impl CpuProgram {
                         cpu::Input::Tensor { buffer: ad, layout: &al },
                         cpu::Input::Tensor { buffer: bd, layout: &bl },
                     );
+                    let _launch = profiler::launch("matmul", EventKind::Extern, Device::Cpu, || {
+                        vec![al.shape().to_vec(), bl.shape().to_vec()]
+                    });
                     matmul_into(a, b, shape, &mut result);
                     slots[self.schedule.slot(*out)] = Some(result);
                 }

@@ -18,6 +18,7 @@ use crate::inductor::launch::Launch;
 use crate::inductor::wrapper::CallPlan;
 use crate::layout::Layout;
 use crate::op::Op;
+use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
 /// A kernel as launched: its name (for errors), the function, and the launch shape.
@@ -113,6 +114,10 @@ impl CudaProgram {
                         launch.arg(ptr);
                     }
                     launch.arg(xnumel);
+                    let _launch =
+                        profiler::launch(name, EventKind::Compiled, Device::Cuda(self.device.ordinal()), || {
+                            vec![vec![*xnumel as usize]]
+                        });
                     // SAFETY: the kernel takes one pointer per argument and the extent of `x`, in
                     // this order, and indexes each buffer within the shapes and strides it was
                     // generated for, which `check_inputs` and the plan's slot sizes guarantee.
@@ -125,6 +130,10 @@ impl CudaProgram {
                         cuda::Input::Tensor { buffer: ab, layout: &al },
                         cuda::Input::Tensor { buffer: bb, layout: &bl },
                     ];
+                    let _launch =
+                        profiler::launch("matmul", EventKind::Extern, Device::Cuda(self.device.ordinal()), || {
+                            vec![al.shape().to_vec(), bl.shape().to_vec()]
+                        });
                     let product = execute(&self.device, &Op::Matmul, &operands, shape)
                         .map_err(|e| failed("the extern matmul", e))?;
                     // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.

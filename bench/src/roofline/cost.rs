@@ -1,0 +1,112 @@
+//! What a kernel must do, from its op and shapes: floating-point operations and the fewest bytes
+//! it must move (each input read once, each output written once, f32). These are the two numbers
+//! that place a kernel on a roofline.
+//!
+//! Conventions, stated once: every arithmetic operation and every transcendental function (exp,
+//! tanh, erf, sin) counts as one flop per element, as a FLOP counter reading the source would
+//! count it; views and copies do no arithmetic. A transcendental costs a CPU tens of
+//! instructions, so chains of them can sit far below both roofs: that gap is the lesson, not an
+//! error of the count.
+
+use engine::inductor::output_code::KernelCode;
+
+/// Work and traffic of one kernel launch.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Cost {
+    /// Floating-point operations.
+    pub flops: f64,
+    /// Fewest bytes moved to and from memory.
+    pub bytes: f64,
+}
+
+impl Cost {
+    /// Flops per byte, where the kernel sits on the roofline's x axis.
+    pub fn intensity(&self) -> f64 {
+        self.flops / self.bytes
+    }
+}
+
+const F32: f64 = 4.0;
+
+/// Flops per element of one op of the catalogue, by name (eager ops and the ops Inductor's
+/// kernels record as their origins).
+fn flops_per_element(op: &str) -> f64 {
+    match op {
+        "reshape" | "permute" | "expand" | "slice" | "contiguous" | "copy" | "placeholder" | "output" => 0.0,
+        // x * 0.5 * (1 + erf(x / sqrt 2))
+        "gelu" => 5.0,
+        // 1 / (1 + exp(-x))
+        "sigmoid" => 4.0,
+        // max, subtract, exp, sum, divide
+        "softmax" | "log_softmax" => 5.0,
+        // two means, subtract, square, add eps, sqrt, divide, scale, shift
+        "layer_norm" => 8.0,
+        _ => 1.0,
+    }
+}
+
+fn numel(shape: &[usize]) -> f64 {
+    shape.iter().product::<usize>() as f64
+}
+
+/// The cost of an eager op from its name and input shapes (as the profiler records them), or
+/// `None` for an op with no arithmetic (copies), which a roofline cannot place. Reductions are
+/// taken over the last dimension, as every workload here reduces.
+pub fn eager(op: &str, shapes: &[Vec<usize>]) -> Option<Cost> {
+    let per_element = flops_per_element(op);
+    if per_element == 0.0 || shapes.is_empty() {
+        return None;
+    }
+    let inputs: f64 = shapes.iter().map(|s| numel(s)).sum();
+    let first = &shapes[0];
+    let row = *first.last().unwrap_or(&1) as f64;
+    Some(match op {
+        "matmul" => {
+            let [a, b] = shapes else { return None };
+            let (m, k, n) = (a[a.len() - 2] as f64, a[a.len() - 1] as f64, b[b.len() - 1] as f64);
+            let batch = numel(&a[..a.len() - 2]).max(numel(&b[..b.len() - 2]));
+            Cost { flops: 2.0 * batch * m * n * k, bytes: F32 * (inputs + batch * m * n) }
+        }
+        "sum" | "mean" | "amax" => Cost { flops: numel(first), bytes: F32 * (numel(first) + numel(first) / row) },
+        "softmax" | "log_softmax" | "layer_norm" => {
+            Cost { flops: per_element * numel(first), bytes: F32 * (inputs + numel(first)) }
+        }
+        // Pointwise: the output has the broadcast shape, as many elements as the largest input.
+        _ => {
+            let out = shapes.iter().map(|s| numel(s)).fold(0.0, f64::max);
+            Cost { flops: per_element * out, bytes: F32 * (inputs + out) }
+        }
+    })
+}
+
+/// The cost of one of Inductor's generated kernels from its output code: every buffer argument
+/// moved once, and each op it fused applied once per element of its largest buffer (a
+/// pointwise kernel's output, a reduction's input). `None` for a kernel that only copies.
+pub fn compiled(kernel: &KernelCode) -> Option<Cost> {
+    let elements = kernel.args.iter().map(|a| a.elements).max().unwrap_or(0) as f64;
+    let flops: f64 = kernel.origins.iter().map(|o| flops_per_element(o.op)).sum::<f64>() * elements;
+    let bytes = F32 * kernel.args.iter().map(|a| a.elements as f64).sum::<f64>();
+    (flops > 0.0 && bytes > 0.0).then_some(Cost { flops, bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_counts_two_flops_per_multiply_add_and_three_matrices() {
+        let cost = eager("matmul", &[vec![2, 4, 8], vec![2, 8, 3]]).unwrap();
+        assert_eq!(cost.flops, 2.0 * 2.0 * 4.0 * 3.0 * 8.0);
+        assert_eq!(cost.bytes, 4.0 * (64.0 + 48.0 + 24.0));
+    }
+
+    #[test]
+    fn pointwise_ops_read_inputs_and_write_the_broadcast_output() {
+        let add = eager("add", &[vec![4, 8], vec![8]]).unwrap();
+        assert_eq!((add.flops, add.bytes), (32.0, 4.0 * (32.0 + 8.0 + 32.0)));
+        let sum = eager("sum", &[vec![4, 8]]).unwrap();
+        assert_eq!((sum.flops, sum.bytes), (32.0, 4.0 * (32.0 + 4.0)));
+        assert_eq!(eager("contiguous", &[vec![4, 8]]), None);
+        assert!(add.intensity() < 1.0, "pointwise ops are memory-bound by construction");
+    }
+}
