@@ -83,3 +83,75 @@ fn modes_parse_from_pytorch_names() {
     }
     assert!("fast".parse::<Mode>().unwrap_err().contains("reduce-overhead"));
 }
+
+#[test]
+fn gpu_reduce_overhead_records_once_and_keeps_every_output() {
+    let Some(device) = gpu() else { return };
+    let w = Tensor::randn(&[64, 32], 1).to(device).unwrap();
+    let f = dynamo::compile(|x: Tensor| x.matmul(&w)?.relu()?.mul(2.0)).mode(Mode::ReduceOverhead);
+    let xs: Vec<Tensor> = (0..5).map(|s| Tensor::randn(&[8, 64], 10 + s).to(device).unwrap()).collect();
+    let ((outputs, again), text) = logs::capture(&[Artifact::Cudagraphs], || {
+        // The same tensor twice (warm-up, recording), then new tensors: one re-recording, after
+        // which input 0 is copied into its static buffer.
+        let outputs: Vec<Tensor> =
+            [&xs[0], &xs[0], &xs[1], &xs[2], &xs[3], &xs[4]].iter().map(|x| f.call(x).unwrap()).collect();
+        (outputs, f.call(&xs[1]).unwrap())
+    });
+    assert_eq!(text.matches("recorded CUDA graph").count(), 2, "{text}");
+    assert!(!text.contains("skipping"), "{text}");
+    // Every output still holds its own call's result: no replay overwrote an earlier one.
+    for (out, x) in outputs.iter().zip([&xs[0], &xs[0], &xs[1], &xs[2], &xs[3], &xs[4]]) {
+        close(out, &x.matmul(&w).unwrap().relu().unwrap().mul(2.0).unwrap()).unwrap();
+    }
+    close(&again, &outputs[2]).unwrap();
+}
+
+#[test]
+fn gpu_reduce_overhead_records_one_graph_per_shape() {
+    let Some(device) = gpu() else { return };
+    let f = dynamo::compile(|x: Tensor| x.exp()?.sum(-1, false)).mode(Mode::ReduceOverhead);
+    let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
+        for rows in [4, 4, 4, 8, 8, 8, 4] {
+            let x = Tensor::randn(&[rows, 16], rows as u64).to(device).unwrap();
+            close(&f.call(&x).unwrap(), &x.exp().unwrap().sum(-1, false).unwrap()).unwrap();
+        }
+    });
+    assert_eq!(text.matches("recorded CUDA graph").count(), 2, "{text}");
+}
+
+#[test]
+fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
+    let Some(device) = gpu() else { return };
+    let w = Tensor::randn(&[256, 128], 1).to(device).unwrap();
+    let b = Tensor::randn(&[256], 2).to(device).unwrap();
+    let x = Tensor::randn(&[64, 128], 3).to(device).unwrap();
+    let inductor = engine::backends::Inductor::default();
+    let f =
+        dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).backend(inductor.clone()).mode(Mode::MaxAutotune);
+    let (y, text) = logs::capture(&[Artifact::Autotuning], || f.call(&x).unwrap());
+    close(&y, &x.linear(&w, Some(&b)).unwrap().relu().unwrap()).unwrap();
+    let code = &inductor.output_codes()[0];
+    assert!(code.kernel_names().is_empty(), "bias and ReLU run in the GEMM's epilogue:\n{code}");
+    assert!(code.to_string().contains("cuBLASLt, bias+relu epilogue"), "{code}");
+    assert!(text.contains("AUTOTUNE") || text.contains("cached on disk"), "{text}");
+    // A second compile of the same problem reads the choice from the disk cache.
+    let again = dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).mode(Mode::MaxAutotune);
+    let (_, text) = logs::capture(&[Artifact::Autotuning], || again.call(&x).unwrap());
+    assert!(text.contains("cached on disk") && !text.contains("AUTOTUNE"), "{text}");
+}
+
+#[test]
+fn gpu_max_autotune_keeps_an_exact_gelu_out_of_the_gemm() {
+    let Some(device) = gpu() else { return };
+    // The phase 5 MLP's shape: linear, exact GELU, linear.
+    let t = |shape: &[usize], seed| Tensor::uniform(shape, -0.05, 0.05, seed).to(device).unwrap();
+    let (w1, b1, w2, b2) = (t(&[2048, 512], 5), t(&[2048], 6), t(&[512, 2048], 7), t(&[512], 8));
+    let mlp = |x: &Tensor| x.linear(&w1, Some(&b1))?.gelu()?.linear(&w2, Some(&b2));
+    let x = Tensor::randn(&[16, 512], 4).to(device).unwrap();
+    let inductor = engine::backends::Inductor::default();
+    let f = dynamo::compile(|x: Tensor| mlp(&x)).backend(inductor.clone()).mode(Mode::MaxAutotune);
+    close(&f.call(&x).unwrap(), &mlp(&x).unwrap()).unwrap();
+    let code = &inductor.output_codes()[0];
+    assert_eq!(code.kernel_names().len(), 1, "only the GELU is a kernel:\n{code}");
+    assert_eq!(code.to_string().matches("bias epilogue").count(), 2, "{code}");
+}

@@ -16,8 +16,15 @@ use crate::op::{Op, ViewOf};
 /// whose values nothing returned depends on are dropped (dead-code elimination), as Inductor
 /// drops them from the FX graph before lowering.
 pub fn lower(graph: &Graph, bindings: &SymBindings) -> Result<LoweredGraph> {
+    lower_with(graph, bindings, false)
+}
+
+/// [`lower`], with a bias add and a ReLU after a matmul folded into the matmul's epilogue when
+/// `epilogues` is set (max-autotune on a GPU: see [`super::gemm_epilogue`]).
+pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, epilogues: bool) -> Result<LoweredGraph> {
     let live = live_nodes(graph);
-    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default() };
+    let uses = epilogues.then(|| use_counts(graph));
+    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), uses };
     for id in graph.ids() {
         let node = graph.node(id);
         let shape = node.sym_shape.eval(bindings).ok_or_else(|| unsupported(node, "a size symbol is not bound"))?;
@@ -37,6 +44,21 @@ pub fn lower(graph: &Graph, bindings: &SymBindings) -> Result<LoweredGraph> {
     }
     let outputs = graph.outputs().iter().map(|o| lowering.value(*o).clone()).collect();
     Ok(LoweredGraph { outputs, ..lowering.out })
+}
+
+/// How many times each node's value is read (by live nodes, or as an output).
+fn use_counts(graph: &Graph) -> Vec<usize> {
+    let live = live_nodes(graph);
+    let mut uses = vec![0; graph.nodes().len()];
+    for out in graph.outputs() {
+        uses[out.index()] += 1;
+    }
+    for id in graph.ids().filter(|id| live[id.index()]) {
+        for input in graph.node(id).inputs() {
+            uses[input.index()] += 1;
+        }
+    }
+    uses
 }
 
 /// Which nodes the outputs depend on.
@@ -60,6 +82,8 @@ struct Lowering<'g> {
     /// The view through which each graph node's value is read.
     values: Vec<Option<View>>,
     out: LoweredGraph,
+    /// With GEMM epilogues on: how often each graph node is read.
+    uses: Option<Vec<usize>>,
 }
 
 impl Lowering<'_> {
@@ -101,6 +125,18 @@ impl Lowering<'_> {
 
     fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
         let node = self.graph.node(id);
+        if let Some(uses) = &self.uses {
+            let operands: Vec<(View, bool)> = args
+                .iter()
+                .filter_map(|a| match a {
+                    Arg::Node(n) => Some((self.value(*n).clone(), uses[n.index()] == 1)),
+                    Arg::Scalar(_) => None,
+                })
+                .collect();
+            if let Some(view) = super::gemm_epilogue::absorb(&mut self.out, op, &operands, &shape, &node.name) {
+                return Ok(view);
+            }
+        }
         let source = || match &args[0] {
             Arg::Node(id) => Ok(self.value(*id).clone()),
             Arg::Scalar(_) => Err(unsupported(node, "its first operand must be a tensor")),
@@ -156,7 +192,7 @@ impl Lowering<'_> {
                     (Arg::Node(a), Arg::Node(b)) => (self.value(*a).clone(), self.value(*b).clone()),
                     _ => return Err(unsupported(node, "matmul needs two tensors")),
                 };
-                self.push(id, op, shape, NodeBody::Matmul { a, b })
+                self.push(id, op, shape, NodeBody::Matmul { a, b, epilogue: Default::default() })
             }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;

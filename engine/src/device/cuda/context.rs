@@ -1,7 +1,7 @@
 //! One GPU as the engine uses it, the analogue of `c10::cuda`'s device guard, current stream and
 //! cuBLAS handle pool: a context, one stream that every kernel and copy is queued on (so they run
-//! in program order with no extra synchronisation), a cuBLAS handle, and the kernel modules loaded
-//! so far.
+//! in program order with no extra synchronisation), a cuBLAS and a cuBLASLt handle, and the kernel
+//! modules loaded so far.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use super::cublaslt::LtHandle;
 use super::error::CudaError;
 use super::nvrtc::{Cubin, compile_cubin};
 use super::probe::{DeviceFacts, probe};
@@ -30,6 +31,7 @@ pub struct CudaDevice {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: OnceLock<std::result::Result<Mutex<CudaBlas>, CudaError>>,
+    lt: OnceLock<std::result::Result<LtHandle, CudaError>>,
     eager: Mutex<HashMap<String, std::result::Result<Arc<Module>, CudaError>>>,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     flush_buffer: Mutex<Option<CudaSlice<f32>>>,
@@ -75,6 +77,7 @@ impl CudaDevice {
             context,
             stream,
             blas: OnceLock::new(),
+            lt: OnceLock::new(),
             eager: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             flush_buffer: Mutex::new(None),
@@ -157,6 +160,11 @@ impl CudaDevice {
     pub(crate) fn blas(&self) -> std::result::Result<MutexGuard<'_, CudaBlas>, CudaError> {
         let blas = self.blas.get_or_init(|| Ok(Mutex::new(CudaBlas::new(self.stream.clone())?)));
         Ok(lock(blas.as_ref().map_err(Clone::clone)?))
+    }
+
+    /// The cuBLASLt handle and workspace (for GEMMs with epilogues); created on first use.
+    pub(crate) fn lt(&self) -> std::result::Result<&LtHandle, CudaError> {
+        self.lt.get_or_init(|| LtHandle::new(self)).as_ref().map_err(Clone::clone)
     }
 
     /// Queues a read of a buffer twice the L2 size, so that the next timed kernel finds none of

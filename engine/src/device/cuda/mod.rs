@@ -14,6 +14,8 @@
 //! | tensor memory and host transfers | `buffer` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
 //! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul` |
+//! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`] |
+//! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
 //! Generated code (Inductor) reuses the same plumbing: [`CudaDevice::load`] compiles and loads a
 //! CUDA C source once per process (and once per machine, through the disk cache), and
@@ -22,7 +24,9 @@
 
 mod buffer;
 mod context;
+pub mod cublaslt;
 mod error;
+mod graph;
 pub(crate) mod matmul;
 mod normalize;
 pub mod nvrtc;
@@ -37,6 +41,7 @@ use crate::device::Device;
 pub(crate) use buffer::CudaBuffer;
 pub use context::{CudaDevice, Module};
 pub use error::CudaError;
+pub(crate) use graph::Recording;
 pub use probe::{DeviceFacts, Probe, available, probe, unavailable_reason};
 pub use source::{eager_families, eager_source};
 
