@@ -6,6 +6,7 @@
 //! bench eager    [--device cpu|cuda|cuda:N] [--samples N] [--warmup N] [--json]
 //! bench compiled [...]
 //! bench models   [...]
+//! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -13,11 +14,13 @@
 mod compiled;
 mod eager;
 mod models;
+mod modes;
 mod table;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use engine::Device;
+use engine::dynamo::Mode;
 
 /// Benchmark commands for the engine.
 #[derive(Parser)]
@@ -46,6 +49,18 @@ enum Command {
         /// Run only the workloads whose name contains this text (repeatable), e.g. `--only mlp`.
         #[arg(long)]
         only: Vec<String>,
+    },
+    /// Every `models` workload compiled in every mode (default, reduce-overhead, max-autotune)
+    /// against eager, with each mode's compile time cold and warm, and the modes' targets checked.
+    Modes {
+        #[command(flatten)]
+        common: Common,
+        /// Run only the workloads whose name contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Run only these modes (repeatable; all three by default).
+        #[arg(long, value_parser = str::parse::<Mode>)]
+        mode: Vec<Mode>,
     },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
@@ -93,6 +108,7 @@ fn main() -> Result<()> {
         Command::Eager(c) => eager::run(&no_json("eager", c)?),
         Command::Compiled(c) => compiled::run(&no_json("compiled", c)?),
         Command::Models { common, only } => models::run(&common.into(), &only),
+        Command::Modes { common, only, mode } => modes::run(&common.into(), &only, &mode),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }
@@ -100,7 +116,7 @@ fn main() -> Result<()> {
 /// The options of a command that prints tables only.
 fn no_json(command: &str, common: Common) -> Result<Options> {
     if common.json {
-        bail!("`bench {command}` prints tables only; --json is for `bench models`");
+        bail!("`bench {command}` prints tables only; --json is for `bench models` and `bench modes`");
     }
     Ok(common.into())
 }
