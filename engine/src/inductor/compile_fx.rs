@@ -145,7 +145,7 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
     };
     if log {
         logs::log(Artifact::OutputCode, || generated.output_code.to_string());
-        if config.mode == Mode::ReduceOverhead
+        if config.mode.records_cuda_graphs()
             && let Some(reason) = cudagraphs::skip_reason(device, &generated.lowered)
         {
             cudagraphs::log_skip(&reason);
@@ -156,8 +156,8 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
 }
 
 /// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,
-/// both through the disk cache) and resolves its kernels; under reduce-overhead, a GPU plan that
-/// can be recorded is wrapped to record and replay a CUDA graph.
+/// both through the disk cache) and resolves its kernels; under reduce-overhead and max-autotune,
+/// a GPU plan that can be recorded is wrapped to record and replay a CUDA graph.
 fn build_program(
     generated: Generated,
     device: Device,
@@ -174,7 +174,7 @@ fn build_program(
             let gpu = CudaDevice::get(ordinal)?;
             let module = if kernels.is_empty() { None } else { Some(gpu.load(&module_source)?) };
             let program = CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module, gemms)?;
-            Ok(if mode == Mode::ReduceOverhead && cudagraphs::skip_reason(device, &lowered).is_none() {
+            Ok(if mode.records_cuda_graphs() && cudagraphs::skip_reason(device, &lowered).is_none() {
                 Program::CudaGraphed(cudagraphs::Graphed::new(program))
             } else {
                 Program::Cuda(program)

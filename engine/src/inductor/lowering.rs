@@ -2,6 +2,7 @@
 //! node of a decomposed graph becomes one loop-level [`IrNode`]; view ops become new strided views
 //! of the same buffer, so broadcasting, permutes and slices cost index arithmetic, not copies.
 
+use super::gemm_epilogue::Epilogues;
 use super::index::Affine;
 use super::ir::{
     BufferName, FallbackArg, GraphInput, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
@@ -23,8 +24,9 @@ pub fn lower(graph: &Graph, bindings: &SymBindings) -> Result<LoweredGraph> {
 /// `epilogues` is set (max-autotune on a GPU: see [`super::gemm_epilogue`]).
 pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, epilogues: bool) -> Result<LoweredGraph> {
     let live = live_nodes(graph);
-    let uses = epilogues.then(|| use_counts(graph));
-    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), uses };
+    let epilogues = epilogues.then(|| Epilogues::of(graph, &live));
+    let mut lowering =
+        Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), epilogues };
     for id in graph.ids() {
         let node = graph.node(id);
         let shape = node.sym_shape.eval(bindings).ok_or_else(|| unsupported(node, "a size symbol is not bound"))?;
@@ -44,21 +46,6 @@ pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, epilogues: bool)
     }
     let outputs = graph.outputs().iter().map(|o| lowering.value(*o).clone()).collect();
     Ok(LoweredGraph { outputs, ..lowering.out })
-}
-
-/// How many times each node's value is read (by live nodes, or as an output).
-fn use_counts(graph: &Graph) -> Vec<usize> {
-    let live = live_nodes(graph);
-    let mut uses = vec![0; graph.nodes().len()];
-    for out in graph.outputs() {
-        uses[out.index()] += 1;
-    }
-    for id in graph.ids().filter(|id| live[id.index()]) {
-        for input in graph.node(id).inputs() {
-            uses[input.index()] += 1;
-        }
-    }
-    uses
 }
 
 /// Which nodes the outputs depend on.
@@ -82,8 +69,8 @@ struct Lowering<'g> {
     /// The view through which each graph node's value is read.
     values: Vec<Option<View>>,
     out: LoweredGraph,
-    /// With GEMM epilogues on: how often each graph node is read.
-    uses: Option<Vec<usize>>,
+    /// With GEMM epilogues on: what folding them needs to know about the graph.
+    epilogues: Option<Epilogues>,
 }
 
 impl Lowering<'_> {
@@ -125,15 +112,15 @@ impl Lowering<'_> {
 
     fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
         let node = self.graph.node(id);
-        if let Some(uses) = &self.uses {
-            let operands: Vec<(View, bool)> = args
+        if let Some(epilogues) = &self.epilogues {
+            let operands: Vec<(NodeId, View)> = args
                 .iter()
                 .filter_map(|a| match a {
-                    Arg::Node(n) => Some((self.value(*n).clone(), uses[n.index()] == 1)),
+                    Arg::Node(n) => Some((*n, self.value(*n).clone())),
                     Arg::Scalar(_) => None,
                 })
                 .collect();
-            if let Some(view) = super::gemm_epilogue::absorb(&mut self.out, op, &operands, &shape, &node.name) {
+            if let Some(view) = epilogues.absorb(&mut self.out, id, &node.name, op, &operands, &shape) {
                 return Ok(view);
             }
         }

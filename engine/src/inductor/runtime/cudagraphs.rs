@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::cuda::{CudaProgram, InputBuffer};
-use super::{Slots, outputs};
+use super::{Slots, input_view};
 use crate::device::Device;
 use crate::device::cuda::{CudaBuffer, CudaError, Recording};
 use crate::error::{Error, Result};
 use crate::inductor::ir::{BufferName, LoweredGraph, NodeBody};
+use crate::inductor::wrapper::SlotId;
 use crate::logs::{self, Artifact};
 use crate::tensor::{Concrete, Storage, Tensor};
 
@@ -38,19 +39,27 @@ pub(crate) fn log_skip(reason: &str) {
     logs::log(Artifact::Cudagraphs, || format!("skipping cudagraphs due to {reason}"));
 }
 
+/// Recordings kept per program (per input shape) for calls whose caller still holds the outputs
+/// of every earlier one; past this, such a call runs the default plan.
+const MAX_RECORDINGS: usize = 4;
+
 /// A program under reduce-overhead, the analogue of a node of `cudagraph_trees`: the first call
 /// runs the plan as it is (warm-up: kernels load, cuBLAS sets up), the second records it as a
-/// CUDA graph, and every later call replays the recording.
+/// CUDA graph, and later calls replay a recording.
 ///
 /// **Inputs.** An input whose tensor is the same in the warm-up and the recording call (a
 /// captured weight, like a module parameter in PyTorch) is read in place, and the recording keeps
 /// its memory alive. Any other input is copied into a static buffer before each replay. When an
 /// input read in place later arrives as another tensor, the graph is recorded again with that
-/// input copied (logged); the count of recordings is in the log.
+/// input copied (logged, with the count of recordings).
 ///
-/// **Outputs.** PyTorch hands back the recording's own output buffers, which the next replay
-/// overwrites. Here each replay copies its outputs into fresh tensors (one device-to-device copy
-/// per output, queued after the replay), so an output stays valid however many calls follow.
+/// **Outputs.** A replay writes into the recording's own buffers, and the returned tensors share
+/// them: nothing is copied. PyTorch lets the next replay overwrite them (reading one afterwards
+/// raises an error). Here a recording is never replayed while the caller still holds one of its
+/// outputs: the call replays another recording whose outputs were dropped, or records one more
+/// (at most [`MAX_RECORDINGS`]; past that the call runs the default plan, said once). An output is
+/// therefore never overwritten while it can be read; a loop that drops its outputs before the next
+/// call, as most do, keeps replaying one recording.
 pub(crate) struct Graphed {
     program: CudaProgram,
     state: Mutex<State>,
@@ -61,8 +70,8 @@ enum State {
     Cold,
     /// Warmed up; the storages of the warm-up call's inputs, by address.
     Warm { seen: Vec<usize> },
-    /// Recorded: replay.
-    Recorded(Box<Replay>),
+    /// Recorded: replay one of these.
+    Recorded { replays: Vec<Replay>, said_full: bool },
     /// Recording failed (said once): the default plan runs from now on.
     Failed,
 }
@@ -71,8 +80,19 @@ enum State {
 struct Replay {
     recording: Recording,
     inputs: Vec<StaticInput>,
-    /// Every slot of the plan, allocated once.
-    slots: Slots<CudaBuffer>,
+    /// Which inputs are copied into static buffers (the rest are read in place).
+    copied: Vec<bool>,
+    /// The slots the plan does not return, allocated once. (Kept: the recording writes them.)
+    _scratch: Slots<CudaBuffer>,
+    /// The returned slots' memory, shared with the tensors handed out.
+    outputs: Vec<(SlotId, Arc<Storage>)>,
+}
+
+impl Replay {
+    /// Whether no tensor handed out from this recording is still alive.
+    fn free(&self) -> bool {
+        self.outputs.iter().all(|(_, storage)| Arc::strong_count(storage) == 1)
+    }
 }
 
 /// Where a recording reads one graph input.
@@ -130,85 +150,110 @@ impl Graphed {
         Graphed { program, state: Mutex::new(State::Cold) }
     }
 
-    /// Runs the plan (warm-up), records it, or replays the recording.
+    /// Runs the plan (warm-up), records it, or replays a recording.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let concrete = self.program.check(inputs)?;
-        match &mut *state {
+        let (replays, said_full) = match &mut *state {
             State::Cold => {
                 *state = State::Warm { seen: concrete.iter().map(|c| address(&c.storage)).collect() };
-                self.program.run(inputs)
+                return self.program.run(inputs);
             }
-            State::Failed => self.program.run(inputs),
+            State::Failed => return self.program.run(inputs),
             State::Warm { seen } => {
                 let copied = concrete.iter().zip(seen.iter()).map(|(c, &s)| address(&c.storage) != s).collect();
-                self.record(&mut state, &concrete, copied, inputs)
+                let mut replays = Vec::new();
+                let outputs = self.record(&mut replays, &concrete, copied, inputs, "first recording")?;
+                *state = match replays.is_empty() {
+                    true => State::Failed,
+                    false => State::Recorded { replays, said_full: false },
+                };
+                return Ok(outputs);
             }
-            State::Recorded(replay) => {
-                let mut fits = true;
-                for (input, c) in replay.inputs.iter_mut().zip(&concrete) {
-                    fits &= input.refresh(c).map_err(|e| failed("copying an input for the replay", e))?;
-                }
-                if !fits {
-                    let copied: Vec<bool> = replay
-                        .inputs
-                        .iter()
-                        .zip(&concrete)
-                        .map(|(s, c)| match s {
-                            StaticInput::InPlace { storage, .. } => !Arc::ptr_eq(storage, &c.storage),
-                            StaticInput::Copied { .. } => true,
-                        })
-                        .collect();
-                    return self.record(&mut state, &concrete, copied, inputs);
-                }
-                replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
-                self.copy_outputs(&concrete, &replay.slots)
+            State::Recorded { replays, said_full } => (replays, said_full),
+        };
+        let Some(replay) = replays.iter_mut().find(|r| r.free()) else {
+            if replays.len() < MAX_RECORDINGS {
+                let copied = replays[0].copied.clone();
+                let why = "the outputs of every earlier recording are still held";
+                return self.record(replays, &concrete, copied, inputs, why);
             }
+            if !std::mem::replace(said_full, true) {
+                log_skip(&format!(
+                    "live outputs: the caller holds outputs of all {MAX_RECORDINGS} recordings, so calls run the \
+                     default plan until some are dropped"
+                ));
+            }
+            return self.program.run(inputs);
+        };
+        let mut fits = true;
+        for (input, c) in replay.inputs.iter_mut().zip(&concrete) {
+            fits &= input.refresh(c).map_err(|e| failed("copying an input for the replay", e))?;
         }
+        if !fits {
+            // An input read in place arrived as another tensor: from now on it is copied.
+            let copied: Vec<bool> = replay
+                .inputs
+                .iter()
+                .zip(&concrete)
+                .map(|(s, c)| match s {
+                    StaticInput::InPlace { storage, .. } => !Arc::ptr_eq(storage, &c.storage),
+                    StaticInput::Copied { .. } => true,
+                })
+                .collect();
+            replays.clear();
+            let outputs = self.record(replays, &concrete, copied, inputs, "an input read in place changed")?;
+            if replays.is_empty() {
+                *state = State::Failed;
+            }
+            return Ok(outputs);
+        }
+        replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
+        Ok(self.outputs(&concrete, replay))
     }
 
     /// Records the plan with the inputs marked `copied` in static buffers, replays it once for
-    /// this call, and keeps it; on failure says why once and runs the default plan from now on.
+    /// this call and adds it to `replays`; on failure says why once and runs the default plan
+    /// (leaving `replays` as it was).
     fn record(
         &self,
-        state: &mut State,
+        replays: &mut Vec<Replay>,
         concrete: &[&Concrete],
         copied: Vec<bool>,
         inputs: &[Tensor],
+        why: &str,
     ) -> Result<Vec<Tensor>> {
-        match self.try_record(concrete, &copied) {
-            Ok(replay) => {
-                let n = RECORDINGS.fetch_add(1, Ordering::Relaxed) + 1;
-                logs::log(Artifact::Cudagraphs, || {
-                    let shapes: Vec<String> = inputs.iter().map(|t| format!("{:?}", t.shape())).collect();
-                    let copies: Vec<String> =
-                        copied.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i.to_string()).collect();
-                    format!(
-                        "recorded CUDA graph {n} ({} operations) for inputs {}; inputs copied into static buffers \
-                         before each replay: [{}], the others read in place",
-                        replay.recording.node_count(),
-                        shapes.join(", "),
-                        copies.join(", ")
-                    )
-                });
-                replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
-                let outputs = self.copy_outputs(concrete, &replay.slots);
-                *state = State::Recorded(Box::new(replay));
-                outputs
-            }
+        let replay = match self.try_record(concrete, copied) {
+            Ok(replay) => replay,
             Err(e) => {
                 log_skip(&format!("a failed capture ({e})"));
-                *state = State::Failed;
-                self.program.run(inputs)
+                return self.program.run(inputs);
             }
-        }
+        };
+        let n = RECORDINGS.fetch_add(1, Ordering::Relaxed) + 1;
+        logs::log(Artifact::Cudagraphs, || {
+            let shapes: Vec<String> = inputs.iter().map(|t| format!("{:?}", t.shape())).collect();
+            let copies: Vec<String> =
+                replay.copied.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i.to_string()).collect();
+            format!(
+                "recorded CUDA graph {n} ({} operations; {why}) for inputs {}; inputs copied into static buffers \
+                 before each replay: [{}], the others read in place",
+                replay.recording.node_count(),
+                shapes.join(", "),
+                copies.join(", ")
+            )
+        });
+        replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
+        let outputs = self.outputs(concrete, &replay);
+        replays.push(replay);
+        Ok(outputs)
     }
 
-    fn try_record(&self, concrete: &[&Concrete], copied: &[bool]) -> Result<Replay> {
+    fn try_record(&self, concrete: &[&Concrete], copied: Vec<bool>) -> Result<Replay> {
         let device = self.program.device();
         let mut slots = self.program.static_slots()?;
         let mut statics = Vec::with_capacity(concrete.len());
-        for (c, &copy) in concrete.iter().zip(copied) {
+        for (c, &copy) in concrete.iter().zip(&copied) {
             statics.push(if copy {
                 let Storage::Cuda(source) = &*c.storage else { unreachable!("inputs were checked on the GPU") };
                 let mut buffer = CudaBuffer::alloc(device, source.len()).map_err(|e| failed("a static input", e))?;
@@ -221,25 +266,35 @@ impl Graphed {
         let buffers: Vec<InputBuffer> = statics.iter().map(StaticInput::buffer).collect();
         let recording = Recording::record(device, || self.program.queue(concrete, &buffers, &mut slots))
             .map_err(|e| failed("recording", e))?;
-        Ok(Replay { recording, inputs: statics, slots })
-    }
-
-    /// The outputs of a replay as fresh tensors: each returned slot copied out of the recording's
-    /// memory, so that the next replay cannot overwrite what the caller holds.
-    fn copy_outputs(&self, concrete: &[&Concrete], slots: &Slots<CudaBuffer>) -> Result<Vec<Tensor>> {
-        let slot_of = self.program.slot_of();
-        let mut fresh: Slots<CudaBuffer> = Slots::new(slots.len());
+        drop(buffers);
+        // The returned slots become storages the outputs share; the recording keeps them alive.
+        let mut outputs: Vec<(SlotId, Arc<Storage>)> = Vec::new();
         for view in self.program.output_views() {
             let BufferName::Node(n) = view.buffer else { continue };
-            let slot = slot_of[n].expect("returned buffers have a slot");
-            if fresh[slot].is_none() {
-                let source = slots[slot].as_ref().expect("static slots are all allocated");
-                let mut copy = CudaBuffer::alloc(self.program.device(), source.len())
-                    .map_err(|e| failed("copying an output", e))?;
-                copy.copy_from(source).map_err(|e| failed("copying an output", e))?;
-                fresh[slot] = Some(copy);
+            let slot = self.program.slot_of()[n].expect("returned buffers have a slot");
+            if !outputs.iter().any(|(s, _)| *s == slot) {
+                let buffer = slots[slot].take().expect("static slots are all allocated");
+                outputs.push((slot, Arc::new(Storage::Cuda(buffer))));
             }
         }
-        Ok(outputs(self.program.output_views(), concrete, slot_of, &mut fresh, Storage::Cuda))
+        Ok(Replay { recording, inputs: statics, copied, _scratch: slots, outputs })
+    }
+
+    /// The tensors a replay of `replay` returns: views of the caller's inputs, or of the
+    /// recording's output storages.
+    fn outputs(&self, concrete: &[&Concrete], replay: &Replay) -> Vec<Tensor> {
+        let slot_of = self.program.slot_of();
+        self.program
+            .output_views()
+            .iter()
+            .map(|view| match view.buffer {
+                BufferName::Input(i) => input_view(concrete[i], view),
+                BufferName::Node(n) => {
+                    let slot = slot_of[n].expect("returned buffers have a slot");
+                    let (_, storage) = replay.outputs.iter().find(|(s, _)| *s == slot).expect("taken when recorded");
+                    Tensor::from_concrete(storage.clone(), view.layout.clone())
+                }
+            })
+            .collect()
     }
 }

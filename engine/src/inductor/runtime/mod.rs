@@ -49,11 +49,6 @@ impl<M> Slots<M> {
     pub(crate) fn new(count: usize) -> Self {
         Slots((0..count).map(|_| None).collect())
     }
-
-    /// How many slots there are.
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
 }
 
 impl<M> std::ops::Index<SlotId> for Slots<M> {
