@@ -13,6 +13,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use super::buffer::BufferPool;
 use super::cublaslt::LtHandle;
 use super::error::CudaError;
 use super::nvrtc::{Cubin, compile_cubin};
@@ -32,6 +33,7 @@ pub struct CudaDevice {
     stream: Arc<CudaStream>,
     blas: OnceLock<std::result::Result<Mutex<CudaBlas>, CudaError>>,
     lt: OnceLock<std::result::Result<LtHandle, CudaError>>,
+    pool: BufferPool,
     eager: Mutex<HashMap<String, std::result::Result<Arc<Module>, CudaError>>>,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     flush_buffer: Mutex<Option<CudaSlice<f32>>>,
@@ -78,6 +80,7 @@ impl CudaDevice {
             stream,
             blas: OnceLock::new(),
             lt: OnceLock::new(),
+            pool: BufferPool::default(),
             eager: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             flush_buffer: Mutex::new(None),
@@ -160,6 +163,11 @@ impl CudaDevice {
     pub(crate) fn blas(&self) -> std::result::Result<MutexGuard<'_, CudaBlas>, CudaError> {
         let blas = self.blas.get_or_init(|| Ok(Mutex::new(CudaBlas::new(self.stream.clone())?)));
         Ok(lock(blas.as_ref().map_err(Clone::clone)?))
+    }
+
+    /// Freed buffers kept for reuse.
+    pub(crate) fn pool(&self) -> &BufferPool {
+        &self.pool
     }
 
     /// The cuBLASLt handle and workspace (for GEMMs with epilogues); created on first use.

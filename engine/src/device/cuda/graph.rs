@@ -31,7 +31,9 @@ impl Recording {
         // Thread-local mode: only this thread's unsafe calls (a synchronisation, a blocking
         // allocation) break the capture; other threads are free to use the GPU.
         stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        device.pool().set_recording(true);
         let queued = queue();
+        device.pool().set_recording(false);
         let ended = stream.end_capture(CUgraphInstantiate_flags(0));
         queued.map_err(|e| CudaError::new(format!("while recording: {e}")))?;
         let graph = ended?.ok_or_else(|| CudaError::new("the capture recorded no work"))?;
