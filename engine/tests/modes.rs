@@ -5,45 +5,35 @@
 
 mod common;
 
-use common::gpu;
-use common::programs::programs;
+use common::programs::{Program, programs};
+use common::{close_to_eager as close, gpu};
 use engine::dynamo::{self, Mode};
 use engine::logs::{self, Artifact};
 use engine::{Device, Tensor, backends::Eager};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-fn close(got: &Tensor, expected: &Tensor) -> Result<(), String> {
-    let (g, e) = (got.to_vec().map_err(|e| e.to_string())?, expected.to_vec().map_err(|e| e.to_string())?);
-    if got.shape() != expected.shape() {
-        return Err(format!("shape {:?}, expected {:?}", got.shape(), expected.shape()));
-    }
-    for (i, (x, y)) in g.iter().zip(&e).enumerate() {
-        if !((x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs()) {
-            return Err(format!("element {i}: compiled {x}, eager {y}"));
+/// `program` compiled in `mode` and called three times (warm-up, recording, replay) gives what
+/// it gives eagerly each time.
+fn agrees_in_mode(program: &Program, inputs: &[Tensor], mode: Mode) -> Result<(), TestCaseError> {
+    let expected = program.run(inputs).unwrap();
+    let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).mode(mode);
+    for call in 0..3 {
+        for (g, e) in compiled.call(inputs).unwrap().iter().zip(&expected) {
+            prop_assert!(close(g, e).is_ok(), "{mode}, call {call}, {program:?}: {:?}", close(g, e));
         }
     }
     Ok(())
 }
 
-/// Every mode, called three times per program (warm-up, recording, replay), equals eager.
+/// Every mode equals eager on `cases` random programs on `device`.
 fn modes_equal_eager(device: Device, cases: u32) {
-    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
-    let result = runner.run(&(programs(10), any::<u64>(), 0..3usize), |(program, seed, m)| {
-        let mode = Mode::ALL[m];
+    let strategy = (programs(10), any::<u64>(), 0..Mode::ALL.len());
+    let outcome = TestRunner::new(Config { cases, ..Config::default() }).run(&strategy, |(program, seed, m)| {
         let inputs: Vec<Tensor> = program.inputs(seed).iter().map(|t| t.to(device).unwrap()).collect();
-        let expected = program.run(&inputs).unwrap();
-        let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).mode(mode);
-        for call in 0..3 {
-            for (g, e) in compiled.call(&inputs).unwrap().iter().zip(&expected) {
-                prop_assert!(close(g, e).is_ok(), "{mode}, call {call}, {program:?}: {:?}", close(g, e));
-            }
-        }
-        Ok(())
+        agrees_in_mode(&program, &inputs, Mode::ALL[m])
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    outcome.unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -127,12 +127,19 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
     let gemms = match (config.mode, device) {
         (Mode::MaxAutotune, Device::Cuda(ordinal)) => {
             let gpu = CudaDevice::get(ordinal)?;
-            if let Err(e) = gpu.lt() {
-                logs::log(Artifact::Autotuning, || format!("cuBLASLt cannot run ({e}): every matmul stays on cuBLAS"));
+            match gpu.lt() {
+                Err(e) => {
+                    logs::log(Artifact::Autotuning, || {
+                        format!("cuBLASLt cannot run ({e}): every matmul stays on cuBLAS, untimed")
+                    });
+                    HashMap::new()
+                }
+                Ok(_) => {
+                    let choices = autotune::choose_gemms(&gpu, &generated.lowered)?;
+                    generated.output_code.choices.extend(choices.notes.iter().map(|n| format!("max-autotune: {n}")));
+                    choices.gemms
+                }
             }
-            let choices = autotune::choose_gemms(&gpu, &generated.lowered)?;
-            generated.output_code.choices.extend(choices.notes.iter().map(|n| format!("max-autotune: {n}")));
-            choices.gemms
         }
         (Mode::MaxAutotune, Device::Cpu) if log => {
             logs::log(Artifact::Autotuning, || {

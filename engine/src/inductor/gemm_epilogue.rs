@@ -107,24 +107,16 @@ impl Epilogues {
 
 #[cfg(test)]
 mod tests {
-    use crate::fx::SymBindings;
-    use crate::fx::proxy::Tracer;
+    use crate::fx::{SymBindings, trace};
     use crate::inductor::ir::{NodeBody, PointwiseOp};
     use crate::inductor::lowering::lower_with;
-    use crate::tensor::{Tensor, TensorMeta};
+    use crate::tensor::Tensor;
 
+    /// `f` on x `[8, 16]`, w `[32, 16]`, b `[32]`, traced, decomposed and lowered with epilogues.
     fn lowered(f: impl Fn(&[Tensor]) -> crate::Result<Tensor>) -> crate::inductor::ir::LoweredGraph {
-        let tracer = Tracer::new();
-        let inputs: Vec<Tensor> = [&[8, 16][..], &[32, 16], &[32]]
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let meta = TensorMeta { shape: s.to_vec(), ..Default::default() };
-                tracer.placeholder(&format!("in{i}"), meta, crate::layout::contiguous_strides(s))
-            })
-            .collect();
-        let out = f(&inputs).unwrap();
-        let graph = crate::aot::decompose(&tracer.finish(&[out]).unwrap().graph).unwrap();
+        let inputs = [Tensor::randn(&[8, 16], 0), Tensor::randn(&[32, 16], 1), Tensor::randn(&[32], 2)];
+        let traced = trace(&inputs, |t| Ok(vec![f(t)?])).unwrap();
+        let graph = crate::aot::decompose(&traced.graph).unwrap();
         lower_with(&graph, &SymBindings::new(), true).unwrap()
     }
 

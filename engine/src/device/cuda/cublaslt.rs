@@ -116,6 +116,13 @@ impl LtHandle {
     }
 }
 
+/// The version of the cuBLASLt library loaded (`120903` for 12.9.3), once it is known to load.
+pub fn lt_version(device: &CudaDevice) -> Result<usize, CudaError> {
+    device.lt()?;
+    // SAFETY: the handle was created, so the library is present; the call takes no arguments.
+    Ok(unsafe { sys::cublasLtGetVersion() })
+}
+
 impl Drop for LtHandle {
     fn drop(&mut self) {
         // SAFETY: the handle was created by `new` and is destroyed once.
