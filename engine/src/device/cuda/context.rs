@@ -13,10 +13,10 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use super::buffer::BufferPool;
-use super::cublaslt::LtHandle;
 use super::error::CudaError;
+use super::lt_handle::LtHandle;
 use super::nvrtc::{Cubin, compile_cubin};
+use super::pool::BufferPool;
 use super::probe::{DeviceFacts, probe};
 use super::source::eager_source;
 use crate::codecache::cache_key;
@@ -172,7 +172,8 @@ impl CudaDevice {
 
     /// The cuBLASLt handle and workspace (for GEMMs with epilogues); created on first use.
     pub(crate) fn lt(&self) -> std::result::Result<&LtHandle, CudaError> {
-        self.lt.get_or_init(|| LtHandle::new(self)).as_ref().map_err(Clone::clone)
+        let hopper = self.facts.compute_capability.0 >= 9;
+        self.lt.get_or_init(|| LtHandle::new(&self.stream, hopper)).as_ref().map_err(Clone::clone)
     }
 
     /// Queues a read of a buffer twice the L2 size, so that the next timed kernel finds none of

@@ -17,15 +17,17 @@
 
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use cudarc::cublaslt::result::{self as lt, CublasError};
+use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::DevicePtr;
 
+use super::Input;
+use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
 use super::error::CudaError;
-use super::matmul::{Dims, Operand};
+use super::matmul::{Dims, Operand, Prepared, prepare};
 
 /// What the GEMM applies to the product before writing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -87,53 +89,11 @@ impl Epilogue {
 /// library version, which is how max-autotune's disk cache stores a choice.
 pub type Algorithm = [u64; 8];
 
-/// The process's cuBLASLt handle for one device and its workspace (32 MiB on Hopper, as NVIDIA
-/// recommends; 4 MiB before).
-pub(crate) struct LtHandle {
-    handle: sys::cublasLtHandle_t,
-    workspace: CudaSlice<u8>,
-}
-
-// SAFETY: a cuBLASLt handle may be used from several threads (cuBLASLt's documentation); the
-// workspace is only ever used on the device's one stream, in order.
-unsafe impl Send for LtHandle {}
-unsafe impl Sync for LtHandle {}
-
-impl LtHandle {
-    /// A handle and workspace for `device`, or why cuBLASLt cannot run here.
-    pub(crate) fn new(device: &CudaDevice) -> Result<LtHandle, CudaError> {
-        // SAFETY: only tries to open the library.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(CudaError::new(
-                "cuBLASLt not found (libcublasLt.so.13): it ships with cuBLAS (Debian/Ubuntu: libcublas-13-0)",
-            ));
-        }
-        device.context().bind_to_thread()?;
-        let handle = lt::create_handle()?;
-        let bytes = if device.facts().compute_capability.0 >= 9 { 32 << 20 } else { 4 << 20 };
-        let workspace = device.stream().alloc_zeros::<u8>(bytes)?;
-        Ok(LtHandle { handle, workspace })
-    }
-}
-
 /// The version of the cuBLASLt library loaded (`120903` for 12.9.3), once it is known to load.
 pub fn lt_version(device: &CudaDevice) -> Result<usize, CudaError> {
     device.lt()?;
     // SAFETY: the handle was created, so the library is present; the call takes no arguments.
     Ok(unsafe { sys::cublasLtGetVersion() })
-}
-
-impl Drop for LtHandle {
-    fn drop(&mut self) {
-        // SAFETY: the handle was created by `new` and is destroyed once.
-        let _ = unsafe { lt::destroy_handle(self.handle) };
-    }
-}
-
-impl From<CublasError> for CudaError {
-    fn from(e: CublasError) -> Self {
-        CudaError::new(format!("cuBLASLt: {:?}", e.0))
-    }
 }
 
 /// One GEMM problem in cuBLASLt's column-major terms: `D[m, n] = op(A)[m, k] @ op(B)[k, n]`, over
@@ -415,4 +375,26 @@ impl LtGemm {
         }?;
         Ok(())
     }
+}
+
+/// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM max-autotune chose, into `out`; `bias` is
+/// the device address of the bias vector when the epilogue has one.
+pub(crate) fn matmul_lt(
+    device: &Arc<CudaDevice>,
+    a: Input,
+    b: Input,
+    out: &mut CudaBuffer,
+    out_shape: &[usize],
+    gemm: &LtGemm,
+    bias: Option<u64>,
+) -> Result<(), CudaError> {
+    let Prepared::Gemm { a, b, dims } = prepare(device, a, b, out_shape)? else {
+        return Err(CudaError::new("a cuBLASLt GEMM was chosen for an empty product"));
+    };
+    if Problem::new(&a, &b, dims, gemm.problem().epilogue) != *gemm.problem() {
+        return Err(CudaError::new("the operands' layout differs from the one the GEMM was tuned for"));
+    }
+    // SAFETY: the operands and `out` hold the problem's elements (the problem was built from these
+    // shapes and strides), and the caller passes a bias of the product's columns.
+    unsafe { gemm.run(device, a.ptr(), b.ptr(), out.ptr(), bias) }
 }

@@ -13,7 +13,6 @@ use cudarc::cublas::{result as cublas, sys::cublasOperation_t};
 use super::Input;
 use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
-use super::cublaslt::{LtGemm, Problem};
 use super::error::CudaError;
 use super::params::merge_dims;
 use super::pointwise;
@@ -66,44 +65,36 @@ pub(crate) fn matmul_into(
     }
 }
 
-/// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM max-autotune chose, into `out`; `bias` is
-/// the device address of the bias vector when the epilogue has one.
-pub(crate) fn matmul_lt(
-    device: &Arc<CudaDevice>,
-    a: Input,
-    b: Input,
-    out: &mut CudaBuffer,
-    out_shape: &[usize],
-    gemm: &LtGemm,
-    bias: Option<u64>,
-) -> Result<(), CudaError> {
-    let Prepared::Gemm { a, b, dims } = prepare(device, a, b, out_shape)? else {
-        return Err(CudaError::new("a cuBLASLt GEMM was chosen for an empty product"));
-    };
-    if Problem::new(&a, &b, dims, gemm.problem().epilogue) != *gemm.problem() {
-        return Err(CudaError::new("the operands' layout differs from the one the GEMM was tuned for"));
-    }
-    // SAFETY: the operands and `out` hold the problem's elements (the problem was built from these
-    // shapes and strides), and the caller passes a bias of the product's columns.
-    unsafe { gemm.run(device, a.ptr, b.ptr, out.ptr(), bias) }
-}
-
 /// `(m, n, k, batch)` of a row-major product.
 pub(crate) type Dims = (usize, usize, usize, usize);
 
 /// A product ready for a library call: its operands and `(m, n, k, batch)`, or nothing to compute.
 // On the stack once per call; boxing the large variant would allocate on every product.
 #[allow(clippy::large_enum_variant)]
-enum Prepared {
+pub(crate) enum Prepared {
     /// No elements to write.
     Empty,
     /// An empty inner dimension: the product is zeros.
     Zeros,
     /// A GEMM.
-    Gemm { a: Operand, b: Operand, dims: Dims },
+    Gemm {
+        /// The left operand.
+        a: Operand,
+        /// The right operand.
+        b: Operand,
+        /// `(m, n, k, batch)`.
+        dims: Dims,
+    },
 }
 
-fn prepare(device: &Arc<CudaDevice>, a: Input, b: Input, out_shape: &[usize]) -> Result<Prepared, CudaError> {
+/// The operands and sizes of `a @ b` into `out_shape` for a library call (dense copies made
+/// where a layout fits no library form).
+pub(crate) fn prepare(
+    device: &Arc<CudaDevice>,
+    a: Input,
+    b: Input,
+    out_shape: &[usize],
+) -> Result<Prepared, CudaError> {
     let rank = out_shape.len();
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
     let (_, a_layout) = a.tensor();
@@ -195,6 +186,11 @@ impl Operand {
     /// Elements from one batch entry's matrix to the next (0 when broadcast).
     pub(crate) fn batch_stride(&self) -> c_longlong {
         self.batch_stride
+    }
+
+    /// The device address of the first element.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
     }
 
     /// The same operand read at device address `ptr` (for timing on scratch buffers).

@@ -12,9 +12,10 @@
 //! | a device: context, stream, cuBLAS, loaded modules | [`CudaDevice`] |
 //! | CUDA C to a cached CUBIN | [`nvrtc`] |
 //! | tensor memory and host transfers | `buffer` |
+//! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
 //! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul` |
-//! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`] |
+//! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`], `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
 //! Generated code (Inductor) reuses the same plumbing: [`CudaDevice::load`] compiles and loads a
@@ -27,11 +28,13 @@ mod context;
 pub mod cublaslt;
 mod error;
 mod graph;
+mod lt_handle;
 pub(crate) mod matmul;
 mod normalize;
 pub mod nvrtc;
 mod params;
 mod pointwise;
+mod pool;
 pub mod probe;
 mod reduce;
 mod source;

@@ -10,8 +10,8 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
-use crate::device::cuda::cublaslt::LtGemm;
-use crate::device::cuda::matmul::{matmul_into, matmul_lt};
+use crate::device::cuda::cublaslt::{LtGemm, matmul_lt};
+use crate::device::cuda::matmul::matmul_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
 use crate::inductor::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
