@@ -7,6 +7,8 @@
 //! bench compiled [...]
 //! bench models   [...] [--only TEXT]
 //! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
+//! bench models   [...]
+//! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -14,6 +16,7 @@
 mod compiled;
 mod eager;
 mod models;
+mod modes;
 mod roofline;
 mod table;
 
@@ -22,6 +25,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use engine::Device;
+use engine::dynamo::Mode;
 
 /// Benchmark commands for the engine.
 #[derive(Parser)]
@@ -66,6 +70,18 @@ enum Command {
         /// Measure nothing: read a report written by `--json` (on any machine) and print or draw it.
         #[arg(long, value_name = "REPORT")]
         from_json: Option<PathBuf>,
+    },
+    /// Every `models` workload compiled in every mode (default, reduce-overhead, max-autotune)
+    /// against eager, with each mode's compile time cold and warm, and the modes' targets checked.
+    Modes {
+        #[command(flatten)]
+        common: Common,
+        /// Run only the workloads whose name contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Run only these modes (repeatable; all three by default).
+        #[arg(long, value_parser = str::parse::<Mode>)]
+        mode: Vec<Mode>,
     },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
@@ -120,6 +136,7 @@ fn main() -> Result<()> {
             }
             roofline::run(&common.into(), &only, svg.as_deref(), from_json.as_deref())
         }
+        Command::Modes { common, only, mode } => modes::run(&common.into(), &only, &mode),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }

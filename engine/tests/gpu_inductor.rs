@@ -9,25 +9,12 @@
 
 mod common;
 
-use common::gpu;
 use common::programs::programs;
+use common::{close_to_eager as close, gpu};
 use engine::backends::Inductor;
 use engine::{Device, Result, Tensor, dynamo};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-
-fn close(got: &Tensor, expected: &Tensor) -> std::result::Result<(), String> {
-    let (g, e) = (got.to_vec().map_err(|e| e.to_string())?, expected.to_vec().map_err(|e| e.to_string())?);
-    if got.shape() != expected.shape() {
-        return Err(format!("shape {:?}, expected {:?}", got.shape(), expected.shape()));
-    }
-    for (i, (x, y)) in g.iter().zip(&e).enumerate() {
-        if !((x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs()) {
-            return Err(format!("element {i}: compiled {x}, eager {y}"));
-        }
-    }
-    Ok(())
-}
 
 /// Compiles `f` with Inductor, runs it on `inputs` and compares with eager execution.
 fn agrees(f: impl Fn(Vec<Tensor>) -> Result<Tensor>, inputs: &[Tensor]) -> Inductor {

@@ -5,45 +5,35 @@
 
 mod common;
 
-use common::gpu;
-use common::programs::programs;
+use common::programs::{Program, programs};
+use common::{close_to_eager as close, gpu};
 use engine::dynamo::{self, Mode};
 use engine::logs::{self, Artifact};
 use engine::{Device, Tensor, backends::Eager};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-fn close(got: &Tensor, expected: &Tensor) -> Result<(), String> {
-    let (g, e) = (got.to_vec().map_err(|e| e.to_string())?, expected.to_vec().map_err(|e| e.to_string())?);
-    if got.shape() != expected.shape() {
-        return Err(format!("shape {:?}, expected {:?}", got.shape(), expected.shape()));
-    }
-    for (i, (x, y)) in g.iter().zip(&e).enumerate() {
-        if !((x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs()) {
-            return Err(format!("element {i}: compiled {x}, eager {y}"));
+/// `program` compiled in `mode` and called three times (warm-up, recording, replay) gives what
+/// it gives eagerly each time.
+fn agrees_in_mode(program: &Program, inputs: &[Tensor], mode: Mode) -> Result<(), TestCaseError> {
+    let expected = program.run(inputs).unwrap();
+    let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).mode(mode);
+    for call in 0..3 {
+        for (g, e) in compiled.call(inputs).unwrap().iter().zip(&expected) {
+            prop_assert!(close(g, e).is_ok(), "{mode}, call {call}, {program:?}: {:?}", close(g, e));
         }
     }
     Ok(())
 }
 
-/// Every mode, called three times per program (warm-up, recording, replay), equals eager.
+/// Every mode equals eager on `cases` random programs on `device`.
 fn modes_equal_eager(device: Device, cases: u32) {
-    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
-    let result = runner.run(&(programs(10), any::<u64>(), 0..3usize), |(program, seed, m)| {
-        let mode = Mode::ALL[m];
+    let strategy = (programs(10), any::<u64>(), 0..Mode::ALL.len());
+    let outcome = TestRunner::new(Config { cases, ..Config::default() }).run(&strategy, |(program, seed, m)| {
         let inputs: Vec<Tensor> = program.inputs(seed).iter().map(|t| t.to(device).unwrap()).collect();
-        let expected = program.run(&inputs).unwrap();
-        let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).mode(mode);
-        for call in 0..3 {
-            for (g, e) in compiled.call(&inputs).unwrap().iter().zip(&expected) {
-                prop_assert!(close(g, e).is_ok(), "{mode}, call {call}, {program:?}: {:?}", close(g, e));
-            }
-        }
-        Ok(())
+        agrees_in_mode(&program, &inputs, Mode::ALL[m])
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    outcome.unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -82,4 +72,107 @@ fn modes_parse_from_pytorch_names() {
         assert_eq!(mode.name().parse::<Mode>(), Ok(mode));
     }
     assert!("fast".parse::<Mode>().unwrap_err().contains("reduce-overhead"));
+}
+
+#[test]
+fn gpu_reduce_overhead_records_once_while_outputs_are_dropped() {
+    let Some(device) = gpu() else { return };
+    let f = dynamo::compile(|x: Tensor| x.exp()?.mul(3.0)).mode(Mode::ReduceOverhead);
+    let x = Tensor::randn(&[1000], 1).to(device).unwrap();
+    let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
+        for _ in 0..10 {
+            close(&f.call(&x).unwrap(), &x.exp().unwrap().mul(3.0).unwrap()).unwrap();
+        }
+    });
+    assert_eq!(text.matches("recorded CUDA graph").count(), 1, "{text}");
+}
+
+#[test]
+fn gpu_reduce_overhead_records_once_and_keeps_every_output() {
+    let Some(device) = gpu() else { return };
+    let w = Tensor::randn(&[64, 32], 1).to(device).unwrap();
+    let f = dynamo::compile(|x: Tensor| x.matmul(&w)?.relu()?.mul(2.0)).mode(Mode::ReduceOverhead);
+    let xs: Vec<Tensor> = (0..5).map(|s| Tensor::randn(&[8, 64], 10 + s).to(device).unwrap()).collect();
+    let ((outputs, again), text) = logs::capture(&[Artifact::Cudagraphs], || {
+        // Warm-up, then a recording; every output is kept, so each later call needs a recording
+        // of its own, up to four, after which calls run the default plan.
+        let outputs: Vec<Tensor> =
+            [&xs[0], &xs[0], &xs[1], &xs[2], &xs[3], &xs[4]].iter().map(|x| f.call(x).unwrap()).collect();
+        (outputs, f.call(&xs[1]).unwrap())
+    });
+    assert_eq!(text.matches("recorded CUDA graph").count(), 4, "{text}");
+    assert_eq!(text.matches("skipping cudagraphs due to live outputs").count(), 1, "{text}");
+    // Every output still holds its own call's result: no replay overwrote an earlier one.
+    for (out, x) in outputs.iter().zip([&xs[0], &xs[0], &xs[1], &xs[2], &xs[3], &xs[4]]) {
+        close(out, &x.matmul(&w).unwrap().relu().unwrap().mul(2.0).unwrap()).unwrap();
+    }
+    close(&again, &outputs[2]).unwrap();
+}
+
+#[test]
+fn gpu_reduce_overhead_copies_inputs_that_change_between_calls() {
+    let Some(device) = gpu() else { return };
+    let f = dynamo::compile(|x: Tensor| x.tanh()?.add(1.0)).mode(Mode::ReduceOverhead);
+    let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
+        for seed in 0..6 {
+            let x = Tensor::randn(&[333], seed).to(device).unwrap();
+            close(&f.call(&x).unwrap(), &x.tanh().unwrap().add(1.0).unwrap()).unwrap();
+        }
+    });
+    // A new tensor each call: input 0 is copied into the recording's static buffer from the
+    // first recording on, and one recording serves every call.
+    assert_eq!(text.matches("recorded CUDA graph").count(), 1, "{text}");
+    assert!(text.contains("static buffers before each replay: [0]"), "{text}");
+}
+
+#[test]
+fn gpu_reduce_overhead_records_one_graph_per_shape() {
+    let Some(device) = gpu() else { return };
+    let f = dynamo::compile(|x: Tensor| x.exp()?.sum(-1, false)).mode(Mode::ReduceOverhead);
+    let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
+        for rows in [4, 4, 4, 8, 8, 8, 4] {
+            let x = Tensor::randn(&[rows, 16], rows as u64).to(device).unwrap();
+            close(&f.call(&x).unwrap(), &x.exp().unwrap().sum(-1, false).unwrap()).unwrap();
+        }
+    });
+    assert_eq!(text.matches("recorded CUDA graph").count(), 2, "{text}");
+}
+
+#[test]
+fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
+    let Some(device) = gpu() else { return };
+    let w = Tensor::randn(&[256, 128], 1).to(device).unwrap();
+    let b = Tensor::randn(&[256], 2).to(device).unwrap();
+    let x = Tensor::randn(&[64, 128], 3).to(device).unwrap();
+    let inductor = engine::backends::Inductor::default();
+    let f =
+        dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).backend(inductor.clone()).mode(Mode::MaxAutotune);
+    let (y, text) = logs::capture(&[Artifact::Autotuning], || f.call(&x).unwrap());
+    close(&y, &x.linear(&w, Some(&b)).unwrap().relu().unwrap()).unwrap();
+    let code = &inductor.output_codes()[0];
+    assert!(code.kernel_names().is_empty(), "bias and ReLU run in the GEMM's epilogue:\n{code}");
+    assert!(code.to_string().contains("cuBLASLt, bias+relu epilogue"), "{code}");
+    assert!(text.contains("AUTOTUNE") || text.contains("cached on disk"), "{text}");
+    // A second compile of the same problem reads the choice from the disk cache.
+    let again = dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).mode(Mode::MaxAutotune);
+    let (_, text) = logs::capture(&[Artifact::Autotuning], || again.call(&x).unwrap());
+    assert!(text.contains("cached on disk") && !text.contains("AUTOTUNE"), "{text}");
+}
+
+#[test]
+fn gpu_max_autotune_keeps_an_exact_gelu_out_of_the_gemm() {
+    let Some(device) = gpu() else { return };
+    // The phase 5 MLP's shape: linear, exact GELU, linear.
+    let t = |shape: &[usize], seed| Tensor::uniform(shape, -0.05, 0.05, seed).to(device).unwrap();
+    let (w1, b1, w2, b2) = (t(&[2048, 512], 5), t(&[2048], 6), t(&[512, 2048], 7), t(&[512], 8));
+    let mlp = |x: &Tensor| x.linear(&w1, Some(&b1))?.gelu()?.linear(&w2, Some(&b2));
+    let x = Tensor::randn(&[16, 512], 4).to(device).unwrap();
+    let inductor = engine::backends::Inductor::default();
+    let f = dynamo::compile(|x: Tensor| mlp(&x)).backend(inductor.clone()).mode(Mode::MaxAutotune);
+    close(&f.call(&x).unwrap(), &mlp(&x).unwrap()).unwrap();
+    let code = &inductor.output_codes()[0];
+    // The first bias stays fused with the GELU's kernel (folding it would split that kernel's
+    // reads of the product); the second, returned, is folded into its GEMM.
+    assert_eq!(code.kernel_names().len(), 1, "one kernel, the first bias and the GELU:\n{code}");
+    assert_eq!(code.to_string().matches("bias epilogue").count(), 1, "{code}");
 }

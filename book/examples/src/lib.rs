@@ -15,6 +15,7 @@
 //! `` ```rust `` blocks hold includes only.
 
 pub mod mlp;
+pub mod modes;
 pub mod phase1;
 pub mod phase2;
 pub mod phase3;
@@ -54,6 +55,7 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase4_output_code_cuda", run: phase4::output_code_cuda },
     Section { name: "phase4_kernel_ir", run: phase4::kernel_ir },
     Section { name: "phase4_fusion", run: phase4::fusion },
+    Section { name: "phase5_modes", run: modes::modes },
 ];
 
 /// The section called `name`.

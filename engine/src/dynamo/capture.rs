@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::cache::Cache;
 use super::options::Options;
@@ -12,11 +13,27 @@ use crate::fx::{Graph, NodeKind};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
 
-/// The graphs one call ran and the breaks between them, in order.
+/// The graphs one call ran and the breaks between them, in order, and (when timed) where its
+/// host time went.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CallRecord {
     pub graphs: Vec<Graph>,
     pub breaks: Vec<BreakReason>,
+    pub times: CallTimes,
+}
+
+/// Where the host time of one call of a compiled function went, from
+/// [`Compiled::call_timed`](super::Compiled::call_timed): the parts of a cached call that
+/// `bench compiled` reports separately. Guards and run are summed over the call's graphs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CallTimes {
+    /// Tracing the closure into graphs (everything not counted below).
+    pub trace: Duration,
+    /// Checking each traced graph against the cache's guards and finding its compiled form
+    /// (compiling it on a miss).
+    pub guards: Duration,
+    /// Running the compiled graphs: the call plans (on a GPU, queuing their work).
+    pub run: Duration,
 }
 
 /// The tracer's hooks for one call of a compiled function.
@@ -27,11 +44,13 @@ pub(crate) struct Capture {
     /// Whether the record keeps a copy of each graph (for `explain`; a plain call does not pay
     /// for the copy).
     keep_graphs: bool,
+    /// Whether lookups and runs are timed (a plain call reads no clock).
+    timed: bool,
 }
 
 impl Capture {
-    pub fn new(options: Options, cache: Arc<Cache>, keep_graphs: bool) -> Capture {
-        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs }
+    pub fn new(options: Options, cache: Arc<Cache>, keep_graphs: bool, timed: bool) -> Capture {
+        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed }
     }
 
     pub fn take_record(&self) -> CallRecord {
@@ -49,8 +68,24 @@ impl Capture {
         if self.keep_graphs {
             self.record.borrow_mut().graphs.push(traced.graph.clone());
         }
+        if !self.timed {
+            let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
+            return compiled.run(&inputs);
+        }
+        let start = Instant::now();
         let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
-        compiled.run(&inputs)
+        let looked_up = Instant::now();
+        let outputs = compiled.run(&inputs)?;
+        let times = &mut self.record.borrow_mut().times;
+        times.guards += looked_up - start;
+        times.run += looked_up.elapsed();
+        Ok(outputs)
+    }
+
+    /// Counts `total` as the call's host time: what lookups and runs did not take was tracing.
+    pub fn finish_timing(&self, total: Duration) {
+        let times = &mut self.record.borrow_mut().times;
+        times.trace = total.saturating_sub(times.guards + times.run);
     }
 }
 

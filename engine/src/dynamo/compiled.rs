@@ -4,9 +4,10 @@
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::cache::Cache;
-use super::capture::{CallRecord, Capture};
+use super::capture::{CallRecord, CallTimes, Capture};
 use super::io::{Inputs, Outputs};
 use super::options::Options;
 use super::stats::CompileStats;
@@ -108,23 +109,33 @@ where
     /// calls.
     #[track_caller]
     pub fn call(&self, inputs: I::Ref<'_>) -> Result<O> {
-        self.call_recorded(inputs, SourceLocation::caller(), false).map(|(outputs, _)| outputs)
+        self.call_recorded(inputs, SourceLocation::caller(), false, false).map(|(outputs, _)| outputs)
     }
 
-    /// [`Compiled::call`], also returning the breaks met and, with `keep_graphs`, a copy of each
-    /// graph run.
+    /// [`Compiled::call`], also saying where its host time went: tracing, guards and lookup, the
+    /// compiled plan. (On a GPU the plan only queues work: the times are the host's.)
+    #[track_caller]
+    pub fn call_timed(&self, inputs: I::Ref<'_>) -> Result<(O, CallTimes)> {
+        self.call_recorded(inputs, SourceLocation::caller(), false, true)
+            .map(|(outputs, record)| (outputs, record.times))
+    }
+
+    /// [`Compiled::call`], also returning the breaks met, with `keep_graphs` a copy of each
+    /// graph run, and with `timed` where the host time went.
     pub(crate) fn call_recorded(
         &self,
         inputs: I::Ref<'_>,
         location: SourceLocation,
         keep_graphs: bool,
+        timed: bool,
     ) -> Result<(O, CallRecord)> {
+        let start = timed.then(Instant::now);
         let concrete = I::to_vec(inputs);
         if is_tracing() {
             return Ok(((self.f)(I::from_vec(concrete))?, CallRecord::default()));
         }
         self.cache.count_call();
-        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), keep_graphs));
+        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), keep_graphs, timed));
         let tracer = Tracer::capture(capture.clone());
         let symbolic = concrete.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
         let outputs = (self.f)(I::from_vec(symbolic))?.into_vec();
@@ -136,6 +147,10 @@ where
         }
         let traced = tracer.finish(&outputs)?;
         let results = capture.run_graph(traced)?;
-        Ok((O::from_vec(results), capture.take_record()))
+        let outputs = O::from_vec(results);
+        if let Some(start) = start {
+            capture.finish_timing(start.elapsed());
+        }
+        Ok((outputs, capture.take_record()))
     }
 }

@@ -50,8 +50,8 @@ where
     /// Inductor, as `compile` does) and reports.
     #[track_caller]
     pub fn call(&self, inputs: I::Ref<'_>) -> Result<ExplainOutput> {
-        let (outputs, CallRecord { graphs, breaks }) =
-            self.compiled.call_recorded(inputs, SourceLocation::caller(), true)?;
+        let (outputs, CallRecord { graphs, breaks, .. }) =
+            self.compiled.call_recorded(inputs, SourceLocation::caller(), true, false)?;
         Ok(ExplainOutput { graphs, breaks, outputs: outputs.into_vec() })
     }
 }

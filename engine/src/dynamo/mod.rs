@@ -36,6 +36,7 @@ pub use crate::op::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
 pub use breaks::graph_break;
 #[doc(hidden)]
 pub use breaks::print_side_effect;
+pub use capture::CallTimes;
 pub use compiled::{Compiled, compile};
 pub use cond::cond;
 pub use explain::{Explain, ExplainOutput, explain};

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use super::codegen::Renderer;
 use super::config::{Config, Mode};
-use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
+use super::ir::{IrId, LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
 use super::launch::Launch;
 use super::output_code::OutputCode;
@@ -23,11 +23,12 @@ use super::runtime::cuda::CudaProgram;
 use super::runtime::cudagraphs;
 use super::scheduler::{self, Schedule};
 use super::wrapper;
-use super::{CompiledModule, lowering};
+use super::{CompiledModule, autotune, lowering};
 use crate::aot;
 use crate::codecache::CCompiler;
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
+use crate::device::cuda::cublaslt::LtGemm;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
@@ -52,14 +53,8 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let decomposed = aot::decompose(graph)?;
     let hints = hint_bindings(&decomposed)?;
     let generated = generate_for(&decomposed, &hints, device, config, true)?;
-    logs::log(Artifact::OutputCode, || generated.output_code.to_string());
-    if config.mode == Mode::ReduceOverhead
-        && let Some(reason) = cudagraphs::skip_reason(device, decomposed.is_dynamic(), &generated.lowered)
-    {
-        cudagraphs::log_skip(&reason);
-    }
-    let output_code = generated.output_code.clone();
-    let program = Arc::new(build_program(generated, device)?);
+    let (output_code, program) = finish(generated, device, config, true)?;
+    let program = Arc::new(program);
     let dynamic = decomposed.is_dynamic().then(|| Specializations {
         programs: Mutex::new(HashMap::from([(binding_key(&hints), program.clone())])),
         graph: decomposed,
@@ -103,7 +98,7 @@ fn generate_for(
     config: &Config,
     log: bool,
 ) -> Result<Generated> {
-    let lowered = lowering::lower(graph, bindings)?;
+    let lowered = lowering::lower_with(graph, bindings, gemm_epilogues(device, config.mode))?;
     let schedule = scheduler::schedule(&lowered, config.fusion)?;
     if log {
         logs::log(Artifact::Fusion, || fusion_log(&schedule));
@@ -118,9 +113,64 @@ fn generate_for(
     Ok(Generated { lowered, kernels, launches, plan, output_code, module_source })
 }
 
+/// Whether lowering folds bias adds and ReLUs into GEMM epilogues: under max-autotune on a GPU
+/// where cuBLASLt, which applies them, can run.
+fn gemm_epilogues(device: Device, mode: Mode) -> bool {
+    let Device::Cuda(ordinal) = device else { return false };
+    mode == Mode::MaxAutotune && CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok())
+}
+
+/// Makes generated code runnable: under max-autotune on a GPU, each matmul's library chosen by
+/// timing (and noted in the output code); the output code logged (with reduce-overhead's decision)
+/// when `log` is set; then the program built.
+fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) -> Result<(OutputCode, Program)> {
+    let gemms = match (config.mode, device) {
+        (Mode::MaxAutotune, Device::Cuda(ordinal)) => {
+            let gpu = CudaDevice::get(ordinal)?;
+            match gpu.lt() {
+                Err(e) => {
+                    logs::log(Artifact::Autotuning, || {
+                        format!("cuBLASLt cannot run ({e}): every matmul stays on cuBLAS, untimed")
+                    });
+                    HashMap::new()
+                }
+                Ok(_) => {
+                    let choices = autotune::choose_gemms(&gpu, &generated.lowered)?;
+                    generated.output_code.choices.extend(choices.notes.iter().map(|n| format!("max-autotune: {n}")));
+                    choices.gemms
+                }
+            }
+        }
+        (Mode::MaxAutotune, Device::Cpu) if log => {
+            logs::log(Artifact::Autotuning, || {
+                "max-autotune on cpu: no GEMM choice to time on the CPU; the kernels compile as in the default mode"
+                    .into()
+            });
+            HashMap::new()
+        }
+        _ => HashMap::new(),
+    };
+    if log {
+        logs::log(Artifact::OutputCode, || generated.output_code.to_string());
+        if config.mode.records_cuda_graphs()
+            && let Some(reason) = cudagraphs::skip_reason(device, &generated.lowered)
+        {
+            cudagraphs::log_skip(&reason);
+        }
+    }
+    let output_code = generated.output_code.clone();
+    Ok((output_code, build_program(generated, device, config.mode, gemms)?))
+}
+
 /// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,
-/// both through the disk cache) and resolves its kernels.
-fn build_program(generated: Generated, device: Device) -> Result<Program> {
+/// both through the disk cache) and resolves its kernels; under reduce-overhead and max-autotune,
+/// a GPU plan that can be recorded is wrapped to record and replay a CUDA graph.
+fn build_program(
+    generated: Generated,
+    device: Device,
+    mode: Mode,
+    gemms: HashMap<IrId, Arc<LtGemm>>,
+) -> Result<Program> {
     let Generated { lowered, kernels, launches, plan, module_source, .. } = generated;
     match device {
         Device::Cpu => {
@@ -130,7 +180,12 @@ fn build_program(generated: Generated, device: Device) -> Result<Program> {
         Device::Cuda(ordinal) => {
             let gpu = CudaDevice::get(ordinal)?;
             let module = if kernels.is_empty() { None } else { Some(gpu.load(&module_source)?) };
-            Ok(Program::Cuda(CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module)?))
+            let program = CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module, gemms)?;
+            Ok(if mode.records_cuda_graphs() && cudagraphs::skip_reason(device, &lowered).is_none() {
+                Program::CudaGraphed(cudagraphs::Graphed::new(program))
+            } else {
+                Program::Cuda(program)
+            })
         }
     }
 }
@@ -170,7 +225,7 @@ impl Specializations {
             return Ok(program.clone());
         }
         let generated = generate_for(&self.graph, &bindings, self.device, &self.config, false)?;
-        let program = Arc::new(build_program(generated, self.device)?);
+        let program = Arc::new(finish(generated, self.device, &self.config, false)?.1);
         self.programs.lock().expect("programs lock").insert(key, program.clone());
         Ok(program)
     }

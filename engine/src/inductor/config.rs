@@ -38,9 +38,10 @@ pub enum Mode {
     /// On a GPU, the call plan is recorded once as a CUDA graph and replayed: one launch per call
     /// instead of one per kernel (`mode="reduce-overhead"`). On a CPU it runs the default plan.
     ReduceOverhead,
-    /// Each kernel's launch configurations are timed at compile time and the fastest kept (cached
-    /// on disk); matrix products choose between cuBLAS and a cuBLASLt GEMM with its bias and
-    /// activation fused (`mode="max-autotune"`). Compiles longer, runs faster.
+    /// Matrix products choose, by timing at compile time, between cuBLAS and cuBLASLt's
+    /// algorithms, with a bias and ReLU fused into the GEMM's epilogue; choices are cached on disk.
+    /// As in PyTorch, the plan is then recorded as a CUDA graph like `ReduceOverhead`'s
+    /// (`mode="max-autotune"`). Compiles longer, runs faster.
     MaxAutotune,
 }
 // ANCHOR_END: mode
@@ -48,6 +49,12 @@ pub enum Mode {
 impl Mode {
     /// Every mode, in the order tables list them.
     pub const ALL: [Mode; 3] = [Mode::Default, Mode::ReduceOverhead, Mode::MaxAutotune];
+
+    /// Whether a GPU plan is recorded as a CUDA graph and replayed (PyTorch's
+    /// `triton.cudagraphs`, on in `reduce-overhead` and `max-autotune`).
+    pub fn records_cuda_graphs(self) -> bool {
+        matches!(self, Mode::ReduceOverhead | Mode::MaxAutotune)
+    }
 
     /// PyTorch's name for the mode: `default`, `reduce-overhead`, `max-autotune`.
     pub fn name(self) -> &'static str {

@@ -158,6 +158,9 @@ pub enum NodeBody {
         a: View,
         /// Right operand.
         b: View,
+        /// A bias and ReLU the library applies to the product (max-autotune's fusion; none
+        /// otherwise).
+        epilogue: Epilogue,
     },
     /// An op Inductor does not lower (`cond`), run by the eager dispatcher on its operands, as
     /// Inductor falls back to ATen for ops it has no lowering for.
@@ -167,6 +170,25 @@ pub enum NodeBody {
         /// Its operands: views of buffers, or scalars.
         args: Vec<FallbackArg>,
     },
+}
+
+/// What a GEMM applies to its product before writing it: `relu(a @ b + bias)`, the bias one
+/// value per column (see [`super::gemm_epilogue`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Epilogue {
+    /// The bias vector added, a view of `[columns]` elements.
+    pub bias: Option<View>,
+    /// Whether a ReLU follows (after the bias).
+    pub relu: bool,
+    /// The graph nodes absorbed (`add_1`, `relu`), for the output code.
+    pub absorbed: Vec<String>,
+}
+
+impl Epilogue {
+    /// True when the GEMM writes the plain product.
+    pub fn is_none(&self) -> bool {
+        self.bias.is_none() && !self.relu
+    }
 }
 
 /// An operand of a [`NodeBody::Fallback`] node.
@@ -222,7 +244,9 @@ impl IrNode {
     /// Every buffer the node reads.
     pub fn reads(&self) -> Vec<BufferName> {
         match &self.body {
-            NodeBody::Matmul { a, b } => vec![a.buffer, b.buffer],
+            NodeBody::Matmul { a, b, epilogue } => {
+                [a.buffer, b.buffer].into_iter().chain(epilogue.bias.as_ref().map(|v| v.buffer)).collect()
+            }
             NodeBody::Fallback { args, .. } => args
                 .iter()
                 .filter_map(|a| match a {

@@ -2,6 +2,7 @@
 //! node of a decomposed graph becomes one loop-level [`IrNode`]; view ops become new strided views
 //! of the same buffer, so broadcasting, permutes and slices cost index arithmetic, not copies.
 
+use super::gemm_epilogue::Epilogues;
 use super::index::Affine;
 use super::ir::{
     BufferName, FallbackArg, GraphInput, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
@@ -16,8 +17,16 @@ use crate::op::{Op, ViewOf};
 /// whose values nothing returned depends on are dropped (dead-code elimination), as Inductor
 /// drops them from the FX graph before lowering.
 pub fn lower(graph: &Graph, bindings: &SymBindings) -> Result<LoweredGraph> {
+    lower_with(graph, bindings, false)
+}
+
+/// [`lower`], with a bias add and a ReLU after a matmul folded into the matmul's epilogue when
+/// `epilogues` is set (max-autotune on a GPU: see [`super::gemm_epilogue`]).
+pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, epilogues: bool) -> Result<LoweredGraph> {
     let live = live_nodes(graph);
-    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default() };
+    let epilogues = epilogues.then(|| Epilogues::of(graph, &live));
+    let mut lowering =
+        Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), epilogues };
     for id in graph.ids() {
         let node = graph.node(id);
         let shape = node.sym_shape.eval(bindings).ok_or_else(|| unsupported(node, "a size symbol is not bound"))?;
@@ -60,6 +69,8 @@ struct Lowering<'g> {
     /// The view through which each graph node's value is read.
     values: Vec<Option<View>>,
     out: LoweredGraph,
+    /// With GEMM epilogues on: what folding them needs to know about the graph.
+    epilogues: Option<Epilogues>,
 }
 
 impl Lowering<'_> {
@@ -101,6 +112,18 @@ impl Lowering<'_> {
 
     fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
         let node = self.graph.node(id);
+        if let Some(epilogues) = &self.epilogues {
+            let operands: Vec<(NodeId, View)> = args
+                .iter()
+                .filter_map(|a| match a {
+                    Arg::Node(n) => Some((*n, self.value(*n).clone())),
+                    Arg::Scalar(_) => None,
+                })
+                .collect();
+            if let Some(view) = epilogues.absorb(&mut self.out, id, &node.name, op, &operands, &shape) {
+                return Ok(view);
+            }
+        }
         let source = || match &args[0] {
             Arg::Node(id) => Ok(self.value(*id).clone()),
             Arg::Scalar(_) => Err(unsupported(node, "its first operand must be a tensor")),
@@ -156,7 +179,7 @@ impl Lowering<'_> {
                     (Arg::Node(a), Arg::Node(b)) => (self.value(*a).clone(), self.value(*b).clone()),
                     _ => return Err(unsupported(node, "matmul needs two tensors")),
                 };
-                self.push(id, op, shape, NodeBody::Matmul { a, b })
+                self.push(id, op, shape, NodeBody::Matmul { a, b, epilogue: Default::default() })
             }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;

@@ -22,11 +22,13 @@
 //! | `compile_fx.py` | [`compile_fx`] |
 //! | `config.py` | [`config`] |
 //! | `lowering.py` | [`lowering`] |
+//! | the `addmm` / `_addmm_activation` patterns, GEMM template epilogues | `gemm_epilogue` |
 //! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`), its index expressions | [`ir`], [`index`] |
 //! | `scheduler.py` (`can_fuse`) | [`scheduler`] |
 //! | the kernel body a `SIMDKernel` collects | [`kernel`] |
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
 //! | Triton launch metadata (block size, grid) | [`launch`] |
+//! | `select_algorithm.py`, max-autotune's table | `autotune` |
 //! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
@@ -45,6 +47,7 @@ mod compile_fx;
 pub mod config;
 
 // 1. Lowering to loop-level IR.
+mod gemm_epilogue;
 pub mod index;
 pub mod ir;
 pub mod lowering;
@@ -62,7 +65,10 @@ pub mod launch;
 // 5. The call plan.
 pub mod wrapper;
 
-// 6. What the user reads, and what runs.
+// 6. Max-autotune's timing of the GEMM choices.
+mod autotune;
+
+// 7. What the user reads, and what runs.
 pub mod output_code;
 mod runtime;
 

@@ -48,6 +48,9 @@ pub struct OutputCode {
     pub custom_sources: Vec<String>,
     /// The `call` function.
     pub call: String,
+    /// Choices made after code generation, one line each (max-autotune's GEMM library and
+    /// algorithm, with the times that decided it), printed after the call.
+    pub choices: Vec<String>,
 }
 
 impl OutputCode {
@@ -92,6 +95,7 @@ impl OutputCode {
             extern_calls,
             custom_sources,
             call: render_call(graph, kernels, plan),
+            choices: Vec::new(),
         }
     }
 
@@ -131,7 +135,11 @@ impl fmt::Display for OutputCode {
             f.write_str(&k.source)?;
         }
         writeln!(f)?;
-        f.write_str(&self.call)
+        f.write_str(&self.call)?;
+        for choice in &self.choices {
+            writeln!(f, "// {choice}")?;
+        }
+        Ok(())
     }
 }
 
@@ -190,12 +198,18 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                 let n = &graph[*node];
                 let place = n.location.map(|l| format!(" at {}", l.short())).unwrap_or_default();
                 match &n.body {
-                    NodeBody::Matmul { a, b } => format!(
-                        "extern_kernels::matmul({}, {}, out = buf{node});  // %{}{place}",
-                        view_text(graph, a),
-                        view_text(graph, b),
-                        n.origin_name
-                    ),
+                    NodeBody::Matmul { a, b, epilogue } => {
+                        let mut args = vec![view_text(graph, a), view_text(graph, b)];
+                        args.extend(epilogue.bias.as_ref().map(|v| format!("bias = {}", view_text(graph, v))));
+                        args.extend(epilogue.relu.then(|| "relu".to_string()));
+                        let absorbed: String = epilogue.absorbed.iter().map(|n| format!(", %{n}")).collect();
+                        let fused = if epilogue.is_none() { "" } else { " (epilogue fused into the GEMM)" };
+                        format!(
+                            "extern_kernels::matmul({}, out = buf{node});  // %{}{absorbed}{place}{fused}",
+                            args.join(", "),
+                            n.origin_name
+                        )
+                    }
                     NodeBody::Fallback { op, args } => {
                         let args: Vec<String> = args
                             .iter()

@@ -20,6 +20,21 @@ pub fn gpu() -> Option<Device> {
 
 use std::io::Write;
 
+/// Whether a compiled result matches eager's within f32 rounding (NaN where eager has NaN), or the
+/// first element that does not.
+pub fn close_to_eager(got: &Tensor, expected: &Tensor) -> std::result::Result<(), String> {
+    let (g, e) = (got.to_vec().map_err(|e| e.to_string())?, expected.to_vec().map_err(|e| e.to_string())?);
+    if got.shape() != expected.shape() {
+        return Err(format!("shape {:?}, expected {:?}", got.shape(), expected.shape()));
+    }
+    for (i, (x, y)) in g.iter().zip(&e).enumerate() {
+        if !((x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs()) {
+            return Err(format!("element {i}: compiled {x}, eager {y}"));
+        }
+    }
+    Ok(())
+}
+
 use engine::{Device, Tensor};
 use proptest::prelude::*;
 use reference::RefTensor;

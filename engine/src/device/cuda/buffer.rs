@@ -1,6 +1,8 @@
 //! Tensor memory on a GPU, the CUDA half of [`crate::tensor::Storage`]: a stream-ordered device
-//! allocation of `f32`s, filled from and read back to the host.
+//! allocation of `f32`s (or one the device's pool kept from a freed buffer), filled from and read
+//! back to the host.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
@@ -10,39 +12,61 @@ use super::error::CudaError;
 
 /// A device buffer of `f32` elements.
 pub(crate) struct CudaBuffer {
-    slice: CudaSlice<f32>,
+    /// Handed to the device's pool on drop instead of being freed.
+    slice: ManuallyDrop<CudaSlice<f32>>,
     len: usize,
     device: Arc<CudaDevice>,
 }
 
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the slice is not touched again; the pool keeps it or drops it (freeing it in
+        // stream order).
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        self.device.pool().give(slice);
+    }
+}
+
 impl CudaBuffer {
-    /// An uninitialised buffer of `len` elements. Allocation is ordered on the device's stream, so
-    /// it costs no synchronisation; freeing (on drop) is ordered after every queued use.
+    /// An uninitialised buffer of `len` elements: a freed one of the same length from the pool, or
+    /// a new stream-ordered allocation, which costs no synchronisation. Freeing (on drop) is
+    /// ordered after every queued use.
     pub fn alloc(device: &Arc<CudaDevice>, len: usize) -> Result<CudaBuffer, CudaError> {
         // CUDA refuses zero-byte allocations; an empty tensor still gets a valid address.
-        // SAFETY: every kernel writes its whole output before anything reads it.
-        let slice = unsafe { device.stream().alloc::<f32>(len.max(1)) }?;
-        Ok(CudaBuffer { slice, len, device: device.clone() })
+        let elements = len.max(1);
+        let slice = match device.pool().take(elements) {
+            Some(slice) => slice,
+            // SAFETY: every kernel writes its whole output before anything reads it.
+            None => match unsafe { device.stream().alloc::<f32>(elements) } {
+                Ok(slice) => slice,
+                Err(_) => {
+                    device.pool().release();
+                    // SAFETY: as above.
+                    unsafe { device.stream().alloc::<f32>(elements) }?
+                }
+            },
+        };
+        Ok(CudaBuffer { slice: ManuallyDrop::new(slice), len, device: device.clone() })
     }
 
     /// A buffer holding a copy of `data`.
     pub fn from_host(device: &Arc<CudaDevice>, data: &[f32]) -> Result<CudaBuffer, CudaError> {
         let mut buffer = CudaBuffer::alloc(device, data.len())?;
         if !data.is_empty() {
-            device.stream().memcpy_htod(data, &mut buffer.slice)?;
+            device.stream().memcpy_htod(data, &mut *buffer.slice)?;
         }
         Ok(buffer)
     }
 
     /// Sets every element to 0.0 (queued on the stream).
     pub fn fill_zeros(&mut self) -> Result<(), CudaError> {
-        self.device.stream().memset_zeros(&mut self.slice)?;
+        self.device.stream().memset_zeros(&mut *self.slice)?;
         Ok(())
     }
 
     /// Queues a device-to-device copy of `src` (of the same length) into this buffer.
     pub fn copy_from(&mut self, src: &CudaBuffer) -> Result<(), CudaError> {
-        self.device.stream().memcpy_dtod(&src.slice, &mut self.slice)?;
+        self.device.stream().memcpy_dtod(&*src.slice, &mut *self.slice)?;
         Ok(())
     }
 

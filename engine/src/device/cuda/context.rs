@@ -1,7 +1,7 @@
 //! One GPU as the engine uses it, the analogue of `c10::cuda`'s device guard, current stream and
 //! cuBLAS handle pool: a context, one stream that every kernel and copy is queued on (so they run
-//! in program order with no extra synchronisation), a cuBLAS handle, and the kernel modules loaded
-//! so far.
+//! in program order with no extra synchronisation), a cuBLAS and a cuBLASLt handle, and the kernel
+//! modules loaded so far.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,9 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::error::CudaError;
+use super::lt_handle::LtHandle;
 use super::nvrtc::{Cubin, compile_cubin};
+use super::pool::BufferPool;
 use super::probe::{DeviceFacts, probe};
 use super::source::eager_source;
 use crate::codecache::cache_key;
@@ -30,6 +32,8 @@ pub struct CudaDevice {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: OnceLock<std::result::Result<Mutex<CudaBlas>, CudaError>>,
+    lt: OnceLock<std::result::Result<LtHandle, CudaError>>,
+    pool: BufferPool,
     eager: Mutex<HashMap<String, std::result::Result<Arc<Module>, CudaError>>>,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     flush_buffer: Mutex<Option<CudaSlice<f32>>>,
@@ -75,6 +79,8 @@ impl CudaDevice {
             context,
             stream,
             blas: OnceLock::new(),
+            lt: OnceLock::new(),
+            pool: BufferPool::default(),
             eager: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             flush_buffer: Mutex::new(None),
@@ -157,6 +163,17 @@ impl CudaDevice {
     pub(crate) fn blas(&self) -> std::result::Result<MutexGuard<'_, CudaBlas>, CudaError> {
         let blas = self.blas.get_or_init(|| Ok(Mutex::new(CudaBlas::new(self.stream.clone())?)));
         Ok(lock(blas.as_ref().map_err(Clone::clone)?))
+    }
+
+    /// Freed buffers kept for reuse.
+    pub(crate) fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    /// The cuBLASLt handle and workspace (for GEMMs with epilogues); created on first use.
+    pub(crate) fn lt(&self) -> std::result::Result<&LtHandle, CudaError> {
+        let hopper = self.facts.compute_capability.0 >= 9;
+        self.lt.get_or_init(|| LtHandle::new(&self.stream, hopper)).as_ref().map_err(Clone::clone)
     }
 
     /// Queues a read of a buffer twice the L2 size, so that the next timed kernel finds none of

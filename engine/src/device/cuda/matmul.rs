@@ -37,28 +37,99 @@ pub(super) fn matmul(
     b: Input,
     out_shape: &[usize],
 ) -> Result<CudaBuffer, CudaError> {
+    let mut out = CudaBuffer::alloc(device, numel(out_shape))?;
+    matmul_into(device, a, b, &mut out, out_shape)?;
+    Ok(out)
+}
+
+/// `a @ b` with batch dims broadcast, written densely as `out_shape` from the start of `out` (at
+/// least that long): how a call plan puts a product into its planned buffer, and how a recorded
+/// CUDA graph keeps writing the same one.
+pub(crate) fn matmul_into(
+    device: &Arc<CudaDevice>,
+    a: Input,
+    b: Input,
+    out: &mut CudaBuffer,
+    out_shape: &[usize],
+) -> Result<(), CudaError> {
+    match prepare(device, a, b, out_shape)? {
+        Prepared::Empty => Ok(()),
+        Prepared::Zeros => out.fill_zeros(),
+        Prepared::Gemm { a, b, dims } => {
+            let int = |what: &str, v: usize| {
+                c_int::try_from(v).map_err(|_| CudaError::new(format!("{what} = {v} exceeds cuBLAS's 32-bit sizes")))
+            };
+            let (m, n, k, batch) = dims;
+            sgemm(device, &a, &b, out.ptr(), (int("m", m)?, int("n", n)?, int("k", k)?, int("batch", batch)?))
+        }
+    }
+}
+
+/// `(m, n, k, batch)` of a row-major product.
+pub(crate) type Dims = (usize, usize, usize, usize);
+
+/// A product ready for a library call: its operands and `(m, n, k, batch)`, or nothing to compute.
+// On the stack once per call; boxing the large variant would allocate on every product.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Prepared {
+    /// No elements to write.
+    Empty,
+    /// An empty inner dimension: the product is zeros.
+    Zeros,
+    /// A GEMM.
+    Gemm {
+        /// The left operand.
+        a: Operand,
+        /// The right operand.
+        b: Operand,
+        /// `(m, n, k, batch)`.
+        dims: Dims,
+    },
+}
+
+/// The operands and sizes of `a @ b` into `out_shape` for a library call (dense copies made
+/// where a layout fits no library form).
+pub(crate) fn prepare(
+    device: &Arc<CudaDevice>,
+    a: Input,
+    b: Input,
+    out_shape: &[usize],
+) -> Result<Prepared, CudaError> {
     let rank = out_shape.len();
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
     let (_, a_layout) = a.tensor();
     let k = a_layout.shape()[a_layout.shape().len() - 1];
     let batch = &out_shape[..rank - 2];
-    let out = CudaBuffer::alloc(device, numel(out_shape))?;
     if numel(out_shape) == 0 {
-        return Ok(out);
+        return Ok(Prepared::Empty);
     }
     if k == 0 {
-        let mut out = out;
-        out.fill_zeros()?;
-        return Ok(out);
+        return Ok(Prepared::Zeros);
     }
-    let int = |what: &str, v: usize| {
-        c_int::try_from(v).map_err(|_| CudaError::new(format!("{what} = {v} exceeds cuBLAS's 32-bit sizes")))
-    };
-    let (m_int, n_int, k_int, batch_int) = (int("m", m)?, int("n", n)?, int("k", k)?, int("batch", numel(batch))?);
     let a = operand(device, a, batch, (m, k))?;
     let b = operand(device, b, batch, (k, n))?;
-    sgemm(device, &a, &b, out.ptr(), (m_int, n_int, k_int, batch_int))?;
-    Ok(out)
+    Ok(Prepared::Gemm { a, b, dims: (m, n, k, numel(batch)) })
+}
+
+/// The operands and `(m, n, k, batch)` of `a @ b` read through these layouts, as [`matmul_into`]
+/// will see them (a dense copy where a layout fits no library form), without any buffer: what a
+/// GEMM is tuned for at compile time. `None` for an empty product.
+pub(crate) fn planned(a: &Layout, b: &Layout, out_shape: &[usize]) -> Option<(Operand, Operand, Dims)> {
+    let rank = out_shape.len();
+    let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
+    let k = a.shape()[a.shape().len() - 1];
+    let batch = &out_shape[..rank - 2];
+    if numel(out_shape) == 0 || k == 0 {
+        return None;
+    }
+    let plan = |layout: &Layout, (rows, cols): (usize, usize)| {
+        let full_shape = [batch, &[rows, cols]].concat();
+        in_place(0, &layout.expand(&full_shape), batch.len(), rows, cols).unwrap_or_else(|| {
+            in_place(0, &Layout::contiguous(&full_shape), batch.len(), rows, cols)
+                .expect("a dense row-major batch is always readable in place")
+        })
+    };
+    Some((plan(a, (m, k)), plan(b, (k, n)), (m, n, k, numel(batch))))
 }
 
 /// Queues row-major `C = A @ B` for every batch entry (`C` dense, `[batch, m, n]`) as one cuBLAS
@@ -102,6 +173,31 @@ pub(crate) fn sgemm(
 }
 
 impl Operand {
+    /// Whether cuBLAS reads the matrix transposed (the operand is column-major).
+    pub(crate) fn transposed(&self) -> bool {
+        self.op == cublasOperation_t::CUBLAS_OP_T
+    }
+
+    /// The leading dimension.
+    pub(crate) fn ld(&self) -> c_int {
+        self.ld
+    }
+
+    /// Elements from one batch entry's matrix to the next (0 when broadcast).
+    pub(crate) fn batch_stride(&self) -> c_longlong {
+        self.batch_stride
+    }
+
+    /// The device address of the first element.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The same operand read at device address `ptr` (for timing on scratch buffers).
+    pub(crate) fn at(&self, ptr: u64) -> Operand {
+        Operand { ptr, op: self.op, ld: self.ld, batch_stride: self.batch_stride, _copy: None }
+    }
+
     /// A dense row-major `[batch, rows, cols]` operand at `ptr`.
     pub(crate) fn dense(ptr: u64, rows: usize, cols: usize) -> Operand {
         Operand {
@@ -116,7 +212,7 @@ impl Operand {
 
 /// Prepares one operand broadcast to `batch + [rows, cols]`: read in place when its matrices are
 /// row- or column-major and its batch dims collapse to one stride, else from a dense copy.
-fn operand(
+pub(crate) fn operand(
     device: &Arc<CudaDevice>,
     input: Input,
     batch: &[usize],

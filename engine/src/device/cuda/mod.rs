@@ -12,8 +12,11 @@
 //! | a device: context, stream, cuBLAS, loaded modules | [`CudaDevice`] |
 //! | CUDA C to a cached CUBIN | [`nvrtc`] |
 //! | tensor memory and host transfers | `buffer` |
+//! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
 //! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul` |
+//! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`], `lt_handle` |
+//! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
 //! Generated code (Inductor) reuses the same plumbing: [`CudaDevice::load`] compiles and loads a
 //! CUDA C source once per process (and once per machine, through the disk cache), and
@@ -22,12 +25,16 @@
 
 mod buffer;
 mod context;
+pub mod cublaslt;
 mod error;
+mod graph;
+mod lt_handle;
 pub(crate) mod matmul;
 mod normalize;
 pub mod nvrtc;
 mod params;
 mod pointwise;
+mod pool;
 pub mod probe;
 mod reduce;
 mod source;
@@ -37,6 +44,7 @@ use crate::device::Device;
 pub(crate) use buffer::CudaBuffer;
 pub use context::{CudaDevice, Module};
 pub use error::CudaError;
+pub(crate) use graph::Recording;
 pub use probe::{DeviceFacts, Probe, available, probe, unavailable_reason};
 pub use source::{eager_families, eager_source};
 

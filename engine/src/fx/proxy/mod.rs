@@ -57,9 +57,9 @@ pub enum InputOrigin {
 struct TraceState {
     id: u64,
     graph: Graph,
-    /// The node currently holding each symbolic value of this trace. (Fx hashing: these maps
-    /// are touched for every recorded op, on the per-call path of every compiled function.)
-    values: FxHashMap<u64, NodeId>,
+    /// The node currently holding each symbolic value of this trace (touched for every recorded
+    /// op, on the per-call path of every compiled function).
+    values: ValueNodes,
     next_value: u64,
     /// Every symbolic tensor handed out, to find the live ones at a graph break.
     handles: Vec<(u64, Weak<Repr>)>,
@@ -86,6 +86,29 @@ struct TraceState {
     statement: Option<SourceLocation>,
     /// An error noticed where it could not be returned (inside `Display`), reported at the end.
     pending_error: Option<Error>,
+}
+
+/// The node of each symbolic value of a trace. Values are numbered densely from 0, so a vector
+/// indexed by value maps them, with no hashing.
+#[derive(Default)]
+struct ValueNodes(Vec<Option<NodeId>>);
+
+impl ValueNodes {
+    fn get(&self, value: &u64) -> Option<&NodeId> {
+        self.0.get(*value as usize)?.as_ref()
+    }
+
+    fn insert(&mut self, value: u64, node: NodeId) {
+        let index = value as usize;
+        if index >= self.0.len() {
+            self.0.resize(index + 1, None);
+        }
+        self.0[index] = Some(node);
+    }
+
+    fn clear(&mut self) {
+        self.0.iter_mut().for_each(|v| *v = None);
+    }
 }
 
 thread_local! {
@@ -168,9 +191,9 @@ impl Tracer {
             t.borrow_mut().push(TraceState {
                 id,
                 graph: Graph::new(),
-                values: FxHashMap::default(),
+                values: ValueNodes::default(),
                 next_value: 0,
-                handles: Vec::new(),
+                handles: Vec::with_capacity(32),
                 carried: FxHashMap::default(),
                 lifted: Vec::new(),
                 bound: Vec::new(),

@@ -110,6 +110,19 @@ fn view_data<'s>(
     }
 }
 
+/// A GEMM's epilogue on the host: the bias (one value per column) added to every row, then the
+/// ReLU.
+fn apply_epilogue(product: &mut [f32], bias: Option<&[f32]>, relu: bool) {
+    if let Some(bias) = bias {
+        for row in product.chunks_mut(bias.len()) {
+            row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
+        }
+    }
+    if relu {
+        product.iter_mut().for_each(|x| *x = x.max(0.0));
+    }
+}
+
 impl CpuProgram {
     /// Resolves each kernel of `plan` in `library` (compiled from the kernels' C source).
     pub(crate) fn new(
@@ -160,7 +173,7 @@ impl CpuProgram {
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee.
                     unsafe { kernel.call(&ptrs, *xnumel) };
                 }
-                Run::Matmul { a, b, out, shape } => {
+                Run::Matmul { a, b, epilogue, out, shape } => {
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
                     let (ad, al) = view_data(a, &concrete, &self.schedule.slot_of, &slots);
                     let (bd, bl) = view_data(b, &concrete, &self.schedule.slot_of, &slots);
@@ -172,6 +185,11 @@ impl CpuProgram {
                         vec![al.shape().to_vec(), bl.shape().to_vec()]
                     });
                     matmul_into(a, b, shape, &mut result);
+                    let bias = epilogue.bias.as_ref().map(|v| {
+                        let (data, layout) = view_data(v, &concrete, &self.schedule.slot_of, &slots);
+                        &data[layout.offset()..layout.offset() + layout.numel()]
+                    });
+                    apply_epilogue(&mut result, bias, epilogue.relu);
                     slots[self.schedule.slot(*out)] = Some(result);
                 }
                 Run::Fallback { op, args, out, location } => {
@@ -190,5 +208,17 @@ impl CpuProgram {
             }
         }
         Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cpu))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::apply_epilogue;
+
+    #[test]
+    fn the_epilogue_adds_the_bias_to_every_row_then_clamps() {
+        let mut product = vec![1.0, -2.0, 3.0, -4.0, 5.0, -6.0];
+        apply_epilogue(&mut product, Some(&[0.5, 1.0, -4.0]), true);
+        assert_eq!(product, [1.5, 0.0, 0.0, 0.0, 6.0, 0.0]);
     }
 }

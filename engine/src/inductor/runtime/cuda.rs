@@ -3,23 +3,41 @@
 //! from the stream-ordered allocator. A call only queues work: it returns before the GPU is done,
 //! as PyTorch's does.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
-use crate::device::backend::execute;
+use crate::device::cuda::cublaslt::{LtGemm, matmul_lt};
+use crate::device::cuda::matmul::matmul_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
-use crate::inductor::ir::{BufferName, LoweredGraph, View};
+use crate::inductor::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
 use crate::inductor::kernel::Kernel;
 use crate::inductor::launch::Launch;
-use crate::inductor::wrapper::CallPlan;
+use crate::inductor::wrapper::{CallPlan, SlotId};
 use crate::layout::Layout;
-use crate::op::Op;
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
+
+/// A graph input as the plan reads it: a device buffer, and the element the input starts at.
+#[derive(Clone, Copy)]
+pub(crate) struct InputBuffer<'a> {
+    /// The buffer (the caller's storage, or a recording's static copy of it).
+    pub buffer: &'a CudaBuffer,
+    /// The input's first element in `buffer`.
+    pub offset: usize,
+}
+
+impl<'a> InputBuffer<'a> {
+    /// The caller's tensor as it is.
+    pub(crate) fn of(input: &'a Concrete) -> InputBuffer<'a> {
+        let Storage::Cuda(buffer) = &*input.storage else { unreachable!("inputs were checked on the GPU") };
+        InputBuffer { buffer, offset: input.layout.offset() }
+    }
+}
 
 /// A kernel as launched: its name (for errors), the function, and the launch shape.
 pub(crate) struct Launched {
@@ -34,6 +52,8 @@ pub(crate) struct CudaProgram {
     /// Keeps the kernels loaded while their functions are in the schedule.
     _module: Option<Arc<Module>>,
     schedule: Schedule<Launched>,
+    /// The matmuls max-autotune put on cuBLASLt, by node (the others run on cuBLAS).
+    gemms: HashMap<IrId, Arc<LtGemm>>,
 }
 
 fn failed(what: &str, e: impl Into<CudaError>) -> Error {
@@ -49,6 +69,7 @@ impl CudaProgram {
         launches: &[Launch],
         plan: &CallPlan,
         module: Option<Arc<Module>>,
+        gemms: HashMap<IrId, Arc<LtGemm>>,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
         let schedule = Schedule::new(graph, plan, |kernel| {
@@ -62,21 +83,20 @@ impl CudaProgram {
             let launched = Launched { name: k.name.clone(), function: module.function(&k.name)?, config };
             Ok((launched, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
         })?;
-        Ok(CudaProgram { device, _module: module, schedule })
+        Ok(CudaProgram { device, _module: module, schedule, gemms })
     }
 
     /// A view's buffer and its layout within that buffer.
     fn view_buffer<'s>(
         &self,
         view: &View,
-        inputs: &[&'s Concrete],
+        inputs: &[InputBuffer<'s>],
         slots: &'s Slots<CudaBuffer>,
     ) -> (&'s CudaBuffer, Layout) {
         match view.buffer {
             BufferName::Input(i) => {
-                let Storage::Cuda(buffer) = &*inputs[i].storage else { unreachable!("inputs were checked on the GPU") };
                 let l = &view.layout;
-                (buffer, Layout::new(l.shape().to_vec(), l.strides().to_vec(), inputs[i].layout.offset() + l.offset()))
+                (inputs[i].buffer, Layout::new(l.shape().to_vec(), l.strides().to_vec(), inputs[i].offset + l.offset()))
             }
             BufferName::Node(n) => {
                 (slots[self.schedule.slot(n)].as_ref().expect("written before it is read"), view.layout.clone())
@@ -84,32 +104,60 @@ impl CudaProgram {
         }
     }
 
+    /// The inputs' buffers, checked: the traced shapes and strides, on this program's GPU.
+    pub(crate) fn check<'t>(&self, inputs: &'t [Tensor]) -> Result<Vec<&'t Concrete>> {
+        check_inputs(&self.schedule.inputs, inputs, Device::Cuda(self.device.ordinal()))
+    }
+
     /// Queues the plan on `inputs`, which must have the traced shapes and strides and be on this
     /// program's GPU.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cuda(self.device.ordinal()))?;
+        let concrete = self.check(inputs)?;
+        let buffers: Vec<InputBuffer> = concrete.iter().map(|c| InputBuffer::of(c)).collect();
         let mut slots: Slots<CudaBuffer> = Slots::new(self.schedule.slot_count);
+        self.queue(&concrete, &buffers, &mut slots)?;
+        Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cuda))
+    }
+
+    /// Fresh memory for every slot of the plan: what a recording keeps and writes on each replay.
+    pub(crate) fn static_slots(&self) -> Result<Slots<CudaBuffer>> {
+        let mut slots = Slots::new(self.schedule.slot_count);
+        for step in &self.schedule.steps {
+            if let Run::Alloc { slot, len } = step {
+                slots[*slot] = Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+            }
+        }
+        Ok(slots)
+    }
+
+    /// Queues every step, reading the graph inputs from `inputs` and keeping the memory of slots
+    /// that already hold some (a recording's static slots); the others are allocated as the plan
+    /// says. `concrete` (the caller's tensors) is read only by eager fallbacks.
+    pub(crate) fn queue(
+        &self,
+        concrete: &[&Concrete],
+        inputs: &[InputBuffer],
+        slots: &mut Slots<CudaBuffer>,
+    ) -> Result<()> {
         for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => {
-                    slots[*slot] = Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+                    if slots[*slot].is_none() {
+                        slots[*slot] =
+                            Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+                    }
                 }
                 Run::Kernel { kernel: Launched { name, function, config }, args, xnumel } => {
+                    let mut launch = self.device.stream().launch_builder(function);
                     let ptrs: Vec<u64> = args
                         .iter()
                         .map(|b| match b {
-                            BufferName::Input(i) => {
-                                let Storage::Cuda(buffer) = &*concrete[*i].storage else {
-                                    unreachable!("inputs were checked on the GPU")
-                                };
-                                buffer.ptr_at(concrete[*i].layout.offset())
-                            }
+                            BufferName::Input(i) => inputs[*i].buffer.ptr_at(inputs[*i].offset),
                             BufferName::Node(n) => {
                                 slots[self.schedule.slot(*n)].as_ref().expect("allocated before use").ptr()
                             }
                         })
                         .collect();
-                    let mut launch = self.device.stream().launch_builder(function);
                     for ptr in &ptrs {
                         launch.arg(ptr);
                     }
@@ -123,41 +171,73 @@ impl CudaProgram {
                     // generated for, which `check_inputs` and the plan's slot sizes guarantee.
                     unsafe { launch.launch(*config) }.map_err(|e| failed(&format!("launching {name}"), e))?;
                 }
-                Run::Matmul { a, b, out, shape } => {
-                    let (ab, al) = self.view_buffer(a, &concrete, &slots);
-                    let (bb, bl) = self.view_buffer(b, &concrete, &slots);
-                    let operands = [
-                        cuda::Input::Tensor { buffer: ab, layout: &al },
-                        cuda::Input::Tensor { buffer: bb, layout: &bl },
-                    ];
+                Run::Matmul { a, b, epilogue, out, shape } => {
+                    let slot = self.schedule.slot(*out);
+                    // Taken out while the library writes it: the plan never reuses an operand's
+                    // slot for the product, so the operands are read from other slots.
+                    let mut product = slots[slot].take().expect("allocated before use");
+                    let (ab, al) = self.view_buffer(a, inputs, slots);
+                    let (bb, bl) = self.view_buffer(b, inputs, slots);
+                    let a = cuda::Input::Tensor { buffer: ab, layout: &al };
+                    let b = cuda::Input::Tensor { buffer: bb, layout: &bl };
                     let _launch =
                         profiler::launch("matmul", EventKind::Extern, Device::Cuda(self.device.ordinal()), || {
                             vec![al.shape().to_vec(), bl.shape().to_vec()]
                         });
-                    let product = execute(&self.device, &Op::Matmul, &operands, shape)
-                        .map_err(|e| failed("the extern matmul", e))?;
-                    // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.
-                    slots[self.schedule.slot(*out)] = Some(product);
+                    let done = match self.gemms.get(out) {
+                        Some(gemm) => {
+                            let bias = epilogue.bias.as_ref().map(|v| {
+                                let (buffer, layout) = self.view_buffer(v, inputs, slots);
+                                buffer.ptr_at(layout.offset())
+                            });
+                            matmul_lt(&self.device, a, b, &mut product, shape, gemm, bias)
+                        }
+                        None if epilogue.is_none() => matmul_into(&self.device, a, b, &mut product, shape),
+                        None => Err(CudaError::new("a GEMM epilogue without the cuBLASLt GEMM that applies it")),
+                    };
+                    done.map_err(|e| failed("the extern matmul", e))?;
+                    slots[slot] = Some(product);
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value =
-                        run_fallback(op, args, *location, |view| self.fallback_operand(view, &concrete, &slots))?;
+                        run_fallback(op, args, *location, |view| self.fallback_operand(view, concrete, inputs, slots))?;
                     slots[self.schedule.slot(*out)] = Some(
                         CudaBuffer::from_host(&self.device, &value).map_err(|e| failed("a fallback's result", e))?,
                     );
                 }
             }
         }
-        Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cuda))
+        Ok(())
+    }
+
+    /// The program's graph outputs (views of inputs or of slots).
+    pub(crate) fn output_views(&self) -> &[View] {
+        &self.schedule.outputs
+    }
+
+    /// The slot of each IR node.
+    pub(crate) fn slot_of(&self) -> &PerNode<Option<SlotId>> {
+        &self.schedule.slot_of
+    }
+
+    /// The GPU the program runs on.
+    pub(crate) fn device(&self) -> &Arc<CudaDevice> {
+        &self.device
     }
 
     /// A fallback's operand: graph inputs are shared, planned buffers copied (the eager kernels
     /// take tensors, not slots). Fallbacks are slow, and only for ops with no lowering.
-    fn fallback_operand(&self, view: &View, concrete: &[&Concrete], slots: &Slots<CudaBuffer>) -> Result<Tensor> {
+    fn fallback_operand(
+        &self,
+        view: &View,
+        concrete: &[&Concrete],
+        inputs: &[InputBuffer],
+        slots: &Slots<CudaBuffer>,
+    ) -> Result<Tensor> {
         Ok(match view.buffer {
             BufferName::Input(i) => input_view(concrete[i], view),
             BufferName::Node(_) => {
-                let (buffer, layout) = self.view_buffer(view, concrete, slots);
+                let (buffer, layout) = self.view_buffer(view, inputs, slots);
                 let mut copy =
                     CudaBuffer::alloc(&self.device, buffer.len()).map_err(|e| failed("a fallback's operand", e))?;
                 copy.copy_from(buffer).map_err(|e| failed("a fallback's operand", e))?;

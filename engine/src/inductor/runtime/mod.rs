@@ -11,7 +11,7 @@ pub(crate) mod cudagraphs;
 
 use std::sync::Arc;
 
-use super::ir::{BufferName, FallbackArg, GraphInput, IrId, LoweredGraph, NodeBody, PerNode, View};
+use super::ir::{BufferName, Epilogue, FallbackArg, GraphInput, IrId, LoweredGraph, NodeBody, PerNode, View};
 use super::wrapper::{CallPlan, SlotId, Step};
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
@@ -25,6 +25,8 @@ pub(crate) enum Program {
     Cpu(cpu::CpuProgram),
     /// Kernels in a loaded CUDA module.
     Cuda(cuda::CudaProgram),
+    /// Kernels in a loaded CUDA module, recorded as a CUDA graph and replayed (reduce-overhead).
+    CudaGraphed(cudagraphs::Graphed),
 }
 
 impl Program {
@@ -33,6 +35,7 @@ impl Program {
         match self {
             Program::Cpu(p) => p.run(inputs),
             Program::Cuda(p) => p.run(inputs),
+            Program::CudaGraphed(p) => p.run(inputs),
         }
     }
 }
@@ -67,8 +70,8 @@ pub(crate) enum Run<K> {
     Alloc { slot: SlotId, len: usize },
     /// A generated kernel on its arguments.
     Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
-    /// The library matmul of two views into node `out`'s buffer.
-    Matmul { a: View, b: View, out: IrId, shape: Vec<usize> },
+    /// The library matmul of two views into node `out`'s buffer, with its epilogue.
+    Matmul { a: View, b: View, epilogue: Epilogue, out: IrId, shape: Vec<usize> },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
     Fallback { op: Op, args: Vec<FallbackArg>, out: IrId, location: SourceLocation },
 }
@@ -126,9 +129,13 @@ fn steps<K>(
             Step::Extern { node } => {
                 let n = &graph[*node];
                 match &n.body {
-                    NodeBody::Matmul { a, b } => {
-                        Run::Matmul { a: a.clone(), b: b.clone(), out: *node, shape: n.shape.clone() }
-                    }
+                    NodeBody::Matmul { a, b, epilogue } => Run::Matmul {
+                        a: a.clone(),
+                        b: b.clone(),
+                        epilogue: epilogue.clone(),
+                        out: *node,
+                        shape: n.shape.clone(),
+                    },
                     NodeBody::Fallback { op, args } => Run::Fallback {
                         op: op.clone(),
                         args: args.clone(),

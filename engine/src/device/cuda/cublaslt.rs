@@ -1,0 +1,400 @@
+//! GEMMs through cuBLASLt with a fused epilogue, the analogue of `at::cuda::blas::gemm_and_bias`
+//! (what PyTorch's `addmm` and `_addmm_activation` call): `relu(a @ b + bias)` in one launch, the
+//! bias and the ReLU applied to the product while it is still in registers.
+//!
+//! Unlike cuBLAS, cuBLASLt takes the algorithm as an argument and lists the ones that fit a
+//! problem ([`LtGemm::algorithms`]), which is what max-autotune times. The descriptors of a problem
+//! are built once ([`LtGemm::new`]); a call only passes pointers.
+//!
+//! The problem is stated in cuBLASLt's column-major terms, swapped from the engine's row-major
+//! product exactly as [`super::matmul`] swaps it for cuBLAS: `C^T = B^T @ A^T`. The bias, one value
+//! per column of the row-major product, is then one value per row of cuBLASLt's output, which is
+//! the vector its bias epilogue adds.
+//!
+//! GELU is not offered: cuBLASLt's GELU epilogue is the tanh approximation, up to 5e-4 away from
+//! the exact (erf) GELU the engine computes, which is more than rounding; as in PyTorch, an exact
+//! GELU stays a kernel of its own.
+
+use std::ffi::c_void;
+use std::mem::size_of;
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublaslt::result as lt;
+use cudarc::cublaslt::sys;
+use cudarc::driver::DevicePtr;
+
+use super::Input;
+use super::buffer::CudaBuffer;
+use super::context::CudaDevice;
+use super::error::CudaError;
+use super::matmul::{Dims, Operand, Prepared, prepare};
+
+/// What the GEMM applies to the product before writing it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// The product as it is.
+    #[default]
+    None,
+    /// Adds a bias, one value per output column.
+    Bias,
+    /// `max(product, 0)`.
+    Relu,
+    /// `max(product + bias, 0)`.
+    BiasRelu,
+}
+
+impl Epilogue {
+    /// The epilogue with a bias added (`Relu` becomes `BiasRelu`).
+    pub fn with_bias(self) -> Epilogue {
+        match self {
+            Epilogue::None | Epilogue::Bias => Epilogue::Bias,
+            Epilogue::Relu | Epilogue::BiasRelu => Epilogue::BiasRelu,
+        }
+    }
+
+    /// The epilogue with a ReLU applied last.
+    pub fn with_relu(self) -> Epilogue {
+        match self {
+            Epilogue::None | Epilogue::Relu => Epilogue::Relu,
+            Epilogue::Bias | Epilogue::BiasRelu => Epilogue::BiasRelu,
+        }
+    }
+
+    /// Whether the epilogue reads a bias vector.
+    pub fn has_bias(self) -> bool {
+        matches!(self, Epilogue::Bias | Epilogue::BiasRelu)
+    }
+
+    /// How the output code names it: `bias`, `relu`, `bias+relu`, or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Epilogue::None => "none",
+            Epilogue::Bias => "bias",
+            Epilogue::Relu => "relu",
+            Epilogue::BiasRelu => "bias+relu",
+        }
+    }
+
+    fn code(self) -> sys::cublasLtEpilogue_t {
+        match self {
+            Epilogue::None => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT,
+            Epilogue::Bias => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
+            Epilogue::Relu => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU,
+            Epilogue::BiasRelu => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
+        }
+    }
+}
+
+/// One algorithm cuBLASLt offers for a problem: an opaque 64-byte value, stable for a given
+/// library version, which is how max-autotune's disk cache stores a choice.
+pub type Algorithm = [u64; 8];
+
+/// The version of the cuBLASLt library loaded (`120903` for 12.9.3), once it is known to load.
+pub fn lt_version(device: &CudaDevice) -> Result<usize, CudaError> {
+    device.lt()?;
+    // SAFETY: the handle was created, so the library is present; the call takes no arguments.
+    Ok(unsafe { sys::cublasLtGetVersion() })
+}
+
+/// One GEMM problem in cuBLASLt's column-major terms: `D[m, n] = op(A)[m, k] @ op(B)[k, n]`, over
+/// `batch` matrices, and its epilogue. Built from the row-major product's operands by
+/// [`Problem::new`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Problem {
+    /// Rows of D (the row-major product's columns).
+    pub m: u64,
+    /// Columns of D (the row-major product's rows, times the batch when it folds into them).
+    pub n: u64,
+    /// The reduced dimension.
+    pub k: u64,
+    /// Matrices in the batch (1 once a broadcast right operand is folded into `n`).
+    pub batch: i32,
+    /// Whether A (the row-major right operand) is read transposed, its leading dimension and its
+    /// batch stride.
+    pub a: (bool, i64, i64),
+    /// The same for B (the row-major left operand).
+    pub b: (bool, i64, i64),
+    /// The epilogue.
+    pub epilogue: Epilogue,
+}
+
+impl Problem {
+    /// The problem of the row-major `left @ right` with `dims = (m, n, k, batch)` of the row-major
+    /// product. A right operand shared by every batch entry (a weight) with a left operand whose
+    /// rows run on across the batch is folded into one GEMM of `batch * m` rows: one large
+    /// problem runs faster than a batch of small ones.
+    pub(crate) fn new(left: &Operand, right: &Operand, dims: Dims, epilogue: Epilogue) -> Problem {
+        let (m, n, k, batch) = dims;
+        let transposed = |o: &Operand| o.transposed();
+        let mut problem = Problem {
+            m: n as u64,
+            n: m as u64,
+            k: k as u64,
+            batch: batch as i32,
+            a: (transposed(right), right.ld() as i64, right.batch_stride()),
+            b: (transposed(left), left.ld() as i64, left.batch_stride()),
+            epilogue,
+        };
+        let folds = batch > 1
+            && right.batch_stride() == 0
+            && !transposed(left)
+            && left.batch_stride() == left.ld() as i64 * m as i64;
+        if folds {
+            problem.n *= batch as u64;
+            problem.batch = 1;
+            problem.a.2 = 0;
+            problem.b.2 = 0;
+        }
+        problem
+    }
+
+    /// Elements of D from one batch entry to the next.
+    fn stride_d(&self) -> i64 {
+        (self.m * self.n) as i64
+    }
+
+    /// Multiply-adds times two: the FLOPs of the product.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+}
+
+/// A problem's descriptors, made once, and the algorithm chosen for it.
+pub struct LtGemm {
+    problem: Problem,
+    desc: sys::cublasLtMatmulDesc_t,
+    layouts: [sys::cublasLtMatrixLayout_t; 3],
+    /// The algorithm used when every pointer is 16-byte aligned, and one that takes any alignment.
+    algorithm: Algorithm,
+    unaligned: Algorithm,
+    /// Setting the bias pointer writes the descriptor: one call at a time.
+    calls: Mutex<()>,
+}
+
+// SAFETY: the descriptors are written only under `calls` (the bias pointer) or before the value is
+// shared; cuBLASLt only reads them during a call.
+unsafe impl Send for LtGemm {}
+unsafe impl Sync for LtGemm {}
+
+impl Drop for LtGemm {
+    fn drop(&mut self) {
+        // SAFETY: each descriptor was created by `new` and is destroyed once.
+        unsafe {
+            let _ = lt::destroy_matmul_desc(self.desc);
+            for layout in self.layouts {
+                let _ = lt::destroy_matrix_layout(layout);
+            }
+        }
+    }
+}
+
+fn set_desc<T>(
+    desc: sys::cublasLtMatmulDesc_t,
+    attr: sys::cublasLtMatmulDescAttributes_t,
+    value: &T,
+) -> Result<(), CudaError> {
+    // SAFETY: `value` is the type the attribute takes (the callers pass i32 flags, epilogue codes,
+    // device pointers and i64 strides, as cuBLASLt documents them), alive for the call.
+    unsafe { lt::set_matmul_desc_attribute(desc, attr, (value as *const T).cast(), size_of::<T>()) }?;
+    Ok(())
+}
+
+fn layout(rows: u64, cols: u64, ld: i64, batch: i32, stride: i64) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
+    let layout = lt::create_matrix_layout(sys::cudaDataType_t::CUDA_R_32F, rows, cols, ld)?;
+    if batch > 1 {
+        use sys::cublasLtMatrixLayoutAttribute_t as Attr;
+        // SAFETY: the batch count is an i32 and the stride an i64, as cuBLASLt documents them.
+        unsafe {
+            lt::set_matrix_layout_attribute(
+                layout,
+                Attr::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                (&batch as *const i32).cast(),
+                4,
+            )?;
+            lt::set_matrix_layout_attribute(
+                layout,
+                Attr::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                (&stride as *const i64).cast(),
+                8,
+            )?;
+        }
+    }
+    Ok(layout)
+}
+
+impl LtGemm {
+    /// The descriptors of `problem`, with `algorithm` (one of [`LtGemm::algorithms`]) for aligned
+    /// pointers; `None` takes cuBLASLt's own first choice.
+    pub fn new(device: &CudaDevice, problem: Problem, algorithm: Option<Algorithm>) -> Result<LtGemm, CudaError> {
+        use sys::cublasLtMatmulDescAttributes_t as Attr;
+        let p = problem;
+        let desc =
+            lt::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cudaDataType_t::CUDA_R_32F)?;
+        let shape = |(t, ld, stride): (bool, i64, i64), rows: u64, cols: u64| {
+            if t { layout(cols, rows, ld, p.batch, stride) } else { layout(rows, cols, ld, p.batch, stride) }
+        };
+        let layouts =
+            [shape(p.a, p.m, p.k)?, shape(p.b, p.k, p.n)?, layout(p.m, p.n, p.m as i64, p.batch, p.stride_d())?];
+        let mut gemm = LtGemm { problem, desc, layouts, algorithm: [0; 8], unaligned: [0; 8], calls: Mutex::new(()) };
+        set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSA, &(p.a.0 as i32))?;
+        set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSB, &(p.b.0 as i32))?;
+        set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue.code())?;
+        if p.epilogue.has_bias() {
+            // Every batch entry adds the same bias.
+            set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &0i64)?;
+        }
+        let first = |alignment| -> Result<Algorithm, CudaError> {
+            gemm.algorithms(device, 1, alignment)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| CudaError::new(format!("cuBLASLt has no algorithm for {p:?}")))
+        };
+        let unaligned = first(4)?;
+        let algorithm = match algorithm {
+            Some(a) => a,
+            None => first(16)?,
+        };
+        gemm.unaligned = unaligned;
+        gemm.algorithm = algorithm;
+        Ok(gemm)
+    }
+
+    /// The problem.
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+
+    /// Up to `count` algorithms cuBLASLt's heuristics rank first for this problem, for pointers
+    /// aligned to `alignment` bytes, best first.
+    pub fn algorithms(&self, device: &CudaDevice, count: usize, alignment: u32) -> Result<Vec<Algorithm>, CudaError> {
+        use sys::cublasLtMatmulPreferenceAttributes_t as Pref;
+        let handle = device.lt()?;
+        let pref = lt::create_matmul_pref()?;
+        let workspace = handle.workspace.len() as u64;
+        // SAFETY: the workspace size is a u64 and the alignments u32, as cuBLASLt documents them.
+        let set = unsafe {
+            let mut set = lt::set_matmul_pref_attribute(
+                pref,
+                Pref::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&workspace as *const u64).cast(),
+                8,
+            );
+            for attr in [
+                Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+            ] {
+                set =
+                    set.and_then(|()| lt::set_matmul_pref_attribute(pref, attr, (&alignment as *const u32).cast(), 4));
+            }
+            set
+        };
+        let mut results = vec![std::mem::MaybeUninit::<sys::cublasLtMatmulHeuristicResult_t>::zeroed(); count.max(1)];
+        let mut found = 0i32;
+        let [a, b, d] = self.layouts;
+        // SAFETY: every descriptor is alive; `results` has room for `count` results.
+        let status = set.and_then(|()| unsafe {
+            sys::cublasLtMatmulAlgoGetHeuristic(
+                handle.handle,
+                self.desc,
+                a,
+                b,
+                d,
+                d,
+                pref,
+                results.len() as i32,
+                results.as_mut_ptr().cast(),
+                &mut found,
+            )
+            .result()
+        });
+        // SAFETY: created above, destroyed once.
+        let _ = unsafe { lt::destroy_matmul_pref(pref) };
+        status?;
+        Ok(results[..found.max(0) as usize]
+            .iter()
+            // SAFETY: cuBLASLt filled the first `found` results.
+            .map(|r| unsafe { r.assume_init() })
+            .filter(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+            .map(|r| r.algo.data)
+            .collect())
+    }
+
+    /// The same descriptors with another algorithm (for timing candidates).
+    pub fn with_algorithm(&self, device: &CudaDevice, algorithm: Algorithm) -> Result<LtGemm, CudaError> {
+        LtGemm::new(device, self.problem, Some(algorithm))
+    }
+
+    /// Queues `D = epilogue(A @ B [+ bias])` on the device's stream. Pointers are device addresses
+    /// of the first elements (in the engine's row-major terms: `left`, `right`, the product).
+    ///
+    /// # Safety
+    /// The buffers must hold every element the problem's sizes and strides reach, and `bias` (when
+    /// the epilogue has one) the product's columns.
+    pub unsafe fn run(
+        &self,
+        device: &CudaDevice,
+        left: u64,
+        right: u64,
+        out: u64,
+        bias: Option<u64>,
+    ) -> Result<(), CudaError> {
+        use sys::cublasLtMatmulDescAttributes_t as Attr;
+        let handle = device.lt()?;
+        let _call = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bias) = bias {
+            set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias)?;
+        }
+        let aligned = [left, right, out, bias.unwrap_or(0)].iter().all(|p| p % 16 == 0);
+        let algorithm = sys::cublasLtMatmulAlgo_t { data: if aligned { self.algorithm } else { self.unaligned } };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let [a, b, d] = self.layouts;
+        let (workspace, _guard) = handle.workspace.device_ptr(device.stream());
+        device.context().bind_to_thread()?;
+        // SAFETY: the caller guarantees the buffers; the descriptors and the workspace are alive.
+        unsafe {
+            lt::matmul(
+                handle.handle,
+                self.desc,
+                (&alpha as *const f32).cast(),
+                (&beta as *const f32).cast(),
+                right as *const c_void,
+                a,
+                left as *const c_void,
+                b,
+                out as *const c_void,
+                d,
+                out as *mut c_void,
+                d,
+                &algorithm,
+                workspace as *mut c_void,
+                handle.workspace.len(),
+                device.stream().cu_stream() as *mut _,
+            )
+        }?;
+        Ok(())
+    }
+}
+
+/// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM max-autotune chose, into `out`; `bias` is
+/// the device address of the bias vector when the epilogue has one.
+pub(crate) fn matmul_lt(
+    device: &Arc<CudaDevice>,
+    a: Input,
+    b: Input,
+    out: &mut CudaBuffer,
+    out_shape: &[usize],
+    gemm: &LtGemm,
+    bias: Option<u64>,
+) -> Result<(), CudaError> {
+    let Prepared::Gemm { a, b, dims } = prepare(device, a, b, out_shape)? else {
+        return Err(CudaError::new("a cuBLASLt GEMM was chosen for an empty product"));
+    };
+    if Problem::new(&a, &b, dims, gemm.problem().epilogue) != *gemm.problem() {
+        return Err(CudaError::new("the operands' layout differs from the one the GEMM was tuned for"));
+    }
+    // SAFETY: the operands and `out` hold the problem's elements (the problem was built from these
+    // shapes and strides), and the caller passes a bias of the product's columns.
+    unsafe { gemm.run(device, a.ptr(), b.ptr(), out.ptr(), bias) }
+}

@@ -1,0 +1,215 @@
+//! Max-autotune's benchmarking at compile time, the analogue of Inductor's `select_algorithm.py`
+//! (`AlgorithmSelectorCache`) and the autotune table it prints: for each matrix product, the
+//! candidates (cuBLAS, and the algorithms cuBLASLt's heuristics rank first for the problem, with
+//! its bias and ReLU epilogue when lowering fused one) are timed on the GPU, and the fastest is
+//! kept.
+//!
+//! Choices are stored on disk per device and problem (through [`crate::codecache`]), so a warm
+//! start reads them instead of timing again. `ENGINE_LOGS=autotuning` prints each table; the
+//! output code says which GEMM each product runs on and why.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::ir::{IrId, LoweredGraph, NodeBody};
+use crate::bench::Bench;
+use crate::codecache::{DiskCache, cache_key};
+use crate::device::Device;
+use crate::device::cuda::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
+use crate::device::cuda::matmul::{Dims, Operand, planned, sgemm};
+use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
+use crate::error::{Error, Result};
+use crate::logs::{self, Artifact};
+
+/// cuBLASLt algorithms timed per problem, best-ranked first (Inductor's max-autotune times a
+/// similar handful of GEMM configurations).
+const LT_CANDIDATES: usize = 6;
+
+/// The matmuls to run on cuBLASLt, by node, and one line per matmul for the output code.
+pub(crate) struct GemmChoices {
+    /// The chosen cuBLASLt GEMMs (a matmul absent here runs on cuBLAS).
+    pub gemms: HashMap<IrId, Arc<LtGemm>>,
+    /// What was chosen for each matmul, and the times that decided it.
+    pub notes: Vec<String>,
+}
+
+/// One matmul's choice as stored on disk: the library (and algorithm) and why.
+enum Choice {
+    Cublas,
+    Lt(Algorithm),
+}
+
+fn failed(e: CudaError) -> Error {
+    Error::Backend { backend: "inductor".into(), message: format!("max-autotune: {e}") }
+}
+
+/// What each matmul of `graph` runs on under max-autotune on `gpu`: timed now, or read from the
+/// disk cache.
+pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<GemmChoices> {
+    let mut choices = GemmChoices { gemms: HashMap::new(), notes: Vec::new() };
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
+        let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape) else { continue };
+        let kind = match (epilogue.bias.is_some(), epilogue.relu) {
+            (false, false) => Epilogue::None,
+            (true, false) => Epilogue::Bias,
+            (false, true) => Epilogue::Relu,
+            (true, true) => Epilogue::BiasRelu,
+        };
+        let label = format!("buf{i} = %{} {:?} @ {:?}", node.origin_name, a.layout.shape(), b.layout.shape());
+        let problem = Problem::new(&left, &right, dims, kind);
+        let tuning = Tuning { gpu, problem: &problem, left: &left, right: &right, dims, label: &label };
+        let (choice, why) = tuning.cached_choice()?;
+        match choice {
+            Choice::Cublas => choices.notes.push(format!("{label}: cuBLAS sgemm ({why})")),
+            Choice::Lt(algorithm) => {
+                let gemm = LtGemm::new(gpu, problem, Some(algorithm)).map_err(failed)?;
+                choices.gemms.insert(IrId(i), Arc::new(gemm));
+                let epilogue =
+                    if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
+                choices.notes.push(format!("{label}: cuBLASLt{epilogue} ({why})"));
+            }
+        }
+    }
+    Ok(choices)
+}
+
+/// One matmul to choose a GEMM for: its problem in cuBLASLt's terms, its operands and sizes in the
+/// engine's, and how logs name it.
+struct Tuning<'a> {
+    gpu: &'a Arc<CudaDevice>,
+    problem: &'a Problem,
+    left: &'a Operand,
+    right: &'a Operand,
+    dims: Dims,
+    label: &'a str,
+}
+
+impl Tuning<'_> {
+    /// The choice for the problem from the disk cache, or timed now and stored.
+    fn cached_choice(&self) -> Result<(Choice, String)> {
+        let Tuning { gpu, problem, label, .. } = *self;
+        let facts = gpu.facts();
+        // An algorithm is only meaningful to the cuBLASLt version that listed it.
+        let version = lt_version(gpu).map_err(failed)?;
+        let key = cache_key(&[
+            b"gemm-autotune-1",
+            facts.name.as_bytes(),
+            facts.arch().as_bytes(),
+            &version.to_le_bytes(),
+            format!("{problem:?}").as_bytes(),
+        ]);
+        let mut tuned = false;
+        let (path, _) = DiskCache::global().get_or_build(&key, "gemm", |path| {
+            tuned = true;
+            let (choice, why) = self.tune()?;
+            let head = match choice {
+                Choice::Cublas => "cublas".to_string(),
+                Choice::Lt(algorithm) => format!("cublaslt {}", algorithm.map(|w| format!("{w:016x}")).join(" ")),
+            };
+            std::fs::write(path, format!("{head}\n{why}\n"))
+                .map_err(|e| Error::Io { path: path.to_path_buf(), message: e.to_string() })
+        })?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
+        let (choice, why) = parse(&text).ok_or_else(|| Error::Io {
+            path: path.clone(),
+            message: "not a max-autotune GEMM choice; delete the file to tune again".into(),
+        })?;
+        if !tuned {
+            logs::log(Artifact::Autotuning, || format!("{label}: the choice cached on disk ({why})"));
+        }
+        Ok((choice, if tuned { why } else { format!("{why}; cached") }))
+    }
+
+    /// Times every candidate for the problem on scratch buffers of its sizes and returns the fastest,
+    /// with the table that chose it.
+    fn tune(&self) -> Result<(Choice, String)> {
+        let Tuning { gpu, problem: p, left, right, dims, label } = *self;
+        let scratch = |len: usize| -> Result<CudaBuffer> {
+            let mut buffer = CudaBuffer::alloc(gpu, len.max(1)).map_err(failed)?;
+            buffer.fill_zeros().map_err(failed)?;
+            Ok(buffer)
+        };
+        // cuBLASLt's A is the row-major right operand, its B the left one (see `cublaslt`).
+        let right_buffer = scratch(extent(p.a, p.m, p.k, p.batch))?;
+        let left_buffer = scratch(extent(p.b, p.k, p.n, p.batch))?;
+        let out = scratch((p.m * p.n) as usize * p.batch.max(1) as usize)?;
+        let bias = scratch(p.m as usize)?;
+        let bias_ptr = p.epilogue.has_bias().then(|| bias.ptr());
+        let first = LtGemm::new(gpu, *p, None).map_err(failed)?;
+        let algorithms = first.algorithms(gpu, LT_CANDIDATES, 16).map_err(failed)?;
+        let mut names: Vec<String> = Vec::new();
+        let mut gemms: Vec<LtGemm> = Vec::new();
+        for (rank, algorithm) in algorithms.iter().enumerate() {
+            gemms.push(first.with_algorithm(gpu, *algorithm).map_err(failed)?);
+            names.push(format!("cublaslt heuristic #{}", rank + 1));
+        }
+        let mut candidates: Vec<Box<dyn FnMut() -> Result<()>>> = Vec::new();
+        for gemm in &gemms {
+            let (l, r, o) = (left_buffer.ptr(), right_buffer.ptr(), out.ptr());
+            candidates.push(Box::new(move || {
+                // SAFETY: the scratch buffers hold every element the problem reaches.
+                unsafe { gemm.run(gpu, l, r, o, bias_ptr) }.map_err(failed)
+            }));
+        }
+        let (m, n, k, batch) = dims;
+        let int = |v: usize| i32::try_from(v).ok();
+        if let (Epilogue::None, Some(m), Some(n), Some(k), Some(batch)) =
+            (p.epilogue, int(m), int(n), int(k), int(batch))
+        {
+            let (l, r, o) = (left.at(left_buffer.ptr()), right.at(right_buffer.ptr()), out.ptr());
+            candidates.push(Box::new(move || sgemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
+            names.push("cublas sgemm".into());
+        }
+        let bench = Bench::new(Device::Cuda(gpu.ordinal())).warmup(3).samples(15).flush_cache(false);
+        let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = candidates.iter_mut().map(|c| &mut **c as _).collect();
+        let times: Vec<f64> = bench.run_interleaved(&mut refs)?.iter().map(|t| t.median()).collect();
+        let best = (0..times.len()).min_by(|&x, &y| times[x].total_cmp(&times[y])).expect("at least one candidate");
+        logs::log(Artifact::Autotuning, || {
+            let gflop = p.flops() / 1e9;
+            let mut lines = vec![format!("AUTOTUNE {label}, {} epilogue, {gflop:.2} GFLOP", p.epilogue.name())];
+            let mut order: Vec<usize> = (0..times.len()).collect();
+            order.sort_by(|&x, &y| times[x].total_cmp(&times[y]));
+            for i in order {
+                lines.push(format!(
+                    "  {:<24} {:>9.1} us {:>6.1}% {:>7.1} TFLOP/s",
+                    names[i],
+                    times[i] * 1e6,
+                    100.0 * times[best] / times[i],
+                    p.flops() / times[i] / 1e12
+                ));
+            }
+            lines.join("\n")
+        });
+        let runner_up = (0..times.len())
+            .filter(|&i| i != best)
+            .min_by(|&x, &y| times[x].total_cmp(&times[y]))
+            .map(|i| format!(", next {} {:.1} us", names[i], times[i] * 1e6))
+            .unwrap_or_default();
+        let why = format!("fastest of {} timed: {} {:.1} us{runner_up}", times.len(), names[best], times[best] * 1e6);
+        let choice = if best < gemms.len() { Choice::Lt(algorithms[best]) } else { Choice::Cublas };
+        Ok((choice, why))
+    }
+}
+
+fn parse(text: &str) -> Option<(Choice, String)> {
+    let mut lines = text.lines();
+    let head = lines.next()?;
+    let why = lines.next()?.to_string();
+    let choice = match head.split_once(' ') {
+        None if head == "cublas" => Choice::Cublas,
+        Some(("cublaslt", words)) => {
+            let words: Vec<u64> = words.split(' ').map(|w| u64::from_str_radix(w, 16).ok()).collect::<Option<_>>()?;
+            Choice::Lt(words.try_into().ok()?)
+        }
+        _ => return None,
+    };
+    Some((choice, why))
+}
+
+/// Elements a column-major operand reaches: `ld` per stored column, plus the batch's stride.
+fn extent((transposed, ld, stride): (bool, i64, i64), rows: u64, cols: u64, batch: i32) -> usize {
+    let stored_cols = if transposed { rows } else { cols };
+    (ld as usize) * stored_cols as usize + stride.max(0) as usize * (batch.max(1) as usize - 1)
+}

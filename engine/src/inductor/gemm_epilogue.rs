@@ -1,0 +1,147 @@
+//! Folding a bias add and a ReLU into the matrix product before them, the analogue of the
+//! `addmm` and `_addmm_activation` patterns Inductor matches after lowering `linear`, and of its
+//! GEMM templates' epilogues: `relu(x @ w + b)` becomes one cuBLASLt launch that adds the bias
+//! and clamps while the product is still in registers, instead of a GEMM that writes the product
+//! and a kernel that reads it back.
+//!
+//! Lowering asks [`Epilogues::absorb`] about each op under max-autotune on a GPU. The op is folded
+//! when it reads the matmul lowered just before it, nothing else reads that product, the epilogue
+//! cuBLASLt offers can express it (a bias that is one value per column, then a ReLU), and folding
+//! saves a kernel: a bias add whose value flows on into other pointwise ops (a GELU) stays where
+//! it is, fused into their kernel, since folding it would only split that kernel's reads of the
+//! product in two.
+
+use super::ir::{BufferName, IrId, LoweredGraph, NodeBody, View};
+use crate::fx::{Graph, NodeId};
+use crate::layout::{Layout, numel};
+use crate::op::{BinaryOp, Op, UnaryOp};
+
+/// What lowering needs to know about the graph to fold epilogues.
+pub(crate) struct Epilogues {
+    /// How often each node's value is read (by live nodes, or as an output).
+    uses: Vec<usize>,
+    /// Whether a node's value reaches a generated kernel (through views), which a bias add could
+    /// be fused into instead.
+    into_kernel: Vec<bool>,
+    /// Whether a node's only reader is a ReLU (folded too, so the bias add is worth folding).
+    into_relu: Vec<bool>,
+}
+
+impl Epilogues {
+    /// The facts about `graph` (decomposed; `live` says which nodes the outputs need).
+    pub(crate) fn of(graph: &Graph, live: &[bool]) -> Epilogues {
+        let n = graph.nodes().len();
+        let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        let mut uses = vec![0; n];
+        for out in graph.outputs() {
+            uses[out.index()] += 1;
+        }
+        for id in graph.ids().filter(|id| live[id.index()]) {
+            for input in graph.node(id).inputs() {
+                uses[input.index()] += 1;
+                users[input.index()].push(id);
+            }
+        }
+        // Users come after the nodes they read: walk backwards so that a view's answer is known.
+        let mut into_kernel = vec![false; n];
+        for id in graph.ids().collect::<Vec<_>>().into_iter().rev() {
+            into_kernel[id.index()] = users[id.index()].iter().any(|u| match graph.node(*u).op() {
+                Some(Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. }) => {
+                    into_kernel[u.index()]
+                }
+                Some(Op::Matmul | Op::Cond { .. }) | None => false,
+                Some(_) => true,
+            });
+        }
+        let into_relu = users
+            .iter()
+            .map(|u| matches!(u[..], [only] if graph.node(only).op() == Some(&Op::Unary(UnaryOp::Relu))))
+            .collect();
+        Epilogues { uses, into_kernel, into_relu }
+    }
+
+    /// Folds node `id`'s `op` (on `operands`: each operand's node and view) into the epilogue of
+    /// the last IR node when that node is a matmul it can extend; returns the view of the result
+    /// (the matmul's buffer), or `None` to lower `op` as usual.
+    pub(crate) fn absorb(
+        &self,
+        out: &mut LoweredGraph,
+        id: NodeId,
+        name: &str,
+        op: &Op,
+        operands: &[(NodeId, View)],
+        shape: &[usize],
+    ) -> Option<View> {
+        let last = out.nodes.len().checked_sub(1)?;
+        let node = &mut out.nodes[last];
+        let NodeBody::Matmul { a, epilogue, .. } = &mut node.body else { return None };
+        let product = View { buffer: BufferName::Node(IrId(last)), layout: Layout::contiguous(&node.shape) };
+        // An empty product or inner dimension is no GEMM at all: nothing to fold into.
+        let empty = numel(shape) == 0 || a.layout.shape().last() == Some(&0);
+        if node.shape != shape || empty {
+            return None;
+        }
+        let is_product = |(n, view): &(NodeId, View)| *view == product && self.uses[n.index()] == 1;
+        match (op, operands) {
+            (Op::Binary(BinaryOp::Add), [x, y]) if epilogue.bias.is_none() && !epilogue.relu => {
+                let saves_a_kernel = !self.into_kernel[id.index()] || self.into_relu[id.index()];
+                let bias = match (is_product(x), is_product(y)) {
+                    (true, false) => &y.1,
+                    (false, true) => &x.1,
+                    _ => return None,
+                };
+                let columns = *shape.last()?;
+                let vector = bias.layout.shape() == [columns] && bias.layout.strides() == [1];
+                if !vector || !saves_a_kernel || bias.buffer == product.buffer {
+                    return None;
+                }
+                epilogue.bias = Some(bias.clone());
+            }
+            (Op::Unary(UnaryOp::Relu), [x]) if is_product(x) && !epilogue.relu => epilogue.relu = true,
+            _ => return None,
+        }
+        epilogue.absorbed.push(name.to_string());
+        Some(product)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fx::{SymBindings, trace};
+    use crate::inductor::ir::{NodeBody, PointwiseOp};
+    use crate::inductor::lowering::lower_with;
+    use crate::tensor::Tensor;
+
+    /// `f` on x `[8, 16]`, w `[32, 16]`, b `[32]`, traced, decomposed and lowered with epilogues.
+    fn lowered(f: impl Fn(&[Tensor]) -> crate::Result<Tensor>) -> crate::inductor::ir::LoweredGraph {
+        let inputs = [Tensor::randn(&[8, 16], 0), Tensor::randn(&[32, 16], 1), Tensor::randn(&[32], 2)];
+        let traced = trace(&inputs, |t| Ok(vec![f(t)?])).unwrap();
+        let graph = crate::aot::decompose(&traced.graph).unwrap();
+        lower_with(&graph, &SymBindings::new(), true).unwrap()
+    }
+
+    #[test]
+    fn linear_then_relu_is_one_gemm() {
+        let g = lowered(|t| t[0].linear(&t[1], Some(&t[2]))?.relu());
+        assert_eq!(g.nodes.len(), 1);
+        let NodeBody::Matmul { epilogue, .. } = &g.nodes[0].body else { panic!("{:?}", g.nodes[0].body) };
+        assert!(epilogue.bias.is_some() && epilogue.relu, "{epilogue:?}");
+    }
+
+    #[test]
+    fn a_bias_feeding_a_gelu_or_a_product_read_twice_stays_outside() {
+        let g = lowered(|t| {
+            let y = t[0].matmul(&t[1].t()?)?;
+            y.add(&t[2])?.mul(&y)
+        });
+        assert!(g.nodes.iter().any(|n| matches!(n.body, NodeBody::Pointwise { op: PointwiseOp::Binary(_), .. })));
+        // The bias add stays fused with the GELU's kernel, which then reads the product once.
+        let g = lowered(|t| t[0].linear(&t[1], Some(&t[2]))?.gelu());
+        let NodeBody::Matmul { epilogue, .. } = &g.nodes[0].body else { panic!() };
+        assert!(epilogue.is_none(), "{epilogue:?}");
+        // A bias whose sum is returned (or read by a matmul) is folded.
+        let g = lowered(|t| t[0].linear(&t[1], Some(&t[2])));
+        let NodeBody::Matmul { epilogue, .. } = &g.nodes[0].body else { panic!() };
+        assert!(epilogue.bias.is_some() && g.nodes.len() == 1);
+    }
+}
