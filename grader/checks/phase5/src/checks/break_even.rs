@@ -62,7 +62,7 @@ fn cold_kernel_cache() -> Result<(), Failure> {
 pub fn costs_are_measured(_ctx: &Context) -> CheckResult {
     cold_kernel_cache()?;
     let device = Device::cuda_if_available();
-    let Timed { config, steady, first_call: first_call_tolerance, .. } = timed(device);
+    let Timed { costs: config, steady, first_call: first_call_tolerance, .. } = timed(device);
     let (rows, cols) = if device == Device::Cpu { (64, 256) } else { (8192, 1024) };
     let costs = measure_costs(device, rows, cols, &config)?;
     let Costs { first_call, compiled, eager } = costs;

@@ -141,8 +141,8 @@ pub fn plot_shows_both_series(ctx: &Context) -> CheckResult {
 /// solution in its own process, compares them as ratios.
 pub fn sweep_times_the_mlp(_ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
-    let Timed { config, batches, steady, .. } = timed(device);
-    let points = sweep_mlp(device, batches, &config)?;
+    let Timed { sweep, batches, steady, .. } = timed(device);
+    let points = sweep_mlp(device, batches, &sweep)?;
     let got: Vec<usize> = points.iter().map(|p| p.batch).collect();
     record("batches", format!("{got:?}"));
     ensure(got == batches, || format!("sweep_mlp(.., {batches:?}, ..) returned points for batches {got:?}"))?;

@@ -12,6 +12,7 @@ use engine::bench::{Bench, Timing, spin};
 use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all, record, record_floats};
 use proptest::prelude::*;
 
+use super::support::{log2_ms, timed};
 use crate::subject::timer::{TimerConfig, do_bench, is_stable, quantile};
 
 /// The engine's quantile, the reference: NaN for no samples.
@@ -51,16 +52,15 @@ pub fn quantile_matches_the_engine(ctx: &Context) -> CheckResult {
     Ok(format!("quantile agrees with the engine's on {cases} random sample sets"))
 }
 
-/// A sample set that sometimes settles: `round`-sized rounds, the last one close to the rest or
-/// not.
+/// A sample set that sometimes settles: whole rounds and a part of one, the last round close to
+/// the rest or not.
 fn settling_samples() -> impl Strategy<Value = (Vec<f64>, TimerConfig)> {
-    (1usize..6, 0usize..5, 2usize..40, 0.0f64..0.05, 0.0f64..0.1).prop_flat_map(
-        |(round, rounds, max, within, jitter)| {
-            let n = round * rounds + usize::from(rounds == 4);
-            let config = TimerConfig { warmup: 0, round, max_samples: max, stable_within: within, flush_cache: false };
-            (prop::collection::vec(1.0 - jitter..1.0 + jitter, n), Just(config))
-        },
-    )
+    let settings = (1usize..6, 0usize..5, 0usize..6, 2usize..40, 0.0f64..0.05, 0.0f64..0.1);
+    settings.prop_flat_map(|(round, rounds, part, max, within, jitter)| {
+        let n = round * rounds + part % round;
+        let config = TimerConfig { warmup: 0, round, max_samples: max, stable_within: within, flush_cache: false };
+        (prop::collection::vec(1.0 - jitter..1.0 + jitter, n), Just(config))
+    })
 }
 
 /// `is_stable` follows the stopping rule on random sample sets and settings.
@@ -117,6 +117,8 @@ pub fn times_known_work(ctx: &Context) -> CheckResult {
     record("no warm-up call among the samples", warm_up_untimed);
     record("stopped at the first stable round", stopped_where_the_rule_says);
     record("the median agrees with the engine's timer", agrees);
+    // The judge compares this with the median its own run of the reference timer measured.
+    record_floats("log2 of the median's ms", &[log2_ms(median)], timed(device).steady);
     let on = format!("timing a {wait:?} wait on {device} (the first {} calls take {slow:?})", config.warmup);
     ensure(one_per_call, || {
         format!(
