@@ -46,21 +46,24 @@ pub fn break_even_is_counted(ctx: &Context) -> CheckResult {
 }
 
 /// Points this process's kernel cache at a new, empty directory, so that the first compiled call
-/// compiles in full (a warm cache from an earlier run would skip the C compiler or NVRTC).
-fn cold_kernel_cache() -> Result<(), Failure> {
-    let dir = std::env::temp_dir().join(format!("phase5-cold-cache-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Failure::Setup(format!("cannot create {}: {e}", dir.display())))?;
+/// compiles in full (a warm cache from an earlier run would skip the C compiler or NVRTC). The
+/// directory is removed when the returned guard is dropped.
+fn cold_kernel_cache() -> Result<tempfile::TempDir, Failure> {
+    let dir = tempfile::Builder::new()
+        .prefix("phase5-cold-cache-")
+        .tempdir()
+        .map_err(|e| Failure::Setup(format!("cannot create a temporary directory: {e}")))?;
     // SAFETY: the check runs on the runner's only thread, before the engine has started any
     // thread or read its cache directory, so nothing reads the environment while it changes.
-    unsafe { std::env::set_var("ENGINE_CACHE_DIR", &dir) };
-    Ok(())
+    unsafe { std::env::set_var("ENGINE_CACHE_DIR", dir.path()) };
+    Ok(dir)
 }
 
 /// `measure_costs` measures a cold first call and both steady states of the naive layer norm:
 /// the first call costs more than a compiled call, and the judge finds the same costs and the same
 /// break-even count, within a factor of 2, in its own process.
 pub fn costs_are_measured(_ctx: &Context) -> CheckResult {
-    cold_kernel_cache()?;
+    let _cache = cold_kernel_cache()?;
     let device = Device::cuda_if_available();
     let Timed { costs: config, steady, first_call: first_call_tolerance, .. } = timed(device);
     let (rows, cols) = if device == Device::Cpu { (64, 256) } else { (8192, 1024) };

@@ -108,10 +108,12 @@ fn draws_both(points: &[Point], a: &[(f64, f64)], b: &[(f64, f64)]) -> bool {
 /// and the title, for random sweeps.
 pub fn plot_shows_both_series(ctx: &Context) -> CheckResult {
     let cases = 8;
-    let dir = std::env::temp_dir().join(format!("phase5-plots-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Failure::Setup(format!("cannot create {}: {e}", dir.display())))?;
+    let dir = tempfile::Builder::new()
+        .prefix("phase5-plots-")
+        .tempdir()
+        .map_err(|e| Failure::Setup(format!("cannot create a temporary directory: {e}")))?;
     for_all(ctx, cases, sweeps(3), |points| {
-        let path = dir.join("sweep.svg");
+        let path = dir.path().join("sweep.svg");
         let _ = std::fs::remove_file(&path);
         plot_svg(&points, "a random sweep", &path)?;
         let svg = std::fs::read_to_string(&path)

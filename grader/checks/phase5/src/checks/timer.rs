@@ -72,12 +72,12 @@ pub fn stopping_rule_is_followed(ctx: &Context) -> CheckResult {
 }
 
 /// How far the learner's median may be from the engine's on the same work: on the CPU, where the
-/// work is a sleep that a busy machine overshoots by milliseconds, twice it plus 2 ms (a timer
+/// work is a sleep that a busy machine overshoots by milliseconds, twice it plus 5 ms (a timer
 /// must still measure the whole wait); on a GPU, where it is a kernel timed by the GPU's own
 /// clock, 5% plus 20 µs.
 fn tolerance(device: Device) -> (f64, f64) {
     match device {
-        Device::Cpu => (1.0, 2e-3),
+        Device::Cpu => (1.0, 5e-3),
         Device::Cuda(_) => (0.05, 2e-5),
     }
 }
@@ -89,7 +89,9 @@ fn tolerance(device: Device) -> (f64, f64) {
 pub fn times_known_work(ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
     let wait = Duration::from_micros(2000 + (ctx.seed % 16) * 125);
-    let slow = Duration::from_millis(40);
+    // Slow enough that no ordinary call is ever as slow, even a 2 ms sleep on a machine so loaded
+    // that it oversleeps twentyfold (seen on a 2-core machine at load 9).
+    let slow = Duration::from_millis(200);
     let config = TimerConfig { warmup: 2, round: 5, max_samples: 20, stable_within: 0.02, flush_cache: true };
     let calls = Cell::new(0);
     let work = || {
@@ -101,7 +103,7 @@ pub fn times_known_work(ctx: &Context) -> CheckResult {
     let samples = measured.samples.clone();
     let n = samples.len();
     let one_per_call = calls.get() == config.warmup + n;
-    let warm_up_untimed = samples.iter().all(|&s| s < slow.as_secs_f64() * 0.75);
+    let warm_up_untimed = samples.iter().all(|&s| s < slow.as_secs_f64());
     // `max_samples` is a whole number of rounds here, so every round has `config.round` samples.
     let stopped_where_the_rule_says = reference_is_stable(&samples, &config)
         && n >= config.round
