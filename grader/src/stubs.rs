@@ -76,7 +76,8 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "exercises/phase5-benchmarking/src/break_even.rs",
         "542f9a8aaf2e475a54a61204c91815fbf5f86cd0d1f28739ce643fb03eb41672",
     ),
-    ("exercises/phase5-benchmarking/src/lib.rs", "3154dddd1f0c86b7a7d30a026375fa903dc38325469d4d87455d9f4d521c5236"),
+    ("exercises/phase5-benchmarking/src/lib.rs", "04821584b2b01d7a606992728a8d5c8163d81886eeb5dcdbe1560266420bca28"),
+    ("exercises/phase5-benchmarking/src/modes.rs", "7523b31d378497f6663b587a3e712eaeb33641c818825f8e81121ac3a0d9cbc1"),
     ("exercises/phase5-benchmarking/src/sweep.rs", "2f6e158b5e307159af1b1d1521505eb180ef83bcdbd66ec49cf39c772a962c1b"),
     ("exercises/phase5-benchmarking/src/timer.rs", "c348b5222cf101d58fcec2ccf7d71f10b06e855011da9b5193ae7c3887583a74"),
 ];

@@ -107,5 +107,25 @@ const EXERCISES: &[Exercise] = &[
         ],
         forbidden: TIMERS,
     },
+    Exercise {
+        name: "modes",
+        file: "src/modes.rs",
+        section: "modes",
+        stretch: false,
+        hints: &[
+            "`fastest`: `rows.iter().reduce(..)` keeping the row with the smaller `costs.compiled`, keeping the \
+             earlier one on a tie (replace only when strictly smaller), then `.map(|r| r.mode)`.",
+            "`measure_modes`: like `measure_costs`, once per mode: `for mode in Mode::ALL`, \
+             `dynamo::compile(|x: Tensor| mlp.forward(&x)).mode(mode)`, the first call timed with `Instant` \
+             between two `device.synchronize()?`, then `do_bench` of the steady state.",
+            "Time eager once, before the loop, and put the same median in every row's `Costs`. Each row's \
+             break-even is then your own `break_even(&row.costs)`.",
+        ],
+        checks: &[
+            CheckSpec::new("fastest_is_picked"),
+            CheckSpec::new("modes_are_measured").with_timeout(TIMED).timed(),
+        ],
+        forbidden: TIMERS,
+    },
     // The speed challenge's `Exercise` goes here.
 ];

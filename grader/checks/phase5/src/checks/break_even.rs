@@ -4,15 +4,15 @@
 //! into a fresh, empty kernel cache, so that both first calls pay the whole compile.
 
 use engine::Device;
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record, record_floats};
+use grader_harness::{CheckResult, Context, ensure, for_all, record, record_floats};
 use proptest::prelude::*;
 
-use super::support::{Timed, log2_ms, timed};
+use super::support::{Timed, cold_kernel_cache, log2_ms, timed};
 use crate::subject::break_even::{Costs, break_even, measure_costs};
 
 /// The grader's count: the first `n` at which `n` eager calls cost at least the compiled ones,
 /// searched for from just below where the algebra puts it (the division may round either way).
-fn reference_break_even(costs: &Costs) -> Option<u64> {
+pub(super) fn reference_break_even(costs: &Costs) -> Option<u64> {
     let c = *costs;
     let repays = |n: u64| c.first_call + (n - 1) as f64 * c.compiled <= n as f64 * c.eager;
     if repays(1) {
@@ -43,20 +43,6 @@ pub fn break_even_is_counted(ctx: &Context) -> CheckResult {
         ensure(got == expected, || format!("break_even({costs:?}) returned {got:?}, expected {expected:?}"))
     })?;
     Ok(format!("break_even agrees with the grader's count on {cases} random costs"))
-}
-
-/// Points this process's kernel cache at a new, empty directory, so that the first compiled call
-/// compiles in full (a warm cache from an earlier run would skip the C compiler or NVRTC). The
-/// directory is removed when the returned guard is dropped.
-fn cold_kernel_cache() -> Result<tempfile::TempDir, Failure> {
-    let dir = tempfile::Builder::new()
-        .prefix("phase5-cold-cache-")
-        .tempdir()
-        .map_err(|e| Failure::Setup(format!("cannot create a temporary directory: {e}")))?;
-    // SAFETY: the check runs on the runner's only thread, before the engine has started any
-    // thread or read its cache directory, so nothing reads the environment while it changes.
-    unsafe { std::env::set_var("ENGINE_CACHE_DIR", dir.path()) };
-    Ok(dir)
 }
 
 /// `measure_costs` measures a cold first call and both steady states of the naive layer norm:

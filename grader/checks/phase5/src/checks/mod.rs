@@ -6,6 +6,7 @@
 //! measure is measured again by the judge, in a process that runs no learner code.
 
 mod break_even;
+mod modes;
 mod support;
 mod sweep;
 mod timer;
@@ -22,6 +23,8 @@ pub const CHECKS: &[Check] = &[
     Check { id: "sweep_times_the_mlp", run: sweep::sweep_times_the_mlp },
     Check { id: "break_even_is_counted", run: break_even::break_even_is_counted },
     Check { id: "costs_are_measured", run: break_even::costs_are_measured },
+    Check { id: "fastest_is_picked", run: modes::fastest_is_picked },
+    Check { id: "modes_are_measured", run: modes::modes_are_measured },
 ];
 
 #[cfg(test)]

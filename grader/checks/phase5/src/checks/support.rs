@@ -1,8 +1,8 @@
-//! What the timed checks share: how they time on each device, and how they record a time so that
-//! the judge compares it as a ratio.
+//! What the timed checks share: how they time on each device, how they record a time so that the
+//! judge compares it as a ratio, and a cold kernel cache for first calls.
 
 use engine::Device;
-use grader_harness::Tolerance;
+use grader_harness::{Failure, Tolerance};
 
 use crate::subject::timer::TimerConfig;
 
@@ -49,4 +49,18 @@ pub fn timed(device: Device) -> Timed {
 /// doubles), two times agree when their ratio is within `2^(2t)`.
 pub fn log2_ms(seconds: f64) -> f32 {
     (seconds * 1e3).log2() as f32
+}
+
+/// Points this process's kernel cache at a new, empty directory, so that the first compiled call
+/// compiles in full (a warm cache from an earlier run would skip the C compiler or NVRTC). The
+/// directory is removed when the returned guard is dropped.
+pub fn cold_kernel_cache() -> Result<tempfile::TempDir, Failure> {
+    let dir = tempfile::Builder::new()
+        .prefix("phase5-cold-cache-")
+        .tempdir()
+        .map_err(|e| Failure::Setup(format!("cannot create a temporary directory: {e}")))?;
+    // SAFETY: the check runs on the runner's only thread, before the engine has started any
+    // thread or read its cache directory, so nothing reads the environment while it changes.
+    unsafe { std::env::set_var("ENGINE_CACHE_DIR", dir.path()) };
+    Ok(dir)
 }
