@@ -40,16 +40,7 @@ impl Point {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "sweep". Check: `cargo grader check phase5`.
 pub fn sweep_mlp(device: Device, batches: &[usize], config: &TimerConfig) -> Result<Vec<Point>> {
-    let mlp = Mlp::new(SEED, device)?;
-    let mut points = Vec::with_capacity(batches.len());
-    for &batch in batches {
-        let x = Tensor::randn(&[batch, MLP_FEATURES], batch as u64).to(device)?;
-        let eager = do_bench(device, config, || mlp.forward(&x).map(drop))?;
-        let compiled_mlp = dynamo::compile(|x: Tensor| mlp.forward(&x));
-        let compiled = do_bench(device, config, || compiled_mlp.call(&x).map(drop))?;
-        points.push(Point { batch, eager: eager.median(), compiled: compiled.median() });
-    }
-    Ok(points)
+    todo!()
 }
 // ANCHOR_END: sweep_mlp
 
@@ -60,9 +51,7 @@ pub fn sweep_mlp(device: Device, batches: &[usize], config: &TimerConfig) -> Res
 ///
 /// Book: `book/src/phase5/exercises.md`, section "sweep". Check: `cargo grader check phase5`.
 pub fn crossover(points: &[Point], min_speedup: f64) -> Option<usize> {
-    let losing = points.iter().rposition(|p| p.speedup() < min_speedup);
-    let first_winning = losing.map_or(0, |i| i + 1);
-    points.get(first_winning).map(|p| p.batch)
+    todo!()
 }
 // ANCHOR_END: crossover
 
@@ -74,36 +63,6 @@ pub fn crossover(points: &[Point], min_speedup: f64) -> Option<usize> {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "sweep". Check: `cargo grader check phase5`.
 pub fn plot_svg(points: &[Point], title: &str, path: &Path) -> Result<()> {
-    draw(points, title, path).map_err(|e| Error::Io { path: path.to_path_buf(), message: e.to_string() })
+    todo!()
 }
 // ANCHOR_END: plot_svg
-
-fn draw(points: &[Point], title: &str, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    let milliseconds = points.iter().flat_map(|p| [p.eager * 1e3, p.compiled * 1e3]);
-    let (low, high) = milliseconds.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let batches = points.iter().map(|p| p.batch as f64);
-    let (first, last) = batches.fold((f64::INFINITY, 0.0f64), |(lo, hi), b| (lo.min(b), hi.max(b)));
-    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((first / 1.5..last * 1.5).log_scale(), (low / 1.5..high * 1.5).log_scale())?;
-    chart.configure_mesh().x_desc("batch").y_desc("ms per call").draw()?;
-    let series = [
-        ("eager", RED, points.iter().map(|p| p.eager).collect::<Vec<_>>()),
-        ("compiled", BLUE, points.iter().map(|p| p.compiled).collect()),
-    ];
-    for (label, color, seconds) in series {
-        let line = points.iter().zip(seconds).map(|(p, s)| (p.batch as f64, s * 1e3));
-        chart
-            .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
-    }
-    chart.configure_series_labels().background_style(WHITE).border_style(BLACK).draw()?;
-    root.present()?;
-    Ok(())
-}

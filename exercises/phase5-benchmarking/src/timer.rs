@@ -53,15 +53,7 @@ impl Measurement {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "timer". Check: `cargo grader check phase5`.
 pub fn quantile(samples: &[f64], q: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let (low, high) = (position.floor() as usize, position.ceil() as usize);
-    let fraction = position - low as f64;
-    sorted[low]
+    todo!()
 }
 // ANCHOR_END: quantile
 
@@ -73,16 +65,7 @@ pub fn quantile(samples: &[f64], q: f64) -> f64 {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "timer". Check: `cargo grader check phase5`.
 pub fn is_stable(samples: &[f64], config: &TimerConfig) -> bool {
-    let n = samples.len();
-    if n >= config.max_samples {
-        return true;
-    }
-    if n < 2 * config.round {
-        return false;
-    }
-    let all = quantile(samples, 0.5);
-    let before = quantile(&samples[..n - config.round], 0.5);
-    (all - before).abs() <= config.stable_within * all
+    todo!()
 }
 // ANCHOR_END: is_stable
 
@@ -98,28 +81,6 @@ pub fn is_stable(samples: &[f64], config: &TimerConfig) -> bool {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "timer". Check: `cargo grader check phase5`.
 pub fn do_bench(device: Device, config: &TimerConfig, mut f: impl FnMut() -> Result<()>) -> Result<Measurement> {
-    for _ in 0..config.warmup {
-        f()?;
-    }
-    device.synchronize()?;
-    let mut flush = CacheFlush::new(device);
-    let mut samples = Vec::new();
-    while !is_stable(&samples, config) {
-        let count = config.round.max(1).min(config.max_samples - samples.len());
-        let mut stamps =
-            (0..count).map(|_| Ok((Stamp::new(device)?, Stamp::new(device)?))).collect::<Result<Vec<_>>>()?;
-        for (start, end) in &mut stamps {
-            if config.flush_cache {
-                flush.run()?;
-            }
-            start.record()?;
-            f()?;
-            end.record()?;
-        }
-        for (start, end) in &stamps {
-            samples.push(end.seconds_since(start)?);
-        }
-    }
-    Ok(Measurement { samples })
+    todo!()
 }
 // ANCHOR_END: do_bench
