@@ -68,6 +68,18 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("exercises/phase4-codegen/src/lib.rs", "3e2faefe6372820928f7dc9116f9d179e73847d5feb39f56cc17f04c299bfe98"),
     ("exercises/phase4-codegen/src/pointwise.rs", "93ed9963a3177f8740b84fac523cb2cd82d8f824e07cc47020f15d0feab21494"),
     ("exercises/phase4-codegen/src/reduction.rs", "abb7e9ce88f7178e025573153c050ffdac46b3f16ee05151d2e76891e786bb1d"),
+    (
+        "exercises/phase5-benchmarking/examples/scratch.rs",
+        "1a533766066a18900929b607952734a04e71745b202e3c192cc1ce8a69028983",
+    ),
+    (
+        "exercises/phase5-benchmarking/src/break_even.rs",
+        "542f9a8aaf2e475a54a61204c91815fbf5f86cd0d1f28739ce643fb03eb41672",
+    ),
+    ("exercises/phase5-benchmarking/src/lib.rs", "04821584b2b01d7a606992728a8d5c8163d81886eeb5dcdbe1560266420bca28"),
+    ("exercises/phase5-benchmarking/src/modes.rs", "7523b31d378497f6663b587a3e712eaeb33641c818825f8e81121ac3a0d9cbc1"),
+    ("exercises/phase5-benchmarking/src/sweep.rs", "2f6e158b5e307159af1b1d1521505eb180ef83bcdbd66ec49cf39c772a962c1b"),
+    ("exercises/phase5-benchmarking/src/timer.rs", "c348b5222cf101d58fcec2ccf7d71f10b06e855011da9b5193ae7c3887583a74"),
 ];
 
 /// The SHA-256 of `bytes`, in lowercase hex.

@@ -20,6 +20,7 @@ pub mod phase1;
 pub mod phase2;
 pub mod phase3;
 pub mod phase4;
+pub mod phase5;
 pub mod tour;
 
 /// One runnable example: the name it is run and snapshotted by, and the code.
@@ -55,6 +56,8 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase4_output_code_cuda", run: phase4::output_code_cuda },
     Section { name: "phase4_kernel_ir", run: phase4::kernel_ir },
     Section { name: "phase4_fusion", run: phase4::fusion },
+    Section { name: "phase5_stamps", run: phase5::stamps },
+    Section { name: "phase5_interleaved", run: phase5::interleaved },
     Section { name: "phase5_modes", run: modes::modes },
 ];
 
