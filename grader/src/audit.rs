@@ -21,8 +21,10 @@ use crate::runners::BuildFailure;
 use crate::stubs;
 use crate::workbook::Workbook;
 
-/// Dependencies an exercise crate may have, each as `NAME.workspace = true`.
-const ALLOWED_DEPENDENCIES: &[&str] = &["engine", "workbook-models"];
+/// Dependencies an exercise crate may have, each as `NAME.workspace = true`: the engine, the given
+/// models, and `plotters`, which phase 5 plots with (a plotting library, with no build script and
+/// nothing in it that could answer an exercise).
+const ALLOWED_DEPENDENCIES: &[&str] = &["engine", "workbook-models", "plotters"];
 
 /// Refuses the learner's crate of `phase` for the first reason above, if any.
 pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {

@@ -4,8 +4,13 @@ use anyhow::{Result, bail};
 use grader_harness::{Exercise, Phase};
 
 /// Every phase, in the order the course takes them. Add a phase here (see the crate docs).
-pub const PHASES: &[&Phase] =
-    &[&checks_phase1::PHASE, &checks_phase2::PHASE, &checks_phase3::PHASE, &checks_phase4::PHASE];
+pub const PHASES: &[&Phase] = &[
+    &checks_phase1::PHASE,
+    &checks_phase2::PHASE,
+    &checks_phase3::PHASE,
+    &checks_phase4::PHASE,
+    &checks_phase5::PHASE,
+];
 
 /// The phases a learner names: one phase, or `all`. An unknown name is a one-line error listing
 /// the valid ones.

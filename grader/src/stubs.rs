@@ -68,6 +68,17 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("exercises/phase4-codegen/src/lib.rs", "3e2faefe6372820928f7dc9116f9d179e73847d5feb39f56cc17f04c299bfe98"),
     ("exercises/phase4-codegen/src/pointwise.rs", "93ed9963a3177f8740b84fac523cb2cd82d8f824e07cc47020f15d0feab21494"),
     ("exercises/phase4-codegen/src/reduction.rs", "abb7e9ce88f7178e025573153c050ffdac46b3f16ee05151d2e76891e786bb1d"),
+    (
+        "exercises/phase5-benchmarking/examples/scratch.rs",
+        "3a926c98c5602782a57cbe3af65ff28d169b39d40defd92a19bbcc1c68598fe7",
+    ),
+    (
+        "exercises/phase5-benchmarking/src/break_even.rs",
+        "ea946681fcaacc7166a6a20a17b50dcaff0eb646afaf47e8f5345d9cd7a8cb67",
+    ),
+    ("exercises/phase5-benchmarking/src/lib.rs", "9193ed40bd74fe3ea9fd72c5828062efe1058ca057e3288a13400d6e9317f65c"),
+    ("exercises/phase5-benchmarking/src/sweep.rs", "0922165620a32acc611a83bc92b5c550394c7434858684b1b43e0326121176e0"),
+    ("exercises/phase5-benchmarking/src/timer.rs", "90b8642bd728aacf29edaf452b7fbb8318af3a9c9e4b089fc7bf119ff9741765"),
 ];
 
 /// The SHA-256 of `bytes`, in lowercase hex.

@@ -1,0 +1,1 @@
+//! Exercise `break_even`: how many calls repay the compile time.

@@ -1,0 +1,24 @@
+//! Phase 5 of the workbook: benchmarking, measured honestly.
+//!
+//! [`models`] gives the workloads the course times: the MLP 512-2048-512, the naive transformer
+//! block, naive softmax and layer norm. The exercises, in order:
+//!
+//! | exercise | module | what you write |
+//! | --- | --- | --- |
+//! | `timer` | [`timer`] | a timer in the spirit of `triton.testing.do_bench` |
+//! | `sweep` | [`sweep`] | eager against compiled over batch sizes, the crossover, an SVG plot |
+//! | `break_even` | [`break_even`] | how many calls repay the compile time |
+//!
+//! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
+//! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
+
+// The stubs do not use their parameters and imports yet. Delete this line once you are done, to
+// get the compiler's warnings about your own code back.
+#![allow(unused_variables, unused_imports, dead_code)]
+
+pub mod break_even;
+// The given workloads live once in the shared `workbook-models` crate, for both this crate and its
+// twin; `crate::models` names them as if they were here.
+pub use workbook_models::phase5 as models;
+pub mod sweep;
+pub mod timer;
