@@ -1,7 +1,5 @@
 //! The phase 5 check runner for the learner's crate, `exercises/phase5-benchmarking`.
 
-// Until the first check names it.
-#[allow(unused_imports)]
 use exercise as subject;
 
 #[path = "checks/mod.rs"]

@@ -1,7 +1,5 @@
 //! The phase 5 check runner for the reference crate, `solutions/phase5-benchmarking`.
 
-// Until the first check names it.
-#[allow(unused_imports)]
 use solution as subject;
 
 #[path = "checks/mod.rs"]

@@ -5,10 +5,15 @@
 //! known duration, and every timing that decides a verdict is taken again by the judge, in a
 //! process that runs no learner code.
 
+mod challenge;
+
 use grader_harness::Check;
 
 /// Every check of the phase, with the id the phase data gives it.
-pub const CHECKS: &[Check] = &[];
+pub const CHECKS: &[Check] = &[
+    Check { id: "challenge_matches_block", run: challenge::challenge_matches_block },
+    Check { id: "challenge_is_faster", run: challenge::challenge_is_faster },
+];
 
 #[cfg(test)]
 mod tests {
