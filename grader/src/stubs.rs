@@ -76,7 +76,11 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "exercises/phase5-benchmarking/src/break_even.rs",
         "ea946681fcaacc7166a6a20a17b50dcaff0eb646afaf47e8f5345d9cd7a8cb67",
     ),
-    ("exercises/phase5-benchmarking/src/lib.rs", "9193ed40bd74fe3ea9fd72c5828062efe1058ca057e3288a13400d6e9317f65c"),
+    (
+        "exercises/phase5-benchmarking/src/challenge.rs",
+        "e12f6bd2bb8047305d60ce22384ba15de53a579cae7b4e0facb80450529ef38f",
+    ),
+    ("exercises/phase5-benchmarking/src/lib.rs", "5d0e1e7e7c416b7c78fd7447ca60f83f1144e15ad1b2377c6ca2997023044d2b"),
     ("exercises/phase5-benchmarking/src/sweep.rs", "0922165620a32acc611a83bc92b5c550394c7434858684b1b43e0326121176e0"),
     ("exercises/phase5-benchmarking/src/timer.rs", "90b8642bd728aacf29edaf452b7fbb8318af3a9c9e4b089fc7bf119ff9741765"),
 ];
