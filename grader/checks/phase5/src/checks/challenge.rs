@@ -178,7 +178,8 @@ pub fn challenge_is_faster(ctx: &Context) -> CheckResult {
     let (naive_ms, your_ms) =
         (1e3 * Timing::new(naive_samples).median(), 1e3 * Timing::new(your_samples.clone()).median());
     let measured = format!(
-        "your block {your_ms:.3} ms, the naive block {naive_ms:.3} ms, both compiled: {ratio:.2}x over {} samples each",
+        "{ratio:.2}x the naive block, both compiled (yours {your_ms:.3} ms, naive {naive_ms:.3} ms, medians of {} \
+         interleaved samples each)",
         your_samples.len()
     );
     ensure(ratio >= GPU_SPEEDUP, || {
