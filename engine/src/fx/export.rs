@@ -13,7 +13,8 @@
 //! written in the file must be the one the rule infers. Only the engine's own ops load: a custom
 //! op would be kernel code the loader runs unseen, and `cond` holds graphs of its own that this
 //! format does not carry. Shapes are static and every placeholder is dense (row-major), which is
-//! how the loaded program is fed.
+//! how the loaded program is fed. Every tensor is `f32`, the engine's one dtype, so the format
+//! names none; a dtype field will come with a new [`FORMAT_VERSION`].
 //!
 //! ```
 //! use engine::{Device, Tensor, fx::export::{ExportedProgram, export}};
@@ -78,6 +79,7 @@ pub fn export(f: impl FnOnce(Vec<Tensor>) -> Result<Vec<Tensor>>, args: &[Tensor
 impl ExportedProgram {
     /// The program a finished trace describes: the function's arguments are its user inputs and
     /// the tensors it captured its constants.
+    #[track_caller]
     pub fn from_traced(traced: Traced) -> Result<ExportedProgram> {
         let inputs = traced
             .inputs
