@@ -254,6 +254,23 @@ mod tests {
     }
 
     #[test]
+    fn the_block_exports_and_loads_as_the_same_program() {
+        use engine::fx::export::{ExportedProgram, export};
+        let shape = BlockShape { batch: 2, seq: 3, d_model: 8, heads: 2 };
+        let block = Block::new(shape, 7, Device::Cpu).unwrap();
+        let x = Tensor::randn(&[2, 3, 8], 8);
+        let program = export(|t| Ok(vec![block.naive_forward(&t[0])?]), std::slice::from_ref(&x)).unwrap();
+        assert_eq!(program.user_input_count(), 1, "x alone; the 16 weights are constants");
+        let loaded = ExportedProgram::from_json(&program.to_json().unwrap(), Device::Cpu).unwrap();
+        assert!(loaded.graph() == program.graph());
+        let fresh = Tensor::randn(&[2, 3, 8], 9);
+        let run = |p: &ExportedProgram| p.run(std::slice::from_ref(&fresh)).unwrap()[0].to_vec().unwrap();
+        assert_eq!(run(&loaded), block.naive_forward(&fresh).unwrap().to_vec().unwrap());
+        let broken = export(|t| Ok(vec![block.challenge_forward(&t[0])?]), &[x]).unwrap_err();
+        assert!(matches!(broken, Error::GraphBreak { .. }), "{broken}");
+    }
+
+    #[test]
     fn the_compiled_block_matches_eager() {
         let shape = BlockShape { batch: 2, seq: 6, d_model: 32, heads: 4 };
         let block = Block::new(shape, 3, Device::Cpu).unwrap();
