@@ -17,17 +17,16 @@
 //! ```
 
 pub mod baseline;
+mod clock;
 mod spin;
 
+pub use clock::{CacheFlush, Stamp};
 pub use spin::spin;
 
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaEvent, sys::CUevent_flags};
-
 use crate::device::Device;
-use crate::device::cuda::{CudaDevice, CudaError};
-use crate::error::{Result, SourceLocation};
+use crate::error::Result;
 
 /// How to time: device, warm-up runs, timed samples, cache flushing.
 #[derive(Clone, Copy, Debug)]
@@ -64,102 +63,49 @@ impl Bench {
     }
 
     /// Times `f`, which queues the work to time (for a GPU it need not wait for it).
-    #[track_caller]
     pub fn run(&self, mut f: impl FnMut() -> Result<()>) -> Result<Timing> {
-        let location = SourceLocation::caller();
-        let mut timings = self.run_interleaved_at(&mut [&mut f], location)?;
+        let mut timings = self.run_interleaved(&mut [&mut f])?;
         Ok(timings.pop().expect("one closure, one timing"))
     }
 
     /// Times several closures taking turns (`a b c a b c ...`), so that clock changes and
     /// background load during the run affect all of them alike: the fair way to compare two
     /// versions of the same work. Returns one timing per closure, in order.
-    #[track_caller]
     pub fn run_interleaved(&self, fs: &mut [&mut dyn FnMut() -> Result<()>]) -> Result<Vec<Timing>> {
-        self.run_interleaved_at(fs, SourceLocation::caller())
-    }
-
-    fn run_interleaved_at(
-        &self,
-        fs: &mut [&mut dyn FnMut() -> Result<()>],
-        location: SourceLocation,
-    ) -> Result<Vec<Timing>> {
         for _ in 0..self.warmup {
             for f in fs.iter_mut() {
                 f()?;
             }
         }
         self.device.synchronize()?;
-        let seconds = match self.device {
-            Device::Cpu => self.cpu_samples(fs)?,
-            Device::Cuda(ordinal) => self.gpu_samples(&*CudaDevice::get(ordinal)?, fs, location)?,
-        };
-        Ok(seconds.into_iter().map(Timing::new).collect())
-    }
-
-    fn cpu_samples(&self, fs: &mut [&mut dyn FnMut() -> Result<()>]) -> Result<Vec<Vec<f64>>> {
-        let mut flush = CpuFlush::default();
-        let mut seconds = vec![Vec::with_capacity(self.samples); fs.len()];
-        for _ in 0..self.samples {
-            for (f, out) in fs.iter_mut().zip(&mut seconds) {
-                if self.flush_cache {
-                    flush.run();
-                }
-                let start = Instant::now();
-                f()?;
-                out.push(start.elapsed().as_secs_f64());
-            }
-        }
-        Ok(seconds)
-    }
-
-    fn gpu_samples(
-        &self,
-        device: &CudaDevice,
-        fs: &mut [&mut dyn FnMut() -> Result<()>],
-        location: SourceLocation,
-    ) -> Result<Vec<Vec<f64>>> {
-        let fail = |e: CudaError| e.at("bench", self.device, Vec::new(), location);
-        // CU_EVENT_DEFAULT: cudarc's default flags disable timing.
-        let event = || device.context().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| fail(e.into()));
-        let mut pairs: Vec<Vec<(CudaEvent, CudaEvent)>> = Vec::with_capacity(fs.len());
+        // Every stamp is created before timing starts: creating a CUDA event costs host time.
+        let mut stamps: Vec<Vec<(Stamp, Stamp)>> = Vec::with_capacity(fs.len());
         for _ in 0..fs.len() {
-            pairs.push((0..self.samples).map(|_| Ok((event()?, event()?))).collect::<Result<_>>()?);
+            stamps.push(
+                (0..self.samples)
+                    .map(|_| Ok((Stamp::new(self.device)?, Stamp::new(self.device)?)))
+                    .collect::<Result<_>>()?,
+            );
         }
+        let mut flush = CacheFlush::new(self.device);
         for sample in 0..self.samples {
-            for (f, events) in fs.iter_mut().zip(&pairs) {
+            for (f, stamps) in fs.iter_mut().zip(&mut stamps) {
                 if self.flush_cache {
-                    device.flush_l2().map_err(fail)?;
+                    flush.run()?;
                 }
-                let (start, end) = &events[sample];
-                start.record(device.stream()).map_err(|e| fail(e.into()))?;
+                let (start, end) = &mut stamps[sample];
+                start.record()?;
                 f()?;
-                end.record(device.stream()).map_err(|e| fail(e.into()))?;
+                end.record()?;
             }
         }
-        device.synchronize().map_err(fail)?;
-        let elapsed = |(start, end): &(CudaEvent, CudaEvent)| -> Result<f64> {
-            Ok(start.elapsed_ms(end).map_err(|e| fail(e.into()))? as f64 * 1e-3)
-        };
-        pairs.iter().map(|events| events.iter().map(elapsed).collect()).collect()
-    }
-}
-
-/// Evicts the CPU caches by writing a buffer larger than any last-level cache.
-#[derive(Default)]
-struct CpuFlush {
-    buffer: Vec<u8>,
-    round: u8,
-}
-
-impl CpuFlush {
-    fn run(&mut self) {
-        if self.buffer.is_empty() {
-            self.buffer = vec![0; 64 << 20];
-        }
-        self.round = self.round.wrapping_add(1);
-        self.buffer.fill(self.round);
-        std::hint::black_box(&self.buffer);
+        self.device.synchronize()?;
+        stamps
+            .iter()
+            .map(|pairs| {
+                Ok(Timing::new(pairs.iter().map(|(start, end)| end.seconds_since(start)).collect::<Result<_>>()?))
+            })
+            .collect()
     }
 }
 

@@ -70,19 +70,19 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("exercises/phase4-codegen/src/reduction.rs", "abb7e9ce88f7178e025573153c050ffdac46b3f16ee05151d2e76891e786bb1d"),
     (
         "exercises/phase5-benchmarking/examples/scratch.rs",
-        "3a926c98c5602782a57cbe3af65ff28d169b39d40defd92a19bbcc1c68598fe7",
+        "1a533766066a18900929b607952734a04e71745b202e3c192cc1ce8a69028983",
     ),
     (
         "exercises/phase5-benchmarking/src/break_even.rs",
-        "ea946681fcaacc7166a6a20a17b50dcaff0eb646afaf47e8f5345d9cd7a8cb67",
+        "542f9a8aaf2e475a54a61204c91815fbf5f86cd0d1f28739ce643fb03eb41672",
     ),
     (
         "exercises/phase5-benchmarking/src/challenge.rs",
         "e12f6bd2bb8047305d60ce22384ba15de53a579cae7b4e0facb80450529ef38f",
     ),
-    ("exercises/phase5-benchmarking/src/lib.rs", "5d0e1e7e7c416b7c78fd7447ca60f83f1144e15ad1b2377c6ca2997023044d2b"),
-    ("exercises/phase5-benchmarking/src/sweep.rs", "0922165620a32acc611a83bc92b5c550394c7434858684b1b43e0326121176e0"),
-    ("exercises/phase5-benchmarking/src/timer.rs", "90b8642bd728aacf29edaf452b7fbb8318af3a9c9e4b089fc7bf119ff9741765"),
+    ("exercises/phase5-benchmarking/src/lib.rs", "6907a537648410e5523d2886aa9c3b429b135cace9fc05d57b1612f0ad4116eb"),
+    ("exercises/phase5-benchmarking/src/sweep.rs", "2f6e158b5e307159af1b1d1521505eb180ef83bcdbd66ec49cf39c772a962c1b"),
+    ("exercises/phase5-benchmarking/src/timer.rs", "c348b5222cf101d58fcec2ccf7d71f10b06e855011da9b5193ae7c3887583a74"),
 ];
 
 /// The SHA-256 of `bytes`, in lowercase hex.

@@ -15,7 +15,7 @@
 
 // The stubs do not use their parameters and imports yet. Delete this line once you are done, to
 // get the compiler's warnings about your own code back.
-#![allow(unused_variables, unused_imports, dead_code)]
+#![allow(unused_variables, unused_imports, unused_mut, dead_code)]
 
 pub mod break_even;
 pub mod challenge;

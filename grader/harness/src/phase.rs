@@ -96,6 +96,13 @@ impl CheckSpec {
         CheckSpec { gpu_timing: true, needs_gpu: true, ..self }
     }
 
+    /// The same check, marked as timing code on whatever device the machine has: on a GPU it
+    /// holds the GPU's lock (see [`CheckSpec::gpu_timing`]); where there is none it runs on the
+    /// CPU rather than being skipped.
+    pub const fn timed(self) -> CheckSpec {
+        CheckSpec { gpu_timing: true, ..self }
+    }
+
     /// The same check, marked as needing a GPU (see [`CheckSpec::needs_gpu`]).
     pub const fn on_gpu(self) -> CheckSpec {
         CheckSpec { needs_gpu: true, ..self }

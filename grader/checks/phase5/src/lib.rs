@@ -4,7 +4,7 @@
 //! `phase5-exercises` and `phase5-solutions`, that differ only in the crate they test (`subject`).
 //! See the grader's crate documentation for how to add a phase.
 
-use grader_harness::{CheckSpec, Exercise, Phase};
+use grader_harness::{CheckSpec, Exercise, Forbidden, Phase};
 
 /// Phase 5: timing code honestly, eager against compiled, the cost of compiling.
 pub const PHASE: Phase = Phase {
@@ -17,10 +17,98 @@ pub const PHASE: Phase = Phase {
     exercises: EXERCISES,
 };
 
+/// Timed checks run the MLP or compile cold, in the grader's debug build: more than the default
+/// time.
+const TIMED: u64 = 300;
+
+/// What the engine already has that times code: refused in every file of the crate, since the
+/// sweep and the break-even are to be timed with the learner's own timer.
+const TIMERS: &[Forbidden] = &[
+    Forbidden { path: "Bench", everywhere: true, why: "this phase asks you to time code with your own `do_bench`" },
+    Forbidden {
+        path: "Timing",
+        everywhere: true,
+        why: "this phase asks you to take medians and quantiles yourself, with your own `quantile`",
+    },
+    Forbidden {
+        path: "time_once",
+        everywhere: true,
+        why: "this phase asks you to time a first call yourself, with `Instant` and `device.synchronize()`",
+    },
+    Forbidden { path: "baseline", everywhere: true, why: "this phase asks you to time code with your own `do_bench`" },
+];
+
 /// The exercises, core ones first. The speed challenge (`src/challenge.rs`, its checks in
 /// `checks/challenge.rs`) is the last core exercise: its `Exercise` entry goes at the end of this
 /// list.
-const EXERCISES: &[Exercise] = &[CHALLENGE];
+const EXERCISES: &[Exercise] = &[
+    Exercise {
+        name: "timer",
+        file: "src/timer.rs",
+        section: "timer",
+        stretch: false,
+        hints: &[
+            "`quantile` first: copy and sort (`sort_by(f64::total_cmp)`), then `position = q.clamp(0.0, 1.0) * (len - 1) \
+             as f64`; the samples at `position.floor()` and `position.ceil()` are the two to interpolate between.",
+            "`is_stable`: check `max_samples` first, then fewer than `2 * round` samples, then compare \
+             `quantile(samples, 0.5)` with `quantile(&samples[..n - round], 0.5)`.",
+            "`do_bench`: the warm-up loop, `device.synchronize()?`, a `CacheFlush::new(device)`, then `while \
+             !is_stable(&samples, config)`: make `count` pairs of `Stamp::new(device)?`, and for each pair `flush.run()?; \
+             start.record()?; f()?; end.record()?;`, then push every `end.seconds_since(&start)?`.",
+        ],
+        checks: &[
+            CheckSpec::new("quantile_matches_the_engine"),
+            CheckSpec::new("stopping_rule_is_followed"),
+            CheckSpec::new("times_known_work").timed(),
+        ],
+        forbidden: TIMERS,
+    },
+    Exercise {
+        name: "sweep",
+        file: "src/sweep.rs",
+        section: "sweep",
+        stretch: false,
+        hints: &[
+            "`crossover`: walk the points from the largest batch down while the speedup is at least `min_speedup`; \
+             the last batch you reach is the answer (`rposition` of the last losing point does it in one line).",
+            "`sweep_mlp`: one `Mlp::new(SEED, device)?` before the loop; per batch, the input, `do_bench` of \
+             `|| mlp.forward(&x).map(drop)`, then `let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x));` and \
+             `do_bench` of `|| compiled.call(&x).map(drop)`. `config.warmup` covers the compiling call.",
+            "`plot_svg`: `SVGBackend::new(path, (720, 480)).into_drawing_area()`, a `ChartBuilder` with \
+             `.caption(title, ..)` and `build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())`, \
+             `configure_mesh().x_desc(\"batch\").y_desc(\"ms per call\")`, one `LineSeries` per time with \
+             `.label(..)` and `.legend(..)`, then `configure_series_labels().draw()` and `root.present()`. Turn \
+             plotters' errors into `Error::Io` with `map_err`.",
+        ],
+        checks: &[
+            CheckSpec::new("crossover_is_found"),
+            CheckSpec::new("plot_shows_both_series"),
+            CheckSpec::new("sweep_times_the_mlp").with_timeout(TIMED).timed(),
+        ],
+        forbidden: TIMERS,
+    },
+    Exercise {
+        name: "break_even",
+        file: "src/break_even.rs",
+        section: "break_even",
+        stretch: false,
+        hints: &[
+            "`break_even`: `n` calls cost `first_call + (n - 1) * compiled` compiled and `n * eager` eagerly. Solve \
+             `first_call + (n - 1) c <= n e` for `n`: `n >= (first_call - c) / (e - c)` when `e > c`.",
+            "Mind the two easy cases before dividing: a first call no slower than an eager call repays at once \
+             (`Some(1)`); a compiled call no faster than eager never repays (`None`). Round up with `ceil()`.",
+            "`measure_costs`: `device.synchronize()?; let start = Instant::now(); compiled.call(&x)?; \
+             device.synchronize()?;` then `start.elapsed().as_secs_f64()`. Only then `do_bench` the compiled and \
+             the eager function.",
+        ],
+        checks: &[
+            CheckSpec::new("break_even_is_counted"),
+            CheckSpec::new("costs_are_measured").with_timeout(TIMED).timed(),
+        ],
+        forbidden: TIMERS,
+    },
+    CHALLENGE,
+];
 
 /// The speed challenge: correctness on any machine; speed, timed by the judge, on a GPU.
 const CHALLENGE: Exercise = Exercise {

@@ -1,0 +1,148 @@
+//! Checks of `timer`. The pure parts (`quantile`, `is_stable`) are compared with the engine's own
+//! answers on random samples. `do_bench` is handed work of a known duration
+//! (`engine::bench::spin`: a sleep on the CPU, a kernel on a GPU, which returns before it has
+//! run) whose first calls are slow, as a first call that compiles is, and its samples are checked
+//! against those facts and against the engine's own timer on the same work.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use engine::Device;
+use engine::bench::{Bench, Timing, spin};
+use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all, record, record_floats};
+use proptest::prelude::*;
+
+use crate::subject::timer::{TimerConfig, do_bench, is_stable, quantile};
+
+/// The engine's quantile, the reference: NaN for no samples.
+fn reference_quantile(samples: &[f64], q: f64) -> f64 {
+    if samples.is_empty() { f64::NAN } else { Timing::new(samples.to_vec()).quantile(q) }
+}
+
+/// The stopping rule of `is_stable`'s doc comment, written by the grader.
+fn reference_is_stable(samples: &[f64], config: &TimerConfig) -> bool {
+    let n = samples.len();
+    if n >= config.max_samples {
+        return true;
+    }
+    if n < 2 * config.round {
+        return false;
+    }
+    let all = reference_quantile(samples, 0.5);
+    let before = reference_quantile(&samples[..n - config.round], 0.5);
+    (all - before).abs() <= config.stable_within * all
+}
+
+/// `quantile` agrees with the engine's on random samples, at random `q` (some outside 0..=1).
+pub fn quantile_matches_the_engine(ctx: &Context) -> CheckResult {
+    let cases = 300;
+    let strategy = (prop::collection::vec(1e-6f64..1e-2, 0..30), -0.25f64..1.25);
+    for_all(ctx, cases, strategy, |(samples, q)| {
+        let (got, expected) = (quantile(&samples, q), reference_quantile(&samples, q));
+        // JSON has no NaN: the answer for no samples is recorded as text.
+        if got.is_nan() {
+            record("quantile", "NaN");
+        } else {
+            record_floats("quantile", &[got as f32], Tolerance { abs: 1e-12, rel: 1e-6 });
+        }
+        let same = (got.is_nan() && expected.is_nan()) || (got - expected).abs() <= 1e-12 + 1e-9 * expected.abs();
+        ensure(same, || format!("quantile({samples:?}, {q}) returned {got}, expected {expected}"))
+    })?;
+    Ok(format!("quantile agrees with the engine's on {cases} random sample sets"))
+}
+
+/// A sample set that sometimes settles: `round`-sized rounds, the last one close to the rest or
+/// not.
+fn settling_samples() -> impl Strategy<Value = (Vec<f64>, TimerConfig)> {
+    (1usize..6, 0usize..5, 2usize..40, 0.0f64..0.05, 0.0f64..0.1).prop_flat_map(
+        |(round, rounds, max, within, jitter)| {
+            let n = round * rounds + usize::from(rounds == 4);
+            let config = TimerConfig { warmup: 0, round, max_samples: max, stable_within: within, flush_cache: false };
+            (prop::collection::vec(1.0 - jitter..1.0 + jitter, n), Just(config))
+        },
+    )
+}
+
+/// `is_stable` follows the stopping rule on random sample sets and settings.
+pub fn stopping_rule_is_followed(ctx: &Context) -> CheckResult {
+    let cases = 400;
+    for_all(ctx, cases, settling_samples(), |(samples, config)| {
+        let (got, expected) = (is_stable(&samples, &config), reference_is_stable(&samples, &config));
+        record("is_stable", got);
+        ensure(got == expected, || format!("is_stable({samples:?}, {config:?}) returned {got}, expected {expected}"))
+    })?;
+    Ok(format!("is_stable follows the rule on {cases} random sample sets"))
+}
+
+/// How far the learner's median may be from the engine's on the same work: on the CPU, where the
+/// work is a sleep that a busy machine overshoots by milliseconds, twice it plus 2 ms (a timer
+/// must still measure the whole wait); on a GPU, where it is a kernel timed by the GPU's own
+/// clock, 5% plus 20 µs.
+fn tolerance(device: Device) -> (f64, f64) {
+    match device {
+        Device::Cpu => (1.0, 2e-3),
+        Device::Cuda(_) => (0.05, 2e-5),
+    }
+}
+
+/// `do_bench` on work of a known duration, drawn from the seed: warm-up calls are made and never
+/// timed, one call makes one sample, sampling stops where the rule says, and the median agrees
+/// with the engine's timer on the same work within [`tolerance`]. On a GPU, where `spin` returns
+/// before its kernel has run, this also shows that the timer measures the device's work.
+pub fn times_known_work(ctx: &Context) -> CheckResult {
+    let device = Device::cuda_if_available();
+    let wait = Duration::from_micros(2000 + (ctx.seed % 16) * 125);
+    let slow = Duration::from_millis(40);
+    let config = TimerConfig { warmup: 2, round: 5, max_samples: 20, stable_within: 0.02, flush_cache: true };
+    let calls = Cell::new(0);
+    let work = || {
+        calls.set(calls.get() + 1);
+        // The first calls are slow, as a first call that compiles is: they must be warm-up calls.
+        spin(device, if calls.get() <= config.warmup { slow } else { wait })
+    };
+    let measured = do_bench(device, &config, work)?;
+    let samples = measured.samples.clone();
+    let n = samples.len();
+    let one_per_call = calls.get() == config.warmup + n;
+    let warm_up_untimed = samples.iter().all(|&s| s < slow.as_secs_f64() * 0.75);
+    // `max_samples` is a whole number of rounds here, so every round has `config.round` samples.
+    let stopped_where_the_rule_says = reference_is_stable(&samples, &config)
+        && n >= config.round
+        && !reference_is_stable(&samples[..n - config.round], &config);
+    let engine = Bench::new(device).warmup(1).samples(9).run(|| spin(device, wait))?.median();
+    let (rel, abs) = tolerance(device);
+    let median = reference_quantile(&samples, 0.5);
+    let agrees = median >= 0.95 * wait.as_secs_f64() && (median - engine).abs() <= rel * engine + abs;
+    record("one sample per call after the warm-up calls", one_per_call);
+    record("no warm-up call among the samples", warm_up_untimed);
+    record("stopped at the first stable round", stopped_where_the_rule_says);
+    record("the median agrees with the engine's timer", agrees);
+    let on = format!("timing a {wait:?} wait on {device} (the first {} calls take {slow:?})", config.warmup);
+    ensure(one_per_call, || {
+        format!(
+            "{on}: the work was called {} times for {n} samples; expected {} warm-up calls plus one call per sample",
+            calls.get(),
+            config.warmup
+        )
+    })?;
+    ensure(warm_up_untimed, || format!("{on}: a warm-up call was timed; your samples: {samples:?}"))?;
+    ensure(stopped_where_the_rule_says, || {
+        format!("{on}: you stopped after {n} samples, but the rule says otherwise for {samples:?} and {config:?}")
+    })?;
+    ensure(agrees, || {
+        format!(
+            "{on}: your median is {:.3} ms, the engine's timer measures {:.3} ms (it must be at least the wait, and \
+             within {:.0}% + {:.2} ms of the engine's){}",
+            median * 1e3,
+            engine * 1e3,
+            rel * 100.0,
+            abs * 1e3,
+            if matches!(device, Device::Cuda(_)) && median < engine / 2.0 {
+                ": the GPU runs the work after the call returns; time it with `Stamp`s, which are on the GPU's clock"
+            } else {
+                ""
+            }
+        )
+    })?;
+    Ok(format!("{on}: {n} samples, median {:.3} ms against the engine's {:.3} ms", median * 1e3, engine * 1e3))
+}
