@@ -130,7 +130,7 @@ fn naive_compiled(block: &Block, x: &Tensor) -> Result<(ExportedProgram, Compile
 /// The learner's block, compiled by the engine's Inductor, runs at least [`GPU_SPEEDUP`] times as
 /// fast as the naive block compiled, at [`TIMED_SHAPE`] on a GPU. Timed by the judge: rounds of
 /// interleaved samples (cache flushed before each, CUDA events), each run on the next of several
-/// fresh inputs, until the ratio of medians settles; every timed run's output is checked after.
+/// fresh inputs, until the ratio of medians settles; the last output for each input is checked after.
 pub fn challenge_is_faster(ctx: &Context) -> CheckResult {
     let device = gpu()?;
     let shape = TIMED_SHAPE;
