@@ -153,6 +153,15 @@ pub enum Error {
         /// What is missing and what to do, in one line.
         reason: String,
     },
+    /// An exported program that cannot be made or loaded: an op the format cannot hold, a file
+    /// that is damaged, from another version, or describes a graph the engine's rules reject.
+    #[error("exported program: {message} (at {location})")]
+    Export {
+        /// What is wrong, naming the node.
+        message: String,
+        /// The line that exported or loaded it.
+        location: SourceLocation,
+    },
     /// A backend could not compile or run a graph.
     #[error("backend `{backend}`: {message}")]
     Backend {

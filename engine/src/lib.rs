@@ -5,6 +5,7 @@
 //! | eager ATen kernels | [`Tensor`] methods, [`device`] kernels (CPU in Rust; CUDA C through NVRTC and cuBLAS: [`device::cuda`]) |
 //! | `torch.cuda.is_available()`, `tensor.to("cuda")` | [`device::cuda::probe()`], [`Device::cuda_if_available`], [`Tensor::to`] |
 //! | `torch.fx` | [`fx`]: graphs, printing, interpreter, tracing |
+//! | `torch.export`, `ExportedProgram` | [`fx::export`]: one graph with its constants, saved as JSON and loaded with every op checked |
 //! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
 //! | AOTAutograd decompositions | [`aot`] |
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |

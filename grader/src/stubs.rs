@@ -76,7 +76,11 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "exercises/phase5-benchmarking/src/break_even.rs",
         "542f9a8aaf2e475a54a61204c91815fbf5f86cd0d1f28739ce643fb03eb41672",
     ),
-    ("exercises/phase5-benchmarking/src/lib.rs", "04821584b2b01d7a606992728a8d5c8163d81886eeb5dcdbe1560266420bca28"),
+    (
+        "exercises/phase5-benchmarking/src/challenge.rs",
+        "e12f6bd2bb8047305d60ce22384ba15de53a579cae7b4e0facb80450529ef38f",
+    ),
+    ("exercises/phase5-benchmarking/src/lib.rs", "706a4f84c8e6341869f1a6863024ae8c04a0cc8dacb28f2a4bc794782a929a68"),
     ("exercises/phase5-benchmarking/src/modes.rs", "7523b31d378497f6663b587a3e712eaeb33641c818825f8e81121ac3a0d9cbc1"),
     ("exercises/phase5-benchmarking/src/sweep.rs", "2f6e158b5e307159af1b1d1521505eb180ef83bcdbd66ec49cf39c772a962c1b"),
     ("exercises/phase5-benchmarking/src/timer.rs", "c348b5222cf101d58fcec2ccf7d71f10b06e855011da9b5193ae7c3887583a74"),

@@ -7,7 +7,7 @@
 //! hand-written softmax. That is what a compiler is for; the fused ops (`Tensor::softmax`,
 //! `Tensor::layer_norm`) are what it should turn them into.
 
-use engine::{Device, Result, Tensor};
+use engine::{Device, Error, Result, SourceLocation, Tensor};
 
 /// Input and output features of the benchmark MLP.
 pub const MLP_FEATURES: usize = 512;
@@ -152,14 +152,30 @@ impl Block {
     /// The block written naively: layer norms and the softmax from primitive ops, three separate
     /// projections, heads split with reshapes and transposes. `x`: `[batch, seq, d_model]`.
     pub fn naive_forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = x.add(&self.naive_attention(&naive_layer_norm(x, &self.ln1_weight, &self.ln1_bias)?)?)?;
+        self.forward_checking_scores(x, false)
+    }
+
+    /// The speed challenge's starting point (phase 5, `challenge`): [`Block::naive_forward`] as
+    /// real code often has it, correct and slow. On top of the naive block's hand-written softmax
+    /// and layer norms and its three separate projections, a sanity check reads the attention
+    /// scores back to the host to see that they are finite: a graph break, so the block compiles
+    /// into two graphs and waits for the GPU in the middle.
+    pub fn challenge_forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_checking_scores(x, true)
+    }
+
+    /// The naive block; with `check_scores`, the attention scores are read back to the host.
+    fn forward_checking_scores(&self, x: &Tensor, check_scores: bool) -> Result<Tensor> {
+        let attention = self.naive_attention(&naive_layer_norm(x, &self.ln1_weight, &self.ln1_bias)?, check_scores)?;
+        let h = x.add(&attention)?;
         let normed = naive_layer_norm(&h, &self.ln2_weight, &self.ln2_bias)?;
         let mlp = normed.linear(&self.fc1_weight, Some(&self.fc1_bias))?.gelu()?;
         h.add(&mlp.linear(&self.fc2_weight, Some(&self.fc2_bias))?)
     }
 
-    /// Multi-head self-attention of the normed input, naively: `softmax(q k^T / sqrt(d)) v`.
-    fn naive_attention(&self, x: &Tensor) -> Result<Tensor> {
+    /// Multi-head self-attention of the normed input, naively: `softmax(q k^T / sqrt(d)) v`;
+    /// with `check_scores`, the scores' sum is read on the host (a graph break).
+    fn naive_attention(&self, x: &Tensor, check_scores: bool) -> Result<Tensor> {
         let BlockShape { batch, seq, d_model, heads } = self.shape;
         let head_dim = self.shape.head_dim();
         // [batch, seq, d_model] -> [batch, heads, seq, head_dim]
@@ -168,6 +184,13 @@ impl Block {
         let k = split(x.linear(&self.wk, Some(&self.bk))?)?;
         let v = split(x.linear(&self.wv, Some(&self.bv))?)?;
         let scores = q.matmul(&k.transpose(-2, -1)?)?.div((head_dim as f32).sqrt())?;
+        if check_scores && !scores.sum_all()?.item()?.is_finite() {
+            return Err(Error::InvalidArgument {
+                op: "challenge_forward",
+                message: "the attention scores are not finite".into(),
+                location: SourceLocation::caller(),
+            });
+        }
         let attended = naive_softmax(&scores)?.matmul(&v)?;
         let merged = attended.transpose(1, 2)?.contiguous()?.reshape(&[batch, seq, d_model])?;
         merged.linear(&self.wo, Some(&self.bo))
@@ -252,6 +275,37 @@ mod tests {
         let x = Tensor::randn(&[2, 5, 32], 9);
         assert_eq!(block.naive_forward(&x).unwrap().shape(), &[2, 5, 32]);
         assert_eq!(Mlp::new(0, Device::Cpu).unwrap().forward(&Tensor::randn(&[3, 512], 1)).unwrap().shape(), &[3, 512]);
+    }
+
+    #[test]
+    fn the_challenge_block_is_the_naive_block_with_a_graph_break() {
+        let shape = BlockShape { batch: 2, seq: 4, d_model: 16, heads: 2 };
+        let block = Block::new(shape, 5, Device::Cpu).unwrap();
+        let x = Tensor::randn(&[2, 4, 16], 6);
+        let (naive, challenge) = (block.naive_forward(&x).unwrap(), block.challenge_forward(&x).unwrap());
+        assert_eq!(naive.to_vec().unwrap(), challenge.to_vec().unwrap());
+        let graphs = |f: &dyn Fn(&Tensor) -> Result<Tensor>| {
+            engine::dynamo::explain(|x: Tensor| f(&x)).call(&x).unwrap().graph_count()
+        };
+        assert_eq!(graphs(&|x| block.naive_forward(x)), 1);
+        assert_eq!(graphs(&|x| block.challenge_forward(x)), 2);
+    }
+
+    #[test]
+    fn the_block_exports_and_loads_as_the_same_program() {
+        use engine::fx::export::{ExportedProgram, export};
+        let shape = BlockShape { batch: 2, seq: 3, d_model: 8, heads: 2 };
+        let block = Block::new(shape, 7, Device::Cpu).unwrap();
+        let x = Tensor::randn(&[2, 3, 8], 8);
+        let program = export(|t| Ok(vec![block.naive_forward(&t[0])?]), std::slice::from_ref(&x)).unwrap();
+        assert_eq!(program.user_input_count(), 1, "x alone; the 16 weights are constants");
+        let loaded = ExportedProgram::from_json(&program.to_json().unwrap(), Device::Cpu).unwrap();
+        assert!(loaded.graph() == program.graph());
+        let fresh = Tensor::randn(&[2, 3, 8], 9);
+        let run = |p: &ExportedProgram| p.run(std::slice::from_ref(&fresh)).unwrap()[0].to_vec().unwrap();
+        assert_eq!(run(&loaded), block.naive_forward(&fresh).unwrap().to_vec().unwrap());
+        let broken = export(|t| Ok(vec![block.challenge_forward(&t[0])?]), &[x]).unwrap_err();
+        assert!(matches!(broken, Error::GraphBreak { .. }), "{broken}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub mod runner;
 pub mod transcript;
 
 pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
-pub use close::{Tolerance, assert_close, max_abs_diff};
+pub use close::{Tolerance, assert_close, check_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Forbidden, Phase};
 pub use random::for_all;

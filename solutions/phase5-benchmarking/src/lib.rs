@@ -9,11 +9,13 @@
 //! | `sweep` | [`sweep`] | eager against compiled over batch sizes, the crossover, an SVG plot |
 //! | `break_even` | [`break_even`] | how many calls repay the compile time |
 //! | `modes` | [`modes`] | the three compile modes against eager, and their break-even |
+//! | `challenge` | [`challenge`] | the naive transformer block, rewritten to compile well |
 //!
 //! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
 
 pub mod break_even;
+pub mod challenge;
 // The given workloads live once in the shared `workbook-models` crate, for both this crate and its
 // twin; `crate::models` names them as if they were here.
 pub use workbook_models::phase5 as models;

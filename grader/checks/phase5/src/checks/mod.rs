@@ -6,6 +6,7 @@
 //! measure is measured again by the judge, in a process that runs no learner code.
 
 mod break_even;
+mod challenge;
 mod modes;
 mod support;
 mod sweep;
@@ -25,6 +26,8 @@ pub const CHECKS: &[Check] = &[
     Check { id: "costs_are_measured", run: break_even::costs_are_measured },
     Check { id: "fastest_is_picked", run: modes::fastest_is_picked },
     Check { id: "modes_are_measured", run: modes::modes_are_measured },
+    Check { id: "challenge_matches_block", run: challenge::challenge_matches_block },
+    Check { id: "challenge_is_faster", run: challenge::challenge_is_faster },
 ];
 
 #[cfg(test)]

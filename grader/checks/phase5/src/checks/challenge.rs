@@ -1,0 +1,193 @@
+//! Checks of `challenge`, the speed challenge. No verdict rests on the learner's process: it only
+//! exports the learner's block (one graph, as `torch.export` would, with the weights the learner
+//! derived) and records the exported program as an artifact. The judge, built against the
+//! solutions, loads that program with a loader that re-checks every op and shape and refuses
+//! custom ops, checks it against the naive block on inputs it draws itself, then compiles it with
+//! the engine's Inductor and times it against the naive block compiled, interleaved.
+
+use std::hash::BuildHasher;
+
+use engine::bench::{Bench, Timing};
+use engine::fx::export::{ExportedProgram, export};
+use engine::inductor::{CompiledModule, Config, compile_fx};
+use engine::{Device, Error, Tensor};
+use grader_harness::{
+    CheckResult, Context, Failure, Tolerance, check_close, ensure, gpu, judged_artifact, record_artifact,
+};
+
+use crate::subject::challenge::FastBlock;
+use crate::subject::models::{Block, BlockShape};
+
+// ANCHOR: thresholds
+/// The block the correctness check exports: small, so that it runs in seconds in a debug build.
+pub const CHECKED_SHAPE: BlockShape = BlockShape { batch: 2, seq: 24, d_model: 64, heads: 4 };
+
+/// The block the speed check times on a GPU: the course's small block, 4 x 128 x 512, 8 heads.
+pub const TIMED_SHAPE: BlockShape = BlockShape::SMALL;
+
+/// How much faster than the naive block, both compiled by the engine's Inductor, the learner's
+/// block must run on a GPU: the ratio of the two median times. A first estimate, from the
+/// launches the reference solution saves (two GEMMs, their bias kernels, the scores' scaling and
+/// a copy), to be set from ten gradings of the reference solution on the H100.
+pub const GPU_SPEEDUP: f64 = 1.10;
+// ANCHOR_END: thresholds
+
+/// The label of the exported program in the transcript.
+const YOUR_BLOCK: &str = "your block, exported";
+
+/// How far the learner's block may be from the naive one: the fused ops round differently from
+/// the hand-written ones, and the block adds a few hundred terms per output.
+const TOLERANCE: Tolerance = Tolerance { abs: 1e-4, rel: 1e-3 };
+
+/// Fresh inputs the program is checked on.
+const FRESH_INPUTS: usize = 3;
+
+/// Interleaved samples per round of timing, and the most rounds.
+const SAMPLES_PER_ROUND: usize = 20;
+const MAX_ROUNDS: usize = 6;
+
+/// The learner's block on `x`, exported and recorded (in the learner's process), or the
+/// learner's recorded export loaded (in the judge's): either way, the program as the judge sees
+/// it, loaded from its text onto the block's device.
+fn exported_block(block: &Block, x: &Tensor) -> Result<ExportedProgram, Failure> {
+    let device = x.device();
+    let text = match judged_artifact(YOUR_BLOCK) {
+        Some(text) => text,
+        None => {
+            let fast = FastBlock::new(block)?;
+            let program = export(|t| Ok(vec![fast.forward(&t[0])?]), std::slice::from_ref(x)).map_err(|e| match e {
+                Error::GraphBreak { .. } => Failure::fail(format!(
+                    "your forward breaks the graph ({e}); the challenge needs the whole block in one graph, \
+                     as `fullgraph=True` does: compute on tensors, never read values back to the host"
+                )),
+                Error::Export { .. } => Failure::fail(format!("your block cannot be exported: {e}")),
+                other => other.into(),
+            })?;
+            program.to_json()?
+        }
+    };
+    record_artifact(YOUR_BLOCK, text.clone());
+    let program = ExportedProgram::from_json(&text, device)
+        .map_err(|e| Failure::fail(format!("your exported block does not load: {e}")))?;
+    let output = program.graph().outputs().iter().map(|&o| program.graph().node(o).meta.shape.clone());
+    ensure(program.user_input_count() == 1 && output.eq([x.shape().to_vec()]), || {
+        "your block must take x alone and return one tensor of x's shape".into()
+    })?;
+    Ok(program)
+}
+
+/// Inputs for `shape` on `device` that no process could know before this one drew them: the
+/// seed mixed with a random salt, printed in any failure so that it can be replayed.
+fn fresh_inputs(shape: BlockShape, seed: u64, count: usize, device: Device) -> Result<(Vec<Tensor>, u64), Failure> {
+    let salt = std::collections::hash_map::RandomState::new().hash_one(seed);
+    let dims = [shape.batch, shape.seq, shape.d_model];
+    let inputs = (0..count as u64).map(|i| Tensor::randn(&dims, salt.wrapping_add(i)).to(device));
+    Ok((inputs.collect::<engine::Result<_>>()?, salt))
+}
+
+/// `program` (run by `run`) computes the naive block on every one of `inputs`.
+fn computes_the_block(
+    block: &Block,
+    inputs: &[Tensor],
+    salt: u64,
+    run: impl Fn(&Tensor) -> engine::Result<Tensor>,
+) -> Result<(), Failure> {
+    for (i, x) in inputs.iter().enumerate() {
+        let what = format!("your block's output on fresh input {i} (drawn from {salt:#x})");
+        check_close(&what, &run(x)?, &block.naive_forward(x)?, TOLERANCE)?;
+    }
+    Ok(())
+}
+
+/// The learner's block is one graph that computes the naive block: exported on a small block
+/// with the seed's weights, loaded, checked on fresh inputs run through the graph as exported and
+/// compiled by the engine's Inductor (on the CPU).
+pub fn challenge_matches_block(ctx: &Context) -> CheckResult {
+    let shape = CHECKED_SHAPE;
+    let block = Block::new(shape, ctx.seed, Device::Cpu)?;
+    let example = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], ctx.seed);
+    let program = exported_block(&block, &example)?;
+    let (inputs, salt) = fresh_inputs(shape, ctx.seed, FRESH_INPUTS, Device::Cpu)?;
+    computes_the_block(&block, &inputs, salt, |x| Ok(program.run(std::slice::from_ref(x))?.remove(0)))?;
+    let compiled = compile_fx(program.graph(), &Config::default())?;
+    let run_compiled = |x: &Tensor| Ok(compiled.run(&program.placeholder_values(std::slice::from_ref(x))?)?.remove(0));
+    computes_the_block(&block, &inputs, salt, run_compiled)?;
+    Ok(format!(
+        "your block is one graph of {} ops that computes the naive block on {FRESH_INPUTS} fresh inputs, as exported \
+         and compiled",
+        program.graph().op_count()
+    ))
+}
+
+/// The naive block, exported from the same weights and compiled: the reference the learner's
+/// block is timed against.
+fn naive_compiled(block: &Block, x: &Tensor) -> Result<(ExportedProgram, CompiledModule), Failure> {
+    let naive = export(|t| Ok(vec![block.naive_forward(&t[0])?]), std::slice::from_ref(x))?;
+    let compiled = compile_fx(naive.graph(), &Config::default())?;
+    Ok((naive, compiled))
+}
+
+/// The learner's block, compiled by the engine's Inductor, runs at least [`GPU_SPEEDUP`] times as
+/// fast as the naive block compiled, at [`TIMED_SHAPE`] on a GPU. Timed by the judge: rounds of
+/// interleaved samples (cache flushed before each, CUDA events), each run on the next of several
+/// fresh inputs, until the ratio of medians settles; the last output for each input is checked after.
+pub fn challenge_is_faster(ctx: &Context) -> CheckResult {
+    let device = gpu()?;
+    let shape = TIMED_SHAPE;
+    let block = Block::new(shape, ctx.seed, device)?;
+    let example = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], ctx.seed).to(device)?;
+    let program = exported_block(&block, &example)?;
+    let yours = compile_fx(program.graph(), &Config::default())?;
+    let (naive, reference) = naive_compiled(&block, &example)?;
+    let (inputs, salt) = fresh_inputs(shape, ctx.seed, 4, device)?;
+    let args = |p: &ExportedProgram| -> engine::Result<Vec<Vec<Tensor>>> {
+        inputs.iter().map(|x| p.placeholder_values(std::slice::from_ref(x))).collect()
+    };
+    let (your_args, naive_args) = (args(&program)?, args(&naive)?);
+    // Each timed run takes the next input and keeps its output, checked once timing is over.
+    let mut your_outputs: Vec<Option<Tensor>> = vec![None; inputs.len()];
+    let (mut next_yours, mut next_naive) = (0, 0);
+    let mut run_yours = || {
+        let i = next_yours % inputs.len();
+        next_yours += 1;
+        your_outputs[i] = Some(yours.run(&your_args[i])?.remove(0));
+        Ok(())
+    };
+    let mut run_naive = || {
+        next_naive += 1;
+        reference.run(&naive_args[next_naive % inputs.len()]).map(drop)
+    };
+    let bench = Bench::new(device).warmup(3).samples(SAMPLES_PER_ROUND);
+    let (mut naive_samples, mut your_samples, mut ratio) = (Vec::new(), Vec::new(), 0.0);
+    for round in 0..MAX_ROUNDS {
+        let t = bench.run_interleaved(&mut [&mut run_naive, &mut run_yours])?;
+        naive_samples.extend_from_slice(t[0].samples());
+        your_samples.extend_from_slice(t[1].samples());
+        let previous = ratio;
+        ratio = Timing::new(naive_samples.clone()).median() / Timing::new(your_samples.clone()).median();
+        // Settled: the last round moved the ratio by under 2%, and it is not within 2% of the bar.
+        if round > 0 && (ratio - previous).abs() < 0.02 * ratio && (ratio - GPU_SPEEDUP).abs() > 0.02 * GPU_SPEEDUP {
+            break;
+        }
+    }
+    let outputs: Vec<Tensor> = your_outputs.into_iter().map(|o| o.expect("every input was timed")).collect();
+    for (i, (x, output)) in inputs.iter().zip(&outputs).enumerate() {
+        let what = format!("the output of your block's timed run on fresh input {i} (drawn from {salt:#x})");
+        check_close(&what, output, &block.naive_forward(x)?, TOLERANCE)?;
+    }
+    let (naive_ms, your_ms) =
+        (1e3 * Timing::new(naive_samples).median(), 1e3 * Timing::new(your_samples.clone()).median());
+    let measured = format!(
+        "{ratio:.2}x the naive block, both compiled (yours {your_ms:.3} ms, naive {naive_ms:.3} ms, medians of {} \
+         interleaved samples each)",
+        your_samples.len()
+    );
+    ensure(ratio >= GPU_SPEEDUP, || {
+        format!(
+            "{measured}; the challenge asks for {GPU_SPEEDUP:.2}x. Compare the two output codes \
+             (`ENGINE_LOGS=output_code`): which kernels and matrix products does the naive block launch that yours \
+             need not?"
+        )
+    })?;
+    Ok(measured)
+}
