@@ -159,6 +159,17 @@ pub enum NodeBody {
         /// Right operand.
         b: View,
     },
+    /// A hand-written kernel called on whole views (`flash_attention` for
+    /// `scaled_dot_product_attention`), as Inductor calls `aten._scaled_dot_product_flash_attention`
+    /// from its output code: the device's eager kernel, run into the planned buffer.
+    ExternKernel {
+        /// The kernel's name in the output code.
+        kernel: &'static str,
+        /// The op, with its parameters.
+        op: Op,
+        /// Its tensor operands, read in place through their views.
+        inputs: Vec<View>,
+    },
     /// An op Inductor does not lower (`cond`), run by the eager dispatcher on its operands, as
     /// Inductor falls back to ATen for ops it has no lowering for.
     Fallback {
@@ -215,7 +226,7 @@ impl IrNode {
                 })
                 .collect(),
             NodeBody::Reduction { input, .. } => vec![input],
-            NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => Vec::new(),
+            NodeBody::Matmul { .. } | NodeBody::ExternKernel { .. } | NodeBody::Fallback { .. } => Vec::new(),
         }
     }
 
@@ -223,6 +234,7 @@ impl IrNode {
     pub fn reads(&self) -> Vec<BufferName> {
         match &self.body {
             NodeBody::Matmul { a, b } => vec![a.buffer, b.buffer],
+            NodeBody::ExternKernel { inputs, .. } => inputs.iter().map(|v| v.buffer).collect(),
             NodeBody::Fallback { args, .. } => args
                 .iter()
                 .filter_map(|a| match a {
@@ -236,7 +248,7 @@ impl IrNode {
 
     /// True for a node computed outside generated kernels: a library call or an eager fallback.
     pub fn is_extern(&self) -> bool {
-        matches!(self.body, NodeBody::Matmul { .. } | NodeBody::Fallback { .. })
+        matches!(self.body, NodeBody::Matmul { .. } | NodeBody::ExternKernel { .. } | NodeBody::Fallback { .. })
     }
 }
 

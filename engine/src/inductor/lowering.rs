@@ -158,6 +158,11 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b })
             }
+            Op::ScaledDotProductAttention { .. } => {
+                let inputs = node.inputs().map(|input| self.value(input).clone()).collect();
+                let body = NodeBody::ExternKernel { kernel: "flash_attention", op: op.clone(), inputs };
+                self.push(id, op, shape, body)
+            }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;
                 match op.view_of(&v.layout) {

@@ -16,6 +16,7 @@
 //! | view | `reshape`, `permute`, `expand`, `slice` | 1 | none: a new layout, from `Op::view_of` (`op/view.rs`) | the same `view_of`, no loop |
 //! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
 //! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
+//! | extern | `scaled_dot_product_attention` ([`AttentionMask`], `op/attention.rs`) | 3 or 4 | `attention`: blocked online softmax (CPU), a flash-attention kernel (CUDA) | an extern kernel call, `flash_attention` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
 //!
@@ -38,12 +39,14 @@
 
 use std::fmt;
 
+mod attention;
 mod binary;
 mod custom;
 mod subgraph;
 mod unary;
 mod view;
 
+pub use attention::{AttentionMask, AttentionSizes};
 pub use binary::BinaryOp;
 pub(crate) use binary::BinaryVisitor;
 pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
@@ -155,6 +158,17 @@ pub enum Op {
         /// Run when `pred == 0`.
         false_graph: Subgraph,
     },
+    /// `softmax(q @ k^T * scale [+ mask]) @ v` in one kernel, keys visited in tiles with an online
+    /// softmax so that no `[L, S]` score matrix is stored (`torch.nn.functional.
+    /// scaled_dot_product_attention`): arguments `(q, k, v)` or `(q, k, v, mask)`.
+    ScaledDotProductAttention {
+        /// How the fourth operand, if any, is read.
+        mask: AttentionMask,
+        /// Query `i` sees only keys `j <= i` (PyTorch's top-left aligned causal mask).
+        causal: bool,
+        /// Multiplies `q @ k^T` (PyTorch's default is `1/sqrt(head_dim)`).
+        scale: Scalar,
+    },
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
     Custom(CustomOp),
@@ -197,6 +211,7 @@ impl Op {
             Op::LayerNorm { .. } => "layer_norm",
             Op::Linear => "linear",
             Op::Cond { .. } => "cond",
+            Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
             Op::Custom(custom) => custom.name(),
         }
     }
@@ -207,7 +222,7 @@ impl Op {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
-            Op::Matmul => OpClass::Extern,
+            Op::Matmul | Op::ScaledDotProductAttention { .. } => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }
@@ -222,6 +237,8 @@ impl Op {
             Op::Binary(_) | Op::Matmul => 2..=2,
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::Linear => 2..=3,
+            Op::ScaledDotProductAttention { mask: AttentionMask::None, .. } => 3..=3,
+            Op::ScaledDotProductAttention { .. } => 4..=4,
             Op::Cond { true_graph, .. } => {
                 let n = 1 + true_graph.body().input_count();
                 n..=n
@@ -364,6 +381,9 @@ impl Op {
                 }
                 Ok(shape.clone())
             }
+            Op::ScaledDotProductAttention { mask, causal, .. } => {
+                attention::output_shape(&shapes, *mask, *causal).map_err(|m| shape_error(&m))
+            }
             Op::Cond { true_graph, false_graph } => cond_shape(true_graph, false_graph, &shapes).map_err(&invalid),
             Op::Slice { dim, start, end, step } => {
                 check_dim(*dim, shapes[0].len())?;
@@ -423,6 +443,9 @@ impl Op {
                 ("step", step.to_string()),
             ],
             Op::LayerNorm { eps } => vec![("eps", eps.to_string())],
+            Op::ScaledDotProductAttention { mask, causal, scale } => {
+                vec![("mask", mask.to_string()), ("causal", causal.to_string()), ("scale", scale.to_string())]
+            }
             _ => Vec::new(),
         }
     }

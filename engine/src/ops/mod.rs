@@ -10,6 +10,8 @@ mod pointwise;
 mod reduce;
 mod view;
 
+pub use nn::AttnMask;
+
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};
 use crate::tensor::{Operand, Tensor, dispatch};

@@ -1,6 +1,7 @@
 //! Eager CPU kernels, the analogue of ATen's CPU kernels: one pass over memory per op,
 //! parallel over large outputs, reading any strided layout.
 
+mod attention;
 mod matmul;
 pub(crate) use matmul::matmul_into;
 mod normalize;
@@ -11,7 +12,7 @@ use std::convert::Infallible;
 
 use super::backend::Backend;
 use crate::layout::{Layout, numel};
-use crate::op::{BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionMask, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
@@ -68,6 +69,16 @@ impl Backend for Cpu {
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
         Ok(matmul::matmul(a, b, out_shape))
+    }
+
+    fn attention(
+        &self,
+        inputs: &[Input],
+        mask: AttentionMask,
+        causal: bool,
+        scale: f32,
+    ) -> Result<Vec<f32>, Infallible> {
+        Ok(attention::attention(inputs, mask, causal, scale))
     }
 }
 

@@ -13,13 +13,14 @@
 //! | CUDA C to a cached CUBIN | [`nvrtc`] |
 //! | tensor memory and host transfers | `buffer` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
-//! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul` |
+//! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul`, `attention` (flash attention, `kernels/attention.cu`) |
 //!
 //! Generated code (Inductor) reuses the same plumbing: [`CudaDevice::load`] compiles and loads a
 //! CUDA C source once per process (and once per machine, through the disk cache), and
 //! [`Module::function`] hands out a kernel to launch with cudarc's launch builder on
 //! [`CudaDevice::stream`], passing raw device pointers as `u64`.
 
+mod attention;
 mod buffer;
 mod context;
 mod error;
@@ -43,7 +44,7 @@ pub use source::{eager_families, eager_source};
 use std::sync::Arc;
 
 use super::backend::Backend;
-use crate::op::{BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionMask, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
 /// One operand as a CUDA kernel launcher sees it: a device buffer and a layout, or a scalar
@@ -90,6 +91,16 @@ impl Backend for Arc<CudaDevice> {
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         matmul::matmul(self, a, b, out_shape)
+    }
+
+    fn attention(
+        &self,
+        inputs: &[Input],
+        mask: AttentionMask,
+        causal: bool,
+        scale: f32,
+    ) -> Result<CudaBuffer, CudaError> {
+        attention::attention(self, inputs, mask, causal, scale)
     }
 }
 

@@ -130,6 +130,16 @@ impl CudaProgram {
                     // cuBLAS wrote a buffer of its own; it takes the planned buffer's place.
                     slots[self.schedule.slot(*out)] = Some(product);
                 }
+                Run::ExternKernel { op, inputs, out, shape } => {
+                    let views: Vec<(&CudaBuffer, Layout)> =
+                        inputs.iter().map(|v| self.view_buffer(v, &concrete, &slots)).collect();
+                    let inputs: Vec<cuda::Input> =
+                        views.iter().map(|(buffer, layout)| cuda::Input::Tensor { buffer, layout }).collect();
+                    let value = execute(&self.device, op, &inputs, shape)
+                        .map_err(|e| failed(&format!("the extern kernel for {}", op.name()), e))?;
+                    // The kernel wrote a buffer of its own; it takes the planned buffer's place.
+                    slots[self.schedule.slot(*out)] = Some(value);
+                }
                 Run::Fallback { op, args, out, location } => {
                     let value =
                         run_fallback(op, args, *location, |view| self.fallback_operand(view, &concrete, &slots))?;

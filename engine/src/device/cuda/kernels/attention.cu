@@ -1,0 +1,209 @@
+// Scaled dot-product attention, flash-attention style (Dao et al., 2022), in f32: the analogue
+// of the forward kernel behind PyTorch's `scaled_dot_product_attention`.
+//
+// One block owns BR queries of one batch entry and visits the keys BC at a time. For each tile
+// it computes the BR x BC scores in registers, folds them into a running maximum `m`, a running
+// sum of exponentials `l` and a running output `o` (the online softmax: when the maximum rises,
+// what was gathered so far is rescaled by exp(m_old - m_new)), and moves on. Scores and
+// probabilities never reach global memory; memory traffic is reading q, k, v once per block and
+// writing the output once, so memory grows linearly with the sequence length.
+//
+// Threads: 128 per block, as a 16 x 8 grid. Thread (ty, tx) owns query rows ty*4 .. ty*4+3; of
+// a score tile it computes columns tx*8 .. tx*8+7, and of the output columns
+// tx*(HD/8) .. tx*(HD/8)+HD/8-1. The 8 threads of a row group share their rows, so row maxima
+// and sums are combined with three warp shuffles.
+//
+// Shared memory (dynamic, per block): q^T [HD][BR], k^T [HD][BC], v [BC][HD], p^T [BC][BR]. The
+// transposes make every inner-loop read a float4 of neighbouring rows or columns. HD is the head
+// dim rounded up to 32, 64 or 128 (zero padded), a template parameter so that loops unroll and
+// the output stays in registers; the element type is the `real` typedef, kept as one name so
+// that half-precision tiles can follow.
+//
+// The host side is engine/src/device/cuda/attention.rs; AttnParams mirrors its #[repr(C)] twin
+// field for field.
+
+typedef long long i64;
+typedef float real;
+
+#define NEG_INF __int_as_float(0xff800000)
+#define LOG2E 1.4426950408889634f
+#define BR 64
+#define BC 64
+#define THREADS 128
+
+// A batch of matrices: element (n, row, col) is at
+// ptr + (n / inner) * outer_stride + (n % inner) * inner_stride + row * row_stride + col * col_stride.
+struct AttnOperand {
+    const real* ptr;
+    i64 outer_stride;
+    i64 inner_stride;
+    i64 row_stride;
+    i64 col_stride;
+};
+
+struct AttnParams {
+    AttnOperand q, k, v, mask;
+    real* out;   // dense [batch, q_len, value_dim]
+    i64 inner;   // the size that n % inner refers to (the heads)
+    int q_len, kv_len, head_dim, value_dim;
+    float scale_log2;  // scale * log2(e): exponentials are taken as exp2
+    int mask_kind;     // 0 none, 1 boolean (nonzero keeps), 2 additive
+    int causal;        // query i sees keys j <= i
+};
+
+__device__ __forceinline__ const real* batch_ptr(const AttnOperand& a, i64 n, i64 inner) {
+    return a.ptr + (n / inner) * a.outer_stride + (n % inner) * a.inner_stride;
+}
+
+__device__ __forceinline__ float row_max(float x) {
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+__device__ __forceinline__ float row_sum(float x) {
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+template <int HD>
+__device__ void flash_attention(const AttnParams& p) {
+    constexpr int OC = HD / 8;  // output columns per thread
+    extern __shared__ float4 shared4[];
+    real* qs = (real*)shared4;  // [HD][BR]
+    real* ks = qs + HD * BR;    // [HD][BC]
+    real* vs = ks + HD * BC;    // [BC][HD]
+    real* ps = vs + BC * HD;    // [BC][BR]
+
+    const int tid = threadIdx.x, ty = tid / 8, tx = tid % 8;
+    const i64 n = blockIdx.y;
+    const int q0 = blockIdx.x * BR;
+    const real* qp = batch_ptr(p.q, n, p.inner);
+    const real* kp = batch_ptr(p.k, n, p.inner);
+    const real* vp = batch_ptr(p.v, n, p.inner);
+    const real* mp = p.mask_kind ? batch_ptr(p.mask, n, p.inner) : 0;
+
+    // q^T, zero padded past the last query and the head dim; neighbouring threads take
+    // neighbouring rows, so the shared-memory stores do not conflict.
+    for (int e = tid; e < HD * BR; e += THREADS) {
+        const int r = e % BR, d = e / BR, row = q0 + r;
+        qs[d * BR + r] = (row < p.q_len && d < p.head_dim) ? qp[row * p.q.row_stride + d * p.q.col_stride] : 0.0f;
+    }
+
+    float o[4][OC];
+    float m[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        m[i] = NEG_INF;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < OC; ++c) o[i][c] = 0.0f;
+    }
+
+    // A causal block needs no key past its last query.
+    const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;
+    for (int k0 = 0; k0 < kv_end; k0 += BC) {
+        __syncthreads();  // the previous tile's k, v and p are no longer read
+        for (int e = tid; e < HD * BC; e += THREADS) {
+            const int c = e % BC, d = e / BC, key = k0 + c;
+            ks[d * BC + c] = (key < p.kv_len && d < p.head_dim) ? kp[key * p.k.row_stride + d * p.k.col_stride] : 0.0f;
+        }
+        for (int e = tid; e < BC * HD; e += THREADS) {
+            const int c = e / HD, d = e % HD, key = k0 + c;
+            vs[c * HD + d] = (key < p.kv_len && d < p.value_dim) ? vp[key * p.v.row_stride + d * p.v.col_stride] : 0.0f;
+        }
+        __syncthreads();
+
+        float s[4][8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) s[i][j] = 0.0f;
+#pragma unroll 8
+        for (int d = 0; d < HD; ++d) {
+            const float4 a = *(const float4*)&qs[d * BR + ty * 4];
+            const float4 b0 = *(const float4*)&ks[d * BC + tx * 8];
+            const float4 b1 = *(const float4*)&ks[d * BC + tx * 8 + 4];
+            const float av[4] = {a.x, a.y, a.z, a.w};
+            const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) s[i][j] = fmaf(av[i], bv[j], s[i][j]);
+        }
+
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int row = q0 + ty * 4 + i;
+            float tile_max = NEG_INF;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int key = k0 + tx * 8 + j;
+                float x = s[i][j] * p.scale_log2;
+                if (key >= p.kv_len || (p.causal && key > row)) {
+                    x = NEG_INF;
+                } else if (p.mask_kind && row < p.q_len) {
+                    const float mv = mp[row * p.mask.row_stride + key * p.mask.col_stride];
+                    x = p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
+                }
+                s[i][j] = x;
+                tile_max = fmaxf(tile_max, x);
+            }
+            const float m_new = fmaxf(m[i], row_max(tile_max));
+            // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
+            const bool none = m_new == NEG_INF;
+            const float alpha = none ? 1.0f : exp2f(m[i] - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                s[i][j] = none ? 0.0f : exp2f(s[i][j] - m_new);
+                sum += s[i][j];
+            }
+            l[i] = l[i] * alpha + row_sum(sum);
+            m[i] = m_new;
+#pragma unroll
+            for (int c = 0; c < OC; ++c) o[i][c] *= alpha;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            *(float4*)&ps[(tx * 8 + j) * BR + ty * 4] = make_float4(s[0][j], s[1][j], s[2][j], s[3][j]);
+        }
+        __syncthreads();
+
+#pragma unroll 4
+        for (int j = 0; j < BC; ++j) {
+            const float4 pr = *(const float4*)&ps[j * BR + ty * 4];
+            const float pv[4] = {pr.x, pr.y, pr.z, pr.w};
+#pragma unroll
+            for (int c = 0; c < OC; c += 4) {
+                const float4 v4 = *(const float4*)&vs[j * HD + tx * OC + c];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    o[i][c] = fmaf(pv[i], v4.x, o[i][c]);
+                    o[i][c + 1] = fmaf(pv[i], v4.y, o[i][c + 1]);
+                    o[i][c + 2] = fmaf(pv[i], v4.z, o[i][c + 2]);
+                    o[i][c + 3] = fmaf(pv[i], v4.w, o[i][c + 3]);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int row = q0 + ty * 4 + i;
+        if (row >= p.q_len) continue;
+        // A row whose keys are all masked has l == 0 and o == 0: 0/0 is NaN, as PyTorch's math path.
+        const float inv = 1.0f / l[i];
+        real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
+#pragma unroll
+        for (int c = 0; c < OC; ++c) {
+            const int col = tx * OC + c;
+            if (col < p.value_dim) out[col] = l[i] == 0.0f ? o[i][c] / l[i] : o[i][c] * inv;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd32(const AttnParams p) { flash_attention<32>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd64(const AttnParams p) { flash_attention<64>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd128(const AttnParams p) { flash_attention<128>(p); }
