@@ -44,7 +44,8 @@ struct Case {
 
 fn cases() -> impl Strategy<Value = Case> {
     let dims = prop_oneof![Just(32usize), Just(64), Just(128), 1usize..40];
-    let mask = prop_oneof![Just(MaskCase::None), Just(MaskCase::Causal), Just(MaskCase::Boolean), Just(MaskCase::Additive)];
+    let mask =
+        prop_oneof![Just(MaskCase::None), Just(MaskCase::Causal), Just(MaskCase::Boolean), Just(MaskCase::Additive)];
     (1usize..3, 1usize..4, 1usize..140, 1usize..140, dims, any::<bool>(), mask, any::<u64>()).prop_map(
         |(batch, heads, q_len, kv_len, head_dim, same_width, mask, seed)| Case {
             batch,
@@ -68,9 +69,7 @@ fn inputs(case: &Case, device: Device) -> (Tensor, Tensor, Tensor, Option<Tensor
     let v = on(Tensor::randn(&[batch, heads, kv_len, value_dim], seed ^ 2));
     let mask = match case.mask {
         MaskCase::None | MaskCase::Causal => None,
-        MaskCase::Boolean => {
-            Some(Tensor::randn(&[batch, 1, q_len, kv_len], seed ^ 3).gt(-0.5).unwrap())
-        }
+        MaskCase::Boolean => Some(Tensor::randn(&[batch, 1, q_len, kv_len], seed ^ 3).gt(-0.5).unwrap()),
         MaskCase::Additive => {
             let values = Tensor::randn(&[q_len, kv_len], seed ^ 3);
             Some(values.where_(&values.gt(-1.5).unwrap(), f32::NEG_INFINITY).unwrap())
@@ -178,7 +177,8 @@ fn fused_matches_reference_and_naive_on_cuda() {
 fn a_fully_masked_row_is_nan_as_in_pytorch() {
     for device in [Some(Device::Cpu), gpu()].into_iter().flatten() {
         let on = |t: Tensor| t.to(device).unwrap();
-        let (q, k, v) = (on(Tensor::randn(&[1, 3, 8], 0)), on(Tensor::randn(&[1, 5, 8], 1)), on(Tensor::randn(&[1, 5, 8], 2)));
+        let (q, k, v) =
+            (on(Tensor::randn(&[1, 3, 8], 0)), on(Tensor::randn(&[1, 5, 8], 1)), on(Tensor::randn(&[1, 5, 8], 2)));
         let mut keep = vec![1.0f32; 15];
         keep[5..10].fill(0.0); // query 1 sees no key
         let keep = on(Tensor::from_vec(keep, &[3, 5]).unwrap());
@@ -208,7 +208,10 @@ fn bad_operands_are_errors_naming_the_problem() {
     assert!(message.contains("not both"), "{message}");
     let message = err(t(&[4]).scaled_dot_product_attention(&t(&[4]), &t(&[4]), None, false, None));
     assert!(message.contains("at least 2"), "{message}");
-    assert!(matches!(t(&[2, 0]).scaled_dot_product_attention(&t(&[2, 0]), &t(&[2, 0]), None, false, None), Err(Error::InvalidArgument { .. })));
+    assert!(matches!(
+        t(&[2, 0]).scaled_dot_product_attention(&t(&[2, 0]), &t(&[2, 0]), None, false, None),
+        Err(Error::InvalidArgument { .. })
+    ));
 }
 
 /// The naive variants people write, each a function of `(q, k, v, mask)`.
@@ -224,7 +227,9 @@ fn variants() -> Vec<(&'static str, Variant)> {
             e.div(&e.sum(-1, true)?)?.matmul(v)
         }),
         ("additive mask", |q, k, v, m| q.matmul(&k.transpose(-2, -1)?)?.div(8.0)?.add(m)?.softmax(-1)?.matmul(v)),
-        ("mask first, then scores", |q, k, v, m| m.add(&q.matmul(&k.transpose(-2, -1)?)?.mul(0.125)?)?.softmax(-1)?.matmul(v)),
+        ("mask first, then scores", |q, k, v, m| {
+            m.add(&q.matmul(&k.transpose(-2, -1)?)?.mul(0.125)?)?.softmax(-1)?.matmul(v)
+        }),
         ("where(mask, scores, -inf)", |q, k, v, m| {
             let keep = m.gt(-1.0)?;
             keep.where_(&q.matmul(&k.transpose(-2, -1)?)?.div(8.0)?, f32::NEG_INFINITY)?.softmax(-1)?.matmul(v)
@@ -233,7 +238,9 @@ fn variants() -> Vec<(&'static str, Variant)> {
             let drop = m.le(-1.0)?;
             drop.where_(f32::NEG_INFINITY, &q.matmul(&k.transpose(-2, -1)?)?.div(8.0)?)?.softmax(-1)?.matmul(v)
         }),
-        ("k given transposed", |q, k, v, _| q.matmul(&k.permute(&[0, 1, 3, 2])?.contiguous()?)?.div(8.0)?.softmax(-1)?.matmul(v)),
+        ("k given transposed", |q, k, v, _| {
+            q.matmul(&k.permute(&[0, 1, 3, 2])?.contiguous()?)?.div(8.0)?.softmax(-1)?.matmul(v)
+        }),
     ]
 }
 

@@ -75,21 +75,25 @@ fn main() -> Result<()> {
         let want = block.naive_forward(&x)?.to_vec()?;
         let got = compiled.call(&x)?.to_vec()?;
         let worst = want.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-        let times = bench.run_interleaved(&mut [
-            &mut || compiled.call(&x).map(drop),
-            &mut || block.naive_forward(&x).map(drop),
-        ])?;
+        let times = bench
+            .run_interleaved(&mut [&mut || compiled.call(&x).map(drop), &mut || block.naive_forward(&x).map(drop)])?;
         show(&format!("block {} compiled (max |compiled - eager| {worst:.2e})", block_shape.label()), &times[0]);
         show(&format!("block {} eager", block_shape.label()), &times[1]);
     }
 
     let long = [1, 8, 16384, 64];
     let [q, k, v] = qkv(long, device)?;
-    let t = Bench::new(device).warmup(2).samples(10).run(|| q.scaled_dot_product_attention(&k, &v, None, false, None).map(drop))?;
+    let t = Bench::new(device)
+        .warmup(2)
+        .samples(10)
+        .run(|| q.scaled_dot_product_attention(&k, &v, None, false, None).map(drop))?;
     let scores_gib = (8.0 * 16384.0 * 16384.0 * 4.0) / f64::from(1u32 << 30);
     show("sdpa 1x8x16384x64, fused (no [L, S] buffer)", &t);
     println!("  its inputs and output: 4 x 32 MiB; the naive form's scores alone: {scores_gib:.0} GiB per tensor");
-    let causal = Bench::new(device).warmup(2).samples(10).run(|| q.scaled_dot_product_attention(&k, &v, None, true, None).map(drop))?;
+    let causal = Bench::new(device)
+        .warmup(2)
+        .samples(10)
+        .run(|| q.scaled_dot_product_attention(&k, &v, None, true, None).map(drop))?;
     show("sdpa 1x8x16384x64, fused, causal", &causal);
     Ok(())
 }

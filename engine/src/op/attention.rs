@@ -79,7 +79,12 @@ pub(super) fn output_shape(shapes: &[&[usize]], mask: AttentionMask, causal: boo
     let (q, k, v) = (shapes[0], shapes[1], shapes[2]);
     let rank = q.len();
     if rank < 2 || k.len() != rank || v.len() != rank {
-        return Err(format!("expects q, k and v of one rank, at least 2 ([..., seq, head_dim]); got ranks {}, {} and {}", rank, k.len(), v.len()));
+        return Err(format!(
+            "expects q, k and v of one rank, at least 2 ([..., seq, head_dim]); got ranks {}, {} and {}",
+            rank,
+            k.len(),
+            v.len()
+        ));
     }
     if q[..rank - 2] != k[..rank - 2] || q[..rank - 2] != v[..rank - 2] {
         return Err("q, k and v must have the same leading (batch, head) sizes".into());

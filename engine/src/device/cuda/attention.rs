@@ -8,19 +8,20 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
+use super::Input;
 use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
 use super::error::CudaError;
 use super::pointwise::Dense;
-use super::Input;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionSizes};
 
-/// Queries per block and threads per block, as `BR` and `THREADS` in the kernel.
-const BLOCK_QUERIES: usize = 64;
+/// Threads per block and keys per tile, `THREADS` and `BC` in the kernel.
 const THREADS: u32 = 128;
-/// The head dims the kernel is instantiated for; a smaller one is zero padded to the next.
-const HEAD_DIMS: [usize; 3] = [32, 64, 128];
+const KEY_TILE: usize = 64;
+/// The head dims the kernel is instantiated for (a smaller one is zero padded to the next), each
+/// with the query rows a thread owns (`RT`): a block takes `16 * RT` queries.
+const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
 
 /// `AttnOperand`: a batch of matrices read through strides.
 #[repr(C)]
@@ -64,7 +65,8 @@ fn batch_strides(layout: &Layout) -> Option<(i64, i64)> {
         return Some((0, 0));
     }
     let (shape, strides) = (&layout.shape()[..rank - 3], &layout.strides()[..rank - 3]);
-    let outer: Vec<(usize, usize)> = shape.iter().zip(strides).map(|(&a, &b)| (a, b)).filter(|&(size, _)| size > 1).collect();
+    let outer: Vec<(usize, usize)> =
+        shape.iter().zip(strides).map(|(&a, &b)| (a, b)).filter(|&(size, _)| size > 1).collect();
     let merges = outer.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0);
     merges.then(|| (outer.last().map_or(0, |d| d.1 as i64), layout.strides()[rank - 3] as i64))
 }
@@ -115,19 +117,25 @@ pub(super) fn attention(
         return Ok(out);
     }
     let widest = sizes.head_dim.max(sizes.value_dim);
-    let Some(&hd) = HEAD_DIMS.iter().find(|&&d| d >= widest) else {
+    let Some(&(hd, rows)) = VARIANTS.iter().find(|&&(d, _)| d >= widest) else {
         return Err(CudaError::new(format!(
             "the CUDA attention kernel takes head dims up to {}, got {widest}",
-            HEAD_DIMS[HEAD_DIMS.len() - 1]
+            VARIANTS[VARIANTS.len() - 1].0
         )));
     };
-    if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > u32::MAX as usize {
-        return Err(CudaError::new("attention sizes past 2^31 queries or keys, or 2^32 batch entries"));
+    let block_queries = 16 * rows;
+    if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > 65535 {
+        return Err(CudaError::new(format!(
+            "the CUDA attention kernel takes up to 2^31 queries and keys and 65535 batch entries (heads included), \
+             got {} queries, {} keys, {} entries",
+            sizes.q_len, sizes.kv_len, sizes.batch
+        )));
     }
     let rank = q.len();
     let mut copies = Vec::new();
     let mut view = |input: Input, last: &[usize]| operand(device, input, &[&q[..rank - 2], last].concat(), &mut copies);
-    let (q_op, k_op, v_op) = (view(inputs[0], &q[rank - 2..])?, view(inputs[1], &k[rank - 2..])?, view(inputs[2], &v[rank - 2..])?);
+    let (q_op, k_op, v_op) =
+        (view(inputs[0], &q[rank - 2..])?, view(inputs[1], &k[rank - 2..])?, view(inputs[2], &v[rank - 2..])?);
     let mask_op = match inputs.get(3) {
         None => AttnOperand::default(),
         Some(&m) => view(m, &[sizes.q_len, sizes.kv_len])?,
@@ -154,10 +162,11 @@ pub(super) fn attention(
     };
     let function = device.eager_kernel("attention", &format!("flash_attention_hd{hd}"))?;
     // q^T, k^T, v and p^T tiles; past 48 KiB a kernel must opt in to more shared memory.
-    let shared = (hd * BLOCK_QUERIES * 3 + BLOCK_QUERIES * BLOCK_QUERIES) * std::mem::size_of::<f32>();
-    function.set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)?;
+    let shared = (hd * block_queries + 2 * hd * KEY_TILE + KEY_TILE * block_queries) * std::mem::size_of::<f32>();
+    function
+        .set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)?;
     let config = LaunchConfig {
-        grid_dim: (sizes.q_len.div_ceil(BLOCK_QUERIES) as u32, sizes.batch as u32, 1),
+        grid_dim: (sizes.q_len.div_ceil(block_queries) as u32, sizes.batch as u32, 1),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: shared as u32,
     };

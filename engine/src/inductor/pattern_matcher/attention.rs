@@ -53,7 +53,10 @@ fn scalings() -> [(&'static str, Pattern); 4] {
     [
         ("q @ k^T * scale", commutative("mul", is_mul, [scores(), scalar("scale")])),
         ("q @ k^T / scale", call("div", is_div, [scores(), scalar("divisor")])),
-        ("(q * scale) @ k^T", call("matmul", is_matmul, [commutative("mul", is_mul, [any("q"), scalar("scale")]), any("kt")])),
+        (
+            "(q * scale) @ k^T",
+            call("matmul", is_matmul, [commutative("mul", is_mul, [any("q"), scalar("scale")]), any("kt")]),
+        ),
         ("q @ k^T", scores()),
     ]
 }
@@ -68,13 +71,16 @@ fn maskings(scaled: Pattern) -> [(&'static str, Pattern); 4] {
     ]
 }
 
+// ANCHOR: softmax_pattern
 /// `exp(x - max(x)) / sum(exp(x - max(x)))` over the last dim, `x` matching `input`.
 fn softmax(input: Pattern) -> Pattern {
     let shifted = call("sub", is_sub, [bind("x", input), call("amax", is_row_max, [same("x")])]);
     let exp = bind("e", call("exp", is_exp, [shifted]));
     call("div", is_div, [exp, call("sum", is_row_sum, [same("e")])])
 }
+// ANCHOR_END: softmax_pattern
 
+// ANCHOR: rewrites
 /// The attention rewrites, one per way of scaling times one per way of masking.
 pub fn attention_rewrites() -> Vec<Rewrite> {
     let mut rewrites = Vec::new();
@@ -90,6 +96,7 @@ pub fn attention_rewrites() -> Vec<Rewrite> {
     }
     rewrites
 }
+// ANCHOR_END: rewrites
 
 /// What the fused op is called with for a match: q, the node holding k^T, v, the mask and its
 /// kind (`invert` when the mask marks the keys to drop), and the scale.

@@ -285,7 +285,7 @@ pub fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Result<Graph> {
 
 /// True when no node inside the match except its root is read from outside it or returned.
 fn self_contained(graph: &Graph, found: &Match) -> bool {
-    found.interior[1..].iter().all(|&n| {
-        !graph.outputs().contains(&n) && graph.users(n).iter().all(|u| found.interior.contains(u))
-    })
+    found.interior[1..]
+        .iter()
+        .all(|&n| !graph.outputs().contains(&n) && graph.users(n).iter().all(|u| found.interior.contains(u)))
 }

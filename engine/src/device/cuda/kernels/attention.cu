@@ -1,17 +1,20 @@
 // Scaled dot-product attention, flash-attention style (Dao et al., 2022), in f32: the analogue
 // of the forward kernel behind PyTorch's `scaled_dot_product_attention`.
 //
-// One block owns BR queries of one batch entry and visits the keys BC at a time. For each tile
+// One block owns BR = 16 * RT queries of one batch entry and visits the keys BC at a time. For each tile
 // it computes the BR x BC scores in registers, folds them into a running maximum `m`, a running
 // sum of exponentials `l` and a running output `o` (the online softmax: when the maximum rises,
 // what was gathered so far is rescaled by exp(m_old - m_new)), and moves on. Scores and
 // probabilities never reach global memory; memory traffic is reading q, k, v once per block and
 // writing the output once, so memory grows linearly with the sequence length.
 //
-// Threads: 128 per block, as a 16 x 8 grid. Thread (ty, tx) owns query rows ty*4 .. ty*4+3; of
-// a score tile it computes columns tx*8 .. tx*8+7, and of the output columns
+// Threads: 128 per block, as a 16 x 8 grid. Thread (ty, tx) owns RT query rows ty*RT ..; of a
+// score tile it computes those rows' columns tx*8 .. tx*8+7, and of the output the columns
 // tx*(HD/8) .. tx*(HD/8)+HD/8-1. The 8 threads of a row group share their rows, so row maxima
-// and sums are combined with three warp shuffles.
+// and sums are combined with three warp shuffles. Each thread's RT x 8 tile of scores costs
+// RT/4 + 2 float4 reads of shared memory per step of the dot products for 8 * RT multiply-adds:
+// RT = 8 (BR = 128) keeps the arithmetic units, not shared memory, the limit; HD = 128 takes
+// RT = 4 so that its output rows still fit in registers.
 //
 // Shared memory (dynamic, per block): q^T [HD][BR], k^T [HD][BC], v [BC][HD], p^T [BC][BR]. The
 // transposes make every inner-loop read a float4 of neighbouring rows or columns. HD is the head
@@ -27,7 +30,6 @@ typedef float real;
 
 #define NEG_INF __int_as_float(0xff800000)
 #define LOG2E 1.4426950408889634f
-#define BR 64
 #define BC 64
 #define THREADS 128
 
@@ -67,9 +69,10 @@ __device__ __forceinline__ float row_sum(float x) {
     return x;
 }
 
-template <int HD>
+template <int HD, int RT>
 __device__ void flash_attention(const AttnParams& p) {
-    constexpr int OC = HD / 8;  // output columns per thread
+    constexpr int BR = 16 * RT;  // queries per block
+    constexpr int OC = HD / 8;   // output columns per thread
     extern __shared__ float4 shared4[];
     real* qs = (real*)shared4;  // [HD][BR]
     real* ks = qs + HD * BR;    // [HD][BC]
@@ -91,10 +94,10 @@ __device__ void flash_attention(const AttnParams& p) {
         qs[d * BR + r] = (row < p.q_len && d < p.head_dim) ? qp[row * p.q.row_stride + d * p.q.col_stride] : 0.0f;
     }
 
-    float o[4][OC];
-    float m[4], l[4];
+    float o[RT][OC];
+    float m[RT], l[RT];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < RT; ++i) {
         m[i] = NEG_INF;
         l[i] = 0.0f;
 #pragma unroll
@@ -115,27 +118,31 @@ __device__ void flash_attention(const AttnParams& p) {
         }
         __syncthreads();
 
-        float s[4][8];
+        float s[RT][8];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < RT; ++i)
 #pragma unroll
             for (int j = 0; j < 8; ++j) s[i][j] = 0.0f;
 #pragma unroll 8
         for (int d = 0; d < HD; ++d) {
-            const float4 a = *(const float4*)&qs[d * BR + ty * 4];
+            float av[RT];
+#pragma unroll
+            for (int i = 0; i < RT; i += 4) {
+                const float4 a = *(const float4*)&qs[d * BR + ty * RT + i];
+                av[i] = a.x, av[i + 1] = a.y, av[i + 2] = a.z, av[i + 3] = a.w;
+            }
             const float4 b0 = *(const float4*)&ks[d * BC + tx * 8];
             const float4 b1 = *(const float4*)&ks[d * BC + tx * 8 + 4];
-            const float av[4] = {a.x, a.y, a.z, a.w};
             const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < RT; ++i)
 #pragma unroll
                 for (int j = 0; j < 8; ++j) s[i][j] = fmaf(av[i], bv[j], s[i][j]);
         }
 
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int row = q0 + ty * 4 + i;
+        for (int i = 0; i < RT; ++i) {
+            const int row = q0 + ty * RT + i;
             float tile_max = NEG_INF;
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
@@ -166,20 +173,25 @@ __device__ void flash_attention(const AttnParams& p) {
             for (int c = 0; c < OC; ++c) o[i][c] *= alpha;
         }
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            *(float4*)&ps[(tx * 8 + j) * BR + ty * 4] = make_float4(s[0][j], s[1][j], s[2][j], s[3][j]);
-        }
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int i = 0; i < RT; i += 4)
+                *(float4*)&ps[(tx * 8 + j) * BR + ty * RT + i] = make_float4(s[i][j], s[i + 1][j], s[i + 2][j], s[i + 3][j]);
         __syncthreads();
 
 #pragma unroll 4
         for (int j = 0; j < BC; ++j) {
-            const float4 pr = *(const float4*)&ps[j * BR + ty * 4];
-            const float pv[4] = {pr.x, pr.y, pr.z, pr.w};
+            float pv[RT];
+#pragma unroll
+            for (int i = 0; i < RT; i += 4) {
+                const float4 pr = *(const float4*)&ps[j * BR + ty * RT + i];
+                pv[i] = pr.x, pv[i + 1] = pr.y, pv[i + 2] = pr.z, pv[i + 3] = pr.w;
+            }
 #pragma unroll
             for (int c = 0; c < OC; c += 4) {
                 const float4 v4 = *(const float4*)&vs[j * HD + tx * OC + c];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
+                for (int i = 0; i < RT; ++i) {
                     o[i][c] = fmaf(pv[i], v4.x, o[i][c]);
                     o[i][c + 1] = fmaf(pv[i], v4.y, o[i][c + 1]);
                     o[i][c + 2] = fmaf(pv[i], v4.z, o[i][c + 2]);
@@ -190,8 +202,8 @@ __device__ void flash_attention(const AttnParams& p) {
     }
 
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int row = q0 + ty * 4 + i;
+    for (int i = 0; i < RT; ++i) {
+        const int row = q0 + ty * RT + i;
         if (row >= p.q_len) continue;
         // A row whose keys are all masked has l == 0 and o == 0: 0/0 is NaN, as PyTorch's math path.
         const float inv = 1.0f / l[i];
@@ -204,6 +216,8 @@ __device__ void flash_attention(const AttnParams& p) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd32(const AttnParams p) { flash_attention<32>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd64(const AttnParams p) { flash_attention<64>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd128(const AttnParams p) { flash_attention<128>(p); }
+// Rows per thread for each head dim: the host side (attention.rs) launches BR = 16 * RT queries
+// per block and sizes shared memory to match.
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd32(const AttnParams p) { flash_attention<32, 8>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd64(const AttnParams p) { flash_attention<64, 8>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd128(const AttnParams p) { flash_attention<128, 4>(p); }
