@@ -4,7 +4,7 @@
 //! [`Backend`]; a new op family adds a method here and one kernel per device.
 
 use crate::layout::Layout;
-use crate::op::{AttentionMask, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 
 /// One operand as a kernel sees it: a buffer (a host slice, a device buffer) with the layout of
 /// the view being read, or a scalar broadcast everywhere.
@@ -84,13 +84,7 @@ pub(crate) trait Backend {
     ) -> Result<Self::Output, Self::Error>;
     /// `softmax(q @ k^T * scale [+ mask]) @ v` of `inputs = [q, k, v (, mask)]` in one kernel
     /// that never stores the scores.
-    fn attention(
-        &self,
-        inputs: &[Input<Self::Buffer>],
-        mask: AttentionMask,
-        causal: bool,
-        scale: f32,
-    ) -> Result<Self::Output, Self::Error>;
+    fn attention(&self, inputs: &[Input<Self::Buffer>], params: AttentionParams) -> Result<Self::Output, Self::Error>;
 }
 
 /// Runs one non-view, non-composite op on `backend`'s kernels.
@@ -111,7 +105,9 @@ pub(crate) fn execute<D: Backend>(
         Op::LogSoftmax { dim } => backend.softmax(inputs[0], *dim, true),
         Op::LayerNorm { eps } => backend.layer_norm([inputs[0], inputs[1], inputs[2]], eps.0),
         Op::Matmul => backend.matmul(inputs[0], inputs[1], out_shape),
-        Op::ScaledDotProductAttention { mask, causal, scale } => backend.attention(inputs, *mask, *causal, scale.0),
+        Op::ScaledDotProductAttention { mask, causal, scale } => {
+            backend.attention(inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 })
+        }
         Op::Reshape { .. }
         | Op::Permute { .. }
         | Op::Expand { .. }

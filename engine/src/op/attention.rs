@@ -36,6 +36,18 @@ impl fmt::Display for AttentionMask {
     }
 }
 
+/// The parameters of one attention call as kernels take them (those of
+/// [`Op::ScaledDotProductAttention`](super::Op)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionParams {
+    /// How the fourth operand, if any, is read.
+    pub mask: AttentionMask,
+    /// Query `i` sees only keys `j <= i`.
+    pub causal: bool,
+    /// Multiplies `q @ k^T`.
+    pub scale: f32,
+}
+
 /// The sizes one attention call works on: `batch` (the product of the leading dims), `q_len`
 /// queries against `kv_len` keys, `head_dim` for queries and keys, `value_dim` for values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

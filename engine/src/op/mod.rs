@@ -46,7 +46,7 @@ mod subgraph;
 mod unary;
 mod view;
 
-pub use attention::{AttentionMask, AttentionSizes};
+pub use attention::{AttentionMask, AttentionParams, AttentionSizes};
 pub use binary::BinaryOp;
 pub(crate) use binary::BinaryVisitor;
 pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::{Input, contiguous};
 use crate::layout::{Layout, numel};
-use crate::op::{AttentionMask, AttentionSizes};
+use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 
 /// Queries handled together: each key tile is read once for all of them.
 const QUERY_BLOCK: usize = 16;
@@ -38,7 +38,7 @@ impl MaskView<'_> {
 }
 
 /// `softmax(q @ k^T * scale [+ mask]) @ v` for `inputs = [q, k, v (, mask)]`.
-pub(super) fn attention(inputs: &[Input], mask: AttentionMask, causal: bool, scale: f32) -> Vec<f32> {
+pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale }: AttentionParams) -> Vec<f32> {
     let (q, k, v) = (inputs[0].tensor(), inputs[1].tensor(), inputs[2].tensor());
     let sizes = AttentionSizes::of(q.1.shape(), k.1.shape(), v.1.shape());
     let mut out = vec![0.0f32; sizes.batch * sizes.q_len * sizes.value_dim];

@@ -12,7 +12,7 @@ use std::convert::Infallible;
 
 use super::backend::Backend;
 use crate::layout::{Layout, numel};
-use crate::op::{AttentionMask, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
@@ -71,14 +71,8 @@ impl Backend for Cpu {
         Ok(matmul::matmul(a, b, out_shape))
     }
 
-    fn attention(
-        &self,
-        inputs: &[Input],
-        mask: AttentionMask,
-        causal: bool,
-        scale: f32,
-    ) -> Result<Vec<f32>, Infallible> {
-        Ok(attention::attention(inputs, mask, causal, scale))
+    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<Vec<f32>, Infallible> {
+        Ok(attention::attention(inputs, params))
     }
 }
 

@@ -14,7 +14,7 @@ use super::context::CudaDevice;
 use super::error::CudaError;
 use super::pointwise::Dense;
 use crate::layout::Layout;
-use crate::op::{AttentionMask, AttentionSizes};
+use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 
 /// Threads per block and keys per tile, `THREADS` and `BC` in the kernel.
 const THREADS: u32 = 128;
@@ -106,9 +106,7 @@ fn operand(
 pub(super) fn attention(
     device: &Arc<CudaDevice>,
     inputs: &[Input],
-    mask: AttentionMask,
-    causal: bool,
-    scale: f32,
+    AttentionParams { mask, causal, scale }: AttentionParams,
 ) -> Result<CudaBuffer, CudaError> {
     let (q, k, v) = (inputs[0].tensor().1.shape(), inputs[1].tensor().1.shape(), inputs[2].tensor().1.shape());
     let sizes = AttentionSizes::of(q, k, v);

@@ -44,7 +44,7 @@ pub use source::{eager_families, eager_source};
 use std::sync::Arc;
 
 use super::backend::Backend;
-use crate::op::{AttentionMask, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
 /// One operand as a CUDA kernel launcher sees it: a device buffer and a layout, or a scalar
@@ -93,14 +93,8 @@ impl Backend for Arc<CudaDevice> {
         matmul::matmul(self, a, b, out_shape)
     }
 
-    fn attention(
-        &self,
-        inputs: &[Input],
-        mask: AttentionMask,
-        causal: bool,
-        scale: f32,
-    ) -> Result<CudaBuffer, CudaError> {
-        attention::attention(self, inputs, mask, causal, scale)
+    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        attention::attention(self, inputs, params)
     }
 }
 

@@ -69,6 +69,17 @@ __device__ __forceinline__ float row_sum(float x) {
     return x;
 }
 
+// RT neighbouring floats of shared memory (a row group's queries or probabilities) into registers,
+// a float4 at a time.
+template <int RT>
+__device__ __forceinline__ void load_rows(const real* src, float (&dst)[RT]) {
+#pragma unroll
+    for (int i = 0; i < RT; i += 4) {
+        const float4 v = *(const float4*)&src[i];
+        dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
+    }
+}
+
 template <int HD, int RT>
 __device__ void flash_attention(const AttnParams& p) {
     constexpr int BR = 16 * RT;  // queries per block
@@ -126,11 +137,7 @@ __device__ void flash_attention(const AttnParams& p) {
 #pragma unroll 8
         for (int d = 0; d < HD; ++d) {
             float av[RT];
-#pragma unroll
-            for (int i = 0; i < RT; i += 4) {
-                const float4 a = *(const float4*)&qs[d * BR + ty * RT + i];
-                av[i] = a.x, av[i + 1] = a.y, av[i + 2] = a.z, av[i + 3] = a.w;
-            }
+            load_rows<RT>(&qs[d * BR + ty * RT], av);
             const float4 b0 = *(const float4*)&ks[d * BC + tx * 8];
             const float4 b1 = *(const float4*)&ks[d * BC + tx * 8 + 4];
             const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
@@ -182,11 +189,7 @@ __device__ void flash_attention(const AttnParams& p) {
 #pragma unroll 4
         for (int j = 0; j < BC; ++j) {
             float pv[RT];
-#pragma unroll
-            for (int i = 0; i < RT; i += 4) {
-                const float4 pr = *(const float4*)&ps[j * BR + ty * RT + i];
-                pv[i] = pr.x, pv[i + 1] = pr.y, pv[i + 2] = pr.z, pv[i + 3] = pr.w;
-            }
+            load_rows<RT>(&ps[j * BR + ty * RT], pv);
 #pragma unroll
             for (int c = 0; c < OC; c += 4) {
                 const float4 v4 = *(const float4*)&vs[j * HD + tx * OC + c];
