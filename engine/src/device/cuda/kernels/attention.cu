@@ -17,7 +17,9 @@
 // RT = 4 so that its output rows still fit in registers.
 //
 // Shared memory (dynamic, per block): q^T [HD][BR], k^T [HD][BC], v [BC][HD], p^T [BC][BR]. The
-// transposes make every inner-loop read a float4 of neighbouring rows or columns. HD is the head
+// transposes make every inner-loop read a float4 of neighbouring rows or columns. Tiles arrive by
+// asynchronous copies (cp.async, sm_80 on): k's next tile while p meets v, v's next tile while the
+// next scores are computed, so global-memory latency hides behind arithmetic with one buffer each. HD is the head
 // dim rounded up to 32, 64 or 128 (zero padded), a template parameter so that loops unroll and
 // the output stays in registers; the element type is the `real` typedef, kept as one name so
 // that half-precision tiles can follow.
@@ -80,6 +82,48 @@ __device__ __forceinline__ void load_rows(const real* src, float (&dst)[RT]) {
     }
 }
 
+// Copies one tile element from global to shared memory, or stores 0 where `valid` is false. On
+// sm_80 and later it is an asynchronous copy (cp.async, 4 bytes, zero filled), so a thread goes on
+// computing while the tile arrives and waits for it with `tile_wait`; older GPUs copy through a
+// register. The copy is 4 bytes wide because the tiles are stored transposed and read through
+// arbitrary strides.
+__device__ __forceinline__ void tile_copy(real* dst, const real* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(src), "r"(valid ? 4 : 0));
+#else
+    *dst = valid ? *src : 0.0f;
+#endif
+}
+
+// Ends a thread's batch of `tile_copy`s and waits for every one it started: the copies are then in
+// shared memory, visible to the other threads after the next __syncthreads().
+__device__ __forceinline__ void tile_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
+#endif
+}
+
+// Starts copying a ROWS x COLS tile (rows from `row0`, zero padded past `rows` rows and `cols`
+// columns) into shared memory at `dst + row * row_step + col * col_step`. FAST is the dimension
+// neighbouring threads take (0: rows, 1: columns), so that neighbouring threads store to
+// neighbouring shared-memory words; its size divides THREADS, so a thread keeps one index of
+// it and steps the other.
+template <int ROWS, int COLS, int FAST>
+__device__ __forceinline__ void tile_start(real* dst, int row_step, int col_step, const real* src, i64 row_stride,
+                                           i64 col_stride, int row0, int rows, int cols) {
+    constexpr int FAST_SIZE = FAST == 0 ? ROWS : COLS;
+    constexpr int STEP = THREADS / FAST_SIZE;
+    const int fixed = threadIdx.x % FAST_SIZE;
+#pragma unroll 4
+    for (int slow = threadIdx.x / FAST_SIZE; slow < (FAST == 0 ? COLS : ROWS); slow += STEP) {
+        const int r = FAST == 0 ? fixed : slow, c = FAST == 0 ? slow : fixed;
+        const bool valid = row0 + r < rows && c < cols;
+        const real* from = valid ? src + (row0 + r) * row_stride + c * col_stride : src;
+        tile_copy(&dst[r * row_step + c * col_step], from, valid);
+    }
+}
+
 template <int HD, int RT>
 __device__ void flash_attention(const AttnParams& p) {
     constexpr int BR = 16 * RT;  // queries per block
@@ -98,12 +142,14 @@ __device__ void flash_attention(const AttnParams& p) {
     const real* vp = batch_ptr(p.v, n, p.inner);
     const real* mp = p.mask_kind ? batch_ptr(p.mask, n, p.inner) : 0;
 
-    // q^T, zero padded past the last query and the head dim; neighbouring threads take
-    // neighbouring rows, so the shared-memory stores do not conflict.
-    for (int e = tid; e < HD * BR; e += THREADS) {
-        const int r = e % BR, d = e / BR, row = q0 + r;
-        qs[d * BR + r] = (row < p.q_len && d < p.head_dim) ? qp[row * p.q.row_stride + d * p.q.col_stride] : 0.0f;
-    }
+    // q^T and the first k^T tile, zero padded past the last query or key and the head dim; the
+    // first v tile arrives while the first scores are computed.
+    const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;  // a causal block needs no later key
+    tile_start<BR, HD, 0>(qs, 1, BR, qp, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    tile_start<BC, HD, 0>(ks, 1, BC, kp, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
+    tile_wait();
+    tile_start<BC, HD, 1>(vs, HD, 1, vp, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
+    __syncthreads();
 
     float o[RT][OC];
     float m[RT], l[RT];
@@ -115,20 +161,10 @@ __device__ void flash_attention(const AttnParams& p) {
         for (int c = 0; c < OC; ++c) o[i][c] = 0.0f;
     }
 
-    // A causal block needs no key past its last query.
-    const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;
+    // k and v take turns: the next k tile is copied while this tile's probabilities meet v, and
+    // the next v tile while the next scores are computed, so copies overlap arithmetic without a
+    // second buffer.
     for (int k0 = 0; k0 < kv_end; k0 += BC) {
-        __syncthreads();  // the previous tile's k, v and p are no longer read
-        for (int e = tid; e < HD * BC; e += THREADS) {
-            const int c = e % BC, d = e / BC, key = k0 + c;
-            ks[d * BC + c] = (key < p.kv_len && d < p.head_dim) ? kp[key * p.k.row_stride + d * p.k.col_stride] : 0.0f;
-        }
-        for (int e = tid; e < BC * HD; e += THREADS) {
-            const int c = e / HD, d = e % HD, key = k0 + c;
-            vs[c * HD + d] = (key < p.kv_len && d < p.value_dim) ? vp[key * p.v.row_stride + d * p.v.col_stride] : 0.0f;
-        }
-        __syncthreads();
-
         float s[RT][8];
 #pragma unroll
         for (int i = 0; i < RT; ++i)
@@ -147,6 +183,8 @@ __device__ void flash_attention(const AttnParams& p) {
                 for (int j = 0; j < 8; ++j) s[i][j] = fmaf(av[i], bv[j], s[i][j]);
         }
 
+        // Most tiles of an unmasked attention have no key to leave out: they skip the checks.
+        const bool whole = !p.mask_kind && !p.causal && k0 + BC <= p.kv_len;
 #pragma unroll
         for (int i = 0; i < RT; ++i) {
             const int row = q0 + ty * RT + i;
@@ -155,11 +193,13 @@ __device__ void flash_attention(const AttnParams& p) {
             for (int j = 0; j < 8; ++j) {
                 const int key = k0 + tx * 8 + j;
                 float x = s[i][j] * p.scale_log2;
-                if (key >= p.kv_len || (p.causal && key > row)) {
-                    x = NEG_INF;
-                } else if (p.mask_kind && row < p.q_len) {
-                    const float mv = mp[row * p.mask.row_stride + key * p.mask.col_stride];
-                    x = p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
+                if (!whole) {
+                    if (key >= p.kv_len || (p.causal && key > row)) {
+                        x = NEG_INF;
+                    } else if (p.mask_kind && row < p.q_len) {
+                        const float mv = mp[row * p.mask.row_stride + key * p.mask.col_stride];
+                        x = p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
+                    }
                 }
                 s[i][j] = x;
                 tile_max = fmaxf(tile_max, x);
@@ -179,12 +219,15 @@ __device__ void flash_attention(const AttnParams& p) {
 #pragma unroll
             for (int c = 0; c < OC; ++c) o[i][c] *= alpha;
         }
+        tile_wait();  // this tile's v
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
             for (int i = 0; i < RT; i += 4)
                 *(float4*)&ps[(tx * 8 + j) * BR + ty * RT + i] = make_float4(s[i][j], s[i + 1][j], s[i + 2][j], s[i + 3][j]);
-        __syncthreads();
+        __syncthreads();  // p and v are in place; k is read no more
+        const int next = k0 + BC;
+        if (next < kv_end) tile_start<BC, HD, 0>(ks, 1, BC, kp, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
 
 #pragma unroll 4
         for (int j = 0; j < BC; ++j) {
@@ -202,6 +245,9 @@ __device__ void flash_attention(const AttnParams& p) {
                 }
             }
         }
+        tile_wait();      // the next k
+        __syncthreads();  // k is in place; p and v are read no more
+        if (next < kv_end) tile_start<BC, HD, 1>(vs, HD, 1, vp, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
     }
 
 #pragma unroll
