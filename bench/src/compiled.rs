@@ -17,14 +17,10 @@ use engine::bench::baseline;
 use engine::bench::{Bench, Timing};
 use engine::inductor::{CompiledModule, Config, compile_fx};
 use engine::{Device, Tensor, dynamo};
+use workbook_models::phase5::add_relu_mul;
 
 use crate::Options;
 use crate::table::Table;
-
-/// `relu(x + bias) * 2`: the fused add-ReLU-mul of the course's sources.
-fn add_relu_mul(x: &Tensor, bias: &Tensor) -> engine::Result<Tensor> {
-    x.add(bias)?.relu()?.mul(2.0)
-}
 
 /// Eight adds and multiplies over two inputs.
 fn chain8(x: &Tensor, y: &Tensor) -> engine::Result<Tensor> {

@@ -22,6 +22,10 @@ pub enum Artifact {
     Fusion,
     /// The generated kernels and call plan.
     OutputCode,
+    /// Reduce-overhead's decisions: each CUDA graph recorded, and why one is skipped.
+    Cudagraphs,
+    /// Max-autotune's candidates, their times and the choice.
+    Autotuning,
     /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
     /// a missing GPU). Always printed, whatever `ENGINE_LOGS` says; [`capture`] can collect them.
     Warnings,
@@ -29,13 +33,15 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 7] = [
+    pub const ALL: [Artifact; 9] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
         Artifact::Guards,
         Artifact::Fusion,
         Artifact::OutputCode,
+        Artifact::Cudagraphs,
+        Artifact::Autotuning,
         Artifact::Warnings,
     ];
 
@@ -48,6 +54,8 @@ impl Artifact {
             Artifact::Guards => "guards",
             Artifact::Fusion => "fusion",
             Artifact::OutputCode => "output_code",
+            Artifact::Cudagraphs => "cudagraphs",
+            Artifact::Autotuning => "autotuning",
             Artifact::Warnings => "warnings",
         }
     }

@@ -132,6 +132,9 @@ proptest! {
         let report = dynamo::explain(model).call(&x).unwrap();
         prop_assert_eq!(report.graph_break_count(), 0);
         let expected: Vec<f32> = values.iter().map(|&v| if v > 0.0 { v * 2.0 } else { (-v).exp() }).collect();
-        prop_assert_eq!(report.outputs[0].to_vec().unwrap(), expected);
+        // `exp` on the CPU is the engine's vector math, within 2e-7 (relative) of libm's.
+        for (got, want) in report.outputs[0].to_vec().unwrap().iter().zip(&expected) {
+            prop_assert!((got - want).abs() <= 4e-7 * want.abs().max(1.0), "{got} against {want}");
+        }
     }
 }

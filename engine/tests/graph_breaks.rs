@@ -55,7 +55,14 @@ fn each_break_kind_gives_eager_results() {
     for seed in 0..6 {
         let x = Tensor::randn(&[3, 4], seed);
         let f = dynamo::compile(|x: Tensor| branch_and_print(&x, &w));
-        assert_eq!(bits(&f.call(&x).unwrap()), bits(&branch_and_print(&x, &w).unwrap()));
+        // The compiled softmax sums its row in vector lanes, so it may round differently in
+        // the last place; everything else here is bit-exact.
+        let (compiled, eager) =
+            (f.call(&x).unwrap().to_vec().unwrap(), branch_and_print(&x, &w).unwrap().to_vec().unwrap());
+        assert!(
+            compiled.iter().zip(&eager).all(|(a, b)| (a - b).abs() <= 1e-6 * b.abs().max(1e-3)),
+            "{compiled:?} vs {eager:?}"
+        );
         let g = dynamo::compile(|x: Tensor| host_round_trip(&x));
         assert_eq!(bits(&g.call(&x).unwrap()), bits(&host_round_trip(&x).unwrap()));
         let h = dynamo::compile(|x: Tensor| opaque(&x));

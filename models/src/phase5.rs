@@ -187,6 +187,31 @@ pub fn naive_layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Te
     centered.div(&variance.add(LAYER_NORM_EPS)?.sqrt()?)?.mul(weight)?.add(bias)
 }
 
+/// Elements of each pointwise workload: 16 M floats, 64 MB a tensor, far beyond any cache, so
+/// that these time memory traffic and arithmetic, not launch overhead.
+pub const POINTWISE_ELEMENTS: usize = 1 << 24;
+
+/// `relu(x + bias) * 2`: three eager kernels, one fused kernel (3 reads and writes against 1).
+pub fn add_relu_mul(x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    x.add(bias)?.relu()?.mul(2.0)
+}
+
+/// `ops` pointwise ops on one input, cycling through `sin(x)`, `x * 1.0001` and `x + 0.5`: `ops`
+/// eager kernels, each reading and writing the whole tensor, against one fused kernel.
+pub fn pointwise_chain(x: &Tensor, ops: usize) -> Result<Tensor> {
+    (0..ops).try_fold(x.clone(), |t, i| match i % 3 {
+        0 => t.sin(),
+        1 => t.mul(1.0001),
+        _ => t.add(0.5),
+    })
+}
+
+/// `tanh` applied `times` times: a chain of transcendental ops, where fusion saves memory
+/// traffic but the arithmetic stays.
+pub fn repeated_tanh(x: &Tensor, times: usize) -> Result<Tensor> {
+    (0..times).try_fold(x.clone(), |t, _| t.tanh())
+}
+
 /// A parameter of `shape` drawn from `seed`, scaled by `1/sqrt(fan_in)`, named and placed.
 fn param(shape: &[usize], seed: u64, fan_in: usize, name: &str, device: Device) -> Result<Tensor> {
     Tensor::randn(shape, seed).mul(1.0 / (fan_in as f32).sqrt())?.with_name(name).to(device)
@@ -205,6 +230,19 @@ mod tests {
         };
         assert!(close(&naive_softmax(&x).unwrap(), &x.softmax(-1).unwrap()));
         assert!(close(&naive_layer_norm(&x, &w, &b).unwrap(), &x.layer_norm(&w, &b, LAYER_NORM_EPS).unwrap()));
+    }
+
+    #[test]
+    fn pointwise_workloads_apply_their_ops_in_order() {
+        let x = Tensor::from_vec(vec![-1.0, 0.25, 2.0], &[3]).unwrap();
+        let chain = pointwise_chain(&x, 4).unwrap().to_vec().unwrap();
+        let tanh = repeated_tanh(&x, 2).unwrap().to_vec().unwrap();
+        let relu = add_relu_mul(&x, &x).unwrap().to_vec().unwrap();
+        for (i, v) in x.to_vec().unwrap().into_iter().enumerate() {
+            assert!((chain[i] - ((v.sin() * 1.0001 + 0.5).sin())).abs() < 1e-6);
+            assert!((tanh[i] - v.tanh().tanh()).abs() < 1e-6);
+            assert_eq!(relu[i], (2.0 * v).max(0.0) * 2.0);
+        }
     }
 
     #[test]

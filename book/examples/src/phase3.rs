@@ -76,8 +76,10 @@ pub fn fixed() -> Result<()> {
     let report = dynamo::explain(|x: Tensor| head_fixed(&x, &w)).call(&x)?;
     println!("{} graph, {} breaks", report.graph_count(), report.graph_break_count());
     print!("{}", report.graphs[0]);
-    let same = report.outputs[0].to_vec()? == head(&x, &w)?.to_vec()?;
-    println!("same outputs as `head`: {same}");
+    let (fixed, original) = (report.outputs[0].to_vec()?, head(&x, &w)?.to_vec()?);
+    // Compiled code may sum a softmax row in vector lanes: equal up to float rounding.
+    let same = fixed.iter().zip(&original).all(|(a, b)| (a - b).abs() <= 1e-6);
+    println!("same outputs as `head` (to 1e-6): {same}");
     // ANCHOR_END: fixed
     Ok(())
 }

@@ -7,7 +7,7 @@ use super::{Backend, CompiledGraph};
 use crate::error::Result;
 use crate::fx::Graph;
 use crate::inductor::scheduler::FusionPolicy;
-use crate::inductor::{CompiledModule, Config, OutputCode, compile_fx};
+use crate::inductor::{CompiledModule, Config, Mode, OutputCode, compile_fx};
 use crate::tensor::Tensor;
 
 /// Compiles captured graphs with [`compile_fx`]. Clones share the record of output code, so keep
@@ -55,6 +55,13 @@ impl Backend for Inductor {
         let module = compile_fx(graph, &self.config)?;
         self.generated.lock().expect("output code lock").push(module.output_code().clone());
         Ok(Box::new(module))
+    }
+
+    /// A mode other than the default replaces the configured one (`torch.compile(mode=...)`
+    /// overrides the inductor config it implies).
+    fn compile_in_mode(&self, graph: &Graph, inputs: &[Tensor], mode: Mode) -> Result<Box<dyn CompiledGraph>> {
+        let config = Config { mode: if mode == Mode::Default { self.config.mode } else { mode }, ..self.config };
+        Inductor { config, generated: self.generated.clone() }.compile(graph, inputs)
     }
 }
 

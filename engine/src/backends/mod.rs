@@ -13,8 +13,9 @@ pub use aot_eager::AotEager;
 pub use eager::Eager;
 pub use inductor::Inductor;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fx::Graph;
+use crate::inductor::Mode;
 use crate::tensor::Tensor;
 
 // ANCHOR: backend_trait
@@ -26,6 +27,18 @@ pub trait Backend: Send + Sync {
     /// Compiles `graph`. `example_inputs` are the concrete tensors of this first call, one per
     /// placeholder, for backends that want to inspect or benchmark with real data.
     fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>>;
+
+    /// Compiles `graph` in `mode` (`torch.compile(mode=...)`). Only Inductor has modes: any other
+    /// backend compiles the default mode and refuses the others with an error, as PyTorch does.
+    fn compile_in_mode(&self, graph: &Graph, example_inputs: &[Tensor], mode: Mode) -> Result<Box<dyn CompiledGraph>> {
+        if mode != Mode::Default {
+            return Err(Error::Backend {
+                backend: self.name().to_string(),
+                message: format!("mode `{mode}` needs the inductor backend; this backend has no modes"),
+            });
+        }
+        self.compile(graph, example_inputs)
+    }
 }
 
 /// A boxed backend is a backend, so a list of backends (`Vec<Box<dyn Backend>>`) can be handed to
@@ -37,6 +50,10 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
 
     fn compile(&self, graph: &Graph, example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
         (**self).compile(graph, example_inputs)
+    }
+
+    fn compile_in_mode(&self, graph: &Graph, example_inputs: &[Tensor], mode: Mode) -> Result<Box<dyn CompiledGraph>> {
+        (**self).compile_in_mode(graph, example_inputs, mode)
     }
 }
 

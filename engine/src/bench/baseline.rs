@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use crate::device::Device;
 use crate::device::cuda::matmul::{Operand, sgemm};
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
+use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
+use crate::layout::Layout;
 use crate::tensor::Tensor;
 
 /// A timed closure.
@@ -40,7 +41,7 @@ pub fn copy(device: Device, n: usize) -> Result<Work> {
 }
 
 /// Multiplies ready row-major `[batch, m, k] @ [batch, k, n]` buffers with the vendor SGEMM each
-/// call (cuBLAS on a GPU, `matrixmultiply` on the CPU): `2 batch m n k` flops.
+/// call (cuBLAS on a GPU, the `gemm` crate on the CPU, as eager matmul calls them): `2 batch m n k` flops.
 #[track_caller]
 pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Result<Work> {
     let location = SourceLocation::caller();
@@ -49,28 +50,11 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
     match device {
         Device::Cpu => {
             let mut c = vec![0.0f32; batch * m * n];
+            let (a_layout, b_layout) = (Layout::contiguous(&[batch, m, k]), Layout::contiguous(&[batch, k, n]));
             Ok(Box::new(move || {
-                for i in 0..batch {
-                    // SAFETY: each slice holds one m x k, k x n or m x n row-major matrix.
-                    unsafe {
-                        matrixmultiply::sgemm(
-                            m,
-                            k,
-                            n,
-                            1.0,
-                            a[i * m * k..].as_ptr(),
-                            k as isize,
-                            1,
-                            b[i * k * n..].as_ptr(),
-                            n as isize,
-                            1,
-                            0.0,
-                            c[i * m * n..].as_mut_ptr(),
-                            n as isize,
-                            1,
-                        );
-                    }
-                }
+                let a = cpu::Input::Tensor { buffer: &a[..], layout: &a_layout };
+                let b = cpu::Input::Tensor { buffer: &b[..], layout: &b_layout };
+                cpu::matmul_into(a, b, &[batch, m, n], &mut c);
                 std::hint::black_box(&c);
                 Ok(())
             }))

@@ -9,12 +9,14 @@ use std::sync::OnceLock;
 use super::disk::{DiskCache, cache_key};
 use crate::error::{Error, Result};
 
-/// A detected C compiler: which program, its version line, and whether it accepts `-fopenmp`.
+/// A detected C compiler: which program, its version line, and whether it accepts `-fopenmp`
+/// and `-march=native`.
 #[derive(Debug)]
 pub struct CCompiler {
     program: String,
     version: String,
     openmp: bool,
+    native: bool,
     cpu: String,
 }
 
@@ -50,7 +52,14 @@ impl CCompiler {
     pub fn flags(&self) -> Vec<&'static str> {
         // -march=native vectorises for this CPU; the CPU model is part of the cache key, so a
         // cache directory shared with another machine never hands it a library it cannot run.
-        let mut flags = vec!["-O3", "-march=native", "-fno-math-errno", "-std=c11", "-shared", "-fPIC"];
+        // -fno-trapping-math lets GCC turn the vector math's selects around float conversions
+        // into vector blends (the generated code never reads floating-point exception flags);
+        // with it, every function of the vector math vectorizes. Neither flag changes a result.
+        // A compiler without -march=native (some cross or embedded ones) builds portable code.
+        let mut flags = vec!["-O3", "-fno-math-errno", "-fno-trapping-math", "-std=c11", "-shared", "-fPIC"];
+        if self.native {
+            flags.push("-march=native");
+        }
         if self.openmp {
             flags.push("-fopenmp");
         }
@@ -109,36 +118,71 @@ fn probe() -> std::result::Result<CCompiler, String> {
         .ok()
         .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(str::to_string))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let openmp = remembered_openmp_support(&program, &version);
-    Ok(CCompiler { program, version, openmp, cpu })
+    let openmp = remembered_support(&program, &version, OPENMP_PROBE);
+    if openmp {
+        idle_openmp_threads_sleep();
+    }
+    let native = remembered_support(&program, &version, NATIVE_PROBE);
+    Ok(CCompiler { program, version, openmp, native, cpu })
 }
 
-/// [`supports_openmp`], remembered in the disk cache under the compiler's name and version: the
-/// probe compiles a file, which would cost every new process tens of milliseconds before its
-/// first kernel could come out of the cache.
-fn remembered_openmp_support(program: &str, version: &str) -> bool {
-    let key = cache_key(&[b"openmp-probe", program.as_bytes(), version.as_bytes()]);
+/// Makes OpenMP's idle threads sleep instead of spinning, unless the user chose otherwise.
+///
+/// The engine's own kernels run on its rayon pool, but custom ops' kernels and learners'
+/// replacement printers may use `#pragma omp parallel for`, and their team shares the cores with
+/// the pool. By default an OpenMP thread spins for a while after each parallel region, keeping
+/// the GEMM's rayon workers off its core: on 2 cores a compiled batch-16 MLP whose kernels ran on
+/// OpenMP took 40 ms spinning against 4.2 ms sleeping (bench/NOTES-cpu.md). libgomp reads
+/// `OMP_WAIT_POLICY` once, when it is loaded with the first generated library, which only
+/// happens after this probe.
+fn idle_openmp_threads_sleep() {
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        // SAFETY: setting a variable races only with C code reading the environment on another
+        // thread at the same moment; the engine runs this once, from the compiler probe, before
+        // any generated library (the only C code it brings) is loaded.
+        unsafe { std::env::set_var("OMP_WAIT_POLICY", "PASSIVE") };
+    }
+}
+
+/// A flag the compiler may lack, and a source that builds only if it works.
+struct Probe {
+    flag: &'static str,
+    source: &'static str,
+}
+
+/// OpenMP: the compiler may lack libgomp even where it knows the flag.
+const OPENMP_PROBE: Probe =
+    Probe { flag: "-fopenmp", source: "#include <omp.h>\nint threads(void) { return omp_get_max_threads(); }\n" };
+
+/// Code for this machine's CPU.
+const NATIVE_PROBE: Probe = Probe { flag: "-march=native", source: "int one(void) { return 1; }\n" };
+
+/// [`supports`], remembered in the disk cache under the compiler's name and version: the probe
+/// compiles a file, which would cost every new process tens of milliseconds before its first
+/// kernel could come out of the cache.
+fn remembered_support(program: &str, version: &str, probe: Probe) -> bool {
+    let key = cache_key(&[b"flag-probe", program.as_bytes(), version.as_bytes(), probe.flag.as_bytes()]);
     let answer = DiskCache::global().get_or_build(&key, "probe", |out| {
-        let answer: &[u8] = if supports_openmp(program) { b"yes" } else { b"no" };
+        let answer: &[u8] = if supports(program, &probe) { b"yes" } else { b"no" };
         std::fs::write(out, answer).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
     });
     match answer.and_then(|(path, _)| std::fs::read(&path).map_err(|e| Error::Io { path, message: e.to_string() })) {
         Ok(bytes) => bytes == b"yes",
         // An unusable cache directory only costs the probe.
-        Err(_) => supports_openmp(program),
+        Err(_) => supports(program, &probe),
     }
 }
 
-/// Whether `program` can build a shared library with `-fopenmp` (the compiler may lack libgomp).
-fn supports_openmp(program: &str) -> bool {
-    let dir = std::env::temp_dir().join(format!("engine-omp-probe-{}", std::process::id()));
+/// Whether `program` can build the probe's source into a shared library with its flag.
+fn supports(program: &str, probe: &Probe) -> bool {
+    let dir = std::env::temp_dir().join(format!("engine-cc-probe-{}", std::process::id()));
     if std::fs::create_dir_all(&dir).is_err() {
         return false;
     }
     let source = dir.join("probe.c");
-    let ok = std::fs::write(&source, "#include <omp.h>\nint threads(void) { return omp_get_max_threads(); }\n").is_ok()
+    let ok = std::fs::write(&source, probe.source).is_ok()
         && Command::new(program)
-            .args(["-shared", "-fPIC", "-fopenmp", "-o"])
+            .args(["-shared", "-fPIC", probe.flag, "-o"])
             .arg(dir.join("probe.so"))
             .arg(&source)
             .output()
@@ -210,6 +254,15 @@ mod tests {
         let (_, built_again) = cc.compile_in(&cache, source).unwrap();
         assert!(!built_again);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_flag_the_compiler_lacks_is_left_out() {
+        let cc = CCompiler::detect().unwrap();
+        let unknown = Probe { flag: "-fno-such-flag-anywhere", source: NATIVE_PROBE.source };
+        assert!(!supports(cc.program(), &unknown));
+        assert!(supports(cc.program(), &NATIVE_PROBE), "GCC and Clang know -march=native");
+        assert!(cc.flags().contains(&"-march=native"));
     }
 
     #[test]

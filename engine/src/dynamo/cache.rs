@@ -181,7 +181,8 @@ impl Cache {
             format!("guards of graph {} of `{}`:\n{}", id(e), options.name, lines.join("\n"))
         });
         let start = Instant::now();
-        let compiled: Arc<dyn CompiledGraph> = Arc::from(options.backend.compile(&graph, inputs)?);
+        let compiled: Arc<dyn CompiledGraph> =
+            Arc::from(options.backend.compile_in_mode(&graph, inputs, options.mode)?);
         stats.compiles += 1;
         stats.compile_time += start.elapsed();
         frame.entries.push(Entry { graph, guards, compiled: compiled.clone() });

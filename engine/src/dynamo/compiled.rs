@@ -13,6 +13,7 @@ use super::stats::CompileStats;
 use crate::backends::Backend;
 use crate::error::{Error, Result, SourceLocation};
 use crate::fx::proxy::{Tracer, is_tracing};
+use crate::inductor::Mode;
 
 /// A closure wrapped by [`compile`]. Call it with [`Compiled::call`].
 pub struct Compiled<I, O, F> {
@@ -52,6 +53,20 @@ where
     /// Uses `backend` to compile captured graphs (`torch.compile(backend=...)`).
     pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
         self.options.backend = Arc::new(backend);
+        self
+    }
+
+    /// Compiles in `mode` (`torch.compile(mode="reduce-overhead")` and so on): see [`Mode`]. Modes
+    /// other than [`Mode::Default`] need the Inductor backend.
+    ///
+    /// ```
+    /// use engine::{dynamo::{self, Mode}, Tensor};
+    /// let f = dynamo::compile(|x: Tensor| x.mul(2.0)?.relu()).mode(Mode::ReduceOverhead);
+    /// assert_eq!(f.call(&Tensor::from_vec(vec![-1.0, 3.0], &[2])?)?.to_vec()?, vec![0.0, 6.0]);
+    /// # Ok::<(), engine::Error>(())
+    /// ```
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.options.mode = mode;
         self
     }
 

@@ -27,6 +27,9 @@ mod io;
 mod options;
 mod stats;
 
+/// The compile modes belong to Inductor's config, as `torch.compile(mode=...)` sets
+/// `torch._inductor.config`; re-exported here, beside [`Compiled::mode`].
+pub use crate::inductor::Mode;
 /// Custom ops belong to the op catalogue ([`crate::op`]), as `torch.library` does; re-exported
 /// here, where the fixes for graph breaks are taught.
 pub use crate::op::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};

@@ -1,10 +1,11 @@
-//! The knobs of `torch.compile` that concern capture: `backend`, `fullgraph`, `dynamic`, and
-//! Dynamo's `recompile_limit`.
+//! The knobs of `torch.compile`: `backend`, `mode`, `fullgraph`, `dynamic`, and Dynamo's
+//! `recompile_limit`.
 
 use std::sync::Arc;
 
 use crate::backends::{Backend, Inductor};
 use crate::error::SourceLocation;
+use crate::inductor::Mode;
 
 /// PyTorch's default `torch._dynamo.config.recompile_limit`.
 pub const DEFAULT_RECOMPILE_LIMIT: usize = 8;
@@ -14,6 +15,8 @@ pub const DEFAULT_RECOMPILE_LIMIT: usize = 8;
 #[derive(Clone)]
 pub(crate) struct Options {
     pub backend: Arc<dyn Backend>,
+    /// Handed to the backend with each graph (only Inductor takes a mode other than the default).
+    pub mode: Mode,
     /// A graph break is an error instead of a split.
     pub fullgraph: bool,
     /// `None`: automatic dynamic shapes (a size that changes becomes symbolic on the
@@ -30,6 +33,7 @@ impl Options {
     pub fn new(defined_at: SourceLocation) -> Options {
         Options {
             backend: Arc::new(Inductor::default()),
+            mode: Mode::Default,
             fullgraph: false,
             dynamic: None,
             recompile_limit: DEFAULT_RECOMPILE_LIMIT,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::codegen::Renderer;
-use super::config::Config;
+use super::config::{Config, Mode};
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
 use super::launch::Launch;
@@ -21,6 +21,7 @@ use super::output_code::OutputCode;
 use super::runtime::Program;
 use super::runtime::cpu::CpuProgram;
 use super::runtime::cuda::CudaProgram;
+use super::runtime::cudagraphs;
 use super::scheduler::{self, Schedule};
 use super::wrapper;
 use super::{CompiledModule, lowering, pattern_matcher};
@@ -53,6 +54,11 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let hints = hint_bindings(&decomposed)?;
     let generated = generate_for(&decomposed, &hints, device, config, true)?;
     logs::log(Artifact::OutputCode, || generated.output_code.to_string());
+    if config.mode == Mode::ReduceOverhead
+        && let Some(reason) = cudagraphs::skip_reason(device, decomposed.is_dynamic(), &generated.lowered)
+    {
+        cudagraphs::log_skip(&reason);
+    }
     let output_code = generated.output_code.clone();
     let program = Arc::new(build_program(generated, device)?);
     let dynamic = decomposed.is_dynamic().then(|| Specializations {

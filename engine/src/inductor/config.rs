@@ -1,6 +1,10 @@
 //! Settings of one Inductor compilation, the analogue of `torch._inductor.config`: which fusion
-//! decision to use and, optionally, replacement kernel printers. The defaults are the engine's
-//! own; the workbook's phase 4 plugs a learner's fusion decision and printers in here.
+//! decision to use, optionally replacement kernel printers, and the compile [`Mode`] (what
+//! `torch.compile(mode=...)` sets). The defaults are the engine's own; the workbook's phase 4
+//! plugs a learner's fusion decision and printers in here.
+
+use std::fmt;
+use std::str::FromStr;
 
 use super::kernel::Kernel;
 use super::scheduler::{FusionPolicy, can_fuse};
@@ -22,17 +26,70 @@ pub struct Printers {
     pub reduction_c: Option<fn(&Kernel) -> String>,
 }
 
-/// How to compile: the fusion decision and the printers.
+// ANCHOR: mode
+/// How hard to work for a faster call, `torch.compile(mode=...)`; set it with
+/// [`Compiled::mode`](crate::dynamo::Compiled::mode), where it is re-exported as
+/// `engine::dynamo::Mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Fused kernels launched one by one by the call plan (`mode="default"`).
+    #[default]
+    Default,
+    /// On a GPU, the call plan is recorded once as a CUDA graph and replayed: one launch per call
+    /// instead of one per kernel (`mode="reduce-overhead"`). On a CPU it runs the default plan.
+    ReduceOverhead,
+    /// Each kernel's launch configurations are timed at compile time and the fastest kept (cached
+    /// on disk); matrix products choose between cuBLAS and a cuBLASLt GEMM with its bias and
+    /// activation fused (`mode="max-autotune"`). Compiles longer, runs faster.
+    MaxAutotune,
+}
+// ANCHOR_END: mode
+
+impl Mode {
+    /// Every mode, in the order tables list them.
+    pub const ALL: [Mode; 3] = [Mode::Default, Mode::ReduceOverhead, Mode::MaxAutotune];
+
+    /// PyTorch's name for the mode: `default`, `reduce-overhead`, `max-autotune`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::ReduceOverhead => "reduce-overhead",
+            Mode::MaxAutotune => "max-autotune",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses PyTorch's names (`default`, `reduce-overhead`, `max-autotune`), for command lines.
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Mode, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == text)
+            .ok_or_else(|| format!("unknown mode `{text}`: use {}", Mode::ALL.map(Mode::name).join(", ")))
+    }
+}
+
+/// How to compile: the fusion decision, the printers and the mode.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// Decides each fusion (the engine's [`can_fuse`] by default).
     pub fusion: FusionPolicy,
     /// Replacement printers (none by default).
     pub printers: Printers,
+    /// The compile mode ([`Mode::Default`] by default).
+    pub mode: Mode,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { fusion: can_fuse, printers: Printers::default() }
+        Config { fusion: can_fuse, printers: Printers::default(), mode: Mode::Default }
     }
 }

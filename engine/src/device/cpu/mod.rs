@@ -7,6 +7,8 @@ pub(crate) use matmul::matmul_into;
 mod normalize;
 mod pointwise;
 mod reduce;
+mod simd;
+pub(crate) mod vecmath;
 
 use std::convert::Infallible;
 

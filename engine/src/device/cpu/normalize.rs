@@ -8,17 +8,25 @@
 
 use rayon::prelude::*;
 
-use super::{Input, PARALLEL_THRESHOLD, contiguous, split_at_dim};
+use super::simd::vectorized;
+use super::{Input, PARALLEL_THRESHOLD, contiguous, split_at_dim, vecmath};
 
 /// Columns whose statistics one task accumulates together.
 const COLUMNS_PER_TASK: usize = 256;
 
-/// `line(src_row, dst_row)` for every row of length `row` of `x`, in parallel when large.
+/// `line(src_row, dst_row)` for every row of length `row` of `x`, in parallel when large,
+/// compiled for the CPU's widest vectors.
 fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
     if row == 0 {
         return out;
     }
+    let line = |s: &[f32], d: &mut [f32]| {
+        vectorized(
+            #[inline(always)]
+            || line(s, d),
+        )
+    };
     if x.len() > PARALLEL_THRESHOLD {
         out.par_chunks_mut(row).zip(x.par_chunks(row)).for_each(|(d, s)| line(s, d));
     } else {
@@ -33,8 +41,9 @@ fn max_nan(m: f32, v: f32) -> f32 {
 }
 
 /// The softmax (or log-softmax) of `v` given its line's maximum and `sum(exp(v - max))`.
+#[inline(always)]
 fn normalized(v: f32, max: f32, sum: f32, log: bool) -> f32 {
-    if log { v - max - sum.ln() } else { (v - max).exp() / sum }
+    if log { v - max - vecmath::log(sum) } else { vecmath::exp(v - max) / sum }
 }
 
 /// Softmax (or log-softmax) along `dim`, subtracting the maximum first so `exp` cannot overflow.
@@ -43,11 +52,16 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
     let x = contiguous(data, layout);
     let (_, size, inner) = split_at_dim(layout.shape(), dim);
     if inner == 1 {
-        return for_each_row(&x, size, |src, dst| {
-            let max = src.iter().fold(f32::NEG_INFINITY, |m, &v| max_nan(m, v));
-            let sum: f32 = src.iter().map(|&v| (v - max).exp()).sum();
-            dst.iter_mut().zip(src).for_each(|(d, &v)| *d = normalized(v, max, sum, log));
-        });
+        return for_each_row(
+            &x,
+            size,
+            #[inline(always)]
+            |src, dst| {
+                let max = src.iter().fold(f32::NEG_INFINITY, |m, &v| max_nan(m, v));
+                let sum: f32 = src.iter().map(|&v| vecmath::exp(v - max)).sum();
+                dst.iter_mut().zip(src).for_each(|(d, &v)| *d = normalized(v, max, sum, log));
+            },
+        );
     }
     let mut out = vec![0.0; x.len()];
     let block = size * inner;
@@ -80,7 +94,7 @@ fn column_statistics(block: &[f32], inner: usize) -> (Vec<f32>, Vec<f32>) {
             }
             let mut sum = vec![0.0f32; end - start];
             for row in block.chunks(inner) {
-                sum.iter_mut().zip(&row[start..end]).zip(&max).for_each(|((s, &v), &m)| *s += (v - m).exp());
+                sum.iter_mut().zip(&row[start..end]).zip(&max).for_each(|((s, &v), &m)| *s += vecmath::exp(v - m));
             }
             (max, sum)
         })
@@ -100,13 +114,18 @@ pub(super) fn layer_norm(input: Input, weight: Input, bias: Input, eps: f32) -> 
     let (bd, bl) = bias.tensor();
     let (w, b) = (contiguous(wd, wl), contiguous(bd, bl));
     let row = layout.shape().last().copied().unwrap_or(1);
-    for_each_row(&x, row, |src, dst| {
-        let n = src.len() as f32;
-        let mean = src.iter().sum::<f32>() / n;
-        let var = src.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
-        let inv_std = 1.0 / (var + eps).sqrt();
-        for (k, d) in dst.iter_mut().enumerate() {
-            *d = (src[k] - mean) * inv_std * w[k] + b[k];
-        }
-    })
+    for_each_row(
+        &x,
+        row,
+        #[inline(always)]
+        |src, dst| {
+            let n = src.len() as f32;
+            let mean = src.iter().sum::<f32>() / n;
+            let var = src.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let inv_std = 1.0 / (var + eps).sqrt();
+            for (k, d) in dst.iter_mut().enumerate() {
+                *d = (src[k] - mean) * inv_std * w[k] + b[k];
+            }
+        },
+    )
 }

@@ -4,7 +4,8 @@
 
 use rayon::prelude::*;
 
-use super::{Input, PARALLEL_THRESHOLD};
+use super::simd::vectorized;
+use super::{Input, PARALLEL_THRESHOLD, vecmath};
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
 
@@ -52,40 +53,67 @@ impl<'a> Source<'a> {
     }
 }
 
-/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`.
+/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`, compiled
+/// for the CPU's widest vectors.
 fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
+    let body = |i: usize, c: &mut [f32]| {
+        vectorized(
+            #[inline(always)]
+            || body(i * CHUNK, c),
+        )
+    };
     if out.len() <= PARALLEL_THRESHOLD {
-        out.chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i * CHUNK, c));
+        out.chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i, c));
     } else {
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i * CHUNK, c));
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i, c));
     }
 }
 
 fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
     let a = Source::new(a, out_shape);
     let mut out = vec![0.0; numel(out_shape)];
-    for_each_chunk(&mut out, |start, o| {
-        let mut sa = Vec::new();
-        let xa = a.chunk(start, o.len(), &mut sa);
-        o.iter_mut().zip(xa).for_each(|(o, &x)| *o = f(x));
-    });
+    for_each_chunk(
+        &mut out,
+        #[inline(always)]
+        |start, o| {
+            let mut sa = Vec::new();
+            let xa = a.chunk(start, o.len(), &mut sa);
+            o.iter_mut().zip(xa).for_each(|(o, &x)| *o = f(x));
+        },
+    );
     out
 }
 
 fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
     let (a, b) = (Source::new(a, out_shape), Source::new(b, out_shape));
     let mut out = vec![0.0; numel(out_shape)];
-    for_each_chunk(&mut out, |start, o| {
-        let (mut sa, mut sb) = (Vec::new(), Vec::new());
-        let xa = a.chunk(start, o.len(), &mut sa);
-        let xb = b.chunk(start, o.len(), &mut sb);
-        o.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (&x, &y))| *o = f(x, y));
-    });
+    for_each_chunk(
+        &mut out,
+        #[inline(always)]
+        |start, o| {
+            let (mut sa, mut sb) = (Vec::new(), Vec::new());
+            let xa = a.chunk(start, o.len(), &mut sa);
+            let xb = b.chunk(start, o.len(), &mut sb);
+            o.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (&x, &y))| *o = f(x, y));
+        },
+    );
     out
 }
 
-/// `op` applied to every element.
+/// `op` applied to every element; transcendental functions come from [`vecmath`], whose
+/// polynomials run in vector lanes where libm's calls cannot.
 pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
+    match op {
+        UnaryOp::Exp => return map1(a, out_shape, vecmath::exp),
+        UnaryOp::Log => return map1(a, out_shape, vecmath::log),
+        UnaryOp::Sin => return map1(a, out_shape, vecmath::sin),
+        UnaryOp::Cos => return map1(a, out_shape, vecmath::cos),
+        UnaryOp::Tanh => return map1(a, out_shape, vecmath::tanh),
+        UnaryOp::Erf => return map1(a, out_shape, vecmath::erf),
+        UnaryOp::Sigmoid => return map1(a, out_shape, vecmath::sigmoid),
+        UnaryOp::Gelu => return map1(a, out_shape, vecmath::gelu),
+        _ => {}
+    }
     // One monomorphised loop per op, so each inner loop is branch-free.
     struct Map<'a, 's>(Input<'a>, &'s [usize]);
     impl UnaryVisitor for Map<'_, '_> {
@@ -113,14 +141,18 @@ pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> V
 pub(super) fn where_(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
     let (c, a, b) = (Source::new(cond, out_shape), Source::new(a, out_shape), Source::new(b, out_shape));
     let mut out = vec![0.0; numel(out_shape)];
-    for_each_chunk(&mut out, |start, o| {
-        let (mut sc, mut sa, mut sb) = (Vec::new(), Vec::new(), Vec::new());
-        let xc = c.chunk(start, o.len(), &mut sc);
-        let xa = a.chunk(start, o.len(), &mut sa);
-        let xb = b.chunk(start, o.len(), &mut sb);
-        for (i, o) in o.iter_mut().enumerate() {
-            *o = if xc[i] != 0.0 { xa[i] } else { xb[i] };
-        }
-    });
+    for_each_chunk(
+        &mut out,
+        #[inline(always)]
+        |start, o| {
+            let (mut sc, mut sa, mut sb) = (Vec::new(), Vec::new(), Vec::new());
+            let xc = c.chunk(start, o.len(), &mut sc);
+            let xa = a.chunk(start, o.len(), &mut sa);
+            let xb = b.chunk(start, o.len(), &mut sb);
+            for (i, o) in o.iter_mut().enumerate() {
+                *o = if xc[i] != 0.0 { xa[i] } else { xb[i] };
+            }
+        },
+    );
     out
 }

@@ -1,6 +1,12 @@
 //! The C printer, the analogue of TorchInductor's `codegen/cpp.py`: each kernel becomes a C
-//! function `void name(float* const* args, int64_t xnumel)` with an OpenMP-parallel loop over `x`
-//! that the compiler vectorises (`#pragma omp parallel for simd`).
+//! function `void name_range(float* const* args, int64_t x0, int64_t x1)` whose loop over `x`
+//! the compiler vectorises (`#pragma omp simd`, the vector math in the prelude instead of libm),
+//! and `void name(float* const* args, int64_t xnumel)`, the whole range: the entry point every
+//! CPU kernel has, replacement printers' included.
+//!
+//! The runtime calls `name_range` on chunks of `x` from the engine's rayon pool, the pool matrix
+//! products and eager kernels use, rather than from an OpenMP team: two pools of threads on the
+//! same cores keep waking each other's sleepers and fighting for the cores between steps.
 //!
 //! Reductions run each row's phases in order: every loop over `r` re-reads the row, which the
 //! CPU's caches keep close, so `per_` and `red_` kernels print alike here.
@@ -8,15 +14,16 @@
 use std::fmt::Write;
 
 use super::{Dialect, RowLoops, helper_functions, row_loops, scalar_spelling};
+use crate::device::cpu::vecmath;
 use crate::inductor::kernel::{Kernel, KernelBody};
 
-/// Below this many elements of work a kernel stays on one thread: waking the OpenMP team costs
-/// more than it saves.
-const PARALLEL_WORK: usize = 1 << 15;
+/// The suffix of the entry point that computes `x` in `x0..x1` only.
+pub const RANGE_SUFFIX: &str = "_range";
 
-/// The header every C kernel file starts with.
+/// The header every C kernel file starts with: the NaN-propagating `maximum` and the vector math
+/// (`vm_exp`, `vm_tanh`, ...) that kernels call instead of libm.
 pub fn prelude() -> String {
-    format!("#include <math.h>\n#include <stdint.h>\n\n{}", helper_functions("static inline"))
+    format!("#include <math.h>\n#include <stdint.h>\n\n{}{}", helper_functions("static inline"), vecmath::c_source())
 }
 
 /// A whole C source file: the prelude, then every kernel.
@@ -30,9 +37,9 @@ pub fn module(kernels: &[Kernel]) -> String {
 }
 
 // ANCHOR: c_kernel
-/// One kernel as a C function.
+/// One kernel as two C functions: over a range of `x`, and over all of it.
 pub fn kernel(k: &Kernel) -> String {
-    let mut out = format!("void {}(float* const* args, int64_t xnumel) {{\n", k.name);
+    let mut out = format!("void {}{RANGE_SUFFIX}(float* const* args, int64_t x0, int64_t x1) {{\n", k.name);
     for (i, arg) in k.args.iter().enumerate() {
         let constness = if arg.output { "" } else { "const " };
         writeln!(out, "    {constness}float* restrict {} = args[{i}];", arg.name).unwrap();
@@ -40,22 +47,23 @@ pub fn kernel(k: &Kernel) -> String {
     let spell = scalar_spelling(Dialect::C);
     match &k.body {
         KernelBody::Pointwise(stmts) => {
-            writeln!(out, "    #pragma omp parallel for simd schedule(static) if(xnumel >= {PARALLEL_WORK})").unwrap();
-            out.push_str("    for (int64_t x = 0; x < xnumel; x++) {\n");
+            out.push_str("    #pragma omp simd\n");
+            out.push_str("    for (int64_t x = x0; x < x1; x++) {\n");
             for s in stmts {
                 writeln!(out, "        {}", spell.stmt(k, s, true)).unwrap();
             }
             out.push_str("    }\n");
         }
-        KernelBody::Reduction { row_len, .. } => {
-            let work = PARALLEL_WORK.div_ceil((*row_len).max(1));
-            writeln!(out, "    #pragma omp parallel for schedule(static) if(xnumel >= {work})").unwrap();
-            out.push_str("    for (int64_t x = 0; x < xnumel; x++) {\n");
+        KernelBody::Reduction { .. } => {
+            out.push_str("    for (int64_t x = x0; x < x1; x++) {\n");
             out.push_str(&row_loops(k, RowLoops::Sequential(Dialect::C), "        "));
             out.push_str("    }\n");
         }
     }
     out.push_str("}\n");
+    let name = &k.name;
+    writeln!(out, "void {name}(float* const* args, int64_t xnumel) {{ {name}{RANGE_SUFFIX}(args, 0, xnumel); }}")
+        .unwrap();
     out
 }
 // ANCHOR_END: c_kernel

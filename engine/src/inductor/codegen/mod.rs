@@ -14,6 +14,7 @@ use std::fmt::Write;
 use super::index::FlatIndex;
 use super::ir::PointwiseOp;
 use super::kernel::{Combine, Kernel, KernelBody, Phase, Stmt, Value};
+use crate::device::cpu::vecmath;
 
 /// Which language a printer writes; CUDA C is C with a few spellings changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,17 +38,20 @@ pub fn constant(v: f32, dialect: Dialect) -> String {
     }
 }
 
-/// The C expression of `op` applied to the already-printed operands: the op catalogue's own C
-/// spelling (the one the eager CUDA kernels use), so compiled and eager code compute alike.
-/// Every catalogue expression is valid C and CUDA C, so the dialect does not change it today; the
-/// parameter stays so that printers need not know that.
-pub fn op_expr(op: &PointwiseOp, args: &[String], _dialect: Dialect) -> String {
+/// The C expression of `op` applied to the already-printed operands, so compiled and eager code
+/// compute alike: in C, transcendental functions call the vector math the eager CPU kernels use
+/// (which the C compiler can vectorize, where it cannot vectorize libm calls); otherwise the op
+/// catalogue's own C spelling (the one the eager CUDA kernels use).
+pub fn op_expr(op: &PointwiseOp, args: &[String], dialect: Dialect) -> String {
     match op {
         PointwiseOp::Copy => args[0].clone(),
         PointwiseOp::Where => format!("({} != 0.0f ? {} : {})", args[0], args[1], args[2]),
         // The op's own function, whose source the module includes.
         PointwiseOp::Custom(custom) => format!("{}({})", custom.function(), args.join(", ")),
-        PointwiseOp::Unary(u) => u.c_expr(&args[0]),
+        PointwiseOp::Unary(u) => match vecmath::c_function(*u).filter(|_| dialect == Dialect::C) {
+            Some(function) => format!("{function}({})", args[0]),
+            None => u.c_expr(&args[0]),
+        },
         PointwiseOp::Binary(b) => b.c_expr(&args[0], &args[1]),
     }
 }

@@ -1,28 +1,88 @@
 //! Running a compiled graph on the CPU: kernels are C functions of a loaded shared library,
-//! matmul is the CPU's sgemm writing into the planned buffer, buffers are host vectors.
+//! called on chunks of their `x` range from the engine's rayon pool when the work is large enough
+//! to share; matmul is the CPU's GEMM writing into the planned buffer; buffers are host vectors.
 
 use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::backend::execute;
-use crate::device::cpu::{self, matmul_into};
+use crate::device::cpu::{self, PARALLEL_THRESHOLD, matmul_into};
 use crate::error::Result;
+use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::ir::{BufferName, LoweredGraph, PerNode, View};
-use crate::inductor::kernel::Kernel;
+use crate::inductor::kernel::{Kernel, KernelBody};
 use crate::inductor::wrapper::{CallPlan, SlotId};
 use crate::layout::Layout;
 use crate::tensor::{Concrete, Storage, Tensor};
 
 /// The ABI of every generated C kernel: the argument pointers, then the extent of `x`.
 type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
+/// The ABI of the engine's range entry points: the argument pointers, then `x0` and `x1`.
+type RangeFn = unsafe extern "C" fn(*const *mut f32, i64, i64);
+
+/// Work (elements touched) one task of a split kernel does: enough to amortise the task, small
+/// enough to spread a kernel over every core.
+const TASK_WORK: usize = 1 << 14;
+
+/// A kernel as the runtime calls it.
+#[derive(Clone, Copy)]
+struct CpuKernel {
+    /// The whole range.
+    whole: KernelFn,
+    /// A range of `x`; only the engine's own printer writes it (replacement printers need not).
+    range: Option<RangeFn>,
+    /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions.
+    work_per_x: usize,
+}
+
+/// The argument pointers, shared by the tasks of one kernel call.
+struct Args(*const *mut f32);
+
+// SAFETY: the tasks of a split kernel write disjoint ranges of `x`, and the pointers stay valid
+// until every task has returned (the call waits for them).
+unsafe impl Sync for Args {}
+
+impl Args {
+    /// The pointer array (a method, so that closures capture the `Sync` wrapper, not the field).
+    fn get(&self) -> *const *mut f32 {
+        self.0
+    }
+}
+
+impl CpuKernel {
+    /// Runs the kernel over `0..xnumel`, split into tasks on the pool when there is enough work.
+    ///
+    /// # Safety
+    /// `args` must hold valid buffers for every argument, sized for the shapes the kernel was
+    /// generated for.
+    unsafe fn call(&self, args: &[*mut f32], xnumel: i64) {
+        let n = xnumel.max(0) as usize;
+        match self.range {
+            Some(range) if n * self.work_per_x > PARALLEL_THRESHOLD => {
+                let per_task = (TASK_WORK / self.work_per_x).max(1);
+                let args = Args(args.as_ptr());
+                (0..n.div_ceil(per_task)).into_par_iter().for_each(|task| {
+                    let start = task * per_task;
+                    let end = (start + per_task).min(n);
+                    // SAFETY: as for the whole range; tasks cover disjoint `x`.
+                    unsafe { range(args.get(), start as i64, end as i64) };
+                });
+            }
+            // SAFETY: forwarded to the caller.
+            _ => unsafe { (self.whole)(args.as_ptr(), xnumel) },
+        }
+    }
+}
 
 /// A compiled graph ready to run on the CPU.
 pub(crate) struct CpuProgram {
     /// Keeps the kernels' code loaded while their function pointers are in the schedule.
     _library: Option<SharedLibrary>,
-    schedule: Schedule<KernelFn>,
+    schedule: Schedule<CpuKernel>,
 }
 
 /// A graph input's elements from its first one on.
@@ -58,9 +118,16 @@ impl CpuProgram {
         let schedule = Schedule::new(graph, plan, |kernel| {
             let k = &kernels[kernel];
             let library = library.as_ref().expect("a plan with kernels has a library");
-            // SAFETY: every generated kernel has exactly the `KernelFn` signature.
-            let func = unsafe { *library.get::<KernelFn>(&k.name)? };
-            Ok((func, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
+            // SAFETY: every generated kernel has exactly the `KernelFn` signature, and a range
+            // entry point, where there is one, the `RangeFn` signature.
+            let whole = unsafe { *library.get::<KernelFn>(&k.name)? };
+            let range = unsafe { library.get::<RangeFn>(&format!("{}{RANGE_SUFFIX}", k.name)) }.ok().map(|f| *f);
+            let work_per_x = match k.body {
+                KernelBody::Pointwise(_) => 1,
+                KernelBody::Reduction { row_len, .. } => row_len.max(1),
+            };
+            let kernel = CpuKernel { whole, range, work_per_x };
+            Ok((kernel, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
         })?;
         Ok(CpuProgram { _library: library, schedule })
     }
@@ -72,7 +139,7 @@ impl CpuProgram {
         for step in &self.schedule.steps {
             match step {
                 Run::Alloc { slot, len } => slots[*slot] = Some(vec![0.0; *len]),
-                Run::Kernel { kernel: func, args, xnumel } => {
+                Run::Kernel { kernel, args, xnumel } => {
                     let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
@@ -85,7 +152,7 @@ impl CpuProgram {
                         .collect();
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee.
-                    unsafe { func(ptrs.as_ptr(), *xnumel) };
+                    unsafe { kernel.call(&ptrs, *xnumel) };
                 }
                 Run::Matmul { a, b, out, shape } => {
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");

@@ -7,6 +7,7 @@
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;
+pub(crate) mod cudagraphs;
 
 use std::sync::Arc;
 
