@@ -85,6 +85,9 @@ pub(crate) trait Backend {
     /// `softmax(q @ k^T * scale [+ mask]) @ v` of `inputs = [q, k, v (, mask)]` in one kernel
     /// that never stores the scores.
     fn attention(&self, inputs: &[Input<Self::Buffer>], params: AttentionParams) -> Result<Self::Output, Self::Error>;
+    /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
+    fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
+    -> Result<Self::Output, Self::Error>;
 }
 
 /// Runs one non-view, non-composite op on `backend`'s kernels.
@@ -99,6 +102,7 @@ pub(crate) fn execute<D: Backend>(
         Op::Binary(b) => backend.binary(*b, inputs[0], inputs[1], out_shape),
         Op::Where => backend.where_([inputs[0], inputs[1], inputs[2]], out_shape),
         Op::Contiguous => backend.copy(inputs[0], out_shape),
+        Op::Cat { dim } => backend.cat(inputs, *dim, out_shape),
         Op::Custom(custom) => backend.custom(custom, inputs, out_shape),
         Op::Reduce { kind, dim, .. } => backend.reduce(*kind, inputs[0], *dim),
         Op::Softmax { dim } => backend.softmax(inputs[0], *dim, false),

@@ -93,6 +93,18 @@ impl Graph {
                 dims[*dim] = SymInt::constant(out[*dim]);
                 SymShape(dims)
             }
+            Op::Cat { dim } => {
+                // A size here is a product of symbols, never a sum: the joined sizes are fixed.
+                let mut dims = x.dims().to_vec();
+                for t in &tensors {
+                    self.specialize(&t.dims()[*dim], "cat: the joined dimension has a fixed size", loc);
+                    for (d, size) in t.dims().iter().enumerate().filter(|&(d, _)| d != *dim) {
+                        dims[d] = self.unify(&dims[d], size, "cat: sizes must match except in the joined dim", loc);
+                    }
+                }
+                dims[*dim] = SymInt::constant(out[*dim]);
+                SymShape(dims)
+            }
             Op::Cond { true_graph, false_graph } => {
                 let operands = &tensors[1..];
                 let a = branch_output(true_graph, operands);

@@ -87,9 +87,10 @@ pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
     build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?)
 }
 
-/// The decomposed graph with Inductor's pattern rewrites applied (see [`pattern_matcher`]).
+/// The decomposed graph with Inductor's pattern rewrites applied (see [`pattern_matcher`]):
+/// naive attention into the fused op, then parallel linears of one input into one matmul.
 fn rewrite_patterns(graph: &Graph) -> Result<Graph> {
-    pattern_matcher::rewrite(graph, &pattern_matcher::attention_rewrites())
+    pattern_matcher::concat_linears(&pattern_matcher::rewrite(graph, &pattern_matcher::attention_rewrites())?)
 }
 
 /// The binding of every size symbol to the size it was traced with.

@@ -158,9 +158,10 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b })
             }
-            Op::ScaledDotProductAttention { .. } => {
+            Op::ScaledDotProductAttention { .. } | Op::Cat { .. } => {
+                let kernel = if matches!(op, Op::Cat { .. }) { "cat" } else { "flash_attention" };
                 let inputs = node.inputs().map(|input| self.value(input).clone()).collect();
-                let body = NodeBody::ExternKernel { kernel: "flash_attention", op: op.clone(), inputs };
+                let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs };
                 self.push(id, op, shape, body)
             }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {

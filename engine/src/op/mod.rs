@@ -130,6 +130,12 @@ pub enum Op {
     },
     /// A dense row-major copy (no copy when already contiguous).
     Contiguous,
+    /// The operands joined end to end along `dim` (`torch.cat`): every operand has the same rank
+    /// and the same sizes except along `dim`, and the output's size there is their sum.
+    Cat {
+        /// The dimension joined along.
+        dim: usize,
+    },
     /// `exp(x - max) / sum(exp(x - max))` along `dim`; composite.
     Softmax {
         /// The dimension normalised.
@@ -206,6 +212,7 @@ impl Op {
             Op::Expand { .. } => "expand",
             Op::Slice { .. } => "slice",
             Op::Contiguous => "contiguous",
+            Op::Cat { .. } => "cat",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",
@@ -222,7 +229,7 @@ impl Op {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
-            Op::Matmul | Op::ScaledDotProductAttention { .. } => OpClass::Extern,
+            Op::Matmul | Op::ScaledDotProductAttention { .. } | Op::Cat { .. } => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }
@@ -244,6 +251,7 @@ impl Op {
                 n..=n
             }
             Op::Custom(custom) => custom.arity()..=custom.arity(),
+            Op::Cat { .. } => 1..=usize::MAX,
             _ => 1..=1,
         }
     }
@@ -385,6 +393,10 @@ impl Op {
                 attention::output_shape(&shapes, *mask, *causal).map_err(|m| shape_error(&m))
             }
             Op::Cond { true_graph, false_graph } => cond_shape(true_graph, false_graph, &shapes).map_err(&invalid),
+            Op::Cat { dim } => {
+                check_dim(*dim, shapes[0].len())?;
+                cat_shape(&shapes, *dim).map_err(|m| shape_error(&m))
+            }
             Op::Slice { dim, start, end, step } => {
                 check_dim(*dim, shapes[0].len())?;
                 let size = shapes[0][*dim];
@@ -417,6 +429,31 @@ fn cond_shape(true_graph: &Subgraph, false_graph: &Subgraph, shapes: &[&[usize]]
     Ok(outputs.swap_remove(0))
 }
 
+/// The shape of `torch.cat(shapes, dim)`, or PyTorch's complaint about them. Unlike PyTorch, a
+/// one-dimensional empty tensor is not skipped: every operand must have the same rank.
+fn cat_shape(shapes: &[&[usize]], dim: usize) -> Result<Vec<usize>, String> {
+    let first = shapes[0];
+    let mut out = first.to_vec();
+    out[dim] = 0;
+    for (i, shape) in shapes.iter().enumerate() {
+        if shape.len() != first.len() {
+            return Err(format!(
+                "tensors must have the same number of dimensions: got {} and {} for tensor number {i} in the list",
+                first.len(),
+                shape.len()
+            ));
+        }
+        if let Some(d) = (0..first.len()).find(|&d| d != dim && shape[d] != first[d]) {
+            return Err(format!(
+                "sizes of tensors must match except in dimension {dim}: expected size {} but got size {} for tensor number {i} in the list",
+                first[d], shape[d]
+            ));
+        }
+        out[dim] += shape[dim];
+    }
+    Ok(out)
+}
+
 /// The shape of `a @ b` for tensors of rank 2 or more, or `None` when they do not multiply.
 fn matmul_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     if a.len() < 2 || b.len() < 2 || a[a.len() - 1] != b[b.len() - 2] {
@@ -433,7 +470,7 @@ impl Op {
     pub fn params(&self) -> Vec<(&'static str, String)> {
         match self {
             Op::Reduce { dim, keepdim, .. } => vec![("dim", dim.to_string()), ("keepdim", keepdim.to_string())],
-            Op::Softmax { dim } | Op::LogSoftmax { dim } => vec![("dim", dim.to_string())],
+            Op::Softmax { dim } | Op::LogSoftmax { dim } | Op::Cat { dim } => vec![("dim", dim.to_string())],
             Op::Reshape { shape } | Op::Expand { shape } => vec![("shape", format!("{shape:?}"))],
             Op::Permute { dims } => vec![("dims", format!("{dims:?}"))],
             Op::Slice { dim, start, end, step } => vec![

@@ -5,6 +5,7 @@
 //!
 //! Methods are `#[track_caller]`, so errors and graph nodes name the learner's line.
 
+mod cat;
 mod nn;
 mod pointwise;
 mod reduce;

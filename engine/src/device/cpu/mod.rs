@@ -76,6 +76,30 @@ impl Backend for Cpu {
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<Vec<f32>, Infallible> {
         Ok(attention::attention(inputs, params))
     }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(cat(inputs, dim, out_shape))
+    }
+}
+
+/// `inputs` joined along `dim`: each of the `outer` rows of the output (the dims before `dim`)
+/// is the inputs' rows, one after the other.
+fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> Vec<f32> {
+    let outer: usize = out_shape[..dim].iter().product();
+    let dense: Vec<_> = inputs
+        .iter()
+        .map(|input| {
+            let (data, layout) = input.tensor();
+            (contiguous(data, layout), numel(&layout.shape()[dim..]))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(numel(out_shape));
+    for row in 0..outer {
+        for (data, width) in &dense {
+            out.extend_from_slice(&data[row * width..(row + 1) * width]);
+        }
+    }
+    out
 }
 
 /// A dense row-major copy of any view.

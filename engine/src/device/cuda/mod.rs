@@ -22,6 +22,7 @@
 
 mod attention;
 mod buffer;
+mod cat;
 mod context;
 mod error;
 pub(crate) mod matmul;
@@ -95,6 +96,10 @@ impl Backend for Arc<CudaDevice> {
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
         attention::attention(self, inputs, params)
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        cat::cat(self, inputs, dim, out_shape)
     }
 }
 

@@ -16,6 +16,7 @@
 //! the rewrite's name and the source line of the value it replaced.
 
 mod attention;
+mod concat_linear;
 
 use std::collections::HashMap;
 
@@ -25,6 +26,7 @@ use crate::logs::{self, Artifact};
 use crate::op::Op;
 
 pub use attention::attention_rewrites;
+pub use concat_linear::concat_linears;
 
 /// A subgraph shape to look for.
 #[derive(Clone)]
@@ -239,26 +241,14 @@ pub fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Result<Graph> {
     if matches.is_empty() {
         return Ok(graph.clone());
     }
-    let mut out = Graph::new();
-    let mut map: Vec<Option<NodeId>> = vec![None; graph.nodes().len()];
-    for (old, new) in graph.placeholders().iter().zip(out.add_placeholders_like(graph)) {
-        map[old.index()] = Some(new);
-    }
+    let (mut out, mut map) = start_copy(graph);
     for id in graph.ids() {
         let node = graph.node(id);
-        let NodeKind::Call { op, args } = &node.kind else { continue };
-        let copy = |out: &mut Graph, map: &[Option<NodeId>]| {
-            let args = args
-                .iter()
-                .map(|a| match a {
-                    Arg::Node(n) => Arg::Node(map[n.index()].expect("nodes only read earlier nodes")),
-                    scalar => scalar.clone(),
-                })
-                .collect();
-            out.add_call(op.clone(), args, node.location.expect("call nodes have a location"))
-        };
+        if node.op().is_none() {
+            continue;
+        }
         map[id.index()] = match owner[id.index()] {
-            None => Some(copy(&mut out, &map)?),
+            None => Some(copy_call(&mut out, graph, id, &map)?),
             Some(m) if matches[m].1.interior[0] == id => {
                 let (rule, found) = (&rewrites[matches[m].0], &matches[m].1);
                 let mut builder = Builder { graph: &mut out, old: graph, map: &map, root: id };
@@ -278,6 +268,36 @@ pub fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Result<Graph> {
             Some(_) => None,
         };
     }
+    finish_copy(out, graph, &map)
+}
+
+/// A new graph with `graph`'s placeholders, and the map from `graph`'s nodes to the new graph's
+/// (filled in as nodes are copied or replaced).
+fn start_copy(graph: &Graph) -> (Graph, Vec<Option<NodeId>>) {
+    let mut out = Graph::new();
+    let mut map: Vec<Option<NodeId>> = vec![None; graph.nodes().len()];
+    for (old, new) in graph.placeholders().iter().zip(out.add_placeholders_like(graph)) {
+        map[old.index()] = Some(new);
+    }
+    (out, map)
+}
+
+/// Copies call `id` of `graph` into `out`, its arguments read through `map`.
+fn copy_call(out: &mut Graph, graph: &Graph, id: NodeId, map: &[Option<NodeId>]) -> Result<NodeId> {
+    let node = graph.node(id);
+    let NodeKind::Call { op, args } = &node.kind else { unreachable!("only calls are copied") };
+    let args = args
+        .iter()
+        .map(|a| match a {
+            Arg::Node(n) => Arg::Node(map[n.index()].expect("nodes only read earlier nodes")),
+            scalar => scalar.clone(),
+        })
+        .collect();
+    out.add_call(op.clone(), args, node.location.expect("call nodes have a location"))
+}
+
+/// `out` with `graph`'s outputs, read through `map`.
+fn finish_copy(mut out: Graph, graph: &Graph, map: &[Option<NodeId>]) -> Result<Graph> {
     let outputs = graph.outputs().iter().map(|o| map[o.index()].expect("outputs are computed")).collect();
     out.set_outputs(outputs)?;
     Ok(out)
