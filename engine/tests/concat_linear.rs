@@ -40,17 +40,15 @@ fn cat_reference(parts: &[(Vec<f32>, Vec<usize>)], dim: usize) -> Vec<f32> {
 
 /// A rank, a dim of it, the shared sizes, and 1 to 4 sizes along the dim (0 included).
 fn cat_cases() -> impl Strategy<Value = (Vec<usize>, usize, Vec<usize>, bool, u64)> {
-    (1usize..=4)
-        .prop_flat_map(|rank| {
-            (
-                prop::collection::vec(1usize..6, rank),
-                0..rank,
-                prop::collection::vec(0usize..5, 1..=4),
-                any::<bool>(),
-                any::<u64>(),
-            )
-        })
-        .prop_map(|(shape, dim, sizes, transposed, seed)| (shape, dim, sizes, transposed, seed))
+    (1usize..=4).prop_flat_map(|rank| {
+        (
+            prop::collection::vec(1usize..6, rank),
+            0..rank,
+            prop::collection::vec(0usize..5, 1..=4),
+            any::<bool>(),
+            any::<u64>(),
+        )
+    })
 }
 
 #[test]

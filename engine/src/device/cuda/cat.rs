@@ -31,17 +31,22 @@ pub(super) fn cat(
         let width = numel(&dense.shape[dim..]) * bytes;
         if width > 0 && rows > 0 {
             let copy = sys::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
                 srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcHost: std::ptr::null(),
                 srcDevice: dense.ptr,
+                srcArray: std::ptr::null_mut(),
                 srcPitch: width,
+                dstXInBytes: 0,
+                dstY: 0,
                 dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                dstHost: std::ptr::null_mut(),
                 dstDevice: out.ptr() + column as u64,
+                dstArray: std::ptr::null_mut(),
                 dstPitch: out_row,
                 WidthInBytes: width,
                 Height: rows,
-                // SAFETY: the remaining fields (host pointers, arrays, offsets) are unused for a
-                // device-to-device copy, and all-zero is a valid value for each.
-                ..unsafe { std::mem::zeroed() }
             };
             // SAFETY: both regions lie inside live buffers (`rows` rows of `width` bytes, at the
             // pitches given), and the copy is queued on the stream every kernel uses, before

@@ -9,8 +9,8 @@
 // writing the output once, so memory grows linearly with the sequence length.
 //
 // Threads: 128 per block, as a 16 x 8 grid. Thread (ty, tx) owns RT query rows ty*RT ..; of a
-// score tile it computes those rows' columns tx*8 .. tx*8+7, and of the output the columns
-// tx*(HD/8) .. tx*(HD/8)+HD/8-1. The 8 threads of a row group share their rows, so row maxima
+// score tile it computes 8 of those rows' columns, and of the output HD/8 columns, in runs of 4
+// (see `column`). The 8 threads of a row group share their rows, so row maxima
 // and sums are combined with three warp shuffles. Each thread's RT x 8 tile of scores costs
 // RT/4 + 2 float4 reads of shared memory per step of the dot products for 8 * RT multiply-adds:
 // RT = 8 (BR = 128) keeps the arithmetic units, not shared memory, the limit; HD = 128 takes
@@ -124,6 +124,12 @@ __device__ __forceinline__ void tile_start(real* dst, int row_step, int col_step
     }
 }
 
+// The tile column (a key of a score tile, a value column of the output) that is a thread's `c`-th:
+// a thread owns runs of 4 neighbouring columns, 32 apart (tx*4 .. tx*4+3, then 32 + tx*4 ..), so
+// the 8 threads of a row group read 8 different float4s of one 128-byte row at once, all 32
+// shared-memory banks, where runs of 8 (tx*8 ..) would make threads tx and tx+4 collide.
+__device__ __forceinline__ int column(int tx, int c) { return (c / 4) * 32 + tx * 4 + c % 4; }
+
 template <int HD, int RT>
 __device__ void flash_attention(const AttnParams& p) {
     constexpr int BR = 16 * RT;  // queries per block
@@ -174,8 +180,8 @@ __device__ void flash_attention(const AttnParams& p) {
         for (int d = 0; d < HD; ++d) {
             float av[RT];
             load_rows<RT>(&qs[d * BR + ty * RT], av);
-            const float4 b0 = *(const float4*)&ks[d * BC + tx * 8];
-            const float4 b1 = *(const float4*)&ks[d * BC + tx * 8 + 4];
+            const float4 b0 = *(const float4*)&ks[d * BC + column(tx, 0)];
+            const float4 b1 = *(const float4*)&ks[d * BC + column(tx, 4)];
             const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
             for (int i = 0; i < RT; ++i)
@@ -191,7 +197,7 @@ __device__ void flash_attention(const AttnParams& p) {
             float tile_max = NEG_INF;
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                const int key = k0 + tx * 8 + j;
+                const int key = k0 + column(tx, j);
                 float x = s[i][j] * p.scale_log2;
                 if (!whole) {
                     if (key >= p.kv_len || (p.causal && key > row)) {
@@ -224,7 +230,7 @@ __device__ void flash_attention(const AttnParams& p) {
         for (int j = 0; j < 8; ++j)
 #pragma unroll
             for (int i = 0; i < RT; i += 4)
-                *(float4*)&ps[(tx * 8 + j) * BR + ty * RT + i] = make_float4(s[i][j], s[i + 1][j], s[i + 2][j], s[i + 3][j]);
+                *(float4*)&ps[column(tx, j) * BR + ty * RT + i] = make_float4(s[i][j], s[i + 1][j], s[i + 2][j], s[i + 3][j]);
         __syncthreads();  // p and v are in place; k is read no more
         const int next = k0 + BC;
         if (next < kv_end) tile_start<BC, HD, 0>(ks, 1, BC, kp, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
@@ -235,7 +241,7 @@ __device__ void flash_attention(const AttnParams& p) {
             load_rows<RT>(&ps[j * BR + ty * RT], pv);
 #pragma unroll
             for (int c = 0; c < OC; c += 4) {
-                const float4 v4 = *(const float4*)&vs[j * HD + tx * OC + c];
+                const float4 v4 = *(const float4*)&vs[j * HD + column(tx, c)];
 #pragma unroll
                 for (int i = 0; i < RT; ++i) {
                     o[i][c] = fmaf(pv[i], v4.x, o[i][c]);
@@ -259,7 +265,7 @@ __device__ void flash_attention(const AttnParams& p) {
         real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
 #pragma unroll
         for (int c = 0; c < OC; ++c) {
-            const int col = tx * OC + c;
+            const int col = column(tx, c);
             if (col < p.value_dim) out[col] = l[i] == 0.0f ? o[i][c] / l[i] : o[i][c] * inv;
         }
     }
