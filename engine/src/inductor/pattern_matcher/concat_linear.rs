@@ -23,6 +23,8 @@ use crate::op::{BinaryOp, Op};
 struct Projection {
     /// The value it produces (the add when biased, else the matmul).
     root: NodeId,
+    /// Its nodes, the root first.
+    nodes: Vec<NodeId>,
     x: NodeId,
     weight: NodeId,
     bias: Option<NodeId>,
@@ -64,7 +66,7 @@ fn projections(graph: &Graph) -> Vec<Projection> {
             if fits {
                 m.interior.iter().for_each(|n| taken[n.index()] = true);
                 let (x, weight) = (m.value("x").expect("bound"), m.value("w").expect("bound"));
-                found.push(Projection { root: id, x, weight, bias: m.value("b") });
+                found.push(Projection { root: id, nodes: m.interior.clone(), x, weight, bias: m.value("b") });
                 break;
             }
         }
@@ -96,11 +98,7 @@ pub fn concat_linears(graph: &Graph) -> Result<Graph> {
     let mut vanishes = vec![false; graph.nodes().len()];
     for (g, group) in groups.iter().enumerate() {
         first_of.insert(group[0].root, g);
-        for p in group {
-            let mut inside = Match::default();
-            projection_pattern(p.bias.is_some()).match_arg(graph, &Arg::Node(p.root), &mut inside);
-            inside.interior.iter().for_each(|n| vanishes[n.index()] = true);
-        }
+        group.iter().flat_map(|p| &p.nodes).for_each(|n| vanishes[n.index()] = true);
     }
     let (mut out, mut map) = start_copy(graph);
     for id in graph.ids() {
