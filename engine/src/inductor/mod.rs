@@ -10,6 +10,7 @@
 //! ```text
 //! fx::Graph ──aot::decompose──▶ fx::Graph (primitive ops only)
 //!   ──pattern_matcher::rewrite──▶ fx::Graph   known subgraphs (naive attention) → fused ops
+//!   ──pattern_matcher::concat_linears──▶ fx::Graph   parallel linears of one input → one matmul
 //!   ──lowering::lower──▶ ir::LoweredGraph      loop-level IR: pointwise, reduction, extern nodes
 //!   ──scheduler::schedule──▶ scheduler::Schedule   nodes fused into groups, each decision logged
 //!   ──kernel::build──▶ kernel::Kernel          one per group, numbered in launch order

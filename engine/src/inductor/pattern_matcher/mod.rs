@@ -1,7 +1,9 @@
 //! The pattern matcher, the analogue of `torch._inductor.pattern_matcher` and the rewrites built
 //! on it (`fx_passes/fuse_attention.py`): a small language for subgraphs of an FX graph
 //! ([`Pattern`]), and a pass ([`rewrite`]) that replaces every match of a list of [`Rewrite`]s by
-//! what each one builds.
+//! what each one builds. A rewrite whose matches must be gathered first (several projections of
+//! one input, joined into one matmul) is a pass of its own on the same language:
+//! [`concat_linears`].
 //!
 //! A pattern is a tree read from the value it produces back to its inputs:
 //! `call("div", is(Op::Binary(BinaryOp::Div)), [bind("e", ...), call("sum", ..., [same("e")])])`
