@@ -146,14 +146,36 @@ impl Layout {
         Layout { shape, strides, offset: self.offset + start * self.strides[dim] }
     }
 
-    /// A view with a new shape over the same elements, possible without copying only when the
-    /// layout is contiguous. Returns `None` when a copy is needed.
+    /// A view with a new shape over the same elements, or `None` when the strides cannot express
+    /// it and a copy is needed. As PyTorch's `computeStride`: the old dims fall into chunks that
+    /// are contiguous among themselves, and each chunk may be split or merged freely (a slice of
+    /// a row splits into heads without a copy; a transposed matrix cannot be flattened).
     pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
-        self.is_contiguous().then(|| Layout {
-            shape: shape.to_vec(),
-            strides: contiguous_strides(shape),
-            offset: self.offset,
-        })
+        if self.is_contiguous() || self.numel() == 0 || self.shape.is_empty() {
+            return Some(Layout { shape: shape.to_vec(), strides: contiguous_strides(shape), offset: self.offset });
+        }
+        let mut strides = vec![0; shape.len()];
+        let mut view_d = shape.len();
+        let (mut chunk_stride, mut chunk_numel, mut view_numel) = (self.strides[self.shape.len() - 1], 1, 1);
+        for d in (0..self.shape.len()).rev() {
+            chunk_numel *= self.shape[d];
+            let chunk_ends = d == 0 || (self.shape[d - 1] != 1 && self.strides[d - 1] != chunk_numel * chunk_stride);
+            if !chunk_ends {
+                continue;
+            }
+            while view_d > 0 && (view_numel < chunk_numel || shape[view_d - 1] == 1) {
+                view_d -= 1;
+                strides[view_d] = view_numel * chunk_stride;
+                view_numel *= shape[view_d];
+            }
+            if view_numel != chunk_numel {
+                return None;
+            }
+            if d > 0 {
+                (chunk_stride, chunk_numel, view_numel) = (self.strides[d - 1], 1, 1);
+            }
+        }
+        (view_d == 0).then(|| Layout { shape: shape.to_vec(), strides, offset: self.offset })
     }
 
     /// Buffer offsets of every element in row-major order of the logical index.
@@ -217,6 +239,25 @@ impl ExactSizeIterator for Offsets<'_> {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reshape_views_strided_layouts_where_pytorch_does() {
+        // A band of columns of a [2, 3, 12] buffer, split into 2 heads of 2: a view.
+        let band = Layout::contiguous(&[2, 3, 12]).slice(2, 4, 8, 1);
+        let heads = band.reshape(&[2, 3, 2, 2]).expect("the band's last dim splits");
+        assert_eq!((heads.strides(), heads.offset()), (&[36, 12, 2, 1][..], 4));
+        let flat: Vec<usize> = heads.offsets().collect();
+        assert_eq!(flat, band.offsets().collect::<Vec<_>>());
+        // Its rows merge (one stride steps over both), but a row does not run into the next, and
+        // a transpose does not flatten.
+        assert_eq!(band.reshape(&[6, 4]).expect("rows merge").strides(), &[12, 1]);
+        assert!(band.reshape(&[24]).is_none());
+        assert!(Layout::contiguous(&[3, 4]).permute(&[1, 0]).reshape(&[12]).is_none());
+        // A transpose keeps its dims apart, so each may split or gain size-1 dims.
+        let t = Layout::contiguous(&[4, 6]).permute(&[1, 0]);
+        let split = t.reshape(&[2, 3, 1, 4]).expect("splitting one dim of a transpose is a view");
+        assert_eq!(split.offsets().collect::<Vec<_>>(), t.offsets().collect::<Vec<_>>());
+    }
 
     #[test]
     fn broadcasting_follows_numpy_rules() {

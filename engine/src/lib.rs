@@ -67,4 +67,5 @@ pub mod tensor;
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result, SourceLocation};
+pub use ops::AttnMask;
 pub use tensor::{Operand, Tensor, TensorMeta};

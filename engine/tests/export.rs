@@ -165,3 +165,23 @@ fn a_loaded_program_lives_on_the_device_asked_for() {
     let on_cpu = tiny().run(&[x]).unwrap()[0].to_vec().unwrap();
     assert!(on_gpu.iter().zip(&on_cpu).all(|(a, b)| (a - b).abs() < 1e-5), "{on_gpu:?} vs {on_cpu:?}");
 }
+
+#[test]
+fn attention_and_cat_round_trip() {
+    let k = Tensor::randn(&[2, 5, 8], 1).with_name("k");
+    let v = Tensor::randn(&[2, 5, 8], 2).with_name("v");
+    let program = export(
+        |t| {
+            let attended = t[0].scaled_dot_product_attention(&k, &v, None, true, Some(0.3))?;
+            Ok(vec![Tensor::cat(&[&attended, &t[0]], -1)?])
+        },
+        &[Tensor::randn(&[2, 5, 8], 3).with_name("q")],
+    )
+    .unwrap();
+    let text = program.to_json().unwrap();
+    assert!(text.contains("\"causal\":true") && text.contains("\"mask\":\"none\""), "{text}");
+    let q = Tensor::randn(&[2, 5, 8], 4);
+    let (before, after) = (program.run(std::slice::from_ref(&q)).unwrap(), reloaded(&program).run(&[q]).unwrap());
+    assert_eq!(before[0].to_vec().unwrap(), after[0].to_vec().unwrap());
+    assert!(load_error(&text.replace("\"mask\":\"none\"", "\"mask\":\"some\"")).contains("none, boolean or additive"));
+}

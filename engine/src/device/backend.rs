@@ -4,7 +4,7 @@
 //! [`Backend`]; a new op family adds a method here and one kernel per device.
 
 use crate::layout::Layout;
-use crate::op::{BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 
 /// One operand as a kernel sees it: a buffer (a host slice, a device buffer) with the layout of
 /// the view being read, or a scalar broadcast everywhere.
@@ -82,6 +82,12 @@ pub(crate) trait Backend {
         b: Input<Self::Buffer>,
         out_shape: &[usize],
     ) -> Result<Self::Output, Self::Error>;
+    /// `softmax(q @ k^T * scale [+ mask]) @ v` of `inputs = [q, k, v (, mask)]` in one kernel
+    /// that never stores the scores.
+    fn attention(&self, inputs: &[Input<Self::Buffer>], params: AttentionParams) -> Result<Self::Output, Self::Error>;
+    /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
+    fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
+    -> Result<Self::Output, Self::Error>;
 }
 
 /// Runs one non-view, non-composite op on `backend`'s kernels.
@@ -96,12 +102,16 @@ pub(crate) fn execute<D: Backend>(
         Op::Binary(b) => backend.binary(*b, inputs[0], inputs[1], out_shape),
         Op::Where => backend.where_([inputs[0], inputs[1], inputs[2]], out_shape),
         Op::Contiguous => backend.copy(inputs[0], out_shape),
+        Op::Cat { dim } => backend.cat(inputs, *dim, out_shape),
         Op::Custom(custom) => backend.custom(custom, inputs, out_shape),
         Op::Reduce { kind, dim, .. } => backend.reduce(*kind, inputs[0], *dim),
         Op::Softmax { dim } => backend.softmax(inputs[0], *dim, false),
         Op::LogSoftmax { dim } => backend.softmax(inputs[0], *dim, true),
         Op::LayerNorm { eps } => backend.layer_norm([inputs[0], inputs[1], inputs[2]], eps.0),
         Op::Matmul => backend.matmul(inputs[0], inputs[1], out_shape),
+        Op::ScaledDotProductAttention { mask, causal, scale } => {
+            backend.attention(inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 })
+        }
         Op::Reshape { .. }
         | Op::Permute { .. }
         | Op::Expand { .. }

@@ -38,7 +38,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::{contiguous_strides, numel};
-use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use crate::op::{AttentionMask, BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::scalar::Scalar;
 use crate::tensor::{Tensor, TensorMeta};
 
@@ -371,6 +371,12 @@ struct Params {
     step: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     eps: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mask: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    causal: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scale: Option<f32>,
 }
 
 impl Params {
@@ -401,6 +407,10 @@ fn written_as(op: &Op) -> Result<(&'static str, Params), String> {
             Params { dim: Some(*dim), start: Some(*start), end: Some(*end), step: Some(*step), ..none }
         }
         Op::LayerNorm { eps } => Params { eps: Some(eps.0), ..none },
+        Op::Cat { dim } => Params { dim: Some(*dim), ..none },
+        Op::ScaledDotProductAttention { mask, causal, scale } => {
+            Params { mask: Some(mask.name().to_string()), causal: Some(*causal), scale: Some(scale.0), ..none }
+        }
         Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Matmul | Op::Contiguous | Op::Linear => none,
     };
     Ok((op.name(), params))
@@ -435,6 +445,18 @@ fn op_of(target: &str, params: Params) -> Result<Op, String> {
             step: params.step.ok_or_else(|| missing("step"))?,
         },
         "layer_norm" => Op::LayerNorm { eps: Scalar(params.eps.ok_or_else(|| missing("eps"))?) },
+        "cat" => Op::Cat { dim: dim()? },
+        "scaled_dot_product_attention" => {
+            let mask = params.mask.as_deref().ok_or_else(|| missing("mask"))?;
+            Op::ScaledDotProductAttention {
+                mask: [AttentionMask::None, AttentionMask::Boolean, AttentionMask::Additive]
+                    .into_iter()
+                    .find(|m| m.name() == mask)
+                    .ok_or_else(|| format!("`{target}`'s mask is none, boolean or additive, not `{mask}`"))?,
+                causal: params.causal.ok_or_else(|| missing("causal"))?,
+                scale: Scalar(params.scale.ok_or_else(|| missing("scale"))?),
+            }
+        }
         name => {
             if let Some(&u) = UnaryOp::ALL.iter().find(|u| u.name() == name) {
                 Op::Unary(u)

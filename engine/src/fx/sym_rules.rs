@@ -67,11 +67,41 @@ impl Graph {
                 }
                 x.clone()
             }
+            Op::ScaledDotProductAttention { .. } => {
+                let (k, v, last) = (tensors[1], tensors[2], x.rank() - 1);
+                let why = "scaled_dot_product_attention: q, k and v sizes must agree";
+                for d in 0..last - 1 {
+                    self.unify(&x.dims()[d], &k.dims()[d], why, loc);
+                    self.unify(&x.dims()[d], &v.dims()[d], why, loc);
+                }
+                self.unify(&x.dims()[last], &k.dims()[last], why, loc);
+                self.unify(&k.dims()[last - 1], &v.dims()[last - 1], why, loc);
+                if let Some(mask) = tensors.get(3) {
+                    for d in mask.dims() {
+                        self.specialize(d, "scaled_dot_product_attention: a mask has static sizes", loc);
+                    }
+                }
+                let mut dims = x.dims()[..last].to_vec();
+                dims.push(v.dims()[last].clone());
+                SymShape(dims)
+            }
             Op::Reshape { shape } => self.reshape(x, shape, loc),
             Op::Expand { shape } => self.expand(x, shape),
             Op::Slice { dim, .. } => {
                 self.specialize(&x.dims()[*dim], "slice: a slice of a dynamic dimension has a fixed size", loc);
                 let mut dims = x.dims().to_vec();
+                dims[*dim] = SymInt::constant(out[*dim]);
+                SymShape(dims)
+            }
+            Op::Cat { dim } => {
+                // A size here is a product of symbols, never a sum: the joined sizes are fixed.
+                let mut dims = x.dims().to_vec();
+                for t in &tensors {
+                    self.specialize(&t.dims()[*dim], "cat: the joined dimension has a fixed size", loc);
+                    for (d, size) in t.dims().iter().enumerate().filter(|&(d, _)| d != *dim) {
+                        dims[d] = self.unify(&dims[d], size, "cat: sizes must match except in the joined dim", loc);
+                    }
+                }
                 dims[*dim] = SymInt::constant(out[*dim]);
                 SymShape(dims)
             }

@@ -1,4 +1,5 @@
-//! The entry point, the analogue of `torch._inductor.compile_fx.compile_fx`: decompose, lower,
+//! The entry point, the analogue of `torch._inductor.compile_fx.compile_fx`: decompose, rewrite
+//! known patterns, lower,
 //! schedule and fuse, generate code, compile it, plan the call.
 //!
 //! A dynamic graph (sizes `s0`, `s1`, ... from dynamo) is lowered for the sizes it was traced
@@ -23,7 +24,7 @@ use super::runtime::cuda::CudaProgram;
 use super::runtime::cudagraphs;
 use super::scheduler::{self, Schedule};
 use super::wrapper;
-use super::{CompiledModule, autotune, lowering};
+use super::{CompiledModule, autotune, lowering, pattern_matcher};
 use crate::aot;
 use crate::codecache::CCompiler;
 use crate::device::Device;
@@ -50,7 +51,7 @@ struct Generated {
 /// Compiles a captured graph for the device its inputs are on.
 pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
-    let decomposed = aot::decompose(graph)?;
+    let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
     let generated = generate_for(&decomposed, &hints, device, config, true)?;
     let (output_code, program) = finish(generated, device, config, true)?;
@@ -67,7 +68,7 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
 /// The output code Inductor would compile for `graph` on `device`, without compiling it: how
 /// to read the CUDA C for a model on a machine with no GPU.
 pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<OutputCode> {
-    let decomposed = aot::decompose(graph)?;
+    let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
     generate_for(&decomposed, &hints, device, config, true).map(|g| g.output_code)
 }
@@ -75,10 +76,16 @@ pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<Output
 /// The kernels Inductor generates for `graph`, in launch order, as kernel IR: what the printers
 /// are handed. `println!("{kernel}")` shows one as pseudo-code.
 pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
-    let decomposed = aot::decompose(graph)?;
+    let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
     let lowered = lowering::lower(&decomposed, &hints)?;
     build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?)
+}
+
+/// The decomposed graph with Inductor's pattern rewrites applied (see [`pattern_matcher`]):
+/// naive attention into the fused op, then parallel linears of one input into one matmul.
+fn rewrite_patterns(graph: &Graph) -> Result<Graph> {
+    pattern_matcher::concat_linears(&pattern_matcher::rewrite(graph, &pattern_matcher::attention_rewrites())?)
 }
 
 /// The binding of every size symbol to the size it was traced with.

@@ -162,6 +162,17 @@ pub enum NodeBody {
         /// otherwise).
         epilogue: Epilogue,
     },
+    /// A hand-written kernel called on whole views (`flash_attention` for
+    /// `scaled_dot_product_attention`), as Inductor calls `aten._scaled_dot_product_flash_attention`
+    /// from its output code: the device's eager kernel, run into the planned buffer.
+    ExternKernel {
+        /// The kernel's name in the output code.
+        kernel: &'static str,
+        /// The op, with its parameters.
+        op: Op,
+        /// Its tensor operands, read in place through their views.
+        inputs: Vec<View>,
+    },
     /// An op Inductor does not lower (`cond`), run by the eager dispatcher on its operands, as
     /// Inductor falls back to ATen for ops it has no lowering for.
     Fallback {
@@ -237,7 +248,7 @@ impl IrNode {
                 })
                 .collect(),
             NodeBody::Reduction { input, .. } => vec![input],
-            NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => Vec::new(),
+            NodeBody::Matmul { .. } | NodeBody::ExternKernel { .. } | NodeBody::Fallback { .. } => Vec::new(),
         }
     }
 
@@ -247,6 +258,7 @@ impl IrNode {
             NodeBody::Matmul { a, b, epilogue } => {
                 [a.buffer, b.buffer].into_iter().chain(epilogue.bias.as_ref().map(|v| v.buffer)).collect()
             }
+            NodeBody::ExternKernel { inputs, .. } => inputs.iter().map(|v| v.buffer).collect(),
             NodeBody::Fallback { args, .. } => args
                 .iter()
                 .filter_map(|a| match a {
@@ -260,7 +272,7 @@ impl IrNode {
 
     /// True for a node computed outside generated kernels: a library call or an eager fallback.
     pub fn is_extern(&self) -> bool {
-        matches!(self.body, NodeBody::Matmul { .. } | NodeBody::Fallback { .. })
+        matches!(self.body, NodeBody::Matmul { .. } | NodeBody::ExternKernel { .. } | NodeBody::Fallback { .. })
     }
 }
 

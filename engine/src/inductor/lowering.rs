@@ -181,6 +181,12 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b, epilogue: Default::default() })
             }
+            Op::ScaledDotProductAttention { .. } | Op::Cat { .. } => {
+                let kernel = if matches!(op, Op::Cat { .. }) { "cat" } else { "flash_attention" };
+                let inputs = node.inputs().map(|input| self.value(input).clone()).collect();
+                let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs };
+                self.push(id, op, shape, body)
+            }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;
                 match op.view_of(&v.layout) {

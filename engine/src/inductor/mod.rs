@@ -9,6 +9,8 @@
 //!
 //! ```text
 //! fx::Graph ──aot::decompose──▶ fx::Graph (primitive ops only)
+//!   ──pattern_matcher::rewrite──▶ fx::Graph   known subgraphs (naive attention) → fused ops
+//!   ──pattern_matcher::concat_linears──▶ fx::Graph   parallel linears of one input → one matmul
 //!   ──lowering::lower──▶ ir::LoweredGraph      loop-level IR: pointwise, reduction, extern nodes
 //!   ──scheduler::schedule──▶ scheduler::Schedule   nodes fused into groups, each decision logged
 //!   ──kernel::build──▶ kernel::Kernel          one per group, numbered in launch order
@@ -21,6 +23,7 @@
 //! | --- | --- |
 //! | `compile_fx.py` | [`compile_fx`] |
 //! | `config.py` | [`config`] |
+//! | `pattern_matcher.py`, `fx_passes/fuse_attention.py` | [`pattern_matcher`] |
 //! | `lowering.py` | [`lowering`] |
 //! | the `addmm` / `_addmm_activation` patterns, GEMM template epilogues | `gemm_epilogue` |
 //! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`), its index expressions | [`ir`], [`index`] |
@@ -45,6 +48,9 @@
 // The entry point and its settings.
 mod compile_fx;
 pub mod config;
+
+// 0. Rewrites of the FX graph (naive attention into the fused op).
+pub mod pattern_matcher;
 
 // 1. Lowering to loop-level IR.
 mod gemm_epilogue;

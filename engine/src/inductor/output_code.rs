@@ -210,6 +210,16 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                             n.origin_name
                         )
                     }
+                    NodeBody::ExternKernel { kernel, op, inputs } => {
+                        let inputs: Vec<String> = inputs.iter().map(|v| view_text(graph, v)).collect();
+                        let params: Vec<String> = op.params().iter().map(|(k, v)| format!(", {k} = {v}")).collect();
+                        format!(
+                            "extern_kernels::{kernel}({}{}, out = buf{node});  // %{}{place}",
+                            inputs.join(", "),
+                            params.concat(),
+                            n.origin_name
+                        )
+                    }
                     NodeBody::Fallback { op, args } => {
                         let args: Vec<String> = args
                             .iter()

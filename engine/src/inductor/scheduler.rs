@@ -307,7 +307,7 @@ fn own_kind(node: &IrNode) -> LoopKind {
     match &node.body {
         NodeBody::Pointwise { .. } => LoopKind::Pointwise { shape: node.shape.clone() },
         NodeBody::Reduction { dim, input_shape, .. } => LoopKind::Reduction { shape: input_shape.clone(), dim: *dim },
-        NodeBody::Matmul { .. } | NodeBody::Fallback { .. } => LoopKind::Extern,
+        NodeBody::Matmul { .. } | NodeBody::ExternKernel { .. } | NodeBody::Fallback { .. } => LoopKind::Extern,
     }
 }
 

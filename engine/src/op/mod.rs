@@ -16,6 +16,7 @@
 //! | view | `reshape`, `permute`, `expand`, `slice` | 1 | none: a new layout, from `Op::view_of` (`op/view.rs`) | the same `view_of`, no loop |
 //! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
 //! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
+//! | extern | `scaled_dot_product_attention` ([`AttentionMask`], `op/attention.rs`) | 3 or 4 | `attention`: blocked online softmax (CPU), a flash-attention kernel (CUDA) | an extern kernel call, `flash_attention` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
 //!
@@ -38,12 +39,14 @@
 
 use std::fmt;
 
+mod attention;
 mod binary;
 mod custom;
 mod subgraph;
 mod unary;
 mod view;
 
+pub use attention::{AttentionMask, AttentionParams, AttentionSizes};
 pub use binary::BinaryOp;
 pub(crate) use binary::BinaryVisitor;
 pub use custom::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
@@ -127,6 +130,12 @@ pub enum Op {
     },
     /// A dense row-major copy (no copy when already contiguous).
     Contiguous,
+    /// The operands joined end to end along `dim` (`torch.cat`): every operand has the same rank
+    /// and the same sizes except along `dim`, and the output's size there is their sum.
+    Cat {
+        /// The dimension joined along.
+        dim: usize,
+    },
     /// `exp(x - max) / sum(exp(x - max))` along `dim`; composite.
     Softmax {
         /// The dimension normalised.
@@ -154,6 +163,17 @@ pub enum Op {
         true_graph: Subgraph,
         /// Run when `pred == 0`.
         false_graph: Subgraph,
+    },
+    /// `softmax(q @ k^T * scale [+ mask]) @ v` in one kernel, keys visited in tiles with an online
+    /// softmax so that no `[L, S]` score matrix is stored (`torch.nn.functional.
+    /// scaled_dot_product_attention`): arguments `(q, k, v)` or `(q, k, v, mask)`.
+    ScaledDotProductAttention {
+        /// How the fourth operand, if any, is read.
+        mask: AttentionMask,
+        /// Query `i` sees only keys `j <= i` (PyTorch's top-left aligned causal mask).
+        causal: bool,
+        /// Multiplies `q @ k^T` (PyTorch's default is `1/sqrt(head_dim)`).
+        scale: Scalar,
     },
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
@@ -192,11 +212,13 @@ impl Op {
             Op::Expand { .. } => "expand",
             Op::Slice { .. } => "slice",
             Op::Contiguous => "contiguous",
+            Op::Cat { .. } => "cat",
             Op::Softmax { .. } => "softmax",
             Op::LogSoftmax { .. } => "log_softmax",
             Op::LayerNorm { .. } => "layer_norm",
             Op::Linear => "linear",
             Op::Cond { .. } => "cond",
+            Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
             Op::Custom(custom) => custom.name(),
         }
     }
@@ -207,7 +229,7 @@ impl Op {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
-            Op::Matmul => OpClass::Extern,
+            Op::Matmul | Op::ScaledDotProductAttention { .. } | Op::Cat { .. } => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }
@@ -222,11 +244,14 @@ impl Op {
             Op::Binary(_) | Op::Matmul => 2..=2,
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::Linear => 2..=3,
+            Op::ScaledDotProductAttention { mask: AttentionMask::None, .. } => 3..=3,
+            Op::ScaledDotProductAttention { .. } => 4..=4,
             Op::Cond { true_graph, .. } => {
                 let n = 1 + true_graph.body().input_count();
                 n..=n
             }
             Op::Custom(custom) => custom.arity()..=custom.arity(),
+            Op::Cat { .. } => 1..=usize::MAX,
             _ => 1..=1,
         }
     }
@@ -364,7 +389,14 @@ impl Op {
                 }
                 Ok(shape.clone())
             }
+            Op::ScaledDotProductAttention { mask, causal, .. } => {
+                attention::output_shape(&shapes, *mask, *causal).map_err(|m| shape_error(&m))
+            }
             Op::Cond { true_graph, false_graph } => cond_shape(true_graph, false_graph, &shapes).map_err(&invalid),
+            Op::Cat { dim } => {
+                check_dim(*dim, shapes[0].len())?;
+                cat_shape(&shapes, *dim).map_err(|m| shape_error(&m))
+            }
             Op::Slice { dim, start, end, step } => {
                 check_dim(*dim, shapes[0].len())?;
                 let size = shapes[0][*dim];
@@ -397,6 +429,31 @@ fn cond_shape(true_graph: &Subgraph, false_graph: &Subgraph, shapes: &[&[usize]]
     Ok(outputs.swap_remove(0))
 }
 
+/// The shape of `torch.cat(shapes, dim)`, or PyTorch's complaint about them. Unlike PyTorch, a
+/// one-dimensional empty tensor is not skipped: every operand must have the same rank.
+fn cat_shape(shapes: &[&[usize]], dim: usize) -> Result<Vec<usize>, String> {
+    let first = shapes[0];
+    let mut out = first.to_vec();
+    out[dim] = 0;
+    for (i, shape) in shapes.iter().enumerate() {
+        if shape.len() != first.len() {
+            return Err(format!(
+                "tensors must have the same number of dimensions: got {} and {} for tensor number {i} in the list",
+                first.len(),
+                shape.len()
+            ));
+        }
+        if let Some(d) = (0..first.len()).find(|&d| d != dim && shape[d] != first[d]) {
+            return Err(format!(
+                "sizes of tensors must match except in dimension {dim}: expected size {} but got size {} for tensor number {i} in the list",
+                first[d], shape[d]
+            ));
+        }
+        out[dim] += shape[dim];
+    }
+    Ok(out)
+}
+
 /// The shape of `a @ b` for tensors of rank 2 or more, or `None` when they do not multiply.
 fn matmul_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     if a.len() < 2 || b.len() < 2 || a[a.len() - 1] != b[b.len() - 2] {
@@ -413,7 +470,7 @@ impl Op {
     pub fn params(&self) -> Vec<(&'static str, String)> {
         match self {
             Op::Reduce { dim, keepdim, .. } => vec![("dim", dim.to_string()), ("keepdim", keepdim.to_string())],
-            Op::Softmax { dim } | Op::LogSoftmax { dim } => vec![("dim", dim.to_string())],
+            Op::Softmax { dim } | Op::LogSoftmax { dim } | Op::Cat { dim } => vec![("dim", dim.to_string())],
             Op::Reshape { shape } | Op::Expand { shape } => vec![("shape", format!("{shape:?}"))],
             Op::Permute { dims } => vec![("dims", format!("{dims:?}"))],
             Op::Slice { dim, start, end, step } => vec![
@@ -423,6 +480,9 @@ impl Op {
                 ("step", step.to_string()),
             ],
             Op::LayerNorm { eps } => vec![("eps", eps.to_string())],
+            Op::ScaledDotProductAttention { mask, causal, scale } => {
+                vec![("mask", mask.to_string()), ("causal", causal.to_string()), ("scale", scale.to_string())]
+            }
             _ => Vec::new(),
         }
     }

@@ -5,10 +5,13 @@
 //!
 //! Methods are `#[track_caller]`, so errors and graph nodes name the learner's line.
 
+mod cat;
 mod nn;
 mod pointwise;
 mod reduce;
 mod view;
+
+pub use nn::AttnMask;
 
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};

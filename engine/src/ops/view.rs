@@ -7,8 +7,9 @@ use crate::op::Op;
 use crate::tensor::Tensor;
 
 impl Tensor {
-    /// The same elements with a new shape of equal element count. A view when the tensor is
-    /// contiguous, a copy otherwise (PyTorch's `reshape`).
+    /// The same elements with a new shape of equal element count. A view when the strides allow
+    /// one (contiguous, or each group of merged dims contiguous within itself), a copy otherwise
+    /// (PyTorch's `reshape`).
     #[track_caller]
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
         self.apply(Op::Reshape { shape: shape.to_vec() }, &[], SourceLocation::caller())

@@ -1,6 +1,7 @@
 //! Eager CPU kernels, the analogue of ATen's CPU kernels: one pass over memory per op,
 //! parallel over large outputs, reading any strided layout.
 
+mod attention;
 mod matmul;
 pub(crate) use matmul::matmul_into;
 mod normalize;
@@ -13,7 +14,7 @@ use std::convert::Infallible;
 
 use super::backend::Backend;
 use crate::layout::{Layout, numel};
-use crate::op::{BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
@@ -71,6 +72,34 @@ impl Backend for Cpu {
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
         Ok(matmul::matmul(a, b, out_shape))
     }
+
+    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<Vec<f32>, Infallible> {
+        Ok(attention::attention(inputs, params))
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+        Ok(cat(inputs, dim, out_shape))
+    }
+}
+
+/// `inputs` joined along `dim`: each of the `outer` rows of the output (the dims before `dim`)
+/// is the inputs' rows, one after the other.
+fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> Vec<f32> {
+    let outer: usize = out_shape[..dim].iter().product();
+    let dense: Vec<_> = inputs
+        .iter()
+        .map(|input| {
+            let (data, layout) = input.tensor();
+            (contiguous(data, layout), numel(&layout.shape()[dim..]))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(numel(out_shape));
+    for row in 0..outer {
+        for (data, width) in &dense {
+            out.extend_from_slice(&data[row * width..(row + 1) * width]);
+        }
+    }
+    out
 }
 
 /// A dense row-major copy of any view.

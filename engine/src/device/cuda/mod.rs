@@ -14,7 +14,7 @@
 //! | tensor memory and host transfers | `buffer` |
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
-//! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul` |
+//! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul`, `attention` (flash attention, `kernels/attention.cu`) |
 //! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`], `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
@@ -23,7 +23,9 @@
 //! [`Module::function`] hands out a kernel to launch with cudarc's launch builder on
 //! [`CudaDevice::stream`], passing raw device pointers as `u64`.
 
+mod attention;
 mod buffer;
+mod cat;
 mod context;
 pub mod cublaslt;
 mod error;
@@ -51,7 +53,7 @@ pub use source::{eager_families, eager_source};
 use std::sync::Arc;
 
 use super::backend::Backend;
-use crate::op::{BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
 /// One operand as a CUDA kernel launcher sees it: a device buffer and a layout, or a scalar
@@ -98,6 +100,14 @@ impl Backend for Arc<CudaDevice> {
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         matmul::matmul(self, a, b, out_shape)
+    }
+
+    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        attention::attention(self, inputs, params)
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        cat::cat(self, inputs, dim, out_shape)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The eager kernels' CUDA C: `kernels/eager.cu`, compiled once per kernel family after a prelude
 //! generated from the op catalogue ([`crate::op`]), so that each op's scalar function is written
-//! once for the CPU, the GPU and generated code alike.
+//! once for the CPU, the GPU and generated code alike; and `kernels/attention.cu`, the
+//! flash-attention family, which needs no prelude.
 //!
 //! A family is what one module holds: the dense and strided kernels of one pointwise op
 //! (`unary_exp`, `binary_add`, `where`, `copy`), or `reduce`, `softmax`, `layer_norm`. Modules are
@@ -16,15 +17,22 @@ use crate::op::{BinaryOp, UnaryOp};
 /// The kernel families that are not one pointwise op.
 const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_norm"];
 
+/// The family of the flash-attention kernels (`kernels/attention.cu`).
+const ATTENTION: &str = "attention";
+
 /// Every eager kernel family, for tests and tools that must cover them all.
 pub fn eager_families() -> Vec<String> {
     let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
     let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
-    unary.chain(binary).chain(OTHER_FAMILIES.iter().map(|f| f.to_string())).collect()
+    let others = OTHER_FAMILIES.iter().chain([&ATTENTION]).map(|f| f.to_string());
+    unary.chain(binary).chain(others).collect()
 }
 
 /// The CUDA C source of one kernel family, or `None` for an unknown name.
 pub fn eager_source(family: &str) -> Option<String> {
+    if family == ATTENTION {
+        return Some(include_str!("kernels/attention.cu").to_string());
+    }
     let selection = if let Some(op) = UnaryOp::ALL.iter().find(|op| family == format!("unary_{}", op.name())) {
         pointwise(family, &op.c_expr("x"))
     } else if let Some(op) = BinaryOp::ALL.iter().find(|op| family == format!("binary_{}", op.name())) {
@@ -93,7 +101,7 @@ mod tests {
             let source = eager_source(&format!("unary_{}", op.name())).unwrap();
             assert!(source.contains(&op.c_expr("x")));
         }
-        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len());
+        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 1);
         assert!(eager_source("no_such_family").is_none());
     }
 

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
+use crate::device::backend::execute;
 use crate::device::cpu::{self, PARALLEL_THRESHOLD, matmul_into};
 use crate::error::Result;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
@@ -191,6 +192,14 @@ impl CpuProgram {
                     });
                     apply_epilogue(&mut result, bias, epilogue.relu);
                     slots[self.schedule.slot(*out)] = Some(result);
+                }
+                Run::ExternKernel { op, inputs, out, shape } => {
+                    let views: Vec<(&[f32], Layout)> =
+                        inputs.iter().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots)).collect();
+                    let inputs: Vec<cpu::Input> =
+                        views.iter().map(|(buffer, layout)| cpu::Input::Tensor { buffer, layout }).collect();
+                    let Ok(value) = execute(&cpu::Cpu, op, &inputs, shape);
+                    slots[self.schedule.slot(*out)] = Some(value);
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value = run_fallback(op, args, *location, |view| {

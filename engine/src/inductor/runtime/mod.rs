@@ -72,6 +72,8 @@ pub(crate) enum Run<K> {
     Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
     /// The library matmul of two views into node `out`'s buffer, with its epilogue.
     Matmul { a: View, b: View, epilogue: Epilogue, out: IrId, shape: Vec<usize> },
+    /// A device kernel of the eager layer run on views into node `out`'s buffer.
+    ExternKernel { op: Op, inputs: Vec<View>, out: IrId, shape: Vec<usize> },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
     Fallback { op: Op, args: Vec<FallbackArg>, out: IrId, location: SourceLocation },
 }
@@ -136,6 +138,9 @@ fn steps<K>(
                         out: *node,
                         shape: n.shape.clone(),
                     },
+                    NodeBody::ExternKernel { op, inputs, .. } => {
+                        Run::ExternKernel { op: op.clone(), inputs: inputs.clone(), out: *node, shape: n.shape.clone() }
+                    }
                     NodeBody::Fallback { op, args } => Run::Fallback {
                         op: op.clone(),
                         args: args.clone(),

@@ -1,0 +1,179 @@
+//! Launching the flash-attention kernel (`kernels/attention.cu`), the analogue of the
+//! `_flash_attention_forward` launcher behind PyTorch's `scaled_dot_product_attention`: q, k, v
+//! and the mask are read in place through their strides (a head split by a reshape and a
+//! transpose costs no copy), the output is a fresh dense buffer.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute_enum;
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+
+use super::Input;
+use super::buffer::CudaBuffer;
+use super::context::CudaDevice;
+use super::error::CudaError;
+use super::pointwise::Dense;
+use crate::layout::Layout;
+use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
+
+/// Threads per block and keys per tile, `THREADS` and `BC` in the kernel.
+const THREADS: u32 = 128;
+const KEY_TILE: usize = 64;
+/// The head dims the kernel is instantiated for (a smaller one is zero padded to the next), each
+/// with the query rows a thread owns (`RT`): a block takes `16 * RT` queries.
+const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
+
+/// `AttnOperand`: a batch of matrices read through strides.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct AttnOperand {
+    ptr: u64,
+    outer_stride: i64,
+    inner_stride: i64,
+    row_stride: i64,
+    col_stride: i64,
+}
+
+/// `AttnParams`: one launch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct AttnParams {
+    q: AttnOperand,
+    k: AttnOperand,
+    v: AttnOperand,
+    mask: AttnOperand,
+    out: u64,
+    inner: i64,
+    q_len: i32,
+    kv_len: i32,
+    head_dim: i32,
+    value_dim: i32,
+    scale_log2: f32,
+    mask_kind: i32,
+    causal: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data whose layout matches the CUDA C structs field for field.
+unsafe impl DeviceRepr for AttnParams {}
+
+/// How the batch entries of `layout` (expanded to q's batch dims) are addressed: entry `n` is at
+/// `(n / inner) * outer_stride + (n % inner) * inner_stride`, where `inner` is the size of the last
+/// batch dim (the heads). `None` when the dims before it cannot be merged into one stride.
+fn batch_strides(layout: &Layout) -> Option<(i64, i64)> {
+    let rank = layout.shape().len();
+    if rank < 3 {
+        return Some((0, 0));
+    }
+    let (shape, strides) = (&layout.shape()[..rank - 3], &layout.strides()[..rank - 3]);
+    let outer: Vec<(usize, usize)> =
+        shape.iter().zip(strides).map(|(&a, &b)| (a, b)).filter(|&(size, _)| size > 1).collect();
+    let merges = outer.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0);
+    merges.then(|| (outer.last().map_or(0, |d| d.1 as i64), layout.strides()[rank - 3] as i64))
+}
+
+/// The kernel's view of one operand expanded to `shape` (q's batch dims, its own last two),
+/// read in place when its batch dims allow, else from a dense copy kept alive in `copies`.
+fn operand(
+    device: &Arc<CudaDevice>,
+    input: Input,
+    shape: &[usize],
+    copies: &mut Vec<Dense>,
+) -> Result<AttnOperand, CudaError> {
+    let (buffer, layout) = input.tensor();
+    let full = layout.expand(shape);
+    let rank = shape.len();
+    let (ptr, layout, (outer_stride, inner_stride)) = match batch_strides(&full) {
+        Some(batch) => (buffer.ptr_at(full.offset()), full, batch),
+        None => {
+            let dense = Dense::of(device, Input::Tensor { buffer, layout: &full })?;
+            let layout = dense.layout();
+            let batch = batch_strides(&layout).expect("a dense layout merges");
+            let ptr = dense.ptr;
+            copies.push(dense);
+            (ptr, layout, batch)
+        }
+    };
+    Ok(AttnOperand {
+        ptr,
+        outer_stride,
+        inner_stride,
+        row_stride: layout.strides()[rank - 2] as i64,
+        col_stride: layout.strides()[rank - 1] as i64,
+    })
+}
+
+/// `softmax(q @ k^T * scale [+ mask]) @ v` for `inputs = [q, k, v (, mask)]`.
+pub(super) fn attention(
+    device: &Arc<CudaDevice>,
+    inputs: &[Input],
+    AttentionParams { mask, causal, scale }: AttentionParams,
+) -> Result<CudaBuffer, CudaError> {
+    let (q, k, v) = (inputs[0].tensor().1.shape(), inputs[1].tensor().1.shape(), inputs[2].tensor().1.shape());
+    let sizes = AttentionSizes::of(q, k, v);
+    let out = CudaBuffer::alloc(device, sizes.batch * sizes.q_len * sizes.value_dim)?;
+    if out.len() == 0 {
+        return Ok(out);
+    }
+    let widest = sizes.head_dim.max(sizes.value_dim);
+    let Some(&(hd, rows)) = VARIANTS.iter().find(|&&(d, _)| d >= widest) else {
+        return Err(CudaError::new(format!(
+            "the CUDA attention kernel takes head dims up to {}, got {widest}",
+            VARIANTS[VARIANTS.len() - 1].0
+        )));
+    };
+    let block_queries = 16 * rows;
+    if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > 65535 {
+        return Err(CudaError::new(format!(
+            "the CUDA attention kernel takes up to 2^31 queries and keys and 65535 batch entries (heads included), \
+             got {} queries, {} keys, {} entries",
+            sizes.q_len, sizes.kv_len, sizes.batch
+        )));
+    }
+    let rank = q.len();
+    let mut copies = Vec::new();
+    let mut view = |input: Input, last: &[usize]| operand(device, input, &[&q[..rank - 2], last].concat(), &mut copies);
+    let (q_op, k_op, v_op) =
+        (view(inputs[0], &q[rank - 2..])?, view(inputs[1], &k[rank - 2..])?, view(inputs[2], &v[rank - 2..])?);
+    let mask_op = match inputs.get(3) {
+        None => AttnOperand::default(),
+        Some(&m) => view(m, &[sizes.q_len, sizes.kv_len])?,
+    };
+    let inner = if rank >= 3 { q[rank - 3] } else { 1 };
+    let params = AttnParams {
+        q: q_op,
+        k: k_op,
+        v: v_op,
+        mask: mask_op,
+        out: out.ptr(),
+        inner: inner.max(1) as i64,
+        q_len: sizes.q_len as i32,
+        kv_len: sizes.kv_len as i32,
+        head_dim: sizes.head_dim as i32,
+        value_dim: sizes.value_dim as i32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        mask_kind: match mask {
+            AttentionMask::None => 0,
+            AttentionMask::Boolean => 1,
+            AttentionMask::Additive => 2,
+        },
+        causal: i32::from(causal),
+    };
+    let function = device.eager_kernel("attention", &format!("flash_attention_hd{hd}"))?;
+    // q^T, k^T, v and p^T tiles; past 48 KiB a kernel must opt in to more shared memory.
+    let shared = (hd * block_queries + 2 * hd * KEY_TILE + KEY_TILE * block_queries) * std::mem::size_of::<f32>();
+    function
+        .set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)?;
+    let config = LaunchConfig {
+        grid_dim: (sizes.q_len.div_ceil(block_queries) as u32, sizes.batch as u32, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: shared as u32,
+    };
+    let mut launch = device.stream().launch_builder(&function);
+    launch.arg(&params);
+    // SAFETY: `AttnParams` mirrors the kernel's struct; every pointer it holds addresses a buffer
+    // that outlives the launch on this stream (`copies` is dropped after queueing, and frees are
+    // stream ordered), and the kernel reads each within the sizes and strides given.
+    unsafe { launch.launch(config) }?;
+    drop(copies);
+    Ok(out)
+}

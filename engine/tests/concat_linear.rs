@@ -1,0 +1,159 @@
+//! `cat` (PyTorch's semantics and errors, on random shapes, dims and layouts) and the rewrite
+//! that joins parallel linears of one input into one matmul by concatenated weights: compiled
+//! against eager on random shapes, the fusion log, and what it must leave alone. Each case runs on
+//! the CPU and, where CUDA can run, on the GPU; without one the GPU cases print
+//! `skipped: <reason>` and pass.
+
+mod common;
+
+use common::gpu;
+use engine::backends::Inductor;
+use engine::{Device, Error, Result, Tensor, dynamo, logs};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+fn devices() -> Vec<Device> {
+    [Some(Device::Cpu), gpu()].into_iter().flatten().collect()
+}
+
+/// Runs a property over `cases` random inputs, shrinking any failure to a small example.
+fn check<S: Strategy>(cases: u32, strategy: S, test: impl Fn(S::Value) -> std::result::Result<(), TestCaseError>) {
+    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+    if let Err(e) = runner.run(&strategy, test) {
+        panic!("{e}");
+    }
+}
+
+/// `cat` by its definition: output element `[.., i, ..]` along `dim` is element `i - offset` of
+/// the input whose band holds `i`.
+fn cat_reference(parts: &[(Vec<f32>, Vec<usize>)], dim: usize) -> Vec<f32> {
+    let outer: usize = parts[0].1[..dim].iter().product();
+    let mut out = Vec::new();
+    for row in 0..outer {
+        for (data, shape) in parts {
+            let width: usize = shape[dim..].iter().product();
+            out.extend_from_slice(&data[row * width..(row + 1) * width]);
+        }
+    }
+    out
+}
+
+/// A rank, a dim of it, the shared sizes, and 1 to 4 sizes along the dim (0 included).
+fn cat_cases() -> impl Strategy<Value = (Vec<usize>, usize, Vec<usize>, bool, u64)> {
+    (1usize..=4).prop_flat_map(|rank| {
+        (
+            prop::collection::vec(1usize..6, rank),
+            0..rank,
+            prop::collection::vec(0usize..5, 1..=4),
+            any::<bool>(),
+            any::<u64>(),
+        )
+    })
+}
+
+#[test]
+fn cat_joins_along_any_dim_like_pytorch() {
+    for device in devices() {
+        check(64, cat_cases(), |(shape, dim, sizes, transposed, seed)| {
+            let mut parts = Vec::new();
+            let mut tensors = Vec::new();
+            for (i, &size) in sizes.iter().enumerate() {
+                let mut s = shape.clone();
+                s[dim] = size;
+                let t = Tensor::randn(&s, seed.wrapping_add(i as u64));
+                parts.push((t.to_vec().unwrap(), s.clone()));
+                // A transposed view of the same values: cat reads through strides.
+                let t = if transposed && s.len() >= 2 {
+                    let r = s.len();
+                    let mut swapped = s.clone();
+                    swapped.swap(r - 2, r - 1);
+                    let stored = t.transpose(-2, -1).unwrap().contiguous().unwrap().reshape(&swapped).unwrap();
+                    stored.transpose(-2, -1).unwrap()
+                } else {
+                    t
+                };
+                tensors.push(t.to(device).unwrap());
+            }
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            let got = Tensor::cat(&refs, dim as isize - shape.len() as isize).unwrap();
+            let mut want_shape = shape.clone();
+            want_shape[dim] = sizes.iter().sum();
+            prop_assert_eq!(got.shape(), &want_shape[..]);
+            prop_assert_eq!(got.to_vec().unwrap(), cat_reference(&parts, dim), "on {}", device);
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn bad_cat_operands_are_errors_naming_the_problem() {
+    let (a, b) = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[2, 4]));
+    let message = |r: Result<Tensor>| r.unwrap_err().to_string();
+    assert!(message(Tensor::cat(&[], 0)).contains("cat: expected a non-empty list of tensors"));
+    let sizes = message(Tensor::cat(&[&a, &b], 0));
+    assert!(sizes.contains("sizes of tensors must match except in dimension 0"), "{sizes}");
+    assert!(sizes.contains("expected size 3 but got size 4 for tensor number 1"), "{sizes}");
+    assert_eq!(Tensor::cat(&[&a, &b], 1).unwrap().shape(), &[2, 7]);
+    let ranks = message(Tensor::cat(&[&a, &Tensor::zeros(&[2, 3, 1])], 0));
+    assert!(ranks.contains("same number of dimensions"), "{ranks}");
+    assert!(matches!(Tensor::cat(&[&a, &b], 2), Err(Error::InvalidArgument { op: "cat", .. })));
+}
+
+/// One random case of the rewrite: `x: [batch, seq, d_in]` projected to widths `outs`.
+fn linear_cases() -> impl Strategy<Value = (usize, usize, usize, Vec<usize>, bool, u64)> {
+    (1usize..4, 1usize..9, 1usize..40, prop::collection::vec(1usize..40, 2..=4), any::<bool>(), any::<u64>())
+}
+
+#[test]
+fn parallel_linears_compile_to_one_matmul_and_match_eager() {
+    for device in devices() {
+        check(24, linear_cases(), |(batch, seq, d_in, outs, biased, seed)| {
+            let on = |t: Tensor| t.to(device).unwrap();
+            let x = on(Tensor::randn(&[batch, seq, d_in], seed));
+            let weights: Vec<Tensor> =
+                outs.iter().enumerate().map(|(i, &o)| on(Tensor::randn(&[o, d_in], seed ^ (i as u64 + 1)))).collect();
+            let biases: Vec<Tensor> =
+                outs.iter().enumerate().map(|(i, &o)| on(Tensor::randn(&[o], seed ^ (i as u64 + 9)))).collect();
+            // The projections are read together, as attention reads q, k and v.
+            let f = |x: &Tensor| -> Result<Tensor> {
+                let mut sum: Option<Tensor> = None;
+                for (w, b) in weights.iter().zip(&biases) {
+                    let y = x.linear(w, biased.then_some(b))?.sum(-1, true)?;
+                    sum = Some(match sum {
+                        None => y,
+                        Some(s) => s.add(&y)?,
+                    });
+                }
+                Ok(sum.expect("two or more projections"))
+            };
+            let inductor = Inductor::default();
+            let compiled = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone());
+            let (got, log) = logs::capture(&[logs::Artifact::Fusion], || compiled.call(&x));
+            prop_assert!(log.contains("pattern `concat linear`"), "no rewrite on {}:\n{}", device, log);
+            let code = inductor.output_codes()[0].to_string();
+            prop_assert_eq!(code.matches("extern_kernels::matmul(").count(), 1, "{}", code);
+            let (got, want) = (got.unwrap().to_vec().unwrap(), f(&x).unwrap().to_vec().unwrap());
+            for (g, w) in got.iter().zip(&want) {
+                prop_assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()) * d_in as f32, "{} vs {} on {}", g, w, device);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn projections_of_different_inputs_or_computed_weights_are_left_alone() {
+    let (x, y) = (Tensor::randn(&[2, 5, 8], 1), Tensor::randn(&[2, 5, 8], 2));
+    let (w1, w2) = (Tensor::randn(&[4, 8], 3), Tensor::randn(&[4, 8], 4));
+    let inductor = Inductor::default();
+    let compiled = dynamo::compile(|(x, y): (Tensor, Tensor)| {
+        // Different inputs; then one input, but a weight computed in the graph.
+        let a = x.linear(&w1, None)?.add(&y.linear(&w2, None)?)?;
+        a.add(&x.linear(&w1.mul(2.0)?, None)?)
+    })
+    .backend(inductor.clone());
+    let (out, log) = logs::capture(&[logs::Artifact::Fusion], || compiled.call((&x, &y)));
+    out.unwrap();
+    assert!(!log.contains("concat linear"), "{log}");
+    assert_eq!(inductor.output_codes()[0].to_string().matches("extern_kernels::matmul(").count(), 3);
+}
