@@ -8,8 +8,10 @@ mod common;
 use common::programs::{Program, programs};
 use common::{close_to_eager as close, gpu};
 use engine::dynamo::{self, Mode};
+use engine::inductor::codegen::cuda;
+use engine::inductor::launch::{Grid, Launch};
 use engine::logs::{self, Artifact};
-use engine::{Device, Tensor, backends::Eager};
+use engine::{Device, Tensor, backends::Eager, inductor};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -138,6 +140,36 @@ fn gpu_reduce_overhead_records_one_graph_per_shape() {
     assert_eq!(text.matches("recorded CUDA graph").count(), 2, "{text}");
 }
 
+proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(24))]
+
+    /// Max-autotune's launch candidates for every kernel of random programs: the default first,
+    /// no two alike, whole warps up to 1024 threads, the elements per thread of the default, and
+    /// each printed exactly as the default but for its name and `__launch_bounds__`.
+    #[test]
+    fn launch_candidates_are_printable_variants_of_the_default(program in programs(10), seed in any::<u64>()) {
+        let report = dynamo::explain(|xs: Vec<Tensor>| program.run(&xs)).call(&program.inputs(seed)).unwrap();
+        for graph in &report.graphs {
+            for k in inductor::kernels(graph, &inductor::Config::default()).unwrap() {
+                let candidates = cuda::launch_candidates(&k);
+                let default = cuda::kernel(&k);
+                prop_assert_eq!(candidates[0], default.launch);
+                let per_thread = |l: Launch| match l.grid { Grid::Elements { per_block } => per_block / l.block, Grid::Rows => 0 };
+                for (i, &c) in candidates.iter().enumerate() {
+                    prop_assert!(!candidates[..i].contains(&c), "{candidates:?}");
+                    prop_assert!(c.block % 32 == 0 && c.block <= 1024, "{c:?}");
+                    prop_assert_eq!(per_thread(c), per_thread(default.launch));
+                    let printed = cuda::kernel_for(&k, "tuned", c).source;
+                    let expected = default.source
+                        .replace(&format!("__launch_bounds__({})", default.launch.block), &format!("__launch_bounds__({})", c.block))
+                        .replace(&format!(" {}(", k.name), " tuned(");
+                    prop_assert_eq!(printed, expected);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
     let Some(device) = gpu() else { return };
@@ -157,6 +189,25 @@ fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
     let again = dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).mode(Mode::MaxAutotune);
     let (_, text) = logs::capture(&[Artifact::Autotuning], || again.call(&x).unwrap());
     assert!(text.contains("cached on disk") && !text.contains("AUTOTUNE"), "{text}");
+}
+
+#[test]
+fn gpu_max_autotune_times_each_kernels_launches_and_caches_the_choice() {
+    let Some(device) = gpu() else { return };
+    // A looped row reduction (rows too long for registers), on a size no other test uses.
+    let x = Tensor::randn(&[3, 70001], 11).to(device).unwrap();
+    let f = |x: &Tensor| x.mul(3.0)?.tanh()?.sum(1, false);
+    let inductor = engine::backends::Inductor::default();
+    let tuned = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone()).mode(Mode::MaxAutotune);
+    let (y, text) = logs::capture(&[Artifact::Autotuning], || tuned.call(&x).unwrap());
+    close(&y, &f(&x).unwrap()).unwrap();
+    let code = inductor.output_codes()[0].to_string();
+    assert!(code.matches("threads per block (fastest of").count() >= 1, "{code}\n{text}");
+    assert!(text.contains("AUTOTUNE") || text.contains("launch cached on disk"), "{text}");
+    let again = dynamo::compile(|x: Tensor| f(&x)).mode(Mode::MaxAutotune);
+    let (y, text) = logs::capture(&[Artifact::Autotuning], || again.call(&x).unwrap());
+    close(&y, &f(&x).unwrap()).unwrap();
+    assert!(text.contains("launch cached on disk") && !text.contains("AUTOTUNE"), "{text}");
 }
 
 #[test]

@@ -99,21 +99,16 @@ impl Tuning<'_> {
             &version.to_le_bytes(),
             format!("{problem:?}").as_bytes(),
         ]);
-        let mut tuned = false;
-        let (path, _) = DiskCache::global().get_or_build(&key, "gemm", |path| {
-            tuned = true;
+        let (text, tuned) = cached_text(&key, "gemm", || {
             let (choice, why) = self.tune()?;
             let head = match choice {
                 Choice::Cublas => "cublas".to_string(),
                 Choice::Lt(algorithm) => format!("cublaslt {}", algorithm.map(|w| format!("{w:016x}")).join(" ")),
             };
-            std::fs::write(path, format!("{head}\n{why}\n"))
-                .map_err(|e| Error::Io { path: path.to_path_buf(), message: e.to_string() })
+            Ok(format!("{head}\n{why}\n"))
         })?;
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
         let (choice, why) = parse(&text).ok_or_else(|| Error::Io {
-            path: path.clone(),
+            path: DiskCache::global().dir().join(format!("{key}.gemm")),
             message: "not a max-autotune GEMM choice; delete the file to tune again".into(),
         })?;
         if !tuned {
@@ -165,32 +160,46 @@ impl Tuning<'_> {
         let bench = Bench::new(Device::Cuda(gpu.ordinal())).warmup(3).samples(15).flush_cache(false);
         let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = candidates.iter_mut().map(|c| &mut **c as _).collect();
         let times: Vec<f64> = bench.run_interleaved(&mut refs)?.iter().map(|t| t.median()).collect();
-        let best = (0..times.len()).min_by(|&x, &y| times[x].total_cmp(&times[y])).expect("at least one candidate");
-        logs::log(Artifact::Autotuning, || {
-            let gflop = p.flops() / 1e9;
-            let mut lines = vec![format!("AUTOTUNE {label}, {} epilogue, {gflop:.2} GFLOP", p.epilogue.name())];
-            let mut order: Vec<usize> = (0..times.len()).collect();
-            order.sort_by(|&x, &y| times[x].total_cmp(&times[y]));
-            for i in order {
-                lines.push(format!(
-                    "  {:<24} {:>9.1} us {:>6.1}% {:>7.1} TFLOP/s",
-                    names[i],
-                    times[i] * 1e6,
-                    100.0 * times[best] / times[i],
-                    p.flops() / times[i] / 1e12
-                ));
-            }
-            lines.join("\n")
-        });
-        let runner_up = (0..times.len())
-            .filter(|&i| i != best)
-            .min_by(|&x, &y| times[x].total_cmp(&times[y]))
-            .map(|i| format!(", next {} {:.1} us", names[i], times[i] * 1e6))
-            .unwrap_or_default();
-        let why = format!("fastest of {} timed: {} {:.1} us{runner_up}", times.len(), names[best], times[best] * 1e6);
+        let header = format!("AUTOTUNE {label}, {} epilogue, {:.2} GFLOP", p.epilogue.name(), p.flops() / 1e9);
+        let (best, why) = fastest(&header, &names, &times, |t| format!("{:>7.1} TFLOP/s", p.flops() / t / 1e12));
         let choice = if best < gemms.len() { Choice::Lt(algorithms[best]) } else { Choice::Cublas };
         Ok((choice, why))
     }
+}
+
+/// The text cached on disk under `key` (a file ending in `ext`), made by `tune` when absent, and
+/// whether it was made now: how max-autotune's choices survive the process.
+pub(crate) fn cached_text(key: &str, ext: &str, tune: impl FnOnce() -> Result<String>) -> Result<(String, bool)> {
+    let (path, tuned) = DiskCache::global().get_or_build(key, ext, |path| {
+        let text = tune()?;
+        std::fs::write(path, text).map_err(|e| Error::Io { path: path.to_path_buf(), message: e.to_string() })
+    })?;
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
+    Ok((text, tuned))
+}
+
+/// The fastest of the candidates `names` timed at `times` (seconds), and a line saying why, with
+/// the runner-up; `ENGINE_LOGS=autotuning` prints the whole table under `header`, fastest first,
+/// each row with its share of the best time and `rate` of its time.
+pub(crate) fn fastest(header: &str, names: &[String], times: &[f64], rate: impl Fn(f64) -> String) -> (usize, String) {
+    let best = (0..times.len()).min_by(|&x, &y| times[x].total_cmp(&times[y])).expect("at least one candidate");
+    let mut order: Vec<usize> = (0..times.len()).collect();
+    order.sort_by(|&x, &y| times[x].total_cmp(&times[y]));
+    logs::log(Artifact::Autotuning, || {
+        let mut lines = vec![header.to_string()];
+        for &i in &order {
+            lines.push(format!(
+                "  {:<24} {:>9.1} us {:>6.1}% {}",
+                names[i],
+                times[i] * 1e6,
+                100.0 * times[best] / times[i],
+                rate(times[i])
+            ));
+        }
+        lines.join("\n")
+    });
+    let runner_up = order.get(1).map(|&i| format!(", next {} {:.1} us", names[i], times[i] * 1e6)).unwrap_or_default();
+    (best, format!("fastest of {} timed: {} {:.1} us{runner_up}", times.len(), names[best], times[best] * 1e6))
 }
 
 fn parse(text: &str) -> Option<(Choice, String)> {

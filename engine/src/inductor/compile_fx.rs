@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::codegen::Renderer;
+use super::codegen::{Renderer, cuda};
 use super::config::{Config, Mode};
 use super::ir::{IrId, LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
@@ -24,7 +24,7 @@ use super::runtime::cuda::CudaProgram;
 use super::runtime::cudagraphs;
 use super::scheduler::{self, Schedule};
 use super::wrapper;
-use super::{CompiledModule, autotune, lowering, pattern_matcher};
+use super::{CompiledModule, autotune, launch_tuning, lowering, pattern_matcher};
 use crate::aot;
 use crate::codecache::CCompiler;
 use crate::device::Device;
@@ -157,6 +157,9 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
         }
         _ => HashMap::new(),
     };
+    if let (Mode::MaxAutotune, Device::Cuda(ordinal)) = (config.mode, device) {
+        tune_launches(&CudaDevice::get(ordinal)?, &mut generated)?;
+    }
     if log {
         logs::log(Artifact::OutputCode, || generated.output_code.to_string());
         if config.mode.records_cuda_graphs()
@@ -167,6 +170,29 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
     }
     let output_code = generated.output_code.clone();
     Ok((output_code, build_program(generated, device, config.mode, gemms)?))
+}
+
+/// Max-autotune's launch for each kernel the engine's CUDA printer wrote (a learner's printer's
+/// kernels keep theirs): the chosen block size printed into the kernel's source and noted, with
+/// its times, in the output code.
+fn tune_launches(gpu: &Arc<CudaDevice>, generated: &mut Generated) -> Result<()> {
+    let prelude = cuda::prelude();
+    let header = generated.output_code.module_header(&prelude);
+    for (i, k) in generated.kernels.iter().enumerate() {
+        let printed = cuda::kernel(k);
+        if generated.output_code.kernels[i].source != printed.source {
+            continue;
+        }
+        let Some((launch, note)) = launch_tuning::choose_launch(gpu, &generated.lowered, k, &printed.source, &header)?
+        else {
+            continue;
+        };
+        generated.output_code.kernels[i].source = cuda::kernel_for(k, &k.name, launch).source;
+        generated.launches[i] = launch;
+        generated.output_code.choices.push(format!("max-autotune: {note}"));
+    }
+    generated.module_source = generated.output_code.module_source(&prelude);
+    Ok(())
 }
 
 /// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,

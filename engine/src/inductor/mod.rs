@@ -32,6 +32,7 @@
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
 //! | Triton launch metadata (block size, grid) | [`launch`] |
 //! | `select_algorithm.py`, max-autotune's table | `autotune` |
+//! | Triton's `CachingAutotuner` (launch configs of generated kernels) | `launch_tuning` |
 //! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
@@ -71,8 +72,9 @@ pub mod launch;
 // 5. The call plan.
 pub mod wrapper;
 
-// 6. Max-autotune's timing of the GEMM choices.
+// 6. Max-autotune's timing of the GEMM choices and of each generated kernel's launch.
 mod autotune;
+mod launch_tuning;
 
 // 7. What the user reads, and what runs.
 pub mod output_code;

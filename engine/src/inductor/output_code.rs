@@ -101,9 +101,15 @@ impl OutputCode {
 
     /// The whole source file to compile: `prelude`, the custom ops' sources, then every kernel.
     pub fn module_source(&self, prelude: &str) -> String {
+        let mut parts = vec![self.module_header(prelude)];
+        parts.extend(self.kernels.iter().map(|k| k.source.clone()));
+        parts.join("\n")
+    }
+
+    /// What precedes the kernels in the module: `prelude`, then the custom ops' sources.
+    pub fn module_header(&self, prelude: &str) -> String {
         let mut parts = vec![prelude.to_string()];
         parts.extend(self.custom_sources.iter().cloned());
-        parts.extend(self.kernels.iter().map(|k| k.source.clone()));
         parts.join("\n")
     }
 

@@ -91,9 +91,43 @@ pub fn launch(k: &Kernel) -> Launch {
     }
 }
 
+/// The launches max-autotune times for a kernel, [`launch`]'s first: the block sizes the printed
+/// code works with unchanged (its loops stride by `blockDim.x`). A persistent reduction has only
+/// its own, since its thread count is written into the indexing of each row.
+pub fn launch_candidates(k: &Kernel) -> Vec<Launch> {
+    let default = launch(k);
+    let blocks: &[u32] = match &k.body {
+        KernelBody::Pointwise(_) => &[128, 256, 512, 1024],
+        KernelBody::Reduction { persistent: true, .. } => &[],
+        KernelBody::Reduction { innermost: true, .. } => &[128, 256, 512, 1024],
+        KernelBody::Reduction { .. } => &[64, 128, 256, 512],
+    };
+    let per_thread = match default.grid {
+        Grid::Elements { per_block } => Some(per_block / default.block),
+        Grid::Rows => None,
+    };
+    let mut candidates = vec![default];
+    for &block in blocks {
+        let grid = match per_thread {
+            Some(elements) => Grid::Elements { per_block: block * elements },
+            None => Grid::Rows,
+        };
+        let candidate = Launch { block, grid };
+        if !candidates.contains(&candidate) {
+            candidates.push(candidate);
+        }
+    }
+    candidates
+}
+
 /// Prints one kernel for the launch [`launch`] plans.
 pub fn kernel(k: &Kernel) -> CudaKernel {
-    let launch = launch(k);
+    kernel_for(k, &k.name, launch(k))
+}
+
+/// Prints one kernel, named `name`, for `launch`, one of [`launch_candidates`]: only its
+/// `__launch_bounds__` depend on the block size.
+pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
     let body = match &k.body {
         KernelBody::Pointwise(stmts) => pointwise(k, stmts),
         KernelBody::Reduction { persistent: true, row_len, phases, .. } => persistent(k, *row_len, phases),
@@ -126,10 +160,10 @@ pub fn kernel(k: &Kernel) -> CudaKernel {
     let source = format!(
         "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
         launch.block,
-        k.name,
+        name,
         params.join(", ")
     );
-    CudaKernel { name: k.name.clone(), source, launch }
+    CudaKernel { name: name.to_string(), source, launch }
 }
 
 /// How a load or store of `VEC` neighbouring elements can be done.
