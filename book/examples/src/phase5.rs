@@ -60,7 +60,7 @@ pub fn profile() -> Result<()> {
     // `println!("{}", profile.key_averages())` prints the whole table, times included; here the
     // rows by calls, whose names and counts are the same on every run.
     for row in profile.key_averages().sort_by(SortBy::Calls).rows() {
-        println!("{:<22} {:<8} {} calls", row.name, row.kind.label(), row.calls);
+        println!("{:<26} {:<9} {} calls", row.name, row.kind.label(), row.calls);
     }
     let trace = std::env::temp_dir().join("phase5-profile.json");
     profile.export_chrome_trace(&trace)?; // open it in https://ui.perfetto.dev
