@@ -83,6 +83,7 @@ struct Named {
     name: String,
 }
 
+/// The recorded answer read back, line by line; a line that does not parse fails the check.
 fn from_text(text: &str) -> Result<Vec<Named>, Failure> {
     let line = |l: &str| {
         let mut parts = l.splitn(3, ' ');
