@@ -113,6 +113,23 @@ fn tables_sort_by_any_column() {
 }
 
 #[test]
+fn ties_are_broken_by_name_then_kind() {
+    let (x, w) = (Tensor::randn(&[16, 16], 0), Tensor::randn(&[16, 16], 1));
+    let f = |x: Tensor| x.matmul(&w)?.relu();
+    let compiled = dynamo::compile(f);
+    compiled.call(&x).unwrap();
+    // One eager `matmul` and one library `matmul` from the compiled plan: the same name and calls.
+    let ((), profile) = profiler::profile(|| {
+        f(x.clone())?;
+        compiled.call(&x).map(drop)
+    })
+    .unwrap();
+    let rows = profile.key_averages().sort_by(SortBy::Calls);
+    let matmuls: Vec<EventKind> = rows.rows().iter().filter(|r| r.name == "matmul").map(|r| r.kind).collect();
+    assert_eq!(matmuls, [EventKind::Eager, EventKind::Extern]);
+}
+
+#[test]
 fn the_chrome_trace_has_complete_events_on_separate_tracks() {
     let device = Device::cuda_if_available();
     let (x, y) = inputs(device);

@@ -80,8 +80,12 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "exercises/phase5-benchmarking/src/challenge.rs",
         "e12f6bd2bb8047305d60ce22384ba15de53a579cae7b4e0facb80450529ef38f",
     ),
-    ("exercises/phase5-benchmarking/src/lib.rs", "706a4f84c8e6341869f1a6863024ae8c04a0cc8dacb28f2a4bc794782a929a68"),
+    ("exercises/phase5-benchmarking/src/lib.rs", "0b069de778df8c6babe642370fcaa943771eeaa8bee360aa8b1dcfe58208384e"),
     ("exercises/phase5-benchmarking/src/modes.rs", "7523b31d378497f6663b587a3e712eaeb33641c818825f8e81121ac3a0d9cbc1"),
+    (
+        "exercises/phase5-benchmarking/src/profile.rs",
+        "aa9d56ad3526516a4fe8376eada4037102f75f4061d9f96f7082556c4889abde",
+    ),
     ("exercises/phase5-benchmarking/src/sweep.rs", "2f6e158b5e307159af1b1d1521505eb180ef83bcdbd66ec49cf39c772a962c1b"),
     ("exercises/phase5-benchmarking/src/timer.rs", "c348b5222cf101d58fcec2ccf7d71f10b06e855011da9b5193ae7c3887583a74"),
 ];

@@ -58,6 +58,7 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase4_fusion", run: phase4::fusion },
     Section { name: "phase5_stamps", run: phase5::stamps },
     Section { name: "phase5_interleaved", run: phase5::interleaved },
+    Section { name: "phase5_profile", run: phase5::profile },
     Section { name: "phase5_modes", run: modes::modes },
 ];
 

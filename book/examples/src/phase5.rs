@@ -1,10 +1,11 @@
 //! The examples of phase 5's engine page (`book/src/phase5/engine.md`): timing work on a device's
-//! own clock, and comparing eager with compiled code interleaved. They print what was measured
-//! against what is known, not the times themselves, which differ from run to run.
+//! own clock, comparing eager with compiled code interleaved, and profiling both. They print what
+//! was measured against what is known, not the times themselves, which differ from run to run.
 
 use std::time::Duration;
 
 use engine::bench::{Bench, Stamp, spin};
+use engine::profiler::{self, SortBy};
 use engine::{Device, Result, Tensor, dynamo};
 
 /// Two stamps around work of a known duration.
@@ -38,5 +39,32 @@ pub fn interleaved() -> Result<()> {
     // Three passes over 4 MB fused into one: a margin no noise closes.
     println!("compiled faster than eager: {}", compiled_t.median() < eager_t.median());
     // ANCHOR_END: interleaved
+    Ok(())
+}
+
+/// A profile of eager and compiled code, each in a named range: its table and its trace.
+pub fn profile() -> Result<()> {
+    // ANCHOR: profile
+    let device = Device::cuda_if_available();
+    let (x, w) = (Tensor::randn(&[256, 256], 0).to(device)?, Tensor::randn(&[256, 256], 1).to(device)?);
+    let f = |x: Tensor| x.matmul(&w)?.relu()?.mul(2.0)?.add(1.0);
+    let compiled = dynamo::compile(f);
+    compiled.call(&x)?; // traced and compiled here, outside the profile
+    let ((), profile) = profiler::profile(|| {
+        for _ in 0..3 {
+            profiler::range("eager", || f(x.clone()))?;
+            profiler::range("compiled", || compiled.call(&x))?;
+        }
+        device.synchronize() // the last kernels end inside the profile
+    })?;
+    // `println!("{}", profile.key_averages())` prints the whole table, times included; here the
+    // rows by calls, whose names and counts are the same on every run.
+    for row in profile.key_averages().sort_by(SortBy::Calls).rows() {
+        println!("{:<26} {:<9} {} calls", row.name, row.kind.label(), row.calls);
+    }
+    let trace = std::env::temp_dir().join("phase5-profile.json");
+    profile.export_chrome_trace(&trace)?; // open it in https://ui.perfetto.dev
+    println!("trace: {} spans on the host track, kernels on each GPU's", profile.events().len());
+    // ANCHOR_END: profile
     Ok(())
 }

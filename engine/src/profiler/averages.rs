@@ -119,7 +119,8 @@ impl KeyAverages {
         table.sort_by(by)
     }
 
-    /// The rows sorted by `column`, largest first (ties by name).
+    /// The rows sorted by `column`, largest first (ties by name, then kind, so that the order is
+    /// the same on every run).
     pub fn sort_by(mut self, column: SortBy) -> KeyAverages {
         let key = |r: &AverageRow| -> (Duration, usize) {
             match column {
@@ -133,7 +134,7 @@ impl KeyAverages {
                 SortBy::Calls => (Duration::ZERO, r.calls),
             }
         };
-        self.rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name.cmp(&b.name)));
+        self.rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| (&a.name, a.kind).cmp(&(&b.name, b.kind))));
         self
     }
 

@@ -10,6 +10,7 @@
 //! | `break_even` | [`break_even`] | how many calls repay the compile time |
 //! | `modes` | [`modes`] | the three compile modes against eager, and their break-even |
 //! | `challenge` | [`challenge`] | the naive transformer block, rewritten to compile well |
+//! | `profile` (stretch) | [`profile`] | the three most expensive kernels of the compiled block, by the profiler |
 //!
 //! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
@@ -24,5 +25,6 @@ pub mod challenge;
 // twin; `crate::models` names them as if they were here.
 pub use workbook_models::phase5 as models;
 pub mod modes;
+pub mod profile;
 pub mod sweep;
 pub mod timer;

@@ -39,8 +39,7 @@ const TIMERS: &[Forbidden] = &[
 ];
 
 /// The exercises, core ones first. The speed challenge (`src/challenge.rs`, its checks in
-/// `checks/challenge.rs`) is the last core exercise: its `Exercise` entry goes at the end of this
-/// list.
+/// `checks/challenge.rs`) is the last core exercise; the stretch exercise, `profile`, follows it.
 const EXERCISES: &[Exercise] = &[
     Exercise {
         name: "timer",
@@ -128,6 +127,24 @@ const EXERCISES: &[Exercise] = &[
         forbidden: TIMERS,
     },
     CHALLENGE,
+    Exercise {
+        name: "profile",
+        file: "src/profile.rs",
+        section: "profile",
+        stretch: true,
+        hints: &[
+            "Compile with `let compiled = dynamo::compile(|x: Tensor| forward(&x));`, call it once, \
+             `x.device().synchronize()?`, then `let ((), profile) = profiler::profile(|| { ... })?;` around a loop of \
+             `calls` calls that ends with `device.synchronize()`, so the last kernels finish inside the profile.",
+            "`profile.key_averages()` groups the launches by name; its `rows()` have `self_host_total` and \
+             `self_device_total`. Use device time when any row has some (a GPU), else host time, and `sort_by` the \
+             matching `SortBy` column.",
+            "Leave out the rows of kind `EventKind::Range`, sum the chosen time over the other rows for the total, \
+             then `take(TOP)` and divide each row's time by that total for its share.",
+        ],
+        checks: &[CheckSpec::new("top_kernels_are_named").with_timeout(COMPILES).timed()],
+        forbidden: &[],
+    },
 ];
 
 /// The speed challenge: correctness on any machine; speed, timed by the judge, on a GPU.

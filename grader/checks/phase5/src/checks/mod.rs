@@ -8,6 +8,7 @@
 mod break_even;
 mod challenge;
 mod modes;
+mod profile;
 mod support;
 mod sweep;
 mod timer;
@@ -28,6 +29,7 @@ pub const CHECKS: &[Check] = &[
     Check { id: "modes_are_measured", run: modes::modes_are_measured },
     Check { id: "challenge_matches_block", run: challenge::challenge_matches_block },
     Check { id: "challenge_is_faster", run: challenge::challenge_is_faster },
+    Check { id: "top_kernels_are_named", run: profile::top_kernels_are_named },
 ];
 
 #[cfg(test)]
