@@ -49,8 +49,8 @@ pub fn break_even_is_counted(ctx: &Context) -> CheckResult {
 /// the first call costs more than a compiled call, and the judge finds the same costs and the same
 /// break-even count, within a factor of 2, in its own process.
 pub fn costs_are_measured(_ctx: &Context) -> CheckResult {
-    let _cache = cold_kernel_cache()?;
     let device = Device::cuda_if_available();
+    let _cache = cold_kernel_cache(device)?;
     let Timed { costs: config, steady, first_call: first_call_tolerance, .. } = timed(device);
     let (rows, cols) = if device == Device::Cpu { (64, 256) } else { (8192, 1024) };
     let costs = measure_costs(device, rows, cols, &config)?;

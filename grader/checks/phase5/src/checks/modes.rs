@@ -44,8 +44,8 @@ pub fn fastest_is_picked(ctx: &Context) -> CheckResult {
 /// batch 1 and reduce-overhead's break-even count there are judged too. Times are recorded for
 /// the judge as in `costs_are_measured`.
 pub fn modes_are_measured(_ctx: &Context) -> CheckResult {
-    let _cache = cold_kernel_cache()?;
     let device = Device::cuda_if_available();
+    let _cache = cold_kernel_cache(device)?;
     let Timed { sweep: config, steady, first_call, .. } = timed(device);
     let on_gpu = device != Device::Cpu;
     let batches: &[usize] = if on_gpu { &[1, 4096] } else { &[4] };

@@ -1,7 +1,7 @@
 //! What the timed checks share: how they time on each device, how they record a time so that the
 //! judge compares it as a ratio, and a cold kernel cache for first calls.
 
-use engine::Device;
+use engine::{Device, Tensor, dynamo};
 use grader_harness::{Failure, Tolerance};
 
 use crate::subject::timer::TimerConfig;
@@ -52,9 +52,14 @@ pub fn log2_ms(seconds: f64) -> f32 {
 }
 
 /// Points this process's kernel cache at a new, empty directory, so that the first compiled call
-/// compiles in full (a warm cache from an earlier run would skip the C compiler or NVRTC). The
-/// directory is removed when the returned guard is dropped.
-pub fn cold_kernel_cache() -> Result<tempfile::TempDir, Failure> {
+/// compiles in full (a warm cache from an earlier run would skip the C compiler or NVRTC), then
+/// pays on `device` what a process pays once whatever it compiles first: the CUDA context, loading
+/// NVRTC or the C compiler, the GEMM library's handle. Measured on the H100, those one-time costs
+/// came to 100-200 ms in one process and not in the other, depending on what each had run before,
+/// which swamped the 20-30 ms a first call spends tracing and compiling its own kernels. With them
+/// paid, the learner's process and the judge's time the same thing. The directory is removed when
+/// the returned guard is dropped.
+pub fn cold_kernel_cache(device: Device) -> Result<tempfile::TempDir, Failure> {
     let dir = tempfile::Builder::new()
         .prefix("phase5-cold-cache-")
         .tempdir()
@@ -62,5 +67,10 @@ pub fn cold_kernel_cache() -> Result<tempfile::TempDir, Failure> {
     // SAFETY: the check runs on the runner's only thread, before the engine has started any
     // thread or read its cache directory, so nothing reads the environment while it changes.
     unsafe { std::env::set_var("ENGINE_CACHE_DIR", dir.path()) };
+    let x = Tensor::randn(&[3, 3], 0).to(device)?;
+    x.matmul(&x)?.to_vec()?;
+    // A function no check times, so that its kernels in the cold cache serve none of theirs.
+    let warm_up = dynamo::compile(|t: Tensor| t.mul(3.0)?.add(0.5)?.exp()).name("the process warm-up");
+    warm_up.call(&x)?.to_vec()?;
     Ok(dir)
 }
