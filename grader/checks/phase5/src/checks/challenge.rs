@@ -27,10 +27,13 @@ pub const CHECKED_SHAPE: BlockShape = BlockShape { batch: 2, seq: 24, d_model: 6
 pub const TIMED_SHAPE: BlockShape = BlockShape::SMALL;
 
 /// How much faster than the given block, both compiled by the engine's Inductor, the learner's
-/// block must run on a GPU: the ratio of the two median times. A first estimate, from the
-/// launches the reference solution saves (two GEMMs, their bias kernels, the scores' scaling and
-/// a copy), to be set from ten gradings of the reference solution on the H100.
-pub const GPU_SPEEDUP: f64 = 1.10;
+/// block must run on a GPU: the ratio of the two median times. Measured on an H100 (November 2026,
+/// 20 gradings): the reference solution ran at 1.66-1.96x, the given block with only its graph
+/// break removed at 1.49-1.63x (the engine's pattern matcher then finds the attention and the
+/// three projections by itself), the given block against itself at about 1.0x. The bar sits well
+/// below the solution's worst run and well above noise; removing the break is the rewrite worth
+/// most, and it is enough.
+pub const GPU_SPEEDUP: f64 = 1.30;
 // ANCHOR_END: thresholds
 
 /// The label of the exported program in the transcript.
