@@ -41,7 +41,8 @@ pub fn fastest_is_picked(ctx: &Context) -> CheckResult {
 
 /// `measure_modes` measures every mode on the MLP: at batch 4 on the CPU (where the modes run the
 /// same plan, so no winner is asked for), at batches 1 and 4096 on a GPU, where the winner at
-/// batch 1 and reduce-overhead's break-even count there are judged too. Times are recorded for
+/// batch 1 (a mode that replays a CUDA graph) and reduce-overhead's break-even count there are
+/// judged too. Times are recorded for
 /// the judge as in `costs_are_measured`.
 pub fn modes_are_measured(_ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
@@ -80,7 +81,11 @@ pub fn modes_are_measured(_ctx: &Context) -> CheckResult {
         }
         record_floats(format!("log2 of the eager ms at batch {batch}"), &[log2_ms(rows[0].costs.eager)], steady);
         if on_gpu && batch == 1 {
-            record("the fastest mode at batch 1", format!("{:?}", reference_fastest(&rows)));
+            // Reduce-overhead and max-autotune both replay one CUDA graph there and tie within
+            // noise (15 and 14 µs on the H100), so which of them wins is not judged: that the
+            // winner replays a graph, ahead of the default plan's launch per kernel (18 µs), is.
+            let replays = matches!(reference_fastest(&rows), Some(Mode::ReduceOverhead | Mode::MaxAutotune));
+            record("the fastest mode at batch 1 replays a CUDA graph", replays);
         }
     }
     Ok(format!("steady calls: {}", shown.join(", ")))

@@ -25,8 +25,8 @@ pub struct Timed {
 /// of a second: few samples for the MLP, small batches, more samples for the layer norm (whose
 /// compiled call takes a fraction of a millisecond, which a loaded machine's scheduling easily
 /// doubles), and times agreeing with the judge's within a factor of 4. On a GPU the kernels run at full speed and the grader holds the GPU alone: the course's batch
-/// sizes, more samples, steady times within a factor of 1.5, and first calls within a factor of
-/// 64 (see below).
+/// sizes, more samples, steady times within a factor of 4 and first calls within a factor of 64
+/// (see below for why).
 pub fn timed(device: Device) -> Timed {
     match device {
         Device::Cpu => Timed {
@@ -40,7 +40,10 @@ pub fn timed(device: Device) -> Timed {
             sweep: TimerConfig { warmup: 3, round: 10, max_samples: 50, stable_within: 0.02, flush_cache: true },
             costs: TimerConfig { warmup: 3, round: 10, max_samples: 50, stable_within: 0.02, flush_cache: true },
             batches: &crate::subject::models::MLP_BATCHES,
-            steady: Tolerance { abs: 0.3, rel: 0.0 },
+            // The MLP's small batches take 15-70 µs, bound by launches, not by the GPU: over 10
+            // gradings on the H100 an eager call at batch 1 measured 0.020 ms in one process and
+            // 0.068 ms in the other, so steady times agree within a factor of 4, as on the CPU.
+            steady: Tolerance { abs: 1.0, rel: 0.0 },
             // Measured on the H100 over 20 gradings, a cold first call took 140-270 ms in the
             // learner's sandboxed process and 15-35 ms in the judge's, the same code in both; the
             // difference is a one-time cost we have not pinned down. Until it is, a first call is
