@@ -9,7 +9,7 @@ use engine::Device;
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record, record_floats};
 use proptest::prelude::*;
 
-use super::support::{Timed, log2_ms, timed};
+use super::support::{Timed, log2_ms, timed, wake_the_gpu};
 use crate::subject::sweep::{Point, crossover, plot_svg, sweep_mlp};
 
 /// The grader's crossover: the first batch after the last one where compiled is not fast enough.
@@ -144,6 +144,7 @@ pub fn plot_shows_both_series(ctx: &Context) -> CheckResult {
 pub fn sweep_times_the_mlp(_ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
     let Timed { sweep, batches, steady, .. } = timed(device);
+    wake_the_gpu(device)?;
     let points = sweep_mlp(device, batches, &sweep)?;
     let got: Vec<usize> = points.iter().map(|p| p.batch).collect();
     record("batches", format!("{got:?}"));
