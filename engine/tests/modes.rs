@@ -227,3 +227,63 @@ fn gpu_max_autotune_keeps_an_exact_gelu_out_of_the_gemm() {
     assert_eq!(code.kernel_names().len(), 1, "one kernel, the first bias and the GELU:\n{code}");
     assert_eq!(code.to_string().matches("bias epilogue").count(), 1, "{code}");
 }
+
+/// `linear(x)` (then a ReLU, when `relu`) of `rows` rows compiled in `mode` equals eager (cuBLAS)
+/// over three calls; returns the output code.
+fn few_row_linear_agrees(x: &Tensor, w: &Tensor, b: &Tensor, relu: bool, mode: Mode) -> Result<String, TestCaseError> {
+    let f = |x: &Tensor| {
+        let y = x.linear(w, Some(b))?;
+        if relu { y.relu() } else { Ok(y) }
+    };
+    let inductor = engine::backends::Inductor::default();
+    let compiled = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone()).mode(mode);
+    let expected = f(x).unwrap();
+    for call in 0..3 {
+        let got = compiled.call(x).unwrap();
+        prop_assert!(close(&got, &expected).is_ok(), "{mode}, call {call}: {:?}", close(&got, &expected));
+    }
+    Ok(inductor.output_codes()[0].to_string())
+}
+
+#[test]
+fn gpu_few_row_linears_run_on_the_skinny_kernel_and_equal_eager() {
+    let Some(device) = gpu() else { return };
+    // Sizes on both sides of the float4 path's conditions (k a multiple of 4 or not), one to
+    // sixteen rows (a batch dim or not), with and without a ReLU to fold.
+    let strategy =
+        (1usize..=16, any::<bool>(), 1usize..400, 1usize..300, any::<bool>(), 0..Mode::ALL.len(), any::<u64>());
+    let outcome = TestRunner::new(Config { cases: 32, ..Config::default() }).run(
+        &strategy,
+        |(rows, batched, k, n, relu, m, seed)| {
+            let t =
+                |shape: &[usize], s: u64| Tensor::uniform(shape, -1.0, 1.0, seed.wrapping_add(s)).to(device).unwrap();
+            let x = if batched && rows % 2 == 0 { t(&[2, rows / 2, k], 0) } else { t(&[rows, k], 0) };
+            let (w, b) = (t(&[n, k], 1), t(&[n], 2));
+            let mode = Mode::ALL[m];
+            let code = few_row_linear_agrees(&x, &w, &b, relu, mode)?;
+            if mode != Mode::MaxAutotune {
+                prop_assert!(code.contains("skinny_gemm ("), "{rows} rows by rule:\n{code}");
+            }
+            Ok(())
+        },
+    );
+    outcome.unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn gpu_a_misaligned_few_row_input_takes_the_scalar_skinny_kernel() {
+    let Some(device) = gpu() else { return };
+    // The input starts one float into its buffer: no float4 loads, the same result.
+    let x = Tensor::uniform(&[1, 513], -1.0, 1.0, 1).to(device).unwrap().slice(1, 1, 513, 1).unwrap();
+    let w = Tensor::uniform(&[256, 512], -1.0, 1.0, 2).to(device).unwrap();
+    let b = Tensor::uniform(&[256], -1.0, 1.0, 3).to(device).unwrap();
+    few_row_linear_agrees(&x, &w, &b, true, Mode::Default).unwrap();
+}
+
+#[test]
+fn gpu_seventeen_rows_stay_on_cublas_by_default() {
+    let Some(device) = gpu() else { return };
+    let t = |shape: &[usize], s| Tensor::uniform(shape, -1.0, 1.0, s).to(device).unwrap();
+    let code = few_row_linear_agrees(&t(&[17, 64], 1), &t(&[32, 64], 2), &t(&[32], 3), false, Mode::Default).unwrap();
+    assert!(!code.contains("skinny_gemm"), "{code}");
+}

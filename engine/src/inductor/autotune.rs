@@ -8,16 +8,17 @@
 //! start reads them instead of timing again. `ENGINE_LOGS=autotuning` prints each table; the
 //! output code says which GEMM each product runs on and why.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::gemm_choice::{GemmChoices, GemmKernel, failed, label};
 use super::ir::{IrId, LoweredGraph, NodeBody};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
 use crate::device::cuda::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
 use crate::device::cuda::matmul::{Dims, Operand, planned, sgemm};
-use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
+use crate::device::cuda::skinny_gemm::{SkinnyGemm, SkinnyShape};
+use crate::device::cuda::{CudaBuffer, CudaDevice};
 use crate::error::{Error, Result};
 use crate::logs::{self, Artifact};
 
@@ -25,28 +26,17 @@ use crate::logs::{self, Artifact};
 /// similar handful of GEMM configurations).
 const LT_CANDIDATES: usize = 6;
 
-/// The matmuls to run on cuBLASLt, by node, and one line per matmul for the output code.
-pub(crate) struct GemmChoices {
-    /// The chosen cuBLASLt GEMMs (a matmul absent here runs on cuBLAS).
-    pub gemms: HashMap<IrId, Arc<LtGemm>>,
-    /// What was chosen for each matmul, and the times that decided it.
-    pub notes: Vec<String>,
-}
-
 /// One matmul's choice as stored on disk: the library (and algorithm) and why.
 enum Choice {
     Cublas,
     Lt(Algorithm),
-}
-
-fn failed(e: CudaError) -> Error {
-    Error::Backend { backend: "inductor".into(), message: format!("max-autotune: {e}") }
+    Skinny,
 }
 
 /// What each matmul of `graph` runs on under max-autotune on `gpu`: timed now, or read from the
 /// disk cache.
 pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<GemmChoices> {
-    let mut choices = GemmChoices { gemms: HashMap::new(), notes: Vec::new() };
+    let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
         let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape) else { continue };
@@ -56,18 +46,31 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Resul
             (false, true) => Epilogue::Relu,
             (true, true) => Epilogue::BiasRelu,
         };
-        let label = format!("buf{i} = %{} {:?} @ {:?}", node.origin_name, a.layout.shape(), b.layout.shape());
+        let label = label(i, &node.origin_name, a, b);
         let problem = Problem::new(&left, &right, dims, kind);
-        let tuning = Tuning { gpu, problem: &problem, left: &left, right: &right, dims, label: &label };
+        let skinny = SkinnyShape::of(&a.layout, &b.layout, &node.shape);
+        let tuning = Tuning { gpu, problem: &problem, left: &left, right: &right, dims, skinny, label: &label };
         let (choice, why) = tuning.cached_choice()?;
-        match choice {
-            Choice::Cublas => choices.notes.push(format!("{label}: cuBLAS sgemm ({why})")),
-            Choice::Lt(algorithm) => {
+        let epilogue = if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
+        match (choice, skinny) {
+            (Choice::Cublas, _) => choices.notes.push(format!("{label}: cuBLAS sgemm ({why})")),
+            (Choice::Lt(algorithm), _) => {
                 let gemm = LtGemm::new(gpu, problem, Some(algorithm)).map_err(failed)?;
-                choices.gemms.insert(IrId(i), Arc::new(gemm));
-                let epilogue =
-                    if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
+                choices.gemms.insert(IrId(i), GemmKernel::Lt(Arc::new(gemm)));
                 choices.notes.push(format!("{label}: cuBLASLt{epilogue} ({why})"));
+            }
+            (Choice::Skinny, Some(shape)) => {
+                let gemm = SkinnyGemm::new(gpu, shape).map_err(failed)?;
+                choices.gemms.insert(IrId(i), GemmKernel::Skinny(Arc::new(gemm)));
+                choices.notes.push(format!("{label}: skinny_gemm{epilogue} ({why})"));
+            }
+            (Choice::Skinny, None) => {
+                return Err(Error::Io {
+                    path: DiskCache::global().dir().to_path_buf(),
+                    message: format!(
+                        "{label}: a cached choice of skinny_gemm for a product it does not fit; clear the cache"
+                    ),
+                });
             }
         }
     }
@@ -82,6 +85,8 @@ struct Tuning<'a> {
     left: &'a Operand,
     right: &'a Operand,
     dims: Dims,
+    /// The product's shape for the skinny kernel, where it fits.
+    skinny: Option<SkinnyShape>,
     label: &'a str,
 }
 
@@ -93,7 +98,7 @@ impl Tuning<'_> {
         // An algorithm is only meaningful to the cuBLASLt version that listed it.
         let version = lt_version(gpu).map_err(failed)?;
         let key = cache_key(&[
-            b"gemm-autotune-1",
+            b"gemm-autotune-2",
             facts.name.as_bytes(),
             facts.arch().as_bytes(),
             &version.to_le_bytes(),
@@ -104,6 +109,7 @@ impl Tuning<'_> {
             let head = match choice {
                 Choice::Cublas => "cublas".to_string(),
                 Choice::Lt(algorithm) => format!("cublaslt {}", algorithm.map(|w| format!("{w:016x}")).join(" ")),
+                Choice::Skinny => "skinny".to_string(),
             };
             Ok(format!("{head}\n{why}\n"))
         })?;
@@ -120,7 +126,7 @@ impl Tuning<'_> {
     /// Times every candidate for the problem on scratch buffers of its sizes and returns the fastest,
     /// with the table that chose it.
     fn tune(&self) -> Result<(Choice, String)> {
-        let Tuning { gpu, problem: p, left, right, dims, label } = *self;
+        let Tuning { gpu, problem: p, left, right, dims, label, .. } = *self;
         let scratch = |len: usize| -> Result<CudaBuffer> {
             let mut buffer = CudaBuffer::alloc(gpu, len.max(1)).map_err(failed)?;
             buffer.fill_zeros().map_err(failed)?;
@@ -140,6 +146,15 @@ impl Tuning<'_> {
             gemms.push(first.with_algorithm(gpu, *algorithm).map_err(failed)?);
             names.push(format!("cublaslt heuristic #{}", rank + 1));
         }
+        // The skinny kernel on buffers of its own reads (it takes the weight as `w[c, k]`).
+        let skinny = match self.skinny {
+            None => None,
+            Some(shape) => {
+                let a = scratch((shape.rows - 1) * shape.a_row_stride + shape.k)?;
+                let w = scratch((shape.n - 1) * shape.w_row_stride + shape.k)?;
+                Some((SkinnyGemm::new(gpu, shape).map_err(failed)?, a, w))
+            }
+        };
         let mut candidates: Vec<Box<dyn FnMut() -> Result<()>>> = Vec::new();
         for gemm in &gemms {
             let (l, r, o) = (left_buffer.ptr(), right_buffer.ptr(), out.ptr());
@@ -157,12 +172,24 @@ impl Tuning<'_> {
             candidates.push(Box::new(move || sgemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
             names.push("cublas sgemm".into());
         }
+        if let Some((gemm, a, w)) = &skinny {
+            let (a, w, o, relu) = (a.ptr(), w.ptr(), out.ptr(), p.epilogue.has_relu());
+            candidates.push(Box::new(move || {
+                // SAFETY: the scratch buffers hold every element the shape's sizes and strides reach.
+                unsafe { gemm.run(gpu, a, w, o, bias_ptr, relu) }.map_err(failed)
+            }));
+            names.push("skinny_gemm".into());
+        }
         let bench = Bench::new(Device::Cuda(gpu.ordinal())).warmup(3).samples(15).flush_cache(false);
         let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = candidates.iter_mut().map(|c| &mut **c as _).collect();
         let times: Vec<f64> = bench.run_interleaved(&mut refs)?.iter().map(|t| t.median()).collect();
         let header = format!("AUTOTUNE {label}, {} epilogue, {:.2} GFLOP", p.epilogue.name(), p.flops() / 1e9);
         let (best, why) = fastest(&header, &names, &times, |t| format!("{:>7.1} TFLOP/s", p.flops() / t / 1e12));
-        let choice = if best < gemms.len() { Choice::Lt(algorithms[best]) } else { Choice::Cublas };
+        let choice = match names[best].as_str() {
+            "skinny_gemm" => Choice::Skinny,
+            "cublas sgemm" => Choice::Cublas,
+            _ => Choice::Lt(algorithms[best]),
+        };
         Ok((choice, why))
     }
 }
@@ -208,6 +235,7 @@ fn parse(text: &str) -> Option<(Choice, String)> {
     let why = lines.next()?.to_string();
     let choice = match head.split_once(' ') {
         None if head == "cublas" => Choice::Cublas,
+        None if head == "skinny" => Choice::Skinny,
         Some(("cublaslt", words)) => {
             let words: Vec<u64> = words.split(' ').map(|w| u64::from_str_radix(w, 16).ok()).collect::<Option<_>>()?;
             Choice::Lt(words.try_into().ok()?)

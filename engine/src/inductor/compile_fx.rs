@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use super::codegen::{Renderer, cuda};
 use super::config::{Config, Mode};
+use super::gemm_choice::{self, GemmKernel};
 use super::ir::{IrId, LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
 use super::launch::Launch;
@@ -29,7 +30,6 @@ use crate::aot;
 use crate::codecache::CCompiler;
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
-use crate::device::cuda::cublaslt::LtGemm;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
@@ -155,7 +155,12 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
             });
             HashMap::new()
         }
-        _ => HashMap::new(),
+        (_, Device::Cuda(ordinal)) => {
+            let choices = gemm_choice::by_rule(&CudaDevice::get(ordinal)?, &generated.lowered)?;
+            generated.output_code.choices.extend(choices.notes);
+            choices.gemms
+        }
+        (_, Device::Cpu) => HashMap::new(),
     };
     if let (Mode::MaxAutotune, Device::Cuda(ordinal)) = (config.mode, device) {
         tune_launches(&CudaDevice::get(ordinal)?, &mut generated)?;
@@ -202,7 +207,7 @@ fn build_program(
     generated: Generated,
     device: Device,
     mode: Mode,
-    gemms: HashMap<IrId, Arc<LtGemm>>,
+    gemms: HashMap<IrId, GemmKernel>,
 ) -> Result<Program> {
     let Generated { lowered, kernels, launches, plan, module_source, .. } = generated;
     match device {

@@ -31,6 +31,7 @@
 //! | the kernel body a `SIMDKernel` collects | [`kernel`] |
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
 //! | Triton launch metadata (block size, grid) | [`launch`] |
+//! | `tuned_mm`: extern cuBLAS or a GEMM template, by rule | `gemm_choice` |
 //! | `select_algorithm.py`, max-autotune's table | `autotune` |
 //! | Triton's `CachingAutotuner` (launch configs of generated kernels) | `launch_tuning` |
 //! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
@@ -72,8 +73,10 @@ pub mod launch;
 // 5. The call plan.
 pub mod wrapper;
 
-// 6. Max-autotune's timing of the GEMM choices and of each generated kernel's launch.
+// 6. Which kernel each matrix product runs on (a rule by default; max-autotune's timing of it),
+// and max-autotune's timing of each generated kernel's launch.
 mod autotune;
+mod gemm_choice;
 mod launch_tuning;
 
 // 7. What the user reads, and what runs.

@@ -65,6 +65,11 @@ impl Epilogue {
         matches!(self, Epilogue::Bias | Epilogue::BiasRelu)
     }
 
+    /// Whether the epilogue ends with a ReLU.
+    pub fn has_relu(self) -> bool {
+        matches!(self, Epilogue::Relu | Epilogue::BiasRelu)
+    }
+
     /// How the output code names it: `bias`, `relu`, `bias+relu`, or `none`.
     pub fn name(self) -> &'static str {
         match self {

@@ -15,6 +15,7 @@
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
 //! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul`, `attention` (flash attention, `kernels/attention.cu`) |
+//! | compiled code's few-row matrix products (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
 //! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`], `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
@@ -39,6 +40,7 @@ mod pointwise;
 mod pool;
 pub mod probe;
 mod reduce;
+pub(crate) mod skinny_gemm;
 mod source;
 
 use crate::device::Device;

@@ -11,10 +11,11 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::backend::execute;
-use crate::device::cuda::cublaslt::{LtGemm, matmul_lt};
+use crate::device::cuda::cublaslt::matmul_lt;
 use crate::device::cuda::matmul::matmul_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
+use crate::inductor::gemm_choice::GemmKernel;
 use crate::inductor::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
 use crate::inductor::kernel::Kernel;
 use crate::inductor::launch::Launch;
@@ -53,8 +54,8 @@ pub(crate) struct CudaProgram {
     /// Keeps the kernels loaded while their functions are in the schedule.
     _module: Option<Arc<Module>>,
     schedule: Schedule<Launched>,
-    /// The matmuls max-autotune put on cuBLASLt, by node (the others run on cuBLAS).
-    gemms: HashMap<IrId, Arc<LtGemm>>,
+    /// The matmuls not on cuBLAS (the skinny kernel, or cuBLASLt under max-autotune), by node.
+    gemms: HashMap<IrId, GemmKernel>,
 }
 
 fn failed(what: &str, e: impl Into<CudaError>) -> Error {
@@ -70,7 +71,7 @@ impl CudaProgram {
         launches: &[Launch],
         plan: &CallPlan,
         module: Option<Arc<Module>>,
-        gemms: HashMap<IrId, Arc<LtGemm>>,
+        gemms: HashMap<IrId, GemmKernel>,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
         let schedule = Schedule::new(graph, plan, |kernel| {
@@ -185,14 +186,24 @@ impl CudaProgram {
                         profiler::launch("matmul", EventKind::Extern, Device::Cuda(self.device.ordinal()), || {
                             vec![al.shape().to_vec(), bl.shape().to_vec()]
                         });
+                    let bias = epilogue.bias.as_ref().map(|v| {
+                        let (buffer, layout) = self.view_buffer(v, inputs, slots);
+                        buffer.ptr_at(layout.offset())
+                    });
                     let done = match self.gemms.get(out) {
-                        Some(gemm) => {
-                            let bias = epilogue.bias.as_ref().map(|v| {
-                                let (buffer, layout) = self.view_buffer(v, inputs, slots);
-                                buffer.ptr_at(layout.offset())
-                            });
-                            matmul_lt(&self.device, a, b, &mut product, shape, gemm, bias)
-                        }
+                        Some(GemmKernel::Lt(gemm)) => matmul_lt(&self.device, a, b, &mut product, shape, gemm, bias),
+                        // SAFETY: the shape was planned from these views' sizes and strides, which
+                        // the inputs' check and the slots' sizes guarantee; `product` is dense.
+                        Some(GemmKernel::Skinny(gemm)) => unsafe {
+                            gemm.run(
+                                &self.device,
+                                ab.ptr_at(al.offset()),
+                                bb.ptr_at(bl.offset()),
+                                product.ptr(),
+                                bias,
+                                epilogue.relu,
+                            )
+                        },
                         None if epilogue.is_none() => matmul_into(&self.device, a, b, &mut product, shape),
                         None => Err(CudaError::new("a GEMM epilogue without the cuBLASLt GEMM that applies it")),
                     };
