@@ -8,7 +8,8 @@
 //! start reads them instead of timing again. `ENGINE_LOGS=autotuning` prints each table; the
 //! output code says which GEMM each product runs on and why.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::gemm_choice::{GemmChoices, GemmKernel, failed, label};
 use super::ir::{IrId, LoweredGraph, NodeBody};
@@ -196,12 +197,24 @@ impl Tuning<'_> {
 
 /// The text cached on disk under `key` (a file ending in `ext`), made by `tune` when absent, and
 /// whether it was made now: how max-autotune's choices survive the process.
+///
+/// Each choice read or made is also kept in memory for the rest of the process, as Inductor's
+/// `AlgorithmSelectorCache` keeps its in-memory table beside the on-disk one: a second compile in
+/// the same process reads no file (each read from disk is two file reads and a checksum), while a
+/// new process still reads the disk.
 pub(crate) fn cached_text(key: &str, ext: &str, tune: impl FnOnce() -> Result<String>) -> Result<(String, bool)> {
+    static IN_MEMORY: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+    let name = format!("{key}.{ext}");
+    let remembered = |table: &mut Option<HashMap<String, String>>| table.get_or_insert_default().get(&name).cloned();
+    if let Some(text) = remembered(&mut IN_MEMORY.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok((text, false));
+    }
     let (path, tuned) = DiskCache::global().get_or_build(key, ext, |path| {
         let text = tune()?;
         std::fs::write(path, text).map_err(|e| Error::Io { path: path.to_path_buf(), message: e.to_string() })
     })?;
     let text = std::fs::read_to_string(&path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
+    IN_MEMORY.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().insert(name, text.clone());
     Ok((text, tuned))
 }
 
