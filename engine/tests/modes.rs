@@ -14,6 +14,16 @@ use engine::logs::{self, Artifact};
 use engine::{Device, Tensor, backends::Eager, inductor};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use std::sync::{Mutex, MutexGuard};
+
+/// The GPU, held by one test at a time: a CUDA-graph recording captures the device's one stream,
+/// and another test thread launching on that stream meanwhile breaks the capture
+/// (`CUDA_ERROR_STREAM_CAPTURE_UNJOINED`), so `cargo test` on a GPU machine runs these one by one.
+fn gpu_alone() -> Option<(Device, MutexGuard<'static, ()>)> {
+    static GPU: Mutex<()> = Mutex::new(());
+    let device = gpu()?;
+    Some((device, GPU.lock().unwrap_or_else(|e| e.into_inner())))
+}
 
 /// `program` compiled in `mode` and called three times (warm-up, recording, replay) gives what
 /// it gives eagerly each time.
@@ -45,7 +55,7 @@ fn every_mode_equals_eager_on_random_programs_on_cpu() {
 
 #[test]
 fn gpu_every_mode_equals_eager_on_random_programs() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     modes_equal_eager(device, 48);
 }
 
@@ -78,7 +88,7 @@ fn modes_parse_from_pytorch_names() {
 
 #[test]
 fn gpu_reduce_overhead_records_once_while_outputs_are_dropped() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     let f = dynamo::compile(|x: Tensor| x.exp()?.mul(3.0)).mode(Mode::ReduceOverhead);
     let x = Tensor::randn(&[1000], 1).to(device).unwrap();
     let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
@@ -91,7 +101,7 @@ fn gpu_reduce_overhead_records_once_while_outputs_are_dropped() {
 
 #[test]
 fn gpu_reduce_overhead_records_once_and_keeps_every_output() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     let w = Tensor::randn(&[64, 32], 1).to(device).unwrap();
     let f = dynamo::compile(|x: Tensor| x.matmul(&w)?.relu()?.mul(2.0)).mode(Mode::ReduceOverhead);
     let xs: Vec<Tensor> = (0..5).map(|s| Tensor::randn(&[8, 64], 10 + s).to(device).unwrap()).collect();
@@ -113,7 +123,7 @@ fn gpu_reduce_overhead_records_once_and_keeps_every_output() {
 
 #[test]
 fn gpu_reduce_overhead_copies_inputs_that_change_between_calls() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     let f = dynamo::compile(|x: Tensor| x.tanh()?.add(1.0)).mode(Mode::ReduceOverhead);
     let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
         for seed in 0..6 {
@@ -129,7 +139,7 @@ fn gpu_reduce_overhead_copies_inputs_that_change_between_calls() {
 
 #[test]
 fn gpu_reduce_overhead_records_one_graph_per_shape() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     let f = dynamo::compile(|x: Tensor| x.exp()?.sum(-1, false)).mode(Mode::ReduceOverhead);
     let ((), text) = logs::capture(&[Artifact::Cudagraphs], || {
         for rows in [4, 4, 4, 8, 8, 8, 4] {
@@ -172,7 +182,7 @@ proptest! {
 
 #[test]
 fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     let w = Tensor::randn(&[256, 128], 1).to(device).unwrap();
     let b = Tensor::randn(&[256], 2).to(device).unwrap();
     let x = Tensor::randn(&[64, 128], 3).to(device).unwrap();
@@ -193,7 +203,7 @@ fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
 
 #[test]
 fn gpu_max_autotune_times_each_kernels_launches_and_caches_the_choice() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     // A looped row reduction (rows too long for registers), on a size no other test uses.
     let x = Tensor::randn(&[3, 70001], 11).to(device).unwrap();
     let f = |x: &Tensor| x.mul(3.0)?.tanh()?.sum(1, false);
@@ -212,7 +222,7 @@ fn gpu_max_autotune_times_each_kernels_launches_and_caches_the_choice() {
 
 #[test]
 fn gpu_max_autotune_keeps_an_exact_gelu_out_of_the_gemm() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     // The phase 5 MLP's shape: linear, exact GELU, linear.
     let t = |shape: &[usize], seed| Tensor::uniform(shape, -0.05, 0.05, seed).to(device).unwrap();
     let (w1, b1, w2, b2) = (t(&[2048, 512], 5), t(&[2048], 6), t(&[512, 2048], 7), t(&[512], 8));
@@ -247,7 +257,7 @@ fn few_row_linear_agrees(x: &Tensor, w: &Tensor, b: &Tensor, relu: bool, mode: M
 
 #[test]
 fn gpu_few_row_linears_run_on_the_skinny_kernel_and_equal_eager() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     // Sizes on both sides of the float4 path's conditions (k a multiple of 4 or not), one to
     // sixteen rows (a batch dim or not), with and without a ReLU to fold.
     let strategy =
@@ -272,7 +282,7 @@ fn gpu_few_row_linears_run_on_the_skinny_kernel_and_equal_eager() {
 
 #[test]
 fn gpu_a_misaligned_few_row_input_takes_the_scalar_skinny_kernel() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     // The input starts one float into its buffer: no float4 loads, the same result.
     let x = Tensor::uniform(&[1, 513], -1.0, 1.0, 1).to(device).unwrap().slice(1, 1, 513, 1).unwrap();
     let w = Tensor::uniform(&[256, 512], -1.0, 1.0, 2).to(device).unwrap();
@@ -282,7 +292,7 @@ fn gpu_a_misaligned_few_row_input_takes_the_scalar_skinny_kernel() {
 
 #[test]
 fn gpu_seventeen_rows_stay_on_cublas_by_default() {
-    let Some(device) = gpu() else { return };
+    let Some((device, _alone)) = gpu_alone() else { return };
     let t = |shape: &[usize], s| Tensor::uniform(shape, -1.0, 1.0, s).to(device).unwrap();
     let code = few_row_linear_agrees(&t(&[17, 64], 1), &t(&[32, 64], 2), &t(&[32], 3), false, Mode::Default).unwrap();
     assert!(!code.contains("skinny_gemm"), "{code}");
