@@ -11,6 +11,7 @@ use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::context::CudaDevice;
 use super::error::CudaError;
+use super::source::SKINNY_GEMM as FAMILY;
 use crate::layout::{Layout, numel};
 
 /// The most rows (the product of the batch dims and `m`) the kernel takes.
@@ -18,9 +19,6 @@ pub(crate) const MAX_ROWS: usize = 16;
 
 /// Threads per block (`THREADS` in the kernel).
 const THREADS: u32 = 128;
-
-/// The kernel family (`kernels/skinny_gemm.cu`).
-pub(super) const FAMILY: &str = "skinny_gemm";
 
 /// `SkinnyParams`: one launch.
 #[repr(C)]

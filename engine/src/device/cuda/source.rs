@@ -22,7 +22,7 @@ const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_
 const ATTENTION: &str = "attention";
 
 /// The family of the few-row matrix products compiled code runs (`kernels/skinny_gemm.cu`).
-const SKINNY_GEMM: &str = super::skinny_gemm::FAMILY;
+pub(super) const SKINNY_GEMM: &str = "skinny_gemm";
 
 /// Every eager kernel family, for tests and tools that must cover them all.
 pub fn eager_families() -> Vec<String> {

@@ -82,7 +82,7 @@ pub fn modes_are_measured(_ctx: &Context) -> CheckResult {
         record_floats(format!("log2 of the eager ms at batch {batch}"), &[log2_ms(rows[0].costs.eager)], steady);
         if on_gpu && batch == 1 {
             // Reduce-overhead and max-autotune both replay one CUDA graph there and tie within
-            // noise (15 and 14 µs on the H100), so which of them wins is not judged: that the
+            // noise (13 and 12 µs on the H100), so which of them wins is not judged: that the
             // winner replays a graph, ahead of the default plan's launch per kernel (18 µs), is.
             let replays = matches!(reference_fastest(&rows), Some(Mode::ReduceOverhead | Mode::MaxAutotune));
             record("the fastest mode at batch 1 replays a CUDA graph", replays);
