@@ -1,8 +1,10 @@
 //! Max-autotune's benchmarking at compile time, the analogue of Inductor's `select_algorithm.py`
 //! (`AlgorithmSelectorCache`) and the autotune table it prints: for each matrix product, the
-//! candidates (cuBLAS, and the algorithms cuBLASLt's heuristics rank first for the problem, with
-//! its bias and ReLU epilogue when lowering fused one) are timed on the GPU, and the fastest is
-//! kept.
+//! candidates (cuBLAS, the algorithms cuBLASLt's heuristics rank first for the problem, with its
+//! bias and ReLU epilogue when lowering fused one, and the engine's own kernels in each of their
+//! tile shapes where the product has a linear layer's layout) are timed on the GPU, and the
+//! fastest is kept. [`GemmBackends`] narrows the candidates, as PyTorch's
+//! `max_autotune_gemm_backends` does.
 //!
 //! Choices are stored on disk per device and problem (through [`crate::codecache`]), so a warm
 //! start reads them instead of timing again. `ENGINE_LOGS=autotuning` prints each table; the
@@ -11,14 +13,17 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::config::GemmBackends;
 use super::gemm_choice::{GemmChoices, GemmKernel, failed, label};
 use super::ir::{IrId, LoweredGraph, NodeBody};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
 use crate::device::cuda::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
+use crate::device::cuda::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::matmul::{Dims, Operand, planned, sgemm};
-use crate::device::cuda::skinny_gemm::{SkinnyGemm, SkinnyShape};
+use crate::device::cuda::skinny_gemm;
+use crate::device::cuda::tf32x3_gemm::{self, Tile};
 use crate::device::cuda::{CudaBuffer, CudaDevice};
 use crate::error::{Error, Result};
 use crate::logs::{self, Artifact};
@@ -27,16 +32,51 @@ use crate::logs::{self, Artifact};
 /// similar handful of GEMM configurations).
 const LT_CANDIDATES: usize = 6;
 
-/// One matmul's choice as stored on disk: the library (and algorithm) and why.
+/// One matmul's choice as stored on disk: the library (and algorithm) or kernel (and tile) and why.
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Choice {
     Cublas,
     Lt(Algorithm),
     Skinny,
+    Tf32x3(Tile),
 }
 
-/// What each matmul of `graph` runs on under max-autotune on `gpu`: timed now, or read from the
-/// disk cache.
-pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<GemmChoices> {
+impl Choice {
+    /// How tables, the disk cache and the output code name it.
+    fn name(&self) -> String {
+        match self {
+            Choice::Cublas => "cublas sgemm".into(),
+            Choice::Lt(_) => "cublaslt".into(),
+            Choice::Skinny => "skinny_gemm".into(),
+            Choice::Tf32x3(tile) => format!("tf32x3_gemm {}", tile.name()),
+        }
+    }
+
+    /// The engine kernel the choice names, loaded for `shape`; `None` for the libraries.
+    fn engine_kernel(&self, gpu: &Arc<CudaDevice>, shape: LinearShape) -> Result<Option<LinearGemm>> {
+        let gemm = match *self {
+            Choice::Skinny => skinny_gemm::load(gpu, shape),
+            Choice::Tf32x3(tile) => tf32x3_gemm::load(gpu, shape, tile),
+            Choice::Cublas | Choice::Lt(_) => return Ok(None),
+        };
+        gemm.map(Some).map_err(failed)
+    }
+}
+
+/// The engine's kernels that may run a product of `shape` on `gpu`.
+fn engine_candidates(gpu: &CudaDevice, shape: Option<LinearShape>) -> Vec<Choice> {
+    let Some(shape) = shape else { return Vec::new() };
+    let skinny = skinny_gemm::fits(&shape).then_some(Choice::Skinny);
+    let tensor_cores = tf32x3_gemm::supported(gpu)
+        .then(|| Tile::ALL.into_iter().filter(|&t| tf32x3_gemm::fits(&shape, t)).map(Choice::Tf32x3))
+        .into_iter()
+        .flatten();
+    skinny.into_iter().chain(tensor_cores).collect()
+}
+
+/// What each matmul of `graph` runs on under max-autotune on `gpu`, among the `backends` allowed:
+/// timed now, or read from the disk cache.
+pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends: GemmBackends) -> Result<GemmChoices> {
     let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
@@ -49,29 +89,42 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Resul
         };
         let label = label(i, &node.origin_name, a, b);
         let problem = Problem::new(&left, &right, dims, kind);
-        let skinny = SkinnyShape::of(&a.layout, &b.layout, &node.shape);
-        let tuning = Tuning { gpu, problem: &problem, left: &left, right: &right, dims, skinny, label: &label };
+        let linear = LinearShape::of(&a.layout, &b.layout, &node.shape);
+        let engine = if backends.engine { engine_candidates(gpu, linear) } else { Vec::new() };
+        // With no engine kernel to time, the libraries are timed even when not allowed (the fallback).
+        let libraries = backends.libraries || engine.is_empty();
+        let tuning = Tuning {
+            gpu,
+            problem: &problem,
+            left: &left,
+            right: &right,
+            dims,
+            linear,
+            engine,
+            libraries,
+            label: &label,
+        };
         let (choice, why) = tuning.cached_choice()?;
         let epilogue = if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
-        match (choice, skinny) {
-            (Choice::Cublas, _) => choices.notes.push(format!("{label}: cuBLAS sgemm ({why})")),
-            (Choice::Lt(algorithm), _) => {
+        match choice {
+            Choice::Cublas => choices.notes.push(format!("{label}: cuBLAS sgemm ({why})")),
+            Choice::Lt(algorithm) => {
                 let gemm = LtGemm::new(gpu, problem, Some(algorithm)).map_err(failed)?;
                 choices.gemms.insert(IrId(i), GemmKernel::Lt(Arc::new(gemm)));
                 choices.notes.push(format!("{label}: cuBLASLt{epilogue} ({why})"));
             }
-            (Choice::Skinny, Some(shape)) => {
-                let gemm = SkinnyGemm::new(gpu, shape).map_err(failed)?;
-                choices.gemms.insert(IrId(i), GemmKernel::Skinny(Arc::new(gemm)));
-                choices.notes.push(format!("{label}: skinny_gemm{epilogue} ({why})"));
-            }
-            (Choice::Skinny, None) => {
-                return Err(Error::Io {
+            Choice::Skinny | Choice::Tf32x3(_) => {
+                let not_fit = || Error::Io {
                     path: DiskCache::global().dir().to_path_buf(),
                     message: format!(
-                        "{label}: a cached choice of skinny_gemm for a product it does not fit; clear the cache"
+                        "{label}: a cached choice of {} for a product it does not fit; clear the cache",
+                        choice.name()
                     ),
-                });
+                };
+                let shape = linear.ok_or_else(not_fit)?;
+                let gemm = choice.engine_kernel(gpu, shape)?.ok_or_else(not_fit)?;
+                choices.gemms.insert(IrId(i), GemmKernel::Engine(Arc::new(gemm)));
+                choices.notes.push(format!("{label}: {}{epilogue} ({why})", choice.name()));
             }
         }
     }
@@ -86,8 +139,12 @@ struct Tuning<'a> {
     left: &'a Operand,
     right: &'a Operand,
     dims: Dims,
-    /// The product's shape for the skinny kernel, where it fits.
-    skinny: Option<SkinnyShape>,
+    /// The product's shape for the engine's kernels, where it has a linear layer's layout.
+    linear: Option<LinearShape>,
+    /// The engine's kernels to time.
+    engine: Vec<Choice>,
+    /// Whether cuBLAS and cuBLASLt are timed.
+    libraries: bool,
     label: &'a str,
 }
 
@@ -96,14 +153,16 @@ impl Tuning<'_> {
     fn cached_choice(&self) -> Result<(Choice, String)> {
         let Tuning { gpu, problem, label, .. } = *self;
         let facts = gpu.facts();
+        let candidates = format!("libraries {}, engine {:?}", self.libraries, self.engine);
         // An algorithm is only meaningful to the cuBLASLt version that listed it.
         let version = lt_version(gpu).map_err(failed)?;
         let key = cache_key(&[
-            b"gemm-autotune-2",
+            b"gemm-autotune-3",
             facts.name.as_bytes(),
             facts.arch().as_bytes(),
             &version.to_le_bytes(),
             format!("{problem:?}").as_bytes(),
+            candidates.as_bytes(),
         ]);
         let (text, tuned) = cached_text(&key, "gemm", || {
             let (choice, why) = self.tune()?;
@@ -111,6 +170,7 @@ impl Tuning<'_> {
                 Choice::Cublas => "cublas".to_string(),
                 Choice::Lt(algorithm) => format!("cublaslt {}", algorithm.map(|w| format!("{w:016x}")).join(" ")),
                 Choice::Skinny => "skinny".to_string(),
+                Choice::Tf32x3(tile) => format!("tf32x3 {}", tile.name()),
             };
             Ok(format!("{head}\n{why}\n"))
         })?;
@@ -139,25 +199,27 @@ impl Tuning<'_> {
         let out = scratch((p.m * p.n) as usize * p.batch.max(1) as usize)?;
         let bias = scratch(p.m as usize)?;
         let bias_ptr = p.epilogue.has_bias().then(|| bias.ptr());
-        let first = LtGemm::new(gpu, *p, None).map_err(failed)?;
-        let algorithms = first.algorithms(gpu, LT_CANDIDATES, 16).map_err(failed)?;
-        let mut names: Vec<String> = Vec::new();
-        let mut gemms: Vec<LtGemm> = Vec::new();
-        for (rank, algorithm) in algorithms.iter().enumerate() {
-            gemms.push(first.with_algorithm(gpu, *algorithm).map_err(failed)?);
-            names.push(format!("cublaslt heuristic #{}", rank + 1));
-        }
-        // The skinny kernel on buffers of its own reads (it takes the weight as `w[c, k]`).
-        let skinny = match self.skinny {
-            None => None,
-            Some(shape) => {
-                let a = scratch((shape.rows - 1) * shape.a_row_stride + shape.k)?;
-                let w = scratch((shape.n - 1) * shape.w_row_stride + shape.k)?;
-                Some((SkinnyGemm::new(gpu, shape).map_err(failed)?, a, w))
+        let mut choices: Vec<Choice> = Vec::new();
+        let mut lt_gemms: Vec<LtGemm> = Vec::new();
+        if self.libraries {
+            let first = LtGemm::new(gpu, *p, None).map_err(failed)?;
+            for algorithm in first.algorithms(gpu, LT_CANDIDATES, 16).map_err(failed)? {
+                lt_gemms.push(first.with_algorithm(gpu, algorithm).map_err(failed)?);
+                choices.push(Choice::Lt(algorithm));
             }
-        };
+        }
+        // The engine's kernels on buffers of their own reads (they take the weight as `w[c, k]`).
+        let mut engine_gemms: Vec<LinearGemm> = Vec::new();
+        let mut engine_buffers = None;
+        if let Some(shape) = self.linear.filter(|_| !self.engine.is_empty()) {
+            let (a_len, w_len) = shape.extents();
+            engine_buffers = Some((scratch(a_len)?, scratch(w_len)?));
+            for choice in &self.engine {
+                engine_gemms.extend(choice.engine_kernel(gpu, shape)?);
+            }
+        }
         let mut candidates: Vec<Box<dyn FnMut() -> Result<()>>> = Vec::new();
-        for gemm in &gemms {
+        for gemm in &lt_gemms {
             let (l, r, o) = (left_buffer.ptr(), right_buffer.ptr(), out.ptr());
             candidates.push(Box::new(move || {
                 // SAFETY: the scratch buffers hold every element the problem reaches.
@@ -166,32 +228,38 @@ impl Tuning<'_> {
         }
         let (m, n, k, batch) = dims;
         let int = |v: usize| i32::try_from(v).ok();
-        if let (Epilogue::None, Some(m), Some(n), Some(k), Some(batch)) =
-            (p.epilogue, int(m), int(n), int(k), int(batch))
+        if let (true, Epilogue::None, Some(m), Some(n), Some(k), Some(batch)) =
+            (self.libraries, p.epilogue, int(m), int(n), int(k), int(batch))
         {
             let (l, r, o) = (left.at(left_buffer.ptr()), right.at(right_buffer.ptr()), out.ptr());
             candidates.push(Box::new(move || sgemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
-            names.push("cublas sgemm".into());
+            choices.push(Choice::Cublas);
         }
-        if let Some((gemm, a, w)) = &skinny {
-            let (a, w, o, relu) = (a.ptr(), w.ptr(), out.ptr(), p.epilogue.has_relu());
-            candidates.push(Box::new(move || {
-                // SAFETY: the scratch buffers hold every element the shape's sizes and strides reach.
-                unsafe { gemm.run(gpu, a, w, o, bias_ptr, relu) }.map_err(failed)
-            }));
-            names.push("skinny_gemm".into());
+        if let Some((a, w)) = &engine_buffers {
+            choices.extend(&self.engine);
+            for gemm in &engine_gemms {
+                let (a, w, o, relu) = (a.ptr(), w.ptr(), out.ptr(), p.epilogue.has_relu());
+                candidates.push(Box::new(move || {
+                    // SAFETY: the scratch buffers hold every element the shape's sizes and strides reach.
+                    unsafe { gemm.run(gpu, a, w, o, bias_ptr, relu) }.map_err(failed)
+                }));
+            }
         }
+        let names: Vec<String> = choices
+            .iter()
+            .enumerate()
+            .map(|(i, choice)| match choice {
+                // cuBLASLt's algorithms come first, in the order its heuristic ranked them.
+                Choice::Lt(_) => format!("cublaslt heuristic #{}", i + 1),
+                other => other.name(),
+            })
+            .collect();
         let bench = Bench::new(Device::Cuda(gpu.ordinal())).warmup(3).samples(15).flush_cache(false);
         let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = candidates.iter_mut().map(|c| &mut **c as _).collect();
         let times: Vec<f64> = bench.run_interleaved(&mut refs)?.iter().map(|t| t.median()).collect();
         let header = format!("AUTOTUNE {label}, {} epilogue, {:.2} GFLOP", p.epilogue.name(), p.flops() / 1e9);
         let (best, why) = fastest(&header, &names, &times, |t| format!("{:>7.1} TFLOP/s", p.flops() / t / 1e12));
-        let choice = match names[best].as_str() {
-            "skinny_gemm" => Choice::Skinny,
-            "cublas sgemm" => Choice::Cublas,
-            _ => Choice::Lt(algorithms[best]),
-        };
-        Ok((choice, why))
+        Ok((choices[best], why))
     }
 }
 
@@ -249,6 +317,7 @@ fn parse(text: &str) -> Option<(Choice, String)> {
     let choice = match head.split_once(' ') {
         None if head == "cublas" => Choice::Cublas,
         None if head == "skinny" => Choice::Skinny,
+        Some(("tf32x3", tile)) => Choice::Tf32x3(Tile::named(tile)?),
         Some(("cublaslt", words)) => {
             let words: Vec<u64> = words.split(' ').map(|w| u64::from_str_radix(w, 16).ok()).collect::<Option<_>>()?;
             Choice::Lt(words.try_into().ok()?)
@@ -262,4 +331,19 @@ fn parse(text: &str) -> Option<(Choice, String)> {
 fn extent((transposed, ld, stride): (bool, i64, i64), rows: u64, cols: u64, batch: i32) -> usize {
     let stored_cols = if transposed { rows } else { cols };
     (ld as usize) * stored_cols as usize + stride.max(0) as usize * (batch.max(1) as usize - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_choice_reads_back_from_its_cached_text() {
+        for tile in Tile::ALL {
+            let (choice, why) = parse(&format!("tf32x3 {}\nfastest of 9 timed\n", tile.name())).unwrap();
+            assert_eq!((choice, why.as_str()), (Choice::Tf32x3(tile), "fastest of 9 timed"));
+        }
+        assert_eq!(parse("skinny\nwhy\n").unwrap().0, Choice::Skinny);
+        assert!(parse("tf32x3 64x64x8\nwhy\n").is_none(), "a tile the kernel does not have");
+    }
 }

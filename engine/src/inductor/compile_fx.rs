@@ -142,7 +142,7 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
                     HashMap::new()
                 }
                 Ok(_) => {
-                    let choices = autotune::choose_gemms(&gpu, &generated.lowered)?;
+                    let choices = autotune::choose_gemms(&gpu, &generated.lowered, config.gemm_backends)?;
                     generated.output_code.choices.extend(choices.notes.iter().map(|n| format!("max-autotune: {n}")));
                     choices.gemms
                 }

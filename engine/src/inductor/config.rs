@@ -1,6 +1,6 @@
 //! Settings of one Inductor compilation, the analogue of `torch._inductor.config`: which fusion
-//! decision to use, optionally replacement kernel printers, and the compile [`Mode`] (what
-//! `torch.compile(mode=...)` sets). The defaults are the engine's own; the workbook's phase 4
+//! decision to use, optionally replacement kernel printers, the compile [`Mode`] (what
+//! `torch.compile(mode=...)` sets) and which GEMMs max-autotune may time ([`GemmBackends`]). The defaults are the engine's own; the workbook's phase 4
 //! plugs a learner's fusion decision and printers in here.
 
 use std::fmt;
@@ -38,8 +38,9 @@ pub enum Mode {
     /// On a GPU, the call plan is recorded once as a CUDA graph and replayed: one launch per call
     /// instead of one per kernel (`mode="reduce-overhead"`). On a CPU it runs the default plan.
     ReduceOverhead,
-    /// Matrix products choose, by timing at compile time, between cuBLAS and cuBLASLt's
-    /// algorithms, with a bias and ReLU fused into the GEMM's epilogue; choices are cached on disk.
+    /// Matrix products choose, by timing at compile time, between cuBLAS, cuBLASLt's algorithms
+    /// and the engine's own GEMM kernels, with a bias and ReLU fused into the GEMM's epilogue;
+    /// choices are cached on disk.
     /// As in PyTorch, the plan is then recorded as a CUDA graph like `ReduceOverhead`'s
     /// (`mode="max-autotune"`). Compiles longer, runs faster.
     MaxAutotune,
@@ -84,7 +85,26 @@ impl FromStr for Mode {
     }
 }
 
-/// How to compile: the fusion decision, the printers and the mode.
+/// Which GEMM implementations max-autotune times for a matrix product, PyTorch's
+/// `max_autotune_gemm_backends` (`"ATEN,TRITON"`). Both by default. Where no candidate of those
+/// allowed fits a product, it runs on cuBLAS (cuBLASLt when it has an epilogue), as PyTorch falls
+/// back to ATen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmBackends {
+    /// cuBLAS and cuBLASLt's algorithms (PyTorch's `ATEN`).
+    pub libraries: bool,
+    /// The engine's own kernels: the few-row kernel and the tensor-core kernel (PyTorch's
+    /// `TRITON` templates).
+    pub engine: bool,
+}
+
+impl Default for GemmBackends {
+    fn default() -> Self {
+        GemmBackends { libraries: true, engine: true }
+    }
+}
+
+/// How to compile: the fusion decision, the printers, the mode and max-autotune's GEMMs.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// Decides each fusion (the engine's [`can_fuse`] by default).
@@ -93,10 +113,17 @@ pub struct Config {
     pub printers: Printers,
     /// The compile mode ([`Mode::Default`] by default).
     pub mode: Mode,
+    /// The GEMMs max-autotune may time (all by default).
+    pub gemm_backends: GemmBackends,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { fusion: can_fuse, printers: Printers::default(), mode: Mode::Default }
+        Config {
+            fusion: can_fuse,
+            printers: Printers::default(),
+            mode: Mode::Default,
+            gemm_backends: GemmBackends::default(),
+        }
     }
 }

@@ -7,14 +7,16 @@
 //! with every SM and so runs at about the speed of reading it, where cuBLAS's few-row kernels took
 //! 3-5 times longer on the H100. The rule is fixed, not timed, so default and reduce-overhead
 //! compile no slower; max-autotune times the same kernel against cuBLAS and cuBLASLt instead
-//! (`autotune`). The output code says which kernel each product got and why.
+//! (`autotune`), with the engine's tensor-core kernel and cuBLASLt's algorithms. The output code
+//! says which kernel each product got and why.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::ir::{IrId, LoweredGraph, NodeBody, View};
 use crate::device::cuda::cublaslt::LtGemm;
-use crate::device::cuda::skinny_gemm::{MAX_ROWS, SkinnyGemm, SkinnyShape};
+use crate::device::cuda::linear_gemm::{LinearGemm, LinearShape};
+use crate::device::cuda::skinny_gemm::{self, MAX_ROWS};
 use crate::device::cuda::{CudaDevice, CudaError};
 use crate::error::{Error, Result};
 
@@ -22,8 +24,9 @@ use crate::error::{Error, Result};
 pub(crate) enum GemmKernel {
     /// cuBLASLt with the algorithm max-autotune timed (and the epilogue lowering folded).
     Lt(Arc<LtGemm>),
-    /// The engine's few-row kernel (applying any folded epilogue itself).
-    Skinny(Arc<SkinnyGemm>),
+    /// One of the engine's own kernels, the few-row or the tensor-core one (applying any folded
+    /// epilogue itself).
+    Engine(Arc<LinearGemm>),
 }
 
 /// The products not on cuBLAS, by node, and one line per product for the output code.
@@ -49,9 +52,11 @@ pub(crate) fn by_rule(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<Gem
     let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, .. } = &node.body else { continue };
-        let Some(shape) = SkinnyShape::of(&a.layout, &b.layout, &node.shape) else { continue };
-        let gemm = SkinnyGemm::new(gpu, shape).map_err(failed)?;
-        choices.gemms.insert(IrId(i), GemmKernel::Skinny(Arc::new(gemm)));
+        let Some(shape) = LinearShape::of(&a.layout, &b.layout, &node.shape).filter(skinny_gemm::fits) else {
+            continue;
+        };
+        let gemm = skinny_gemm::load(gpu, shape).map_err(failed)?;
+        choices.gemms.insert(IrId(i), GemmKernel::Engine(Arc::new(gemm)));
         let rows = if shape.rows == 1 { "1 row".to_string() } else { format!("{} rows", shape.rows) };
         choices.notes.push(format!(
             "{}: skinny_gemm ({rows}, at most {MAX_ROWS}: the weight read once by every SM, instead of cuBLAS)",

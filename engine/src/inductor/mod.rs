@@ -84,7 +84,7 @@ pub mod output_code;
 mod runtime;
 
 pub use compile_fx::{compile_fx, generate, kernels};
-pub use config::{Config, Mode, Printers};
+pub use config::{Config, GemmBackends, Mode, Printers};
 pub use output_code::OutputCode;
 
 use crate::error::Result;

@@ -15,7 +15,9 @@
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
 //! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul`, `attention` (flash attention, `kernels/attention.cu`) |
-//! | compiled code's few-row matrix products (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
+//! | compiled code's linear-layer products on kernels of our own: their shape and launch | `linear_gemm` |
+//! | ... of few rows (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
+//! | ... on the tensor cores at float32 accuracy (`kernels/tf32x3_gemm.cu`) | `tf32x3_gemm` |
 //! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`], `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
@@ -31,6 +33,7 @@ mod context;
 pub mod cublaslt;
 mod error;
 mod graph;
+pub(crate) mod linear_gemm;
 mod lt_handle;
 pub(crate) mod matmul;
 mod normalize;
@@ -42,6 +45,7 @@ pub mod probe;
 mod reduce;
 pub(crate) mod skinny_gemm;
 mod source;
+pub(crate) mod tf32x3_gemm;
 
 use crate::device::Device;
 

@@ -1,8 +1,8 @@
 //! The eager kernels' CUDA C: `kernels/eager.cu`, compiled once per kernel family after a prelude
 //! generated from the op catalogue ([`crate::op`]), so that each op's scalar function is written
 //! once for the CPU, the GPU and generated code alike; and `kernels/attention.cu`, the
-//! flash-attention family, and `kernels/skinny_gemm.cu`, compiled code's few-row matrix products,
-//! which need no prelude.
+//! flash-attention family, and compiled code's matrix products, `kernels/skinny_gemm.cu` (few rows)
+//! and `kernels/tf32x3_gemm.cu` (tensor cores), which share `kernels/linear_params.cuh`.
 //!
 //! A family is what one module holds: the dense and strided kernels of one pointwise op
 //! (`unary_exp`, `binary_add`, `where`, `copy`), or `reduce`, `softmax`, `layer_norm`. Modules are
@@ -24,11 +24,15 @@ const ATTENTION: &str = "attention";
 /// The family of the few-row matrix products compiled code runs (`kernels/skinny_gemm.cu`).
 pub(super) const SKINNY_GEMM: &str = "skinny_gemm";
 
+/// The family of the tensor-core float32 matrix products max-autotune may pick
+/// (`kernels/tf32x3_gemm.cu`).
+pub(super) const TF32X3_GEMM: &str = "tf32x3_gemm";
+
 /// Every eager kernel family, for tests and tools that must cover them all.
 pub fn eager_families() -> Vec<String> {
     let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
     let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
-    let others = OTHER_FAMILIES.iter().chain([&ATTENTION, &SKINNY_GEMM]).map(|f| f.to_string());
+    let others = OTHER_FAMILIES.iter().chain([&ATTENTION, &SKINNY_GEMM, &TF32X3_GEMM]).map(|f| f.to_string());
     unary.chain(binary).chain(others).collect()
 }
 
@@ -37,8 +41,12 @@ pub fn eager_source(family: &str) -> Option<String> {
     if family == ATTENTION {
         return Some(include_str!("kernels/attention.cu").to_string());
     }
+    let linear_params = include_str!("kernels/linear_params.cuh");
     if family == SKINNY_GEMM {
-        return Some(include_str!("kernels/skinny_gemm.cu").to_string());
+        return Some([linear_params, include_str!("kernels/skinny_gemm.cu")].concat());
+    }
+    if family == TF32X3_GEMM {
+        return Some([linear_params, include_str!("kernels/tf32x3_gemm.cu")].concat());
     }
     let selection = if let Some(op) = UnaryOp::ALL.iter().find(|op| family == format!("unary_{}", op.name())) {
         pointwise(family, &op.c_expr("x"))
@@ -108,7 +116,7 @@ mod tests {
             let source = eager_source(&format!("unary_{}", op.name())).unwrap();
             assert!(source.contains(&op.c_expr("x")));
         }
-        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 2);
+        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 3);
         assert!(eager_source("no_such_family").is_none());
     }
 

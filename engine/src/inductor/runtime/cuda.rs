@@ -54,7 +54,7 @@ pub(crate) struct CudaProgram {
     /// Keeps the kernels loaded while their functions are in the schedule.
     _module: Option<Arc<Module>>,
     schedule: Schedule<Launched>,
-    /// The matmuls not on cuBLAS (the skinny kernel, or cuBLASLt under max-autotune), by node.
+    /// The matmuls not on cuBLAS (the engine's own kernels, or cuBLASLt under max-autotune), by node.
     gemms: HashMap<IrId, GemmKernel>,
 }
 
@@ -194,7 +194,7 @@ impl CudaProgram {
                         Some(GemmKernel::Lt(gemm)) => matmul_lt(&self.device, a, b, &mut product, shape, gemm, bias),
                         // SAFETY: the shape was planned from these views' sizes and strides, which
                         // the inputs' check and the slots' sizes guarantee; `product` is dense.
-                        Some(GemmKernel::Skinny(gemm)) => unsafe {
+                        Some(GemmKernel::Engine(gemm)) => unsafe {
                             gemm.run(
                                 &self.device,
                                 ab.ptr_at(al.offset()),

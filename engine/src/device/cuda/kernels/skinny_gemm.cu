@@ -21,23 +21,10 @@
 // 64 x 5. The four warps then add their results through shared memory, and the epilogue (bias,
 // ReLU) is applied as each output is written.
 //
-// The host side is engine/src/device/cuda/skinny_gemm.rs; SkinnyParams mirrors its #[repr(C)] twin.
-
-typedef long long i64;
+// The host side is engine/src/device/cuda/skinny_gemm.rs; LinearParams is in linear_params.cuh.
 
 #define THREADS 128
 #define WARPS (THREADS / 32)
-
-struct SkinnyParams {
-    const float* a;      // a[r, k] at a + r * a_row_stride + k
-    const float* w;      // w[c, k] at w + c * w_row_stride + k: the weight, read as b[k, c]
-    const float* bias;   // bias[c], or null
-    float* out;          // out[r, c] at out + r * n + c
-    i64 a_row_stride;
-    i64 w_row_stride;
-    int rows, n, k;
-    int relu;            // clamp at zero after the bias
-};
 
 // Adds four products of a float4 of `a` and one of `w` to `acc`.
 __device__ __forceinline__ float dot4(float acc, float4 x, float4 y) {
@@ -69,7 +56,7 @@ __device__ __forceinline__ void fold(float* v, int lane) {
 
 // VEC: `k`, both row strides and both pointers allow float4 loads.
 template <int ROWS, int COLS, bool VEC>
-__device__ __forceinline__ void skinny_gemm_body(const SkinnyParams& p) {
+__device__ __forceinline__ void skinny_gemm_body(const LinearParams& p) {
     constexpr int V = ROWS * COLS;        // partial sums a thread holds, acc[r * COLS + c]
     constexpr int HELD = V >= 32 ? V / 32 : 1;  // sums a lane holds after the warp's fold
     __shared__ float partial[WARPS][V];
@@ -137,7 +124,7 @@ __device__ __forceinline__ void skinny_gemm_body(const SkinnyParams& p) {
 // ROWS: the most rows the kernel takes (1, 4 or 16; it computes that many and writes `rows`); the
 // host side picks the smallest that fits, and COLS by the rows and `k` (see skinny_gemm.rs).
 #define SKINNY_GEMM(NAME, ROWS, COLS, VEC)                                     \
-    extern "C" __global__ void __launch_bounds__(THREADS) NAME(SkinnyParams p) { \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME(LinearParams p) { \
         skinny_gemm_body<ROWS, COLS, VEC>(p);                                  \
     }
 
