@@ -291,9 +291,15 @@ fn gpu_a_misaligned_few_row_input_takes_the_scalar_skinny_kernel() {
 }
 
 #[test]
-fn gpu_seventeen_rows_stay_on_cublas_by_default() {
+fn gpu_seventeen_rows_leave_the_skinny_kernel_and_long_few_tile_products_stay_on_cublas() {
     let Some((device, _alone)) = gpu_alone() else { return };
     let t = |shape: &[usize], s| Tensor::uniform(shape, -1.0, 1.0, s).to(device).unwrap();
+    let hopper = engine::device::cuda::probe().devices.as_ref().is_ok_and(|d| d[0].compute_capability.0 == 9);
     let code = few_row_linear_agrees(&t(&[17, 64], 1), &t(&[32, 64], 2), &t(&[32], 3), false, Mode::Default).unwrap();
     assert!(!code.contains("skinny_gemm"), "{code}");
+    assert_eq!(code.contains("tf32x3_gemm 64x64x32 ("), hopper, "the tensor cores by rule on Hopper only:\n{code}");
+    // 64 output tiles and a long `k`: cuBLAS measured faster there.
+    let code =
+        few_row_linear_agrees(&t(&[512, 2048], 4), &t(&[512, 2048], 5), &t(&[512], 6), false, Mode::Default).unwrap();
+    assert!(!code.contains("tf32x3_gemm"), "{code}");
 }

@@ -19,9 +19,27 @@ use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 /// Threads per block and keys per tile, `THREADS` and `BC` in the kernel.
 const THREADS: u32 = 128;
 const KEY_TILE: usize = 64;
-/// The head dims the kernel is instantiated for (a smaller one is zero padded to the next), each
-/// with the query rows a thread owns (`RT`): a block takes `16 * RT` queries.
+/// The head dims the kernels are instantiated for (a smaller one is zero padded to the next), each
+/// with the query rows a thread of the SIMT kernel owns (`RT`): a block takes `16 * RT` queries.
 const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
+
+/// Queries per block of the tensor-core kernel (16 per warp).
+const TC_QUERIES: usize = 64;
+
+/// The kernel for head dim `hd` on `device`, its queries per block and its shared memory in bytes:
+/// the tensor-core kernel from compute capability 8.0 on (TF32 `mma.sync`), else the SIMT one.
+fn kernel_for(device: &CudaDevice, hd: usize, rows: usize) -> (String, usize, usize) {
+    let float = std::mem::size_of::<f32>();
+    if device.facts().compute_capability.0 >= 8 {
+        // q and k tiles with rows of hd + 16 floats, v with rows of hd + 4.
+        let shared = (TC_QUERIES * (hd + 16) + KEY_TILE * (hd + 16) + KEY_TILE * (hd + 4)) * float;
+        return (format!("flash_attention_tc_hd{hd}"), TC_QUERIES, shared);
+    }
+    let block_queries = 16 * rows;
+    // q^T, k^T, v and p^T tiles.
+    let shared = (hd * block_queries + 2 * hd * KEY_TILE + KEY_TILE * block_queries) * float;
+    (format!("flash_attention_hd{hd}"), block_queries, shared)
+}
 
 /// `AttnOperand`: a batch of matrices read through strides.
 #[repr(C)]
@@ -121,7 +139,7 @@ pub(super) fn attention(
             VARIANTS[VARIANTS.len() - 1].0
         )));
     };
-    let block_queries = 16 * rows;
+    let (name, block_queries, shared) = kernel_for(device, hd, rows);
     if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > 65535 {
         return Err(CudaError::new(format!(
             "the CUDA attention kernel takes up to 2^31 queries and keys and 65535 batch entries (heads included), \
@@ -158,9 +176,8 @@ pub(super) fn attention(
         },
         causal: i32::from(causal),
     };
-    let function = device.eager_kernel("attention", &format!("flash_attention_hd{hd}"))?;
-    // q^T, k^T, v and p^T tiles; past 48 KiB a kernel must opt in to more shared memory.
-    let shared = (hd * block_queries + 2 * hd * KEY_TILE + KEY_TILE * block_queries) * std::mem::size_of::<f32>();
+    let function = device.eager_kernel("attention", &name)?;
+    // Past 48 KiB a kernel must opt in to more shared memory.
     function
         .set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)?;
     let config = LaunchConfig {

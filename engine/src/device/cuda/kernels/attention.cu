@@ -271,6 +271,223 @@ __device__ void flash_attention(const AttnParams& p) {
     }
 }
 
+#if __CUDA_ARCH__ >= 800
+// The same attention on the tensor cores (sm_80 on), at float32 accuracy: both products, q k^T and
+// p v, are taken as three TF32 products of split operands, as kernels/tf32x3_gemm.cu explains
+// (`x = big + small`, `a*b ~ big_a*big_b + big_a*small_b + small_a*big_b`).
+//
+// One block owns 64 queries, a warp 16 of them: the rows of one `mma.m16n8k8` tile. A warp's
+// scores for a key tile (16 x 64) stay in the mma's accumulator registers, and so do its
+// probabilities: the accumulator of score column pair (2q, 2q+1) is exactly what the next product
+// needs as its left operand if the 8 keys of a step are taken in the order 0, 2, 4, 6 | 1, 3, 5, 7
+// (an mma adds its 8 products in any order, so v's rows are read in that order too). So p never
+// goes through shared memory, and a row's maximum and sum take two shuffles within its quad of
+// threads. Each tile's p v is summed apart and added to the running output with an ordinary
+// rounding add, which keeps the tensor core's rounding toward zero from accumulating over the
+// whole sequence.
+//
+// Shared memory: q [64][HD + 16], k [64][HD + 16] (a thread reads four neighbouring head-dim
+// elements as one float4; rows 16 floats past a multiple of 32 apart put a quarter-warp's reads in
+// distinct banks), v [64][HD + 4] (read one float at a time, rows 2q and 2q + 1, column g: a
+// stride of 4 past a multiple of 32 keeps those distinct too). The copies and their overlap with
+// arithmetic are the SIMT kernel's.
+
+__device__ __forceinline__ void tc_split(float x, unsigned& big, unsigned& small) {
+    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big));
+}
+
+__device__ __forceinline__ void tc_mma(float* c, const unsigned* a, const unsigned* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// c += a b as three TF32 products, for N tiles sharing `a`, in three passes so that no mma waits
+// on the one just issued.
+template <int N>
+__device__ __forceinline__ void tc_mma3(float (*c)[4], const unsigned* a_big, const unsigned* a_small,
+                                       const unsigned (*b_big)[2], const unsigned (*b_small)[2]) {
+#pragma unroll
+    for (int t = 0; t < N; t++) tc_mma(c[t], a_small, b_big[t]);
+#pragma unroll
+    for (int t = 0; t < N; t++) tc_mma(c[t], a_big, b_small[t]);
+#pragma unroll
+    for (int t = 0; t < N; t++) tc_mma(c[t], a_big, b_big[t]);
+}
+
+template <int HD>
+__device__ void flash_attention_tc(const AttnParams& p) {
+    constexpr int BR = 64;        // queries per block, 16 per warp
+    constexpr int LDK = HD + 16;  // floats between rows of q and k in shared memory
+    constexpr int LDV = HD + 4;   // ... and of v
+    constexpr int NT = BC / 8;    // 8-key steps of a key tile
+    constexpr int OT = HD / 8;    // 8-column tiles of the output
+    extern __shared__ float4 shared4[];
+    real* qs = (real*)shared4;  // [BR][LDK]
+    real* ks = qs + BR * LDK;   // [BC][LDK]
+    real* vs = ks + BC * LDK;   // [BC][LDV]
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, q4 = lane & 3;  // the fragments' row group and column pair
+    const i64 n = blockIdx.y;
+    const int q0 = blockIdx.x * BR;
+    const real* qp = batch_ptr(p.q, n, p.inner);
+    const real* kp = batch_ptr(p.k, n, p.inner);
+    const real* vp = batch_ptr(p.v, n, p.inner);
+    const real* mp = p.mask_kind ? batch_ptr(p.mask, n, p.inner) : 0;
+
+    const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;
+    tile_start<BR, HD, 1>(qs, LDK, 1, qp, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    tile_start<BC, HD, 1>(ks, LDK, 1, kp, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
+    tile_wait();
+    tile_start<BC, HD, 1>(vs, LDV, 1, vp, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
+    __syncthreads();
+
+    // This thread's two rows: g and g + 8 of its warp's 16 (index h = 0, 1).
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    float o[OT][4];
+#pragma unroll
+    for (int t = 0; t < OT; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+    const real* q_rows = qs + (warp * 16 + g) * LDK + 4 * q4;
+
+    for (int k0 = 0; k0 < kv_end; k0 += BC) {
+        // Scores: s[t][e] is row g + 8 (e / 2), key k0 + 8 t + 2 q4 + e % 2.
+        float s[NT][4];
+#pragma unroll
+        for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < HD; d += 16) {
+            // Sixteen head-dim elements as a float4 a row and thread, two mma steps' worth: thread
+            // q4 takes elements 4 q4 .. 4 q4 + 3 (any order will do if q and k agree).
+            const float4 qa = *(const float4*)(q_rows + d);
+            const float4 qb = *(const float4*)(q_rows + 8 * LDK + d);
+            float4 kf[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++) kf[t] = *(const float4*)(ks + (t * 8 + g) * LDK + d + 4 * q4);
+#pragma unroll
+            for (int step = 0; step < 2; step++) {
+                unsigned a_big[4], a_small[4], b_big[NT][2], b_small[NT][2];
+                tc_split(step ? qa.z : qa.x, a_big[0], a_small[0]);
+                tc_split(step ? qb.z : qb.x, a_big[1], a_small[1]);
+                tc_split(step ? qa.w : qa.y, a_big[2], a_small[2]);
+                tc_split(step ? qb.w : qb.y, a_big[3], a_small[3]);
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    tc_split(step ? kf[t].z : kf[t].x, b_big[t][0], b_small[t][0]);
+                    tc_split(step ? kf[t].w : kf[t].y, b_big[t][1], b_small[t][1]);
+                }
+                tc_mma3<NT>(s, a_big, a_small, b_big, b_small);
+            }
+        }
+
+        // The online softmax over this tile, in base 2, as in the SIMT kernel.
+        const bool whole = !p.mask_kind && !p.causal && k0 + BC <= p.kv_len;
+        float tile_max[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = q0 + warp * 16 + g + 8 * (e / 2), key = k0 + t * 8 + 2 * q4 + e % 2;
+                float x = s[t][e] * p.scale_log2;
+                if (!whole) {
+                    if (key >= p.kv_len || (p.causal && key > row)) {
+                        x = NEG_INF;
+                    } else if (p.mask_kind && row < p.q_len) {
+                        const float mv = mp[row * p.mask.row_stride + key * p.mask.col_stride];
+                        x = p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
+                    }
+                }
+                s[t][e] = x;
+                tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+            }
+        }
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m[h], mx);
+            // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
+            const bool none = m_new == NEG_INF;
+            alpha[h] = none ? 1.0f : exp2f(m[h] - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; e++) {
+                    s[t][e] = none ? 0.0f : exp2f(s[t][e] - m_new);
+                    sum += s[t][e];
+                }
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            l[h] = l[h] * alpha[h] + sum;
+            m[h] = m_new;
+        }
+
+        tile_wait();      // this tile's v
+        __syncthreads();  // v is in place; k is read no more
+        const int next = k0 + BC;
+        if (next < kv_end) tile_start<BC, HD, 1>(ks, LDK, 1, kp, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
+
+        float part[OT][4];
+#pragma unroll
+        for (int t = 0; t < OT; t++) part[t][0] = part[t][1] = part[t][2] = part[t][3] = 0.0f;
+#pragma unroll 2
+        for (int t = 0; t < NT; t++) {
+            // p's accumulator layout as the left operand: keys 2 q4 and 2 q4 + 1 play columns q4
+            // and q4 + 4.
+            unsigned a_big[4], a_small[4], b_big[OT][2], b_small[OT][2];
+            tc_split(s[t][0], a_big[0], a_small[0]);
+            tc_split(s[t][2], a_big[1], a_small[1]);
+            tc_split(s[t][1], a_big[2], a_small[2]);
+            tc_split(s[t][3], a_big[3], a_small[3]);
+            const real* v_rows = vs + (t * 8 + 2 * q4) * LDV + g;
+#pragma unroll
+            for (int c = 0; c < OT; c++) {
+                tc_split(v_rows[c * 8], b_big[c][0], b_small[c][0]);
+                tc_split(v_rows[LDV + c * 8], b_big[c][1], b_small[c][1]);
+            }
+            tc_mma3<OT>(part, a_big, a_small, b_big, b_small);
+        }
+#pragma unroll
+        for (int c = 0; c < OT; c++) {
+            o[c][0] = fmaf(o[c][0], alpha[0], part[c][0]);
+            o[c][1] = fmaf(o[c][1], alpha[0], part[c][1]);
+            o[c][2] = fmaf(o[c][2], alpha[1], part[c][2]);
+            o[c][3] = fmaf(o[c][3], alpha[1], part[c][3]);
+        }
+        tile_wait();      // the next k
+        __syncthreads();  // k is in place; v is read no more
+        if (next < kv_end) tile_start<BC, HD, 1>(vs, LDV, 1, vp, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = q0 + warp * 16 + g + 8 * h;
+        if (row >= p.q_len) continue;
+        // A row whose keys are all masked has l == 0 and o == 0: 0/0 is NaN, as PyTorch's math path.
+        const float inv = 1.0f / l[h];
+        real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
+#pragma unroll
+        for (int c = 0; c < OT; c++) {
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int col = c * 8 + 2 * q4 + j;
+                const float v = o[c][2 * h + j];
+                if (col < p.value_dim) out[col] = l[h] == 0.0f ? v / l[h] : v * inv;
+            }
+        }
+    }
+}
+
+// The tensor-core kernels, 64 queries a block (the host side launches them on sm_80 and later).
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd32(const AttnParams p) { flash_attention_tc<32>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd64(const AttnParams p) { flash_attention_tc<64>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd128(const AttnParams p) { flash_attention_tc<128>(p); }
+#endif
+
 // Rows per thread for each head dim: the host side (attention.rs) launches BR = 16 * RT queries
 // per block and sizes shared memory to match.
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd32(const AttnParams p) { flash_attention<32, 8>(p); }
