@@ -17,9 +17,12 @@ use engine::op::AttentionSizes;
 use engine::{Device, Result, Tensor, dynamo};
 use workbook_models::phase5::{Block, BlockShape, naive_softmax};
 
-/// The H100 SXM's f32 peak without tensor cores (132 SMs x 128 lanes x 2 flops x 1.98 GHz), the
-/// figure the fused kernel's FLOP rate is quoted against.
+/// The H100 SXM's f32 peak without tensor cores (132 SMs x 128 lanes x 2 flops x 1.98 GHz).
 const F32_PEAK_FLOPS: f64 = 66.9e12;
+
+/// The H100 SXM's dense TF32 tensor-core peak (NVIDIA's datasheet) over three: the ceiling of the
+/// fused kernel, which takes each f32 product as three TF32 products.
+const TF32X3_PEAK_FLOPS: f64 = 494.7e12 / 3.0;
 
 fn naive_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
     let scores = q.matmul(&k.transpose(-2, -1)?)?.div((q.shape()[3] as f32).sqrt())?;
@@ -59,12 +62,15 @@ fn main() -> Result<()> {
     show("sdpa 8x12x1024x64, eager naive (Tensor::softmax)", &times[3]);
     let rate = sizes.flops() / times[0].median();
     println!(
-        "fused: {:.1} GFLOP in {:.3} ms = {:.1} TFLOP/s, {:.0}% of the f32 peak ({:.1} TFLOP/s); {:.2}x faster than eager naive",
+        "fused: {:.1} GFLOP in {:.3} ms = {:.1} TFLOP/s, {:.0}% of the f32 units' peak ({:.1} TFLOP/s), {:.0}% of \
+         the tensor cores' TF32 peak over three ({:.1} TFLOP/s); {:.2}x faster than eager naive",
         sizes.flops() / 1e9,
         times[0].median() * 1e3,
         rate / 1e12,
         100.0 * rate / F32_PEAK_FLOPS,
         F32_PEAK_FLOPS / 1e12,
+        100.0 * rate / TF32X3_PEAK_FLOPS,
+        TF32X3_PEAK_FLOPS / 1e12,
         times[2].median() / times[0].median()
     );
 
