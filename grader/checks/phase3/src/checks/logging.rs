@@ -28,7 +28,10 @@ pub fn still_logs_when_eager(ctx: &Context) -> CheckResult {
     Ok(format!("run eagerly it logs the original's {} lines", original.lines().len()))
 }
 
-/// Compiled with `fullgraph(true)`, the original's outputs.
+/// Compiled with `fullgraph(true)`, the original's outputs, to float32 rounding: not bit for bit,
+/// because the compiled kernel calls the C library's `tanhf` and `expf` while eager calls the
+/// engine's own, and those agree bit for bit on some machines and not others (on the H100 host, 48
+/// of 64 elements differed in the last bits, for the reference solution).
 pub fn normalized_matches_the_original(ctx: &Context) -> CheckResult {
     let logger = Logger::new();
     for rows in [1, 4] {
@@ -38,8 +41,8 @@ pub fn normalized_matches_the_original(ctx: &Context) -> CheckResult {
             |x: Tensor| normalized(&x, &logger),
             |x| normalized_original(x, &Logger::new()),
             &x,
-            Tolerance::EXACT,
+            Tolerance::F32,
         )?;
     }
-    Ok("the original's outputs, bit for bit, in one graph".into())
+    Ok("the original's outputs, to float32 rounding, in one graph".into())
 }
