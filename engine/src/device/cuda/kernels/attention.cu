@@ -59,6 +59,16 @@ __device__ __forceinline__ const real* batch_ptr(const AttnOperand& a, i64 n, i6
     return a.ptr + (n / inner) * a.outer_stride + (n % inner) * a.inner_stride;
 }
 
+// Where batch entry `n` of q, k, v and the mask (null without one) start.
+struct Entry {
+    const real *q, *k, *v, *mask;
+};
+
+__device__ __forceinline__ Entry entry(const AttnParams& p, i64 n) {
+    return {batch_ptr(p.q, n, p.inner), batch_ptr(p.k, n, p.inner), batch_ptr(p.v, n, p.inner),
+            p.mask_kind ? batch_ptr(p.mask, n, p.inner) : nullptr};
+}
+
 __device__ __forceinline__ float row_max(float x) {
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -124,6 +134,21 @@ __device__ __forceinline__ void tile_start(real* dst, int row_step, int col_step
     }
 }
 
+// The score `x` (scaled, in base 2) of query `row` and key `key`, or -inf where the key is past the
+// end, after the query under `causal`, or left out by the mask; an additive mask is added.
+__device__ __forceinline__ float masked(const AttnParams& p, const real* mask, float x, int row, int key) {
+    if (key >= p.kv_len || (p.causal && key > row)) return NEG_INF;
+    if (p.mask_kind && row < p.q_len) {
+        const float mv = mask[row * p.mask.row_stride + key * p.mask.col_stride];
+        return p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
+    }
+    return x;
+}
+
+// An output element: the running sum `o` over the sum of exponentials `l` (`inv` = 1 / l). A row
+// whose keys are all masked has l == 0 and o == 0: 0/0 is NaN, as PyTorch's math path gives.
+__device__ __forceinline__ float normalized(float o, float l, float inv) { return l == 0.0f ? o / l : o * inv; }
+
 // The tile column (a key of a score tile, a value column of the output) that is a thread's `c`-th:
 // a thread owns runs of 4 neighbouring columns, 32 apart (tx*4 .. tx*4+3, then 32 + tx*4 ..), so
 // the 8 threads of a row group read 8 different float4s of one 128-byte row at once, all 32
@@ -143,18 +168,15 @@ __device__ void flash_attention(const AttnParams& p) {
     const int tid = threadIdx.x, ty = tid / 8, tx = tid % 8;
     const i64 n = blockIdx.y;
     const int q0 = blockIdx.x * BR;
-    const real* qp = batch_ptr(p.q, n, p.inner);
-    const real* kp = batch_ptr(p.k, n, p.inner);
-    const real* vp = batch_ptr(p.v, n, p.inner);
-    const real* mp = p.mask_kind ? batch_ptr(p.mask, n, p.inner) : 0;
+    const Entry at = entry(p, n);
 
     // q^T and the first k^T tile, zero padded past the last query or key and the head dim; the
     // first v tile arrives while the first scores are computed.
     const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;  // a causal block needs no later key
-    tile_start<BR, HD, 0>(qs, 1, BR, qp, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
-    tile_start<BC, HD, 0>(ks, 1, BC, kp, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
+    tile_start<BR, HD, 0>(qs, 1, BR, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    tile_start<BC, HD, 0>(ks, 1, BC, at.k, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
     tile_wait();
-    tile_start<BC, HD, 1>(vs, HD, 1, vp, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
+    tile_start<BC, HD, 1>(vs, HD, 1, at.v, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
     __syncthreads();
 
     float o[RT][OC];
@@ -199,14 +221,7 @@ __device__ void flash_attention(const AttnParams& p) {
             for (int j = 0; j < 8; ++j) {
                 const int key = k0 + column(tx, j);
                 float x = s[i][j] * p.scale_log2;
-                if (!whole) {
-                    if (key >= p.kv_len || (p.causal && key > row)) {
-                        x = NEG_INF;
-                    } else if (p.mask_kind && row < p.q_len) {
-                        const float mv = mp[row * p.mask.row_stride + key * p.mask.col_stride];
-                        x = p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
-                    }
-                }
+                if (!whole) x = masked(p, at.mask, x, row, key);
                 s[i][j] = x;
                 tile_max = fmaxf(tile_max, x);
             }
@@ -233,7 +248,7 @@ __device__ void flash_attention(const AttnParams& p) {
                 *(float4*)&ps[column(tx, j) * BR + ty * RT + i] = make_float4(s[i][j], s[i + 1][j], s[i + 2][j], s[i + 3][j]);
         __syncthreads();  // p and v are in place; k is read no more
         const int next = k0 + BC;
-        if (next < kv_end) tile_start<BC, HD, 0>(ks, 1, BC, kp, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
+        if (next < kv_end) tile_start<BC, HD, 0>(ks, 1, BC, at.k, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
 
 #pragma unroll 4
         for (int j = 0; j < BC; ++j) {
@@ -253,20 +268,19 @@ __device__ void flash_attention(const AttnParams& p) {
         }
         tile_wait();      // the next k
         __syncthreads();  // k is in place; p and v are read no more
-        if (next < kv_end) tile_start<BC, HD, 1>(vs, HD, 1, vp, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
+        if (next < kv_end) tile_start<BC, HD, 1>(vs, HD, 1, at.v, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
     }
 
 #pragma unroll
     for (int i = 0; i < RT; ++i) {
         const int row = q0 + ty * RT + i;
         if (row >= p.q_len) continue;
-        // A row whose keys are all masked has l == 0 and o == 0: 0/0 is NaN, as PyTorch's math path.
         const float inv = 1.0f / l[i];
         real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
 #pragma unroll
         for (int c = 0; c < OC; ++c) {
             const int col = column(tx, c);
-            if (col < p.value_dim) out[col] = l[i] == 0.0f ? o[i][c] / l[i] : o[i][c] * inv;
+            if (col < p.value_dim) out[col] = normalized(o[i][c], l[i], inv);
         }
     }
 }
@@ -332,16 +346,13 @@ __device__ void flash_attention_tc(const AttnParams& p) {
     const int g = lane >> 2, q4 = lane & 3;  // the fragments' row group and column pair
     const i64 n = blockIdx.y;
     const int q0 = blockIdx.x * BR;
-    const real* qp = batch_ptr(p.q, n, p.inner);
-    const real* kp = batch_ptr(p.k, n, p.inner);
-    const real* vp = batch_ptr(p.v, n, p.inner);
-    const real* mp = p.mask_kind ? batch_ptr(p.mask, n, p.inner) : 0;
+    const Entry at = entry(p, n);
 
     const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;
-    tile_start<BR, HD, 1>(qs, LDK, 1, qp, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
-    tile_start<BC, HD, 1>(ks, LDK, 1, kp, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
+    tile_start<BR, HD, 1>(qs, LDK, 1, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    tile_start<BC, HD, 1>(ks, LDK, 1, at.k, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
     tile_wait();
-    tile_start<BC, HD, 1>(vs, LDV, 1, vp, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
+    tile_start<BC, HD, 1>(vs, LDV, 1, at.v, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
     __syncthreads();
 
     // This thread's two rows: g and g + 8 of its warp's 16 (index h = 0, 1).
@@ -390,14 +401,7 @@ __device__ void flash_attention_tc(const AttnParams& p) {
             for (int e = 0; e < 4; e++) {
                 const int row = q0 + warp * 16 + g + 8 * (e / 2), key = k0 + t * 8 + 2 * q4 + e % 2;
                 float x = s[t][e] * p.scale_log2;
-                if (!whole) {
-                    if (key >= p.kv_len || (p.causal && key > row)) {
-                        x = NEG_INF;
-                    } else if (p.mask_kind && row < p.q_len) {
-                        const float mv = mp[row * p.mask.row_stride + key * p.mask.col_stride];
-                        x = p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
-                    }
-                }
+                if (!whole) x = masked(p, at.mask, x, row, key);
                 s[t][e] = x;
                 tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
             }
@@ -429,7 +433,7 @@ __device__ void flash_attention_tc(const AttnParams& p) {
         tile_wait();      // this tile's v
         __syncthreads();  // v is in place; k is read no more
         const int next = k0 + BC;
-        if (next < kv_end) tile_start<BC, HD, 1>(ks, LDK, 1, kp, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
+        if (next < kv_end) tile_start<BC, HD, 1>(ks, LDK, 1, at.k, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
 
         float part[OT][4];
 #pragma unroll
@@ -460,14 +464,13 @@ __device__ void flash_attention_tc(const AttnParams& p) {
         }
         tile_wait();      // the next k
         __syncthreads();  // k is in place; v is read no more
-        if (next < kv_end) tile_start<BC, HD, 1>(vs, LDV, 1, vp, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
+        if (next < kv_end) tile_start<BC, HD, 1>(vs, LDV, 1, at.v, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
     }
 
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int row = q0 + warp * 16 + g + 8 * h;
         if (row >= p.q_len) continue;
-        // A row whose keys are all masked has l == 0 and o == 0: 0/0 is NaN, as PyTorch's math path.
         const float inv = 1.0f / l[h];
         real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
 #pragma unroll
@@ -475,8 +478,7 @@ __device__ void flash_attention_tc(const AttnParams& p) {
 #pragma unroll
             for (int j = 0; j < 2; j++) {
                 const int col = c * 8 + 2 * q4 + j;
-                const float v = o[c][2 * h + j];
-                if (col < p.value_dim) out[col] = l[h] == 0.0f ? v / l[h] : v * inv;
+                if (col < p.value_dim) out[col] = normalized(o[c][2 * h + j], l[h], inv);
             }
         }
     }
