@@ -1,7 +1,8 @@
 //! Settings of one Inductor compilation, the analogue of `torch._inductor.config`: which fusion
 //! decision to use, optionally replacement kernel printers, the compile [`Mode`] (what
-//! `torch.compile(mode=...)` sets) and which GEMMs max-autotune may time ([`GemmBackends`]). The defaults are the engine's own; the workbook's phase 4
-//! plugs a learner's fusion decision and printers in here.
+//! `torch.compile(mode=...)` sets) and which GEMMs max-autotune may time ([`GemmBackends`]). The
+//! defaults are the engine's own; the workbook's phase 4 plugs a learner's fusion decision and
+//! printers in here.
 
 use std::fmt;
 use std::str::FromStr;

@@ -2,7 +2,8 @@
 //! generated from the op catalogue ([`crate::op`]), so that each op's scalar function is written
 //! once for the CPU, the GPU and generated code alike; and `kernels/attention.cu`, the
 //! flash-attention family, and compiled code's matrix products, `kernels/skinny_gemm.cu` (few rows)
-//! and `kernels/tf32x3_gemm.cu` (tensor cores), which share `kernels/linear_params.cuh`.
+//! and `kernels/tf32x3_gemm.cu` (tensor cores), which share `kernels/linear_params.cuh`. The
+//! tensor-core GEMM and attention share `kernels/tf32x3.cuh`, float32 products as three TF32 ones.
 //!
 //! A family is what one module holds: the dense and strided kernels of one pointwise op
 //! (`unary_exp`, `binary_add`, `where`, `copy`), or `reduce`, `softmax`, `layer_norm`. Modules are
@@ -38,15 +39,16 @@ pub fn eager_families() -> Vec<String> {
 
 /// The CUDA C source of one kernel family, or `None` for an unknown name.
 pub fn eager_source(family: &str) -> Option<String> {
+    let tf32x3 = include_str!("kernels/tf32x3.cuh");
     if family == ATTENTION {
-        return Some(include_str!("kernels/attention.cu").to_string());
+        return Some([tf32x3, include_str!("kernels/attention.cu")].concat());
     }
     let linear_params = include_str!("kernels/linear_params.cuh");
     if family == SKINNY_GEMM {
         return Some([linear_params, include_str!("kernels/skinny_gemm.cu")].concat());
     }
     if family == TF32X3_GEMM {
-        return Some([linear_params, include_str!("kernels/tf32x3_gemm.cu")].concat());
+        return Some([linear_params, tf32x3, include_str!("kernels/tf32x3_gemm.cu")].concat());
     }
     let selection = if let Some(op) = UnaryOp::ALL.iter().find(|op| family == format!("unary_{}", op.name())) {
         pointwise(family, &op.c_expr("x"))

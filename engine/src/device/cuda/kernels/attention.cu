@@ -287,8 +287,8 @@ __device__ void flash_attention(const AttnParams& p) {
 
 #if __CUDA_ARCH__ >= 800
 // The same attention on the tensor cores (sm_80 on), at float32 accuracy: both products, q k^T and
-// p v, are taken as three TF32 products of split operands, as kernels/tf32x3_gemm.cu explains
-// (`x = big + small`, `a*b ~ big_a*big_b + big_a*small_b + small_a*big_b`).
+// p v, are taken as three TF32 products of split operands (`split`, `mma3` in tf32x3.cuh, which
+// the source module puts in front of this file).
 //
 // One block owns 64 queries, a warp 16 of them: the rows of one `mma.m16n8k8` tile. A warp's
 // scores for a key tile (16 x 64) stay in the mma's accumulator registers, and so do its
@@ -305,30 +305,6 @@ __device__ void flash_attention(const AttnParams& p) {
 // distinct banks), v [64][HD + 4] (read one float at a time, rows 2q and 2q + 1, column g: a
 // stride of 4 past a multiple of 32 keeps those distinct too). The copies and their overlap with
 // arithmetic are the SIMT kernel's.
-
-__device__ __forceinline__ void tc_split(float x, unsigned& big, unsigned& small) {
-    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-    small = __float_as_uint(x - __uint_as_float(big));
-}
-
-__device__ __forceinline__ void tc_mma(float* c, const unsigned* a, const unsigned* b) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// c += a b as three TF32 products, for N tiles sharing `a`, in three passes so that no mma waits
-// on the one just issued.
-template <int N>
-__device__ __forceinline__ void tc_mma3(float (*c)[4], const unsigned* a_big, const unsigned* a_small,
-                                       const unsigned (*b_big)[2], const unsigned (*b_small)[2]) {
-#pragma unroll
-    for (int t = 0; t < N; t++) tc_mma(c[t], a_small, b_big[t]);
-#pragma unroll
-    for (int t = 0; t < N; t++) tc_mma(c[t], a_big, b_small[t]);
-#pragma unroll
-    for (int t = 0; t < N; t++) tc_mma(c[t], a_big, b_big[t]);
-}
 
 template <int HD>
 __device__ void flash_attention_tc(const AttnParams& p) {
@@ -378,17 +354,17 @@ __device__ void flash_attention_tc(const AttnParams& p) {
             for (int t = 0; t < NT; t++) kf[t] = *(const float4*)(ks + (t * 8 + g) * LDK + d + 4 * q4);
 #pragma unroll
             for (int step = 0; step < 2; step++) {
-                unsigned a_big[4], a_small[4], b_big[NT][2], b_small[NT][2];
-                tc_split(step ? qa.z : qa.x, a_big[0], a_small[0]);
-                tc_split(step ? qb.z : qb.x, a_big[1], a_small[1]);
-                tc_split(step ? qa.w : qa.y, a_big[2], a_small[2]);
-                tc_split(step ? qb.w : qb.y, a_big[3], a_small[3]);
+                u32 a_big[4], a_small[4], b_big[NT][2], b_small[NT][2];
+                split(step ? qa.z : qa.x, a_big[0], a_small[0]);
+                split(step ? qb.z : qb.x, a_big[1], a_small[1]);
+                split(step ? qa.w : qa.y, a_big[2], a_small[2]);
+                split(step ? qb.w : qb.y, a_big[3], a_small[3]);
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
-                    tc_split(step ? kf[t].z : kf[t].x, b_big[t][0], b_small[t][0]);
-                    tc_split(step ? kf[t].w : kf[t].y, b_big[t][1], b_small[t][1]);
+                    split(step ? kf[t].z : kf[t].x, b_big[t][0], b_small[t][0]);
+                    split(step ? kf[t].w : kf[t].y, b_big[t][1], b_small[t][1]);
                 }
-                tc_mma3<NT>(s, a_big, a_small, b_big, b_small);
+                mma3<1, NT>(&s, &a_big, &a_small, b_big, b_small);
             }
         }
 
@@ -442,18 +418,18 @@ __device__ void flash_attention_tc(const AttnParams& p) {
         for (int t = 0; t < NT; t++) {
             // p's accumulator layout as the left operand: keys 2 q4 and 2 q4 + 1 play columns q4
             // and q4 + 4.
-            unsigned a_big[4], a_small[4], b_big[OT][2], b_small[OT][2];
-            tc_split(s[t][0], a_big[0], a_small[0]);
-            tc_split(s[t][2], a_big[1], a_small[1]);
-            tc_split(s[t][1], a_big[2], a_small[2]);
-            tc_split(s[t][3], a_big[3], a_small[3]);
+            u32 a_big[4], a_small[4], b_big[OT][2], b_small[OT][2];
+            split(s[t][0], a_big[0], a_small[0]);
+            split(s[t][2], a_big[1], a_small[1]);
+            split(s[t][1], a_big[2], a_small[2]);
+            split(s[t][3], a_big[3], a_small[3]);
             const real* v_rows = vs + (t * 8 + 2 * q4) * LDV + g;
 #pragma unroll
             for (int c = 0; c < OT; c++) {
-                tc_split(v_rows[c * 8], b_big[c][0], b_small[c][0]);
-                tc_split(v_rows[LDV + c * 8], b_big[c][1], b_small[c][1]);
+                split(v_rows[c * 8], b_big[c][0], b_small[c][0]);
+                split(v_rows[LDV + c * 8], b_big[c][1], b_small[c][1]);
             }
-            tc_mma3<OT>(part, a_big, a_small, b_big, b_small);
+            mma3<1, OT>(&part, &a_big, &a_small, b_big, b_small);
         }
 #pragma unroll
         for (int c = 0; c < OT; c++) {

@@ -3,13 +3,10 @@
 // cuBLAS, and of the "3xTF32" kernels CUTLASS offers for float32 work.
 //
 // Why: the H100's float32 units peak near 60 TFLOP/s, and cuBLAS's float32 GEMM measured 47 there,
-// while its tensor cores multiply TF32 (float32 with a 10-bit mantissa) about eight times faster.
-// One TF32 product loses precision, which is why PyTorch leaves TF32 off by default. Three restore
-// it: each operand is split into a TF32 "big" part and the TF32 rounding of what is left over,
-// `x = big + small` to about 21 bits, and `a * b` is taken as `big_a*big_b + big_a*small_b +
-// small_a*big_b`; the dropped `small_a*small_b` is 2^-22 of the product or less, in float32
-// accumulators. Its error is about that of an ordinary float32 GEMM (engine/tests/tf32x3_gemm.rs
-// holds it against a float64 reference).
+// while its tensor cores multiply TF32 about eight times faster. One TF32 product loses precision,
+// which is why PyTorch leaves TF32 off by default; three restore it (tf32x3.cuh says how). Its
+// error is about that of an ordinary float32 GEMM (engine/tests/tf32x3_gemm.rs holds it against a
+// float64 reference).
 //
 // Layout: a block computes a BM x BN tile of `out` with 4 or 8 warps, each a WM x WN piece of it,
 // as 16x8 tiles of the `mma.sync.m16n8k8` TF32 instruction. Both operands have `k` contiguous (`a`
@@ -24,27 +21,8 @@
 // with a smaller error against float64 than cuBLAS's; slower than cuBLAS where few blocks cover
 // the output and `k` is long (512 x 512 x 2048), which max-autotune's timing sorts out.
 //
-// The host side is engine/src/device/cuda/tf32x3_gemm.rs; LinearParams is in linear_params.cuh.
-
-typedef unsigned int u32;
-
-
-// Splits x into `big`, x rounded to TF32's 10-bit mantissa (to nearest, ties away from zero, by
-// integer arithmetic: `cvt.rna.tf32.f32` runs on the slow conversion pipe and measured a bottleneck
-// here), and `small = x - big`, which is exact in float32. The tensor core reads only the top 19
-// bits of `small`, dropping 2^-21 of x at most.
-__device__ __forceinline__ void split(float x, u32& big, u32& small) {
-    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-    small = __float_as_uint(x - __uint_as_float(big));
-}
-
-__device__ __forceinline__ void mma(float* c, const u32* a, const u32* b) {
-    asm(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+// The host side is engine/src/device/cuda/tf32x3_gemm.rs; LinearParams is in linear_params.cuh,
+// `split` and `mma3` in tf32x3.cuh.
 
 // Copies 16 bytes from global to shared memory without passing through registers; `bytes` 0
 // fills them with zeros instead (a row past the edge).
@@ -158,20 +136,7 @@ __device__ __forceinline__ void tf32x3_gemm_body(const LinearParams& p) {
                     split(step ? w_raw[ni].z : w_raw[ni].x, w_big[ni][0], w_small[ni][0]);
                     split(step ? w_raw[ni].w : w_raw[ni].y, w_big[ni][1], w_small[ni][1]);
                 }
-                // The three products in three passes over the tiles, so that no mma waits on the
-                // one just issued for the same accumulators.
-#pragma unroll
-                for (int mi = 0; mi < T::MI; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < T::NI; ni++) mma(part[mi][ni], a_small[mi], w_big[ni]);
-#pragma unroll
-                for (int mi = 0; mi < T::MI; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < T::NI; ni++) mma(part[mi][ni], a_big[mi], w_small[ni]);
-#pragma unroll
-                for (int mi = 0; mi < T::MI; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < T::NI; ni++) mma(part[mi][ni], a_big[mi], w_big[ni]);
+                mma3<T::MI, T::NI>(part, a_big, a_small, w_big, w_small);
             }
         }
 #pragma unroll
