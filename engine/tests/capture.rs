@@ -100,3 +100,82 @@ fn a_closure_that_returns_no_tensor_is_refused_with_its_line() {
     assert!(err.starts_with("the compiled function returned no tensor"), "{err}");
     assert!(err.contains(&format!("capture.rs:{line}")), "{err}");
 }
+
+/// The graphs a compiled function hands its backend, in order.
+fn recorded_graphs(
+    f: &dyn Fn(Tensor) -> engine::Result<Tensor>,
+    calls: &[&Tensor],
+) -> (Vec<engine::fx::Graph>, dynamo::CompileStats) {
+    let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let compiled = dynamo::compile(|x: Tensor| f(x)).backend(RecordingBackend(recorded.clone())).dynamic(false);
+    for x in calls {
+        compiled.call(x).unwrap();
+    }
+    let graphs = recorded.lock().unwrap().clone();
+    (graphs, compiled.stats())
+}
+
+#[test]
+fn a_trace_that_leaves_the_cached_graph_compiles_what_a_fresh_trace_would() {
+    // A cached call follows the graph compiled before instead of building its own; here each
+    // variant leaves it somewhere else: another op midway, another captured weight, more ops
+    // after its end, fewer ops (other outputs), another shape at the input. The graph compiled
+    // then must be, node for node (names and lines too), the one a fresh function traces. (Another
+    // captured weight of the same shape is only another input: that call hits, as in Dynamo,
+    // where parameters are graph inputs.)
+    let variant = std::cell::Cell::new(0);
+    let (w, v) = (Tensor::randn(&[4], 1).with_name("w"), Tensor::randn(&[4], 2).with_name("v"));
+    let f = |x: Tensor| -> engine::Result<Tensor> {
+        let t = x.exp()?.mul(2.0)?;
+        match variant.get() {
+            0 => t.mul(&w)?.sum(0, false),
+            1 => t.add(1.0)?.mul(&w)?.sum(0, false),
+            2 => t.mul(&v)?.sum(0, false),
+            3 => t.mul(&w)?.sum(0, false)?.relu(),
+            _ => Ok(t),
+        }
+    };
+    let (x, wide) = (Tensor::randn(&[3, 4], 0), Tensor::randn(&[5, 4], 0));
+    for (second, input) in [(1, &x), (2, &x), (3, &x), (4, &x), (0, &wide)] {
+        let mut graphs = Vec::new();
+        for (v, input) in [(0, &x), (second, input)] {
+            variant.set(v);
+            graphs.push(recorded_graphs(&f, &[input]).0.remove(0));
+        }
+        let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let compiled = dynamo::compile(|x: Tensor| f(x)).backend(RecordingBackend(recorded.clone())).dynamic(false);
+        for (v, input) in [(0, &x), (0, &x), (second, input)] {
+            variant.set(v);
+            compiled.call(input).unwrap();
+        }
+        let cached = recorded.lock().unwrap();
+        if second == 2 {
+            assert_eq!((compiled.stats().cache_hits, cached.len()), (2, 1), "another weight is another input");
+            continue;
+        }
+        assert_eq!(compiled.stats().cache_hits, 1, "variant {second}: the repeated call hits");
+        assert_eq!(cached.len(), 2, "variant {second}");
+        assert_eq!(format!("{:?}", cached[1].nodes()), format!("{:?}", graphs[1].nodes()), "variant {second}");
+        assert_eq!(cached[1].outputs(), graphs[1].outputs(), "variant {second}");
+    }
+}
+
+#[test]
+fn a_cached_call_that_breaks_its_graph_reuses_both_graphs() {
+    let f = |x: Tensor| -> engine::Result<Tensor> {
+        let total = x.exp()?.sum_all()?.item()?;
+        x.mul(total)?.relu()
+    };
+    let x = Tensor::randn(&[3, 4], 0);
+    let expected = f(x.clone()).unwrap().to_vec().unwrap();
+    let (graphs, stats) = recorded_graphs(&f, &[&x, &x, &x]);
+    assert_eq!((graphs.len(), stats.compiles, stats.cache_hits, stats.graph_breaks), (2, 2, 4, 3));
+    let compiled = dynamo::compile(f);
+    let first = compiled.call(&x).unwrap().to_vec().unwrap();
+    for (g, e) in first.iter().zip(&expected) {
+        assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{g} vs {e}");
+    }
+    for _ in 0..2 {
+        assert_eq!(compiled.call(&x).unwrap().to_vec().unwrap(), first, "a cached call runs the same code");
+    }
+}

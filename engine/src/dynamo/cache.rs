@@ -42,7 +42,8 @@ struct Frame {
 }
 
 struct Entry {
-    graph: Graph,
+    /// Shared with the traces that follow it (see `fx/proxy/follow.rs`).
+    graph: Arc<Graph>,
     guards: Guards,
     compiled: Arc<dyn CompiledGraph>,
 }
@@ -64,7 +65,8 @@ impl Frame {
         if options.dynamic == Some(true) {
             for (i, origin) in traced.origins.iter().enumerate() {
                 if *origin != InputOrigin::Captured {
-                    self.dynamic[i].extend(0..traced.graph.node(traced.graph.placeholders()[i]).meta.shape.len());
+                    let graph = traced.recorded();
+                    self.dynamic[i].extend(0..graph.node(graph.placeholders()[i]).meta.shape.len());
                 }
             }
         }
@@ -83,6 +85,15 @@ impl Cache {
 
     pub fn count_break(&self) {
         self.inner.lock().expect("cache lock").stats.graph_breaks += 1;
+    }
+
+    /// The graph a new trace of the function's start should follow: the newest one compiled for
+    /// it, when that one is static (a dynamic graph is compared after a re-trace, not followed).
+    pub fn graph_to_follow(&self) -> Option<Arc<Graph>> {
+        let inner = self.inner.lock().expect("cache lock");
+        let frame = inner.frames.iter().find(|f| f.resumed_at.is_none())?;
+        let newest = frame.entries.last()?;
+        (!newest.graph.is_dynamic()).then(|| newest.graph.clone())
     }
 
     /// The compiled form of a traced graph: a cached one whose guards pass, a new one, or (past
@@ -110,7 +121,7 @@ impl Cache {
         let mut generalized: Vec<(Vec<Vec<usize>>, Graph)> = Vec::new();
         let mut compare = |dims: &[Vec<usize>], cached: &Graph| -> std::result::Result<Option<String>, String> {
             if dims.iter().all(Vec::is_empty) {
-                return Ok(first_difference(cached, &traced.graph));
+                return Ok(first_difference(cached, traced.recorded()));
             }
             let index = match generalized.iter().position(|(d, _)| d == dims) {
                 Some(i) => i,
@@ -147,7 +158,7 @@ impl Cache {
                     )
                 });
             }
-            return Ok(Arc::new(Interpreter::new(traced.graph.clone())));
+            return Ok(Arc::new(Interpreter::new(traced.recorded().clone())));
         }
         if !failures.is_empty() {
             stats.recompiles += 1;
@@ -185,7 +196,7 @@ impl Cache {
             Arc::from(options.backend.compile_in_mode(&graph, inputs, options.mode)?);
         stats.compiles += 1;
         stats.compile_time += start.elapsed();
-        frame.entries.push(Entry { graph, guards, compiled: compiled.clone() });
+        frame.entries.push(Entry { graph: Arc::new(graph), guards, compiled: compiled.clone() });
         Ok(compiled)
     }
 }
@@ -193,7 +204,7 @@ impl Cache {
 /// The trace's graph with `dims` of each input symbolic (the graph itself when none are).
 fn generalize(traced: &Traced, dims: &[Vec<usize>]) -> std::result::Result<Graph, String> {
     if dims.iter().all(Vec::is_empty) {
-        return Ok(traced.graph.clone());
+        return Ok(traced.recorded().clone());
     }
-    traced.graph.with_dynamic_dims(dims).map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))
+    traced.recorded().with_dynamic_dims(dims).map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))
 }

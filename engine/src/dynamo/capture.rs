@@ -62,11 +62,12 @@ impl Capture {
     pub fn run_graph(&self, traced: Traced) -> Result<Vec<Tensor>> {
         let inputs: Vec<Tensor> =
             traced.inputs.iter().map(|t| t.clone().expect("every placeholder of a capture is bound")).collect();
-        if traced.graph.op_count() == 0 {
-            return Ok(traced.graph.outputs().iter().map(|&o| input_of(&traced.graph, &inputs, o)).collect());
+        let graph = traced.recorded();
+        if graph.op_count() == 0 {
+            return Ok(graph.outputs().iter().map(|&o| input_of(graph, &inputs, o)).collect());
         }
         if self.keep_graphs {
-            self.record.borrow_mut().graphs.push(traced.graph.clone());
+            self.record.borrow_mut().graphs.push(graph.clone());
         }
         if !self.timed {
             let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
@@ -108,5 +109,10 @@ impl CaptureHooks for Capture {
 
     fn allows_breaks(&self) -> bool {
         !self.options.fullgraph
+    }
+
+    fn graph_to_follow(&self) -> Option<Arc<Graph>> {
+        // `explain` shows the graphs a call traced, so it traces them whole.
+        if self.keep_graphs { None } else { self.cache.graph_to_follow() }
     }
 }

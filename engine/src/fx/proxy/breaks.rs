@@ -7,9 +7,11 @@
 //! The live tensors do not change: each is a value id that the trace now maps to a concrete
 //! result, *carried* into the next graph as a placeholder when first used.
 
+use std::sync::Arc;
+
 use super::{TRACES, TraceState, Traced, with_trace};
 use crate::error::{Error, Result, SourceLocation};
-use crate::fx::{NodeId, NodeKind};
+use crate::fx::{Graph, NodeId, NodeKind};
 use crate::tensor::Tensor;
 
 /// A graph break: why tracing needed a concrete value, and the learner's line where it happened.
@@ -29,6 +31,10 @@ pub(crate) trait CaptureHooks {
 
     /// Whether breaks are allowed at all (`false` under `fullgraph(true)`).
     fn allows_breaks(&self) -> bool;
+
+    /// A static graph already compiled for the start of this code, for the trace to follow
+    /// instead of building its own (see `follow.rs`); `None` to build one.
+    fn graph_to_follow(&self) -> Option<Arc<Graph>>;
 }
 
 /// A live value that the graph run at a break computes: which output holds it, and the name of
@@ -47,7 +53,7 @@ impl TraceState {
             return Some(tensor.clone());
         }
         let node = *self.values.get(&value)?;
-        let index = self.graph.placeholders().iter().position(|&p| p == node)?;
+        let index = self.placeholders().iter().position(|&p| p == node)?;
         self.bound[index].clone()
     }
 
@@ -59,11 +65,11 @@ impl TraceState {
         let mut computed: Vec<(u64, NodeId)> = Vec::new();
         for &(value, _) in &self.handles {
             let Some(&node) = self.values.get(&value) else { continue };
-            let name = self.graph.node(node).name.clone();
-            match &self.graph.node(node).kind {
+            let name = self.node(node).name.clone();
+            match &self.node(node).kind {
                 NodeKind::Call { .. } => computed.push((value, node)),
                 NodeKind::Placeholder { .. } => {
-                    let index = self.graph.placeholders().iter().position(|&p| p == node).expect("a placeholder");
+                    let index = self.placeholders().iter().position(|&p| p == node).expect("a placeholder");
                     let tensor = self.bound[index].clone().expect("captured placeholders are bound");
                     self.carried.insert(value, (tensor, name));
                 }
@@ -77,7 +83,7 @@ impl TraceState {
             .map(|(value, node)| Pending {
                 value,
                 output: outputs.binary_search(&node).expect("every computed value is an output"),
-                name: self.graph.node(node).name.clone(),
+                name: self.node(node).name.clone(),
             })
             .collect();
         (self.take_graph(outputs), pending)
@@ -177,7 +183,7 @@ pub(crate) fn values_for_display(tensor: &Tensor) -> Option<Tensor> {
     // Attribute the break to the printing statement when a macro told us its line, otherwise to
     // the line that computed the tensor.
     let location = with_trace(trace, |s| {
-        let computed_at = s.values.get(&value).and_then(|&node| s.graph.node(node).location);
+        let computed_at = s.values.get(&value).and_then(|&node| s.node(node).location);
         s.statement.or(computed_at).or(s.resumed_at)
     })
     .flatten()

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 mod breaks;
+mod follow;
 mod mode;
 
 pub use breaks::BreakReason;
@@ -27,12 +28,13 @@ pub(crate) use mode::register as register_mode;
 
 use rustc_hash::FxHashMap;
 
-use super::graph::{Arg, Graph, NodeId};
+use super::graph::{Arg, Graph, Node, NodeId};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::contiguous_strides;
 use crate::op::{Op, OpClass, Subgraph};
 use crate::scalar::Scalar;
 use crate::tensor::{Operand, Repr, Symbolic, Tensor, TensorMeta};
+use follow::Follow;
 
 /// A decomposition table: returns the composite op's value built from other ops, or `None` to
 /// record the op as it is.
@@ -57,6 +59,9 @@ pub enum InputOrigin {
 struct TraceState {
     id: u64,
     graph: Graph,
+    /// A cached graph this trace is matching op for op instead of building `graph` (which stays
+    /// empty meanwhile): see `follow.rs`.
+    follow: Option<Follow>,
     /// The node currently holding each symbolic value of this trace (touched for every recorded
     /// op, on the per-call path of every compiled function).
     values: ValueNodes,
@@ -131,6 +136,16 @@ pub struct Traced {
     /// The line of the graph break this graph resumed after (`None` for a call's first graph):
     /// the analogue of Dynamo's resume functions, each with its own cache.
     pub resumed_at: Option<SourceLocation>,
+    /// Set when a dynamo capture's trace repeated a cached graph node for node: that graph, not
+    /// copied (`graph` is then empty). Such a trace never leaves the crate.
+    pub(crate) repeated: Option<Arc<Graph>>,
+}
+
+impl Traced {
+    /// The graph this trace recorded: the cached graph it repeated, or its own.
+    pub(crate) fn recorded(&self) -> &Graph {
+        self.repeated.as_deref().unwrap_or(&self.graph)
+    }
 }
 
 /// An active trace on this thread. Dropping it without [`Tracer::finish`] abandons the graph.
@@ -188,9 +203,11 @@ impl Tracer {
         mode::register();
         let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
         TRACES.with(|t| {
+            let follow = hooks.as_ref().and_then(|h| h.graph_to_follow()).map(Follow::new);
             t.borrow_mut().push(TraceState {
                 id,
                 graph: Graph::new(),
+                follow,
                 values: ValueNodes::default(),
                 next_value: 0,
                 handles: Vec::with_capacity(32),
@@ -218,6 +235,7 @@ impl Tracer {
     /// Declares a graph input from metadata alone and returns the symbolic tensor standing for it.
     pub fn placeholder(&self, name: &str, meta: TensorMeta, strides: Vec<usize>) -> Tensor {
         self.with_state(|s| {
+            s.stop_following();
             let id = s.graph.add_placeholder(name, meta, strides);
             s.declared(id)
         })
@@ -226,12 +244,16 @@ impl Tracer {
     /// Declares one input per placeholder of `graph`, with the same names, layouts and symbolic
     /// sizes, and returns the symbolic tensors standing for them: how a graph is re-traced.
     pub fn placeholders_like(&self, graph: &Graph) -> Vec<Tensor> {
-        self.with_state(|s| s.graph.add_placeholders_like(graph).into_iter().map(|id| s.declared(id)).collect())
+        self.with_state(|s| {
+            s.stop_following();
+            s.graph.add_placeholders_like(graph).into_iter().map(|id| s.declared(id)).collect()
+        })
     }
 
     /// Declares an input whose sizes at `dims` are symbolic (see [`Graph::add_dynamic_placeholder`]).
     pub fn dynamic_placeholder(&self, name: &str, meta: TensorMeta, strides: Vec<usize>, dims: &[usize]) -> Tensor {
         self.with_state(|s| {
+            s.stop_following();
             let id = s.graph.add_dynamic_placeholder(name, meta, strides, dims);
             s.declared(id)
         })
@@ -297,12 +319,36 @@ fn with_trace<R>(id: u64, f: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
 }
 
 impl TraceState {
+    /// Node `id` of the graph so far (the followed graph's while it is followed).
+    fn node(&self, id: NodeId) -> &Node {
+        match &self.follow {
+            Some(follow) => follow.node(id),
+            None => self.graph.node(id),
+        }
+    }
+
+    /// The placeholders of the graph so far (while a graph is followed, its placeholders, of which
+    /// the trace has met a prefix).
+    fn placeholders(&self) -> &[NodeId] {
+        match &self.follow {
+            Some(follow) => follow.placeholders(),
+            None => self.graph.placeholders(),
+        }
+    }
+
+    /// Stops following: the graph so far is built as a plain trace would have built it.
+    fn stop_following(&mut self) {
+        if let Some(follow) = self.follow.take() {
+            self.graph = follow.rebuild();
+        }
+    }
+
     /// A new symbolic tensor for the value of `node`.
     fn symbolic(&mut self, node: NodeId) -> Tensor {
         let value = self.next_value;
         self.next_value += 1;
         self.values.insert(value, node);
-        let meta = self.graph.node(node).meta.clone();
+        let meta = self.node(node).meta.clone();
         let tensor = Tensor::from_symbolic(Symbolic { trace: self.id, value, meta });
         self.handles.push((value, Arc::downgrade(&tensor.repr)));
         tensor
@@ -318,7 +364,11 @@ impl TraceState {
     fn add_input(&mut self, tensor: &Tensor, name: &str, origin: InputOrigin) -> NodeId {
         let meta = tensor.meta();
         let strides = tensor.strides().map_or_else(|| contiguous_strides(&meta.shape), <[usize]>::to_vec);
-        let id = self.graph.add_placeholder(name, meta, strides);
+        let followed = self.follow.as_mut().and_then(|f| f.input(name, &meta, &strides));
+        if followed.is_none() {
+            self.stop_following();
+        }
+        let id = followed.unwrap_or_else(|| self.graph.add_placeholder(name, meta, strides));
         if !self.lifted.iter().any(|(t, _)| Arc::ptr_eq(&t.repr, &tensor.repr)) {
             self.lifted.push((tensor.clone(), id));
         }
@@ -376,14 +426,25 @@ impl TraceState {
                 Operand::Tensor(t) => self.node_of(t, location).map(Arg::Node),
             })
             .collect::<Result<Vec<_>>>()?;
+        if let Some(id) = self.follow.as_mut().and_then(|f| f.call(op, &args, location)) {
+            return Ok(self.symbolic(id));
+        }
+        self.stop_following();
         let id = self.graph.add_call(op.clone(), args, location)?;
         Ok(self.symbolic(id))
     }
 
     /// Moves the graph out with `outputs` set, leaving an empty graph for the trace to go on in.
     fn take_graph(&mut self, outputs: Vec<NodeId>) -> Traced {
+        let repeated = self.follow.as_ref().and_then(|f| f.finished(&outputs));
+        if repeated.is_none() {
+            self.stop_following();
+        }
+        self.follow = None;
         let mut graph = std::mem::take(&mut self.graph);
-        graph.set_outputs(outputs).expect("a trace's outputs are nodes of its graph");
+        if repeated.is_none() {
+            graph.set_outputs(outputs).expect("a trace's outputs are nodes of its graph");
+        }
         self.values.clear();
         self.lifted.clear();
         Traced {
@@ -391,6 +452,7 @@ impl TraceState {
             inputs: std::mem::take(&mut self.bound),
             origins: std::mem::take(&mut self.origins),
             resumed_at: self.resumed_at,
+            repeated,
         }
     }
 }
@@ -439,7 +501,7 @@ fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<O
             .iter()
             .map(|o| match o {
                 Operand::Tensor(t) => top.node_of(t, location).map(|n| {
-                    let shape = &top.graph.node(n).sym_shape;
+                    let shape = &top.node(n).sym_shape;
                     (0..shape.rank()).filter(|&d| !shape.dims()[d].is_static()).collect()
                 }),
                 Operand::Scalar(_) => Ok(Vec::new()),
