@@ -124,13 +124,29 @@ fn operand(
 pub(super) fn attention(
     device: &Arc<CudaDevice>,
     inputs: &[Input],
-    AttentionParams { mask, causal, scale }: AttentionParams,
+    params: AttentionParams,
 ) -> Result<CudaBuffer, CudaError> {
     let (q, k, v) = (inputs[0].tensor().1.shape(), inputs[1].tensor().1.shape(), inputs[2].tensor().1.shape());
     let sizes = AttentionSizes::of(q, k, v);
     let out = CudaBuffer::alloc(device, sizes.batch * sizes.q_len * sizes.value_dim)?;
-    if out.len() == 0 {
-        return Ok(out);
+    attention_into(device, inputs, params, &out)?;
+    Ok(out)
+}
+
+/// [`attention`] written densely at the start of `out` (compiled code's planned buffer, which
+/// holds at least the output's elements).
+pub(crate) fn attention_into(
+    device: &Arc<CudaDevice>,
+    inputs: &[Input],
+    AttentionParams { mask, causal, scale }: AttentionParams,
+    out: &CudaBuffer,
+) -> Result<(), CudaError> {
+    let (q, k, v) = (inputs[0].tensor().1.shape(), inputs[1].tensor().1.shape(), inputs[2].tensor().1.shape());
+    let sizes = AttentionSizes::of(q, k, v);
+    let len = sizes.batch * sizes.q_len * sizes.value_dim;
+    debug_assert!(out.len() >= len, "the planned buffer holds the attention output");
+    if len == 0 {
+        return Ok(());
     }
     let widest = sizes.head_dim.max(sizes.value_dim);
     let Some(&(hd, rows)) = VARIANTS.iter().find(|&&(d, _)| d >= widest) else {
@@ -192,5 +208,5 @@ pub(super) fn attention(
     // stream ordered), and the kernel reads each within the sizes and strides given.
     unsafe { launch.launch(config) }?;
     drop(copies);
-    Ok(out)
+    Ok(())
 }

@@ -22,6 +22,20 @@ pub(super) fn cat(
     out_shape: &[usize],
 ) -> Result<CudaBuffer, CudaError> {
     let out = CudaBuffer::alloc(device, numel(out_shape))?;
+    cat_into(device, inputs, dim, out_shape, &out)?;
+    Ok(out)
+}
+
+/// `inputs` joined along `dim`, written densely as `out_shape` at the start of `out` (compiled
+/// code's planned buffer, which holds at least that many elements).
+pub(crate) fn cat_into(
+    device: &Arc<CudaDevice>,
+    inputs: &[Input],
+    dim: usize,
+    out_shape: &[usize],
+    out: &CudaBuffer,
+) -> Result<(), CudaError> {
+    debug_assert!(out.len() >= numel(out_shape), "the planned buffer holds the joined tensor");
     let rows = numel(&out_shape[..dim]);
     let bytes = std::mem::size_of::<f32>();
     let out_row = numel(&out_shape[dim..]) * bytes;
@@ -55,5 +69,5 @@ pub(super) fn cat(
         }
         column += width;
     }
-    Ok(out)
+    Ok(())
 }

@@ -59,7 +59,7 @@ pub use source::{eager_families, eager_source};
 use std::sync::Arc;
 
 use super::backend::Backend;
-use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
 /// One operand as a CUDA kernel launcher sees it: a device buffer and a layout, or a scalar
@@ -114,6 +114,24 @@ impl Backend for Arc<CudaDevice> {
 
     fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         cat::cat(self, inputs, dim, out_shape)
+    }
+}
+
+/// An extern kernel of compiled code (`cat`, `flash_attention`) written straight into its planned
+/// buffer `out`, as Inductor calls ATen's `out=` variants: no buffer of its own, no copy after.
+pub(crate) fn extern_into(
+    device: &Arc<CudaDevice>,
+    op: &Op,
+    inputs: &[Input],
+    out_shape: &[usize],
+    out: &CudaBuffer,
+) -> Result<(), CudaError> {
+    match op {
+        Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
+        Op::ScaledDotProductAttention { mask, causal, scale } => {
+            attention::attention_into(device, inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 }, out)
+        }
+        other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
     }
 }
 

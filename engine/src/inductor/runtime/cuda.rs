@@ -10,7 +10,6 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
-use crate::device::backend::execute;
 use crate::device::cuda::cublaslt::matmul_lt;
 use crate::device::cuda::matmul::matmul_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
@@ -219,14 +218,11 @@ impl CudaProgram {
                         profiler::launch(op.name(), EventKind::Extern, Device::Cuda(self.device.ordinal()), || {
                             views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                         });
-                    let value = execute(&self.device, op, &operands, shape)
+                    // Written into the planned buffer itself, so that under a CUDA graph
+                    // recording every replay writes the same memory.
+                    let slot = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use");
+                    cuda::extern_into(&self.device, op, &operands, shape, slot)
                         .map_err(|e| failed(&format!("the extern kernel for {}", op.name()), e))?;
-                    // The eager kernel writes a buffer of its own. It is copied into the planned
-                    // one and freed here, rather than taking its place, so that under a CUDA graph
-                    // recording its allocation and its release are both recorded, and every
-                    // replay writes the same planned buffer.
-                    let slot = slots[self.schedule.slot(*out)].as_mut().expect("allocated before use");
-                    slot.copy_from(&value).map_err(|e| failed(&format!("the result of {}", op.name()), e))?;
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value =
