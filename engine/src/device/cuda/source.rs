@@ -1,8 +1,9 @@
 //! The eager kernels' CUDA C: `kernels/eager.cu`, compiled once per kernel family after a prelude
 //! generated from the op catalogue ([`crate::op`]), so that each op's scalar function is written
 //! once for the CPU, the GPU and generated code alike; and `kernels/attention.cu`, the
-//! flash-attention family, and compiled code's matrix products, `kernels/skinny_gemm.cu` (few rows)
-//! and `kernels/tf32x3_gemm.cu` (tensor cores), which share `kernels/linear_params.cuh`. The
+//! flash-attention family, `kernels/cat.cu`, `cat` in one launch, and compiled code's matrix
+//! products, `kernels/skinny_gemm.cu` (few rows) and `kernels/tf32x3_gemm.cu` (tensor cores),
+//! which share `kernels/linear_params.cuh`. The
 //! tensor-core GEMM and attention share `kernels/tf32x3.cuh`, float32 products as three TF32 ones.
 //!
 //! A family is what one module holds: the dense and strided kernels of one pointwise op
@@ -22,6 +23,9 @@ const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_
 /// The family of the flash-attention kernels (`kernels/attention.cu`).
 const ATTENTION: &str = "attention";
 
+/// The family of `cat`'s one-launch copy (`kernels/cat.cu`).
+pub(super) const CAT: &str = "cat";
+
 /// The family of the few-row matrix products compiled code runs (`kernels/skinny_gemm.cu`).
 pub(super) const SKINNY_GEMM: &str = "skinny_gemm";
 
@@ -33,12 +37,16 @@ pub(super) const TF32X3_GEMM: &str = "tf32x3_gemm";
 pub fn eager_families() -> Vec<String> {
     let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
     let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
-    let others = OTHER_FAMILIES.iter().chain([&ATTENTION, &SKINNY_GEMM, &TF32X3_GEMM]).map(|f| f.to_string());
+    let others =
+        OTHER_FAMILIES.iter().chain([&ATTENTION, &CAT, &SKINNY_GEMM, &TF32X3_GEMM]).map(|f| f.to_string());
     unary.chain(binary).chain(others).collect()
 }
 
 /// The CUDA C source of one kernel family, or `None` for an unknown name.
 pub fn eager_source(family: &str) -> Option<String> {
+    if family == CAT {
+        return Some(include_str!("kernels/cat.cu").to_string());
+    }
     let tf32x3 = include_str!("kernels/tf32x3.cuh");
     if family == ATTENTION {
         return Some([tf32x3, include_str!("kernels/attention.cu")].concat());
