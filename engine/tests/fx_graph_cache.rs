@@ -95,7 +95,7 @@ fn the_naive_block_compiled_again_is_a_hit_with_the_same_code_and_bits() {
     let block = Block::new(TINY_BLOCK, 1, Device::Cpu).unwrap();
     let x = Tensor::randn(&[TINY_BLOCK.batch, TINY_BLOCK.seq, TINY_BLOCK.d_model], 2);
     let forward = |xs: &[Tensor]| block.naive_forward(&xs[0]);
-    second_compile_hits(&forward, &[x], Mode::Default);
+    second_compile_hits(forward, &[x], Mode::Default);
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn the_mlp_compiled_again_is_a_hit_in_every_mode() {
     let mlp = Mlp::new(3, Device::Cpu).unwrap();
     let x = Tensor::randn(&[4, workbook_models::phase5::MLP_FEATURES], 4);
     for mode in Mode::ALL {
-        second_compile_hits(&|xs: &[Tensor]| mlp.forward(&xs[0]), std::slice::from_ref(&x), mode);
+        second_compile_hits(|xs: &[Tensor]| mlp.forward(&xs[0]), std::slice::from_ref(&x), mode);
     }
 }
 
@@ -123,7 +123,7 @@ fn a_corrupt_entry_is_reported_and_compiled_again() {
     let second = compile_and_call(f, std::slice::from_ref(&x), Mode::Default, Config::default(), false);
     assert!(second.log.contains("is corrupt") && second.log.contains("] miss "), "{}", second.log);
     assert_eq!(bits(&second.outputs), bits(&first.outputs));
-    close_to_eager(&second.outputs[0], &f(&[x.clone()]).unwrap()).unwrap();
+    close_to_eager(&second.outputs[0], &f(std::slice::from_ref(&x)).unwrap()).unwrap();
     assert_eq!(second.code, first.code);
     // The recompile stored a good entry again.
     let third = compile_and_call(f, std::slice::from_ref(&x), Mode::Default, Config::default(), false);
@@ -215,7 +215,7 @@ fn gpu_blocks_hit(mode: Mode) {
     for shape in [BlockShape::SMALL, BlockShape::LARGE] {
         let block = Block::new(shape, 0, device).unwrap();
         let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1).to(device).unwrap();
-        second_compile_hits(&|xs: &[Tensor]| block.naive_forward(&xs[0]), &[x], mode);
+        second_compile_hits(|xs: &[Tensor]| block.naive_forward(&xs[0]), &[x], mode);
     }
 }
 
