@@ -56,7 +56,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 }
 
 /// Sizes, strides and starting offset of a tensor's view onto its buffer, in elements.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Layout {
     shape: Vec<usize>,
     strides: Vec<usize>,

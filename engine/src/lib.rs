@@ -11,7 +11,7 @@
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
-//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning` |
+//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //!

@@ -26,6 +26,8 @@ pub enum Artifact {
     Cudagraphs,
     /// Max-autotune's candidates, their times and the choice.
     Autotuning,
+    /// The FX graph cache's decision for each compile: hit, miss (and stored), or bypass and why.
+    FxGraphCache,
     /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
     /// a missing GPU). Always printed, whatever `ENGINE_LOGS` says; [`capture`] can collect them.
     Warnings,
@@ -33,7 +35,7 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 9] = [
+    pub const ALL: [Artifact; 10] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
@@ -42,6 +44,7 @@ impl Artifact {
         Artifact::OutputCode,
         Artifact::Cudagraphs,
         Artifact::Autotuning,
+        Artifact::FxGraphCache,
         Artifact::Warnings,
     ];
 
@@ -56,6 +59,7 @@ impl Artifact {
             Artifact::OutputCode => "output_code",
             Artifact::Cudagraphs => "cudagraphs",
             Artifact::Autotuning => "autotuning",
+            Artifact::FxGraphCache => "fx_graph_cache",
             Artifact::Warnings => "warnings",
         }
     }

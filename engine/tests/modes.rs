@@ -180,13 +180,19 @@ proptest! {
     }
 }
 
+/// Inductor with the FX graph cache off: these tests read max-autotune's own disk cache of
+/// choices, which a hit of the whole graph would skip.
+fn without_fx_graph_cache() -> engine::backends::Inductor {
+    engine::backends::Inductor::with_config(inductor::Config { fx_graph_cache: false, ..Default::default() })
+}
+
 #[test]
 fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
     let Some((device, _alone)) = gpu_alone() else { return };
     let w = Tensor::randn(&[256, 128], 1).to(device).unwrap();
     let b = Tensor::randn(&[256], 2).to(device).unwrap();
     let x = Tensor::randn(&[64, 128], 3).to(device).unwrap();
-    let inductor = engine::backends::Inductor::default();
+    let inductor = without_fx_graph_cache();
     let f =
         dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).backend(inductor.clone()).mode(Mode::MaxAutotune);
     let (y, text) = logs::capture(&[Artifact::Autotuning], || f.call(&x).unwrap());
@@ -196,7 +202,9 @@ fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
     assert!(code.to_string().contains("cuBLASLt, bias+relu epilogue"), "{code}");
     assert!(text.contains("AUTOTUNE") || text.contains("cached on disk"), "{text}");
     // A second compile of the same problem reads the choice from the disk cache.
-    let again = dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).mode(Mode::MaxAutotune);
+    let again = dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu())
+        .backend(without_fx_graph_cache())
+        .mode(Mode::MaxAutotune);
     let (_, text) = logs::capture(&[Artifact::Autotuning], || again.call(&x).unwrap());
     assert!(text.contains("cached on disk") && !text.contains("AUTOTUNE"), "{text}");
 }
@@ -207,14 +215,14 @@ fn gpu_max_autotune_times_each_kernels_launches_and_caches_the_choice() {
     // A looped row reduction (rows too long for registers), on a size no other test uses.
     let x = Tensor::randn(&[3, 70001], 11).to(device).unwrap();
     let f = |x: &Tensor| x.mul(3.0)?.tanh()?.sum(1, false);
-    let inductor = engine::backends::Inductor::default();
+    let inductor = without_fx_graph_cache();
     let tuned = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone()).mode(Mode::MaxAutotune);
     let (y, text) = logs::capture(&[Artifact::Autotuning], || tuned.call(&x).unwrap());
     close(&y, &f(&x).unwrap()).unwrap();
     let code = inductor.output_codes()[0].to_string();
     assert!(code.matches("threads per block (fastest of").count() >= 1, "{code}\n{text}");
     assert!(text.contains("AUTOTUNE") || text.contains("launch cached on disk"), "{text}");
-    let again = dynamo::compile(|x: Tensor| f(&x)).mode(Mode::MaxAutotune);
+    let again = dynamo::compile(|x: Tensor| f(&x)).backend(without_fx_graph_cache()).mode(Mode::MaxAutotune);
     let (y, text) = logs::capture(&[Artifact::Autotuning], || again.call(&x).unwrap());
     close(&y, &f(&x).unwrap()).unwrap();
     assert!(text.contains("launch cached on disk") && !text.contains("AUTOTUNE"), "{text}");

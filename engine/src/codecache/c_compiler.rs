@@ -66,6 +66,12 @@ impl CCompiler {
         flags
     }
 
+    /// Everything about the compiler that changes what it builds from one source: its version,
+    /// its flags and the CPU `-march=native` targets. Part of every cache key of code it builds.
+    pub fn identity(&self) -> String {
+        format!("{}\n{}\n{}", self.version, self.flags().join(" "), self.cpu)
+    }
+
     /// Compiles `source` into a shared library through the global disk cache and loads it.
     pub fn compile(&self, source: &str) -> Result<SharedLibrary> {
         self.compile_in(DiskCache::global(), source).map(|(library, _)| library)
@@ -74,8 +80,7 @@ impl CCompiler {
     /// Like [`CCompiler::compile`] with an explicit cache; also says whether the compiler ran
     /// (`true`) or the cache already held the library (`false`).
     pub fn compile_in(&self, cache: &DiskCache, source: &str) -> Result<(SharedLibrary, bool)> {
-        let flags = self.flags().join(" ");
-        let key = cache_key(&[source.as_bytes(), self.version.as_bytes(), flags.as_bytes(), self.cpu.as_bytes()]);
+        let key = cache_key(&[source.as_bytes(), self.identity().as_bytes()]);
         let (path, built) = cache.get_or_build(&key, "so", |out| {
             // Keep the source beside the library: learners can open exactly what was compiled.
             let source_path = cache.dir().join(format!("{key}.c"));

@@ -81,32 +81,58 @@ impl DiskCache {
         build: impl FnOnce(&Path) -> Result<()>,
     ) -> Result<(PathBuf, bool)> {
         let path = self.dir.join(format!("{key}.{ext}"));
-        let checksum_path = self.dir.join(format!("{key}.{ext}.sha256"));
-        match verify(&path, &checksum_path) {
-            Entry::Valid => return Ok((path, false)),
-            Entry::Missing => {}
-            Entry::Corrupt(why) => {
-                crate::logs::warn(|| format!("cache entry {} is corrupt ({why}); rebuilding it", path.display()));
-                let _ = fs::remove_file(&path);
-                let _ = fs::remove_file(&checksum_path);
-            }
+        if self.read(key, ext).is_some() {
+            return Ok((path, false));
         }
         fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
         let tmp = unique_temp(&path);
-        let built = build(&tmp).and_then(|()| {
-            let bytes = fs::read(&tmp).map_err(|e| io_error(&tmp, e))?;
-            write_atomically(&checksum_path, hex(&Sha256::digest(&bytes)).as_bytes())?;
-            fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))
-        });
+        let built = build(&tmp).and_then(|()| self.install(&tmp, key, ext));
         if built.is_err() {
             let _ = fs::remove_file(&tmp);
         }
         built.map(|()| (path, true))
     }
+
+    /// The bytes of entry `key` with extension `ext`, when it is there and passes its checksum; a
+    /// corrupt entry is reported, removed and read as missing.
+    pub fn read(&self, key: &str, ext: &str) -> Option<Vec<u8>> {
+        let path = self.dir.join(format!("{key}.{ext}"));
+        let checksum_path = self.dir.join(format!("{key}.{ext}.sha256"));
+        match verify(&path, &checksum_path) {
+            Entry::Valid(bytes) => Some(bytes),
+            Entry::Missing => None,
+            Entry::Corrupt(why) => {
+                crate::logs::warn(|| format!("cache entry {} is corrupt ({why}); rebuilding it", path.display()));
+                let _ = fs::remove_file(&path);
+                let _ = fs::remove_file(&checksum_path);
+                None
+            }
+        }
+    }
+
+    /// Stores `bytes` as entry `key` with extension `ext`, replacing any entry there.
+    pub fn write(&self, key: &str, ext: &str, bytes: &[u8]) -> Result<()> {
+        fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let tmp = unique_temp(&self.dir.join(format!("{key}.{ext}")));
+        let written = fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, e)).and_then(|()| self.install(&tmp, key, ext));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written
+    }
+
+    /// Makes the finished file `tmp` entry `key`: its checksum first, then the entry itself,
+    /// each appearing atomically.
+    fn install(&self, tmp: &Path, key: &str, ext: &str) -> Result<()> {
+        let path = self.dir.join(format!("{key}.{ext}"));
+        let bytes = fs::read(tmp).map_err(|e| io_error(tmp, e))?;
+        write_atomically(&self.dir.join(format!("{key}.{ext}.sha256")), hex(&Sha256::digest(&bytes)).as_bytes())?;
+        fs::rename(tmp, &path).map_err(|e| io_error(&path, e))
+    }
 }
 
 enum Entry {
-    Valid,
+    Valid(Vec<u8>),
     Missing,
     Corrupt(String),
 }
@@ -114,7 +140,7 @@ enum Entry {
 fn verify(path: &Path, checksum_path: &Path) -> Entry {
     let Ok(bytes) = fs::read(path) else { return Entry::Missing };
     match fs::read_to_string(checksum_path) {
-        Ok(expected) if expected.trim() == hex(&Sha256::digest(&bytes)) => Entry::Valid,
+        Ok(expected) if expected.trim() == hex(&Sha256::digest(&bytes)) => Entry::Valid(bytes),
         Ok(_) => Entry::Corrupt("checksum mismatch".into()),
         Err(_) => Entry::Corrupt("checksum file missing".into()),
     }

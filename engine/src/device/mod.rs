@@ -8,7 +8,7 @@
 use std::fmt;
 
 /// A device that holds tensor memory and runs kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub enum Device {
     /// Host memory; kernels run on the CPU.
     #[default]

@@ -385,6 +385,39 @@ impl Params {
     }
 }
 
+/// Serde for an [`Op`] written as this format writes a call's op (its target and parameters), for
+/// the other stored forms that hold ops (the FX graph cache's extern steps): one naming of ops on
+/// disk, with the same refusals (custom ops, `cond`) and the same checks on reading.
+pub(crate) mod op_serde {
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Params, op_of, written_as};
+    use crate::op::Op;
+
+    /// An op as stored: its target and parameters.
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct WrittenOp {
+        target: String,
+        #[serde(default, skip_serializing_if = "Params::is_empty")]
+        params: Params,
+    }
+
+    /// Writes `op`; an op the format cannot hold is an error.
+    pub(crate) fn serialize<S: Serializer>(op: &Op, serializer: S) -> Result<S::Ok, S::Error> {
+        let (target, params) = written_as(op).map_err(S::Error::custom)?;
+        WrittenOp { target: target.to_string(), params }.serialize(serializer)
+    }
+
+    /// Reads an op, checked as [`super::ExportedProgram::from_json`] checks a call's.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Op, D::Error> {
+        let written = WrittenOp::deserialize(deserializer)?;
+        op_of(&written.target, written.params).map_err(D::Error::custom)
+    }
+}
+
 /// The target name and parameters `op` is written with, or why the format cannot hold it.
 fn written_as(op: &Op) -> Result<(&'static str, Params), String> {
     let none = Params::default();

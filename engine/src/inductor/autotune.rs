@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::config::GemmBackends;
-use super::gemm_choice::{GemmChoices, GemmKernel, failed, label};
+use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, failed, label};
 use super::ir::{IrId, LoweredGraph, NodeBody};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
@@ -52,14 +52,13 @@ impl Choice {
         }
     }
 
-    /// The engine kernel the choice names, loaded for `shape`; `None` for the libraries.
-    fn engine_kernel(&self, gpu: &Arc<CudaDevice>, shape: LinearShape) -> Result<Option<LinearGemm>> {
-        let gemm = match *self {
-            Choice::Skinny => skinny_gemm::load(gpu, shape),
-            Choice::Tf32x3(tile) => tf32x3_gemm::load(gpu, shape, tile),
-            Choice::Cublas | Choice::Lt(_) => return Ok(None),
-        };
-        gemm.map(Some).map_err(failed)
+    /// The engine kernel the choice names; `None` for the libraries.
+    fn engine_kernel(&self) -> Option<EngineGemm> {
+        match *self {
+            Choice::Skinny => Some(EngineGemm::Skinny),
+            Choice::Tf32x3(tile) => Some(EngineGemm::Tf32x3(tile)),
+            Choice::Cublas | Choice::Lt(_) => None,
+        }
     }
 }
 
@@ -109,8 +108,7 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
         match choice {
             Choice::Cublas => choices.notes.push(format!("{label}: cuBLAS sgemm ({why})")),
             Choice::Lt(algorithm) => {
-                let gemm = LtGemm::new(gpu, problem, Some(algorithm)).map_err(failed)?;
-                choices.gemms.insert(IrId(i), GemmKernel::Lt(Arc::new(gemm)));
+                choices.gemms.push((IrId(i), GemmSpec::Lt { problem, algorithm }));
                 choices.notes.push(format!("{label}: cuBLASLt{epilogue} ({why})"));
             }
             Choice::Skinny | Choice::Tf32x3(_) => {
@@ -122,8 +120,8 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
                     ),
                 };
                 let shape = linear.ok_or_else(not_fit)?;
-                let gemm = choice.engine_kernel(gpu, shape)?.ok_or_else(not_fit)?;
-                choices.gemms.insert(IrId(i), GemmKernel::Engine(Arc::new(gemm)));
+                let kernel = choice.engine_kernel().ok_or_else(not_fit)?;
+                choices.gemms.push((IrId(i), GemmSpec::Engine { kernel, shape }));
                 choices.notes.push(format!("{label}: {}{epilogue} ({why})", choice.name()));
             }
         }
@@ -214,8 +212,8 @@ impl Tuning<'_> {
         if let Some(shape) = self.linear.filter(|_| !self.engine.is_empty()) {
             let (a_len, w_len) = shape.extents();
             engine_buffers = Some((scratch(a_len)?, scratch(w_len)?));
-            for choice in &self.engine {
-                engine_gemms.extend(choice.engine_kernel(gpu, shape)?);
+            for kernel in self.engine.iter().filter_map(Choice::engine_kernel) {
+                engine_gemms.push(kernel.load(gpu, shape)?);
             }
         }
         let mut candidates: Vec<Box<dyn FnMut() -> Result<()>>> = Vec::new();

@@ -8,26 +8,26 @@
 //! every binding prints the same source, and the disk cache and the loader hand back the one
 //! library already compiled: the size is passed at run time. A size that changes the source (a
 //! stride inside an index) is baked in, and that source is compiled once for its size.
+//!
+//! A static graph compiled before is read from the [FX graph cache](super::fx_graph_cache)
+//! instead: only its program is built, through the same [`ProgramSpec::build`] as a fresh one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::codegen::{Renderer, cuda};
 use super::config::{Config, Mode};
-use super::gemm_choice::{self, GemmKernel};
-use super::ir::{IrId, LoweredGraph, NodeBody, PointwiseOp};
+use super::gemm_choice;
+use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
 use super::launch::Launch;
 use super::output_code::OutputCode;
-use super::runtime::Program;
-use super::runtime::cpu::CpuProgram;
-use super::runtime::cuda::CudaProgram;
-use super::runtime::cudagraphs;
+use super::runtime::spec::ProgramSpec;
+use super::runtime::{self, Program, cudagraphs};
 use super::scheduler::{self, Schedule};
 use super::wrapper;
-use super::{CompiledModule, autotune, launch_tuning, lowering, pattern_matcher};
+use super::{CompiledModule, autotune, fx_graph_cache, launch_tuning, lowering, pattern_matcher};
 use crate::aot;
-use crate::codecache::CCompiler;
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
 use crate::error::{Error, Result};
@@ -46,16 +46,31 @@ struct Generated {
     output_code: OutputCode,
     /// The whole source to compile: the renderer's prelude, then every kernel.
     module_source: String,
+    /// What `ENGINE_LOGS=fusion` prints for it.
+    fusion_log: String,
 }
 
-/// Compiles a captured graph for the device its inputs are on.
+/// Compiles a captured graph for the device its inputs are on, from the FX graph cache when it
+/// holds the graph.
 pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
+    let key = match fx_graph_cache::lookup(graph, device, config) {
+        fx_graph_cache::Lookup::Hit(entry) => return from_cache(*entry, device, config),
+        fx_graph_cache::Lookup::Miss(key) => Some(key),
+        fx_graph_cache::Lookup::Bypass => None,
+    };
     let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
     let generated = generate_for(&decomposed, &hints, device, config, true)?;
-    let (output_code, program) = finish(generated, device, config, true)?;
-    let program = Arc::new(program);
+    let fusion_log = generated.fusion_log.clone();
+    let (output_code, spec) = finish(generated, device, config, true)?;
+    let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
+    let encoded = key.and_then(|key| key.encode(&entry));
+    let fx_graph_cache::Entry { output_code, program: spec, .. } = entry;
+    let program = Arc::new(spec.build(device, config.mode)?);
+    if let Some(encoded) = encoded {
+        encoded.store();
+    }
     let dynamic = decomposed.is_dynamic().then(|| Specializations {
         programs: Mutex::new(HashMap::from([(binding_key(&hints), program.clone())])),
         graph: decomposed,
@@ -63,6 +78,33 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
         config: *config,
     });
     Ok(CompiledModule { output_code, program, dynamic })
+}
+
+/// A compiled module from a cache entry: the logs a fresh compile prints, then the program built.
+fn from_cache(entry: fx_graph_cache::Entry, device: Device, config: &Config) -> Result<CompiledModule> {
+    let fx_graph_cache::Entry { output_code, fusion_log, program } = entry;
+    logs::log(Artifact::Fusion, || fusion_log);
+    if config.mode == Mode::MaxAutotune {
+        logs::log(Artifact::Autotuning, || {
+            "fx graph cache hit: max-autotune's choices (GEMMs, kernel launches) come with the cached graph; \
+             nothing is timed"
+                .into()
+        });
+    }
+    log_compiled(&output_code, program.cuda_graph_skip.as_deref(), config.mode);
+    let program = Arc::new(program.build(device, config.mode)?);
+    Ok(CompiledModule { output_code, program, dynamic: None })
+}
+
+/// The logs of a compiled graph, fresh or cached: its output code, and reduce-overhead's
+/// decision not to record it.
+fn log_compiled(output_code: &OutputCode, cuda_graph_skip: Option<&str>, mode: Mode) {
+    logs::log(Artifact::OutputCode, || output_code.to_string());
+    if mode.records_cuda_graphs()
+        && let Some(reason) = cuda_graph_skip
+    {
+        cudagraphs::log_skip(reason);
+    }
 }
 
 /// The output code Inductor would compile for `graph` on `device`, without compiling it: how
@@ -107,8 +149,9 @@ fn generate_for(
 ) -> Result<Generated> {
     let lowered = lowering::lower_with(graph, bindings, gemm_epilogues(device, config.mode))?;
     let schedule = scheduler::schedule(&lowered, config.fusion)?;
+    let fusion_log = if log { fusion_log(&schedule) } else { String::new() };
     if log {
-        logs::log(Artifact::Fusion, || fusion_log(&schedule));
+        logs::log(Artifact::Fusion, || fusion_log.clone());
     }
     let kernels = build_kernels(&lowered, &schedule)?;
     let plan = wrapper::plan(&lowered, &schedule);
@@ -117,7 +160,7 @@ fn generate_for(
     let custom = custom_sources(&lowered, renderer.as_ref())?;
     let output_code = OutputCode::new(device, &lowered, &kernels, sources, custom, &plan);
     let module_source = output_code.module_source(&renderer.prelude());
-    Ok(Generated { lowered, kernels, launches, plan, output_code, module_source })
+    Ok(Generated { lowered, kernels, launches, plan, output_code, module_source, fusion_log })
 }
 
 /// Whether lowering folds bias adds and ReLUs into GEMM epilogues: under max-autotune on a GPU
@@ -129,8 +172,8 @@ fn gemm_epilogues(device: Device, mode: Mode) -> bool {
 
 /// Makes generated code runnable: under max-autotune on a GPU, each matmul's library chosen by
 /// timing (and noted in the output code); the output code logged (with reduce-overhead's decision)
-/// when `log` is set; then the program built.
-fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) -> Result<(OutputCode, Program)> {
+/// when `log` is set. Returns the output code and the program as data.
+fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) -> Result<(OutputCode, ProgramSpec)> {
     let gemms = match (config.mode, device) {
         (Mode::MaxAutotune, Device::Cuda(ordinal)) => {
             let gpu = CudaDevice::get(ordinal)?;
@@ -139,7 +182,7 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
                     logs::log(Artifact::Autotuning, || {
                         format!("cuBLASLt cannot run ({e}): every matmul stays on cuBLAS, untimed")
                     });
-                    HashMap::new()
+                    Vec::new()
                 }
                 Ok(_) => {
                     let choices = autotune::choose_gemms(&gpu, &generated.lowered, config.gemm_backends)?;
@@ -153,28 +196,25 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
                 "max-autotune on cpu: no GEMM choice to time on the CPU; the kernels compile as in the default mode"
                     .into()
             });
-            HashMap::new()
+            Vec::new()
         }
         (_, Device::Cuda(ordinal)) => {
-            let choices = gemm_choice::by_rule(&CudaDevice::get(ordinal)?, &generated.lowered)?;
+            let choices = gemm_choice::by_rule(&*CudaDevice::get(ordinal)?, &generated.lowered);
             generated.output_code.choices.extend(choices.notes);
             choices.gemms
         }
-        (_, Device::Cpu) => HashMap::new(),
+        (_, Device::Cpu) => Vec::new(),
     };
     if let (Mode::MaxAutotune, Device::Cuda(ordinal)) = (config.mode, device) {
         tune_launches(&CudaDevice::get(ordinal)?, &mut generated)?;
     }
+    let Generated { lowered, kernels, launches, plan, output_code, module_source, .. } = generated;
+    let cuda_graph_skip = cudagraphs::skip_reason(device, &lowered);
     if log {
-        logs::log(Artifact::OutputCode, || generated.output_code.to_string());
-        if config.mode.records_cuda_graphs()
-            && let Some(reason) = cudagraphs::skip_reason(device, &generated.lowered)
-        {
-            cudagraphs::log_skip(&reason);
-        }
+        log_compiled(&output_code, cuda_graph_skip.as_deref(), config.mode);
     }
-    let output_code = generated.output_code.clone();
-    Ok((output_code, build_program(generated, device, config.mode, gemms)?))
+    let schedule = runtime::Schedule::new(&lowered, &plan, &kernels, &launches);
+    Ok((output_code, ProgramSpec { module_source, schedule, gemms, cuda_graph_skip }))
 }
 
 /// Max-autotune's launch for each kernel the engine's CUDA printer wrote (a learner's printer's
@@ -198,34 +238,6 @@ fn tune_launches(gpu: &Arc<CudaDevice>, generated: &mut Generated) -> Result<()>
     }
     generated.module_source = generated.output_code.module_source(&prelude);
     Ok(())
-}
-
-/// Compiles the generated code (the system C compiler, or NVRTC for the device's architecture,
-/// both through the disk cache) and resolves its kernels; under reduce-overhead and max-autotune,
-/// a GPU plan that can be recorded is wrapped to record and replay a CUDA graph.
-fn build_program(
-    generated: Generated,
-    device: Device,
-    mode: Mode,
-    gemms: HashMap<IrId, GemmKernel>,
-) -> Result<Program> {
-    let Generated { lowered, kernels, launches, plan, module_source, .. } = generated;
-    match device {
-        Device::Cpu => {
-            let library = if kernels.is_empty() { None } else { Some(CCompiler::detect()?.compile(&module_source)?) };
-            Ok(Program::Cpu(CpuProgram::new(&lowered, &kernels, &plan, library)?))
-        }
-        Device::Cuda(ordinal) => {
-            let gpu = CudaDevice::get(ordinal)?;
-            let module = if kernels.is_empty() { None } else { Some(gpu.load(&module_source)?) };
-            let program = CudaProgram::new(gpu, &lowered, &kernels, &launches, &plan, module, gemms)?;
-            Ok(if mode.records_cuda_graphs() && cudagraphs::skip_reason(device, &lowered).is_none() {
-                Program::CudaGraphed(cudagraphs::Graphed::new(program))
-            } else {
-                Program::Cuda(program)
-            })
-        }
-    }
 }
 
 /// The source of every custom op the kernels call, once each, in the renderer's language.
@@ -263,7 +275,8 @@ impl Specializations {
             return Ok(program.clone());
         }
         let generated = generate_for(&self.graph, &bindings, self.device, &self.config, false)?;
-        let program = Arc::new(finish(generated, self.device, &self.config, false)?.1);
+        let program =
+            Arc::new(finish(generated, self.device, &self.config, false)?.1.build(self.device, self.config.mode)?);
         self.programs.lock().expect("programs lock").insert(key, program.clone());
         Ok(program)
     }

@@ -105,7 +105,8 @@ impl Default for GemmBackends {
     }
 }
 
-/// How to compile: the fusion decision, the printers, the mode and max-autotune's GEMMs.
+/// How to compile: the fusion decision, the printers, the mode, max-autotune's GEMMs and whether
+/// the FX graph cache may serve the compile.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// Decides each fusion (the engine's [`can_fuse`] by default).
@@ -116,6 +117,11 @@ pub struct Config {
     pub mode: Mode,
     /// The GEMMs max-autotune may time (all by default).
     pub gemm_backends: GemmBackends,
+    /// Whether a compile may be served from, and stored in, the FX graph cache on disk (on by
+    /// default, PyTorch's `fx_graph_cache`; `ENGINE_FX_GRAPH_CACHE=0` turns it off for the whole
+    /// process). A config with replacement printers or another fusion decision is never cached
+    /// whatever this says (see [`super::fx_graph_cache`]).
+    pub fx_graph_cache: bool,
 }
 
 impl Default for Config {
@@ -125,6 +131,7 @@ impl Default for Config {
             printers: Printers::default(),
             mode: Mode::Default,
             gemm_backends: GemmBackends::default(),
+            fx_graph_cache: true,
         }
     }
 }

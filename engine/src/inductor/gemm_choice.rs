@@ -15,11 +15,12 @@
 //! times the same kernels, in every tile shape, against cuBLAS and cuBLASLt's algorithms instead
 //! (`autotune`). The output code says which kernel each product got and why.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use super::ir::{IrId, LoweredGraph, NodeBody, View};
-use crate::device::cuda::cublaslt::LtGemm;
+use crate::device::cuda::cublaslt::{Algorithm, LtGemm, Problem};
 use crate::device::cuda::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::skinny_gemm::{self, MAX_ROWS};
 use crate::device::cuda::tf32x3_gemm::{self, Tile};
@@ -35,11 +36,53 @@ pub(crate) enum GemmKernel {
     Engine(Arc<LinearGemm>),
 }
 
+/// One of the engine's own GEMM kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum EngineGemm {
+    /// The few-row kernel.
+    Skinny,
+    /// The tensor-core kernel in one of its tiles.
+    Tf32x3(Tile),
+}
+
+impl EngineGemm {
+    /// The kernel loaded for products of `shape`.
+    pub(crate) fn load(self, gpu: &Arc<CudaDevice>, shape: LinearShape) -> Result<LinearGemm> {
+        match self {
+            EngineGemm::Skinny => skinny_gemm::load(gpu, shape),
+            EngineGemm::Tf32x3(tile) => tf32x3_gemm::load(gpu, shape, tile),
+        }
+        .map_err(failed)
+    }
+}
+
+/// A product's kernel as data, what the FX graph cache stores: loaded by [`GemmSpec::load`] when
+/// the program is built, whether the choice was just made or read back.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum GemmSpec {
+    /// cuBLASLt on `problem` with the timed `algorithm`.
+    Lt { problem: Problem, algorithm: Algorithm },
+    /// One of the engine's kernels, on a linear layer's product of `shape`.
+    Engine { kernel: EngineGemm, shape: LinearShape },
+}
+
+impl GemmSpec {
+    /// The kernel, ready to run on `gpu`.
+    pub(crate) fn load(&self, gpu: &Arc<CudaDevice>) -> Result<GemmKernel> {
+        Ok(match *self {
+            GemmSpec::Lt { problem, algorithm } => {
+                GemmKernel::Lt(Arc::new(LtGemm::new(gpu, problem, Some(algorithm)).map_err(failed)?))
+            }
+            GemmSpec::Engine { kernel, shape } => GemmKernel::Engine(Arc::new(kernel.load(gpu, shape)?)),
+        })
+    }
+}
+
 /// The products not on cuBLAS, by node, and one line per product for the output code.
 #[derive(Default)]
 pub(crate) struct GemmChoices {
     /// The chosen kernels (a matmul absent here runs on cuBLAS).
-    pub gemms: HashMap<IrId, GemmKernel>,
+    pub gemms: Vec<(IrId, GemmSpec)>,
     /// What was chosen for each matmul, and why.
     pub notes: Vec<String>,
 }
@@ -74,23 +117,23 @@ fn tensor_cores_by_rule(gpu: &CudaDevice, shape: &LinearShape) -> bool {
 
 /// The default rule: every product of few rows by a weight on the skinny kernel, larger ones on
 /// the tensor-core kernel where it pays, the rest on cuBLAS.
-pub(crate) fn by_rule(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<GemmChoices> {
+pub(crate) fn by_rule(gpu: &CudaDevice, graph: &LoweredGraph) -> GemmChoices {
     let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, .. } = &node.body else { continue };
         let Some(shape) = LinearShape::of(&a.layout, &b.layout, &node.shape) else { continue };
-        let (gemm, note) = if skinny_gemm::fits(&shape) {
+        let (kernel, note) = if skinny_gemm::fits(&shape) {
             let rows = if shape.rows == 1 { "1 row".to_string() } else { format!("{} rows", shape.rows) };
             let why = format!("{rows}, at most {MAX_ROWS}: the weight read once by every SM, instead of cuBLAS");
-            (skinny_gemm::load(gpu, shape), format!("skinny_gemm ({why})"))
+            (EngineGemm::Skinny, format!("skinny_gemm ({why})"))
         } else if tensor_cores_by_rule(gpu, &shape) {
             let why = "float32 on Hopper's tensor cores as three TF32 products, faster than cuBLAS's float32 GEMM";
-            (tf32x3_gemm::load(gpu, shape, RULE_TILE), format!("tf32x3_gemm {} ({why})", RULE_TILE.name()))
+            (EngineGemm::Tf32x3(RULE_TILE), format!("tf32x3_gemm {} ({why})", RULE_TILE.name()))
         } else {
             continue;
         };
-        choices.gemms.insert(IrId(i), GemmKernel::Engine(Arc::new(gemm.map_err(failed)?)));
+        choices.gemms.push((IrId(i), GemmSpec::Engine { kernel, shape }));
         choices.notes.push(format!("{}: {note}", label(i, &node.origin_name, a, b)));
     }
-    Ok(choices)
+    choices
 }

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use super::index::Affine;
 use crate::error::SourceLocation;
 use crate::fx::NodeId;
@@ -15,7 +17,7 @@ use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 /// An IR node: its index in [`LoweredGraph::nodes`], and the `N` of its buffer `bufN`. Typed, so
 /// that a node cannot be passed where a kernel ([`KernelId`](super::scheduler::KernelId)) or a
 /// memory slot ([`SlotId`](super::wrapper::SlotId)) is meant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct IrId(pub usize);
 
 impl fmt::Display for IrId {
@@ -26,7 +28,7 @@ impl fmt::Display for IrId {
 }
 
 /// One value per IR node, indexed by [`IrId`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerNode<T>(pub Vec<T>);
 
 impl<T: Clone> PerNode<T> {
@@ -57,7 +59,7 @@ impl<T> std::ops::IndexMut<IrId> for PerNode<T> {
 }
 
 /// A region of memory a kernel can read: a graph input or the output of an IR node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum BufferName {
     /// The graph input (placeholder) with this position.
     Input(usize),
@@ -75,7 +77,7 @@ impl fmt::Display for BufferName {
 }
 
 /// A strided view of a buffer (Inductor's `ReinterpretView`): how a value reaches its readers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct View {
     /// The memory viewed.
     pub buffer: BufferName,
@@ -185,7 +187,7 @@ pub enum NodeBody {
 
 /// What a GEMM applies to its product before writing it: `relu(a @ b + bias)`, the bias one
 /// value per column (see [`super::gemm_epilogue`]).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Epilogue {
     /// The bias vector added, a view of `[columns]` elements.
     pub bias: Option<View>,
@@ -203,7 +205,7 @@ impl Epilogue {
 }
 
 /// An operand of a [`NodeBody::Fallback`] node.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum FallbackArg {
     /// A tensor, read through a view.
     Tensor(View),
@@ -277,7 +279,7 @@ impl IrNode {
 }
 
 /// A graph input as the compiled code sees it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GraphInput {
     /// The placeholder's name (`x`, `fc1_weight`).
     pub name: String,

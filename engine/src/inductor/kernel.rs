@@ -129,14 +129,21 @@ pub struct KernelArg {
     pub output: bool,
 }
 
+/// An op's name as [`crate::op::Op::name`] gives it. (Named so that serde's derive, which reads
+/// types as written, does not take `&'static str` for text borrowed from the input: op names are
+/// interned when read back.)
+type OpName = &'static str;
+
 /// A graph node a kernel computes, for annotations.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Origin {
     /// The node's name in the graph.
     pub node: String,
     /// Its op.
-    pub op: &'static str,
+    #[serde(with = "super::fx_graph_cache::stored::op_name")]
+    pub op: OpName,
     /// The learner's line.
+    #[serde(with = "super::fx_graph_cache::stored::location")]
     pub location: Option<SourceLocation>,
 }
 

@@ -6,7 +6,7 @@
 /// Threads per block of pointwise kernels and of one-thread-per-row reductions.
 pub(crate) const THREADS: u32 = 256;
 /// How many blocks a launch needs for `xnumel`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Grid {
     /// Enough blocks for `per_block` elements each (grid-stride loops take any excess).
     Elements {
@@ -18,7 +18,7 @@ pub enum Grid {
 }
 
 /// The launch configuration a kernel was written for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Launch {
     /// Threads per block.
     pub block: u32,

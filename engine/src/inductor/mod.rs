@@ -37,6 +37,7 @@
 //! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
+//! | `codecache.py`'s `FxGraphCache` | [`fx_graph_cache`] |
 //!
 //! ```
 //! use engine::{backends::Inductor, dynamo, Tensor};
@@ -82,6 +83,9 @@ mod launch_tuning;
 // 7. What the user reads, and what runs.
 pub mod output_code;
 mod runtime;
+
+// 8. The compiled artifact kept on disk per graph, so a warm start skips steps 0-6.
+pub mod fx_graph_cache;
 
 pub use compile_fx::{compile_fx, generate, kernels};
 pub use config::{Config, GemmBackends, Mode, Printers};

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use super::ir::{BufferName, FallbackArg, LoweredGraph, NodeBody, View};
 use super::kernel::{Kernel, Origin};
 use super::wrapper::{CallPlan, Step};
@@ -12,7 +14,7 @@ use crate::device::Device;
 use crate::layout::{Layout, numel};
 
 /// One pointer argument of a kernel, as the call plan passes it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArgCode {
     /// The buffer passed (`arg0`, `fc1_bias`, `buf3`).
     pub buffer: String,
@@ -23,7 +25,7 @@ pub struct ArgCode {
 }
 
 /// One kernel's printed source and where it came from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelCode {
     /// The kernel's name (`poi_fused_add_relu_mul_0`).
     pub name: String,
@@ -36,7 +38,7 @@ pub struct KernelCode {
 }
 
 /// The generated module: kernels and the call plan, as text.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputCode {
     /// Where the kernels run: C on the CPU, CUDA C on a GPU.
     pub device: Device,

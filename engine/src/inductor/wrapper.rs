@@ -32,7 +32,7 @@ pub enum Step {
 }
 
 /// A slot of memory in the call plan: buffers whose lives do not overlap share one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct SlotId(pub usize);
 
 /// The whole plan: steps, the memory slot of each stored buffer, and the returned views.

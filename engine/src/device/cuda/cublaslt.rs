@@ -30,7 +30,7 @@ use super::error::CudaError;
 use super::matmul::{Dims, Operand, Prepared, prepare};
 
 /// What the GEMM applies to the product before writing it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Epilogue {
     /// The product as it is.
     #[default]
@@ -104,7 +104,7 @@ pub fn lt_version(device: &CudaDevice) -> Result<usize, CudaError> {
 /// One GEMM problem in cuBLASLt's column-major terms: `D[m, n] = op(A)[m, k] @ op(B)[k, n]`, over
 /// `batch` matrices, and its epilogue. Built from the row-major product's operands by
 /// [`Problem::new`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Problem {
     /// Rows of D (the row-major product's columns).
     pub m: u64,

@@ -35,7 +35,7 @@ unsafe impl DeviceRepr for LinearParams {}
 /// Where a product `a @ b` has a linear layer's layout: the left operand's rows one stride apart
 /// with `k` contiguous, the right operand one matrix (no batch of its own) read as a weight
 /// `w[c, k]` with `k` contiguous, which is how `linear` reads its weight (`b` is `w` transposed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) struct LinearShape {
     /// Rows of the product (batch dims and `m` together).
     pub(crate) rows: usize,

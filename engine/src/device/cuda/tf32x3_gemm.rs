@@ -14,7 +14,9 @@ use super::source::TF32X3_GEMM as FAMILY;
 
 /// A tile shape the kernel is compiled for: the block's `rows x cols` of the output, the `k` it
 /// copies at a time, its warps and its pipeline depth (`TF32X3_GEMMS` in the kernel).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Stored by name (see [`Tile::name`]), so that a stored tile is always one of [`Tile::ALL`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub(crate) struct Tile {
     rows: u32,
     cols: u32,
@@ -49,6 +51,20 @@ impl Tile {
     fn shared_bytes(&self) -> u32 {
         let row = if self.k % 32 == 16 { self.k } else { self.k + 16 };
         self.stages * (self.rows + self.cols) * row * 4
+    }
+}
+
+impl From<Tile> for String {
+    fn from(tile: Tile) -> String {
+        tile.name()
+    }
+}
+
+impl TryFrom<String> for Tile {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Tile, String> {
+        Tile::named(&name).ok_or_else(|| format!("no tf32x3_gemm tile is named `{name}`"))
     }
 }
 

@@ -6,16 +6,15 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
+use super::{KernelSpec, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::backend::execute;
 use crate::device::cpu::{self, PARALLEL_THRESHOLD, matmul_into};
 use crate::error::Result;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
-use crate::inductor::ir::{BufferName, LoweredGraph, PerNode, View};
-use crate::inductor::kernel::{Kernel, KernelBody};
-use crate::inductor::wrapper::{CallPlan, SlotId};
+use crate::inductor::ir::{BufferName, PerNode, View};
+use crate::inductor::wrapper::SlotId;
 use crate::layout::Layout;
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
@@ -125,26 +124,15 @@ fn apply_epilogue(product: &mut [f32], bias: Option<&[f32]>, relu: bool) {
 }
 
 impl CpuProgram {
-    /// Resolves each kernel of `plan` in `library` (compiled from the kernels' C source).
-    pub(crate) fn new(
-        graph: &LoweredGraph,
-        kernels: &[Kernel],
-        plan: &CallPlan,
-        library: Option<SharedLibrary>,
-    ) -> Result<CpuProgram> {
-        let schedule = Schedule::new(graph, plan, |kernel| {
-            let k = &kernels[kernel];
+    /// Resolves each kernel of `schedule` in `library` (compiled from the kernels' C source).
+    pub(crate) fn new(schedule: Schedule<KernelSpec>, library: Option<SharedLibrary>) -> Result<CpuProgram> {
+        let schedule = schedule.resolve(|k, _| {
             let library = library.as_ref().expect("a plan with kernels has a library");
             // SAFETY: every generated kernel has exactly the `KernelFn` signature, and a range
             // entry point, where there is one, the `RangeFn` signature.
             let whole = unsafe { *library.get::<KernelFn>(&k.name)? };
             let range = unsafe { library.get::<RangeFn>(&format!("{}{RANGE_SUFFIX}", k.name)) }.ok().map(|f| *f);
-            let work_per_x = match k.body {
-                KernelBody::Pointwise(_) => 1,
-                KernelBody::Reduction { row_len, .. } => row_len.max(1),
-            };
-            let kernel = CpuKernel { whole, range, work_per_x, name: k.name.clone() };
-            Ok((kernel, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
+            Ok(CpuKernel { whole, range, work_per_x: k.work_per_x, name: k.name })
         })?;
         Ok(CpuProgram { _library: library, schedule })
     }

@@ -8,17 +8,15 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
+use super::{KernelSpec, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cuda::cublaslt::matmul_lt;
 use crate::device::cuda::matmul::matmul_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
 use crate::inductor::gemm_choice::GemmKernel;
-use crate::inductor::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
-use crate::inductor::kernel::Kernel;
-use crate::inductor::launch::Launch;
-use crate::inductor::wrapper::{CallPlan, SlotId};
+use crate::inductor::ir::{BufferName, IrId, PerNode, View};
+use crate::inductor::wrapper::SlotId;
 use crate::layout::Layout;
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
@@ -62,27 +60,23 @@ fn failed(what: &str, e: impl Into<CudaError>) -> Error {
 }
 
 impl CudaProgram {
-    /// Resolves each kernel of `plan` in `module` and fixes its launch shape for the plan's sizes.
+    /// Resolves each kernel of `schedule` in `module` and fixes its launch shape for the plan's
+    /// sizes; `gemms` are the matmuls not on cuBLAS.
     pub(crate) fn new(
         device: Arc<CudaDevice>,
-        graph: &LoweredGraph,
-        kernels: &[Kernel],
-        launches: &[Launch],
-        plan: &CallPlan,
+        schedule: Schedule<KernelSpec>,
         module: Option<Arc<Module>>,
         gemms: HashMap<IrId, GemmKernel>,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
-        let schedule = Schedule::new(graph, plan, |kernel| {
-            let (k, launch) = (&kernels[kernel], launches[kernel]);
+        let schedule = schedule.resolve(|k, xnumel| {
             let module = module.as_ref().expect("a plan with kernels has a module");
             let config = LaunchConfig {
-                grid_dim: (launch.grid_size(k.xnumel, sm_count), 1, 1),
-                block_dim: (launch.block, 1, 1),
+                grid_dim: (k.launch.grid_size(xnumel as usize, sm_count), 1, 1),
+                block_dim: (k.launch.block, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let launched = Launched { name: k.name.clone(), function: module.function(&k.name)?, config };
-            Ok((launched, k.args.iter().map(|a| a.buffer).collect(), k.xnumel as i64))
+            Ok(Launched { function: module.function(&k.name)?, name: k.name, config })
         })?;
         Ok(CudaProgram { device, _module: module, schedule, gemms })
     }

@@ -8,10 +8,15 @@
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod cudagraphs;
+pub(crate) mod spec;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use super::ir::{BufferName, Epilogue, FallbackArg, GraphInput, IrId, LoweredGraph, NodeBody, PerNode, View};
+use super::kernel::{Kernel, KernelBody};
+use super::launch::Launch;
 use super::wrapper::{CallPlan, SlotId, Step};
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
@@ -64,7 +69,9 @@ impl<M> std::ops::IndexMut<SlotId> for Slots<M> {
     }
 }
 
-/// A step of the plan as a runtime runs it; `K` is the device's resolved kernel.
+/// A step of the plan as a runtime runs it; `K` is the kernel: a [`KernelSpec`] as planned and
+/// stored, then the device's resolved kernel.
+#[derive(Serialize, Deserialize)]
 pub(crate) enum Run<K> {
     /// Fresh memory of `len` elements for `slot` (a reused slot needs no step).
     Alloc { slot: SlotId, len: usize },
@@ -73,13 +80,41 @@ pub(crate) enum Run<K> {
     /// The library matmul of two views into node `out`'s buffer, with its epilogue.
     Matmul { a: View, b: View, epilogue: Epilogue, out: IrId, shape: Vec<usize> },
     /// A device kernel of the eager layer run on views into node `out`'s buffer.
-    ExternKernel { op: Op, inputs: Vec<View>, out: IrId, shape: Vec<usize> },
+    ExternKernel {
+        #[serde(with = "crate::fx::export::op_serde")]
+        op: Op,
+        inputs: Vec<View>,
+        out: IrId,
+        shape: Vec<usize>,
+    },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
-    Fallback { op: Op, args: Vec<FallbackArg>, out: IrId, location: SourceLocation },
+    Fallback {
+        #[serde(with = "crate::fx::export::op_serde")]
+        op: Op,
+        args: Vec<FallbackArg>,
+        out: IrId,
+        #[serde(with = "crate::inductor::fx_graph_cache::stored::location::required")]
+        location: SourceLocation,
+    },
+}
+
+/// A generated kernel as plain data, what each runtime resolves into a kernel it can call: the
+/// part of a program that is the same whether it was just generated or read from the FX graph
+/// cache.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct KernelSpec {
+    /// Its name in the compiled module.
+    pub name: String,
+    /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions (how the
+    /// CPU sizes its tasks).
+    pub work_per_x: usize,
+    /// How a GPU launches it.
+    pub launch: Launch,
 }
 
 /// What both runtimes take from the plan: the inputs to check, the steps with each kernel
-/// resolved for the device (`K`), the buffer slots and where the outputs live.
+/// (`K`), the buffer slots and where the outputs live.
+#[derive(Serialize, Deserialize)]
 pub(crate) struct Schedule<K> {
     pub inputs: Vec<GraphInput>,
     pub steps: Vec<Run<K>>,
@@ -88,34 +123,59 @@ pub(crate) struct Schedule<K> {
     pub outputs: Vec<View>,
 }
 
-impl<K> Schedule<K> {
-    /// The plan's schedule, with each kernel resolved by `resolve(kernel index)`.
-    pub(crate) fn new(
-        graph: &LoweredGraph,
-        plan: &CallPlan,
-        resolve: impl FnMut(usize) -> Result<(K, Vec<BufferName>, i64)>,
-    ) -> Result<Schedule<K>> {
-        Ok(Schedule {
+impl Schedule<KernelSpec> {
+    /// The plan's schedule, kernel `i` being `kernels[i]` launched as `launches[i]`.
+    pub(crate) fn new(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[Launch]) -> Self {
+        Schedule {
             inputs: graph.inputs.clone(),
-            steps: steps(graph, plan, resolve)?,
+            steps: steps(graph, plan, kernels, launches),
             slot_of: plan.slot_of.clone(),
             slot_count: plan.slot_sizes.len(),
             outputs: plan.outputs.clone(),
-        })
+        }
     }
 
+    /// Whether any step runs a generated kernel (else there is no module to compile).
+    pub(crate) fn has_kernels(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, Run::Kernel { .. }))
+    }
+
+    /// The schedule with each kernel resolved for a device by `resolve(kernel, xnumel)`.
+    pub(crate) fn resolve<K>(self, mut resolve: impl FnMut(KernelSpec, i64) -> Result<K>) -> Result<Schedule<K>> {
+        let steps = self
+            .steps
+            .into_iter()
+            .map(|step| {
+                Ok(match step {
+                    Run::Kernel { kernel, args, xnumel } => {
+                        Run::Kernel { kernel: resolve(kernel, xnumel)?, args, xnumel }
+                    }
+                    Run::Alloc { slot, len } => Run::Alloc { slot, len },
+                    Run::Matmul { a, b, epilogue, out, shape } => Run::Matmul { a, b, epilogue, out, shape },
+                    Run::ExternKernel { op, inputs, out, shape } => Run::ExternKernel { op, inputs, out, shape },
+                    Run::Fallback { op, args, out, location } => Run::Fallback { op, args, out, location },
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Schedule {
+            inputs: self.inputs,
+            steps,
+            slot_of: self.slot_of,
+            slot_count: self.slot_count,
+            outputs: self.outputs,
+        })
+    }
+}
+
+impl<K> Schedule<K> {
     /// The slot holding node `node`'s buffer.
     pub(crate) fn slot(&self, node: IrId) -> SlotId {
         self.slot_of[node].expect("buffers read from memory have a slot")
     }
 }
 
-/// The plan's steps for a runtime, with each kernel resolved by `resolve(kernel index)`.
-fn steps<K>(
-    graph: &LoweredGraph,
-    plan: &CallPlan,
-    mut resolve: impl FnMut(usize) -> Result<(K, Vec<BufferName>, i64)>,
-) -> Result<Vec<Run<K>>> {
+/// The plan's steps, kernel `i` being `kernels[i]` launched as `launches[i]`.
+fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[Launch]) -> Vec<Run<KernelSpec>> {
     let mut steps = Vec::new();
     for step in &plan.steps {
         steps.push(match step {
@@ -125,8 +185,16 @@ fn steps<K>(
                 Run::Alloc { slot, len: plan.slot_sizes[slot.0] }
             }
             Step::Kernel { kernel } => {
-                let (kernel, args, xnumel) = resolve(kernel.0)?;
-                Run::Kernel { kernel, args, xnumel }
+                let k = &kernels[kernel.0];
+                let work_per_x = match k.body {
+                    KernelBody::Pointwise(_) => 1,
+                    KernelBody::Reduction { row_len, .. } => row_len.max(1),
+                };
+                Run::Kernel {
+                    kernel: KernelSpec { name: k.name.clone(), work_per_x, launch: launches[kernel.0] },
+                    args: k.args.iter().map(|a| a.buffer).collect(),
+                    xnumel: k.xnumel as i64,
+                }
             }
             Step::Extern { node } => {
                 let n = &graph[*node];
@@ -152,7 +220,7 @@ fn steps<K>(
             }
         });
     }
-    Ok(steps)
+    steps
 }
 
 /// Runs a fallback's `op` eagerly and returns its value on the host; `tensor` makes the
