@@ -86,6 +86,25 @@ fn cat_joins_along_any_dim_like_pytorch() {
 }
 
 #[test]
+fn cat_of_more_parts_than_one_launch_joins_with_empty_ones_among_them() {
+    // The GPU joins up to eight inputs per launch: eleven, two of them empty, take two launches.
+    let widths = [3, 0, 5, 1, 2, 4, 0, 6, 1, 2, 7];
+    for device in devices() {
+        let parts: Vec<(Vec<f32>, Vec<usize>)> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| (Tensor::randn(&[4, w, 2], i as u64).to_vec().unwrap(), vec![4, w, 2]))
+            .collect();
+        let tensors: Vec<Tensor> =
+            parts.iter().map(|(v, s)| Tensor::from_vec(v.clone(), s).unwrap().to(device).unwrap()).collect();
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        let got = Tensor::cat(&refs, 1).unwrap();
+        assert_eq!(got.shape(), &[4, 31, 2]);
+        assert_eq!(got.to_vec().unwrap(), cat_reference(&parts, 1), "on {device}");
+    }
+}
+
+#[test]
 fn bad_cat_operands_are_errors_naming_the_problem() {
     let (a, b) = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[2, 4]));
     let message = |r: Result<Tensor>| r.unwrap_err().to_string();
