@@ -1,7 +1,8 @@
 // `torch.cat` of dense inputs in one launch (engine/src/device/cuda/cat.rs). The output is seen
 // as `rows` rows of `out_row` elements (rows: the dims before `dim`); input `k` fills the band
 // of columns `[start[k], start[k] + width[k])` of every row. One launch covers up to
-// CAT_MAX_INPUTS inputs, the band `[first, last)` of columns they fill.
+// CAT_MAX_INPUTS inputs, the band `[first, last)` of columns they fill. Sizes are in units of
+// the element the kernel moves: a float, or four of them when every band and row allows.
 
 #define CAT_MAX_INPUTS 8
 
@@ -17,10 +18,12 @@ struct CatParams {
     int count;
 };
 
-extern "C" __global__ void cat_dense(CatParams p) {
+template <typename T>
+__device__ void cat_body(const CatParams& p) {
     const long long band = p.last - p.first;
     const long long total = p.rows * band;
     const long long stride = (long long)gridDim.x * blockDim.x;
+    T* out = reinterpret_cast<T*>(p.out);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         const long long row = i / band;
         const long long col = p.first + (i - row * band);
@@ -28,6 +31,14 @@ extern "C" __global__ void cat_dense(CatParams p) {
         while (k + 1 < p.count && col >= p.start[k + 1]) {
             k++;
         }
-        p.out[row * p.out_row + col] = p.src[k][row * p.width[k] + (col - p.start[k])];
+        out[row * p.out_row + col] = reinterpret_cast<const T*>(p.src[k])[row * p.width[k] + (col - p.start[k])];
     }
+}
+
+extern "C" __global__ void cat_dense(CatParams p) {
+    cat_body<float>(p);
+}
+
+extern "C" __global__ void cat_dense4(CatParams p) {
+    cat_body<float4>(p);
 }
