@@ -82,10 +82,10 @@ pub(crate) fn cat_into(
         return Ok(());
     }
     // Four floats at a time when every band, row and address is a multiple of 16 bytes.
-    let aligned = |n: usize| n % 4 == 0;
+    let aligned = |n: usize| n.is_multiple_of(4);
     let vec4 = aligned(out_row)
-        && out.ptr() % 16 == 0
-        && parts.iter().all(|&(ptr, width, start)| ptr % 16 == 0 && aligned(width) && aligned(start));
+        && out.ptr().is_multiple_of(16)
+        && parts.iter().all(|&(ptr, width, start)| ptr.is_multiple_of(16) && aligned(width) && aligned(start));
     let (name, unit) = if vec4 { ("cat_dense4", 4) } else { ("cat_dense", 1) };
     let function = device.eager_kernel(CAT, name)?;
     for chunk in parts.chunks(MAX_INPUTS) {
@@ -96,7 +96,8 @@ pub(crate) fn cat_into(
         }
         let (first, last) = (chunk[0].2 / unit, (chunk[chunk.len() - 1].2 + chunk[chunk.len() - 1].1) / unit);
         (params.first, params.last, params.count) = (first as i64, last as i64, chunk.len() as i32);
-        let blocks = (rows * (last - first)).div_ceil(THREADS as usize).min(device.facts().multiprocessors as usize * 16);
+        let blocks =
+            (rows * (last - first)).div_ceil(THREADS as usize).min(device.facts().multiprocessors as usize * 16);
         let config = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         let mut launch = device.stream().launch_builder(&function);
         launch.arg(&params);

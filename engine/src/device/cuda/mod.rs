@@ -128,9 +128,12 @@ pub(crate) fn extern_into(
 ) -> Result<(), CudaError> {
     match op {
         Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
-        Op::ScaledDotProductAttention { mask, causal, scale } => {
-            attention::attention_into(device, inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 }, out)
-        }
+        Op::ScaledDotProductAttention { mask, causal, scale } => attention::attention_into(
+            device,
+            inputs,
+            AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
+            out,
+        ),
         other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
     }
 }
