@@ -125,7 +125,7 @@ mod tests {
             let source = eager_source(&format!("unary_{}", op.name())).unwrap();
             assert!(source.contains(&op.c_expr("x")));
         }
-        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 3);
+        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 4);
         assert!(eager_source("no_such_family").is_none());
     }
 
