@@ -23,8 +23,6 @@
 //! `torch._inductor.config.fx_graph_cache`). [`counters`] counts hits, misses and bypasses
 //! (PyTorch's `fxgraph_cache_hit`, `fxgraph_cache_miss`, `fxgraph_cache_bypass`).
 
-pub(crate) mod stored;
-
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +33,7 @@ use super::config::Config;
 use super::output_code::OutputCode;
 use super::runtime::spec::ProgramSpec;
 use super::scheduler::{FusionPolicy, can_fuse};
+use super::stored;
 use crate::codecache::{CCompiler, DiskCache, cache_key};
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;

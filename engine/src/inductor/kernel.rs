@@ -140,10 +140,10 @@ pub struct Origin {
     /// The node's name in the graph.
     pub node: String,
     /// Its op.
-    #[serde(with = "super::fx_graph_cache::stored::op_name")]
+    #[serde(with = "super::stored::op_name")]
     pub op: OpName,
     /// The learner's line.
-    #[serde(with = "super::fx_graph_cache::stored::location")]
+    #[serde(with = "super::stored::location")]
     pub location: Option<SourceLocation>,
 }
 

@@ -52,6 +52,9 @@
 mod compile_fx;
 pub mod config;
 
+// How a cached artifact writes the parts that point into the process (source lines, op names).
+mod stored;
+
 // 0. Rewrites of the FX graph (naive attention into the fused op).
 pub mod pattern_matcher;
 

@@ -93,7 +93,7 @@ pub(crate) enum Run<K> {
         op: Op,
         args: Vec<FallbackArg>,
         out: IrId,
-        #[serde(with = "crate::inductor::fx_graph_cache::stored::location::required")]
+        #[serde(with = "crate::inductor::stored::location::required")]
         location: SourceLocation,
     },
 }
