@@ -86,7 +86,9 @@ impl DiskCache {
         }
         fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
         let tmp = unique_temp(&path);
-        let built = build(&tmp).and_then(|()| self.install(&tmp, key, ext));
+        let built = build(&tmp)
+            .and_then(|()| fs::read(&tmp).map_err(|e| io_error(&tmp, e)))
+            .and_then(|bytes| self.install(&tmp, &bytes, key, ext));
         if built.is_err() {
             let _ = fs::remove_file(&tmp);
         }
@@ -114,19 +116,19 @@ impl DiskCache {
     pub fn write(&self, key: &str, ext: &str, bytes: &[u8]) -> Result<()> {
         fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
         let tmp = unique_temp(&self.dir.join(format!("{key}.{ext}")));
-        let written = fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, e)).and_then(|()| self.install(&tmp, key, ext));
+        let written =
+            fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, e)).and_then(|()| self.install(&tmp, bytes, key, ext));
         if written.is_err() {
             let _ = fs::remove_file(&tmp);
         }
         written
     }
 
-    /// Makes the finished file `tmp` entry `key`: its checksum first, then the entry itself,
-    /// each appearing atomically.
-    fn install(&self, tmp: &Path, key: &str, ext: &str) -> Result<()> {
+    /// Makes the finished file `tmp`, holding `bytes`, entry `key`: its checksum first, then the
+    /// entry itself, each appearing atomically.
+    fn install(&self, tmp: &Path, bytes: &[u8], key: &str, ext: &str) -> Result<()> {
         let path = self.dir.join(format!("{key}.{ext}"));
-        let bytes = fs::read(tmp).map_err(|e| io_error(tmp, e))?;
-        write_atomically(&self.dir.join(format!("{key}.{ext}.sha256")), hex(&Sha256::digest(&bytes)).as_bytes())?;
+        write_atomically(&self.dir.join(format!("{key}.{ext}.sha256")), hex(&Sha256::digest(bytes)).as_bytes())?;
         fs::rename(tmp, &path).map_err(|e| io_error(&path, e))
     }
 }
