@@ -210,6 +210,27 @@ fn gpu_max_autotune_fuses_bias_and_relu_into_one_gemm() {
 }
 
 #[test]
+fn gpu_a_misaligned_input_runs_cublaslt_with_an_algorithm_for_any_alignment() {
+    let Some((device, _alone)) = gpu_alone() else { return };
+    // The input starts one float into its buffer, so cuBLASLt must run an algorithm that takes
+    // any alignment (asked of its heuristics on this first unaligned call) rather than the timed
+    // one; the libraries only, so that bias and ReLU fold into cuBLASLt's epilogue.
+    let x = Tensor::randn(&[64, 129], 3).to(device).unwrap().slice(1, 1, 129, 1).unwrap();
+    let (w, b) = (Tensor::randn(&[256, 128], 1).to(device).unwrap(), Tensor::randn(&[256], 2).to(device).unwrap());
+    let backends = inductor::GemmBackends { libraries: true, engine: false };
+    let inductor =
+        engine::backends::Inductor::with_config(inductor::Config { gemm_backends: backends, ..Default::default() });
+    let f =
+        dynamo::compile(|x: Tensor| x.linear(&w, Some(&b))?.relu()).backend(inductor.clone()).mode(Mode::MaxAutotune);
+    let expected = x.linear(&w, Some(&b)).unwrap().relu().unwrap();
+    for _ in 0..3 {
+        close(&f.call(&x).unwrap(), &expected).unwrap();
+    }
+    let code = inductor.output_codes()[0].to_string();
+    assert!(code.contains("cuBLASLt, bias+relu epilogue"), "{code}");
+}
+
+#[test]
 fn gpu_max_autotune_times_each_kernels_launches_and_caches_the_choice() {
     let Some((device, _alone)) = gpu_alone() else { return };
     // A looped row reduction (rows too long for registers), on a size no other test uses.

@@ -17,7 +17,7 @@
 
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
@@ -169,9 +169,12 @@ pub struct LtGemm {
     problem: Problem,
     desc: sys::cublasLtMatmulDesc_t,
     layouts: [sys::cublasLtMatrixLayout_t; 3],
-    /// The algorithm used when every pointer is 16-byte aligned, and one that takes any alignment.
+    /// The algorithm used when every pointer is 16-byte aligned.
     algorithm: Algorithm,
-    unaligned: Algorithm,
+    /// One that takes any alignment, asked of the heuristics on the first unaligned call: most
+    /// programs never make one, and a heuristic query costs tens of microseconds of every
+    /// compile (and of every warm start from the FX graph cache) that builds the GEMM.
+    unaligned: OnceLock<Algorithm>,
     /// Setting the bias pointer writes the descriptor: one call at a time.
     calls: Mutex<()>,
 }
@@ -240,7 +243,8 @@ impl LtGemm {
         };
         let layouts =
             [shape(p.a, p.m, p.k)?, shape(p.b, p.k, p.n)?, layout(p.m, p.n, p.m as i64, p.batch, p.stride_d())?];
-        let mut gemm = LtGemm { problem, desc, layouts, algorithm: [0; 8], unaligned: [0; 8], calls: Mutex::new(()) };
+        let mut gemm =
+            LtGemm { problem, desc, layouts, algorithm: [0; 8], unaligned: OnceLock::new(), calls: Mutex::new(()) };
         set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSA, &(p.a.0 as i32))?;
         set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSB, &(p.b.0 as i32))?;
         set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_EPILOGUE, &p.epilogue.code())?;
@@ -248,20 +252,28 @@ impl LtGemm {
             // Every batch entry adds the same bias.
             set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &0i64)?;
         }
-        let first = |alignment| -> Result<Algorithm, CudaError> {
-            gemm.algorithms(device, 1, alignment)?
-                .into_iter()
-                .next()
-                .ok_or_else(|| CudaError::new(format!("cuBLASLt has no algorithm for {p:?}")))
-        };
-        let unaligned = first(4)?;
-        let algorithm = match algorithm {
+        gemm.algorithm = match algorithm {
             Some(a) => a,
-            None => first(16)?,
+            None => gemm.first_algorithm(device, 16)?,
         };
-        gemm.unaligned = unaligned;
-        gemm.algorithm = algorithm;
         Ok(gemm)
+    }
+
+    /// The heuristics' first algorithm for pointers aligned to `alignment` bytes.
+    fn first_algorithm(&self, device: &CudaDevice, alignment: u32) -> Result<Algorithm, CudaError> {
+        self.algorithms(device, 1, alignment)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| CudaError::new(format!("cuBLASLt has no algorithm for {:?}", self.problem)))
+    }
+
+    /// The algorithm for pointers of any alignment, asked for once.
+    fn unaligned(&self, device: &CudaDevice) -> Result<Algorithm, CudaError> {
+        if let Some(algorithm) = self.unaligned.get() {
+            return Ok(*algorithm);
+        }
+        let algorithm = self.first_algorithm(device, 4)?;
+        Ok(*self.unaligned.get_or_init(|| algorithm))
     }
 
     /// The problem.
@@ -352,7 +364,8 @@ impl LtGemm {
             set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias)?;
         }
         let aligned = [left, right, out, bias.unwrap_or(0)].iter().all(|p| p % 16 == 0);
-        let algorithm = sys::cublasLtMatmulAlgo_t { data: if aligned { self.algorithm } else { self.unaligned } };
+        let data = if aligned { self.algorithm } else { self.unaligned(device)? };
+        let algorithm = sys::cublasLtMatmulAlgo_t { data };
         let (alpha, beta) = (1.0f32, 0.0f32);
         let [a, b, d] = self.layouts;
         let (workspace, _guard) = handle.workspace.device_ptr(device.stream());
