@@ -3,9 +3,16 @@
 //! keeping for each query a running maximum, a running sum of exponentials and a running output
 //! (the online softmax). The `[L, S]` score matrix is never stored; each task holds one
 //! `[QUERY_BLOCK, KEY_TILE]` tile of scores.
+//!
+//! The loops run in vector lanes, compiled for AVX2 and FMA where the CPU has them: each key tile
+//! is transposed once, so a query's scores are built across the tile's keys lane by lane (a dot
+//! product per key would end in a horizontal sum each time), and exponentials use the engine's
+//! vector `exp` instead of libm's, which no compiler vectorizes.
 
 use rayon::prelude::*;
 
+use super::simd::vectorized;
+use super::vecmath::exp;
 use super::{Input, contiguous};
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
@@ -74,7 +81,10 @@ pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale 
             let s = if causal && j > first + i { f32::NEG_INFINITY } else { s };
             mask.as_ref().map_or(s, |m| m.apply(b, first + i, j, s))
         };
-        query_block(q_rows, keys, values, &sizes, score, out_block);
+        vectorized(
+            #[inline(always)]
+            || query_block(q_rows, keys, values, &sizes, score, out_block),
+        );
     };
     // Chunks per batch entry end at its last query, so a block never spans two entries.
     let chunks = out.chunks_mut(value_dim.max(1) * q_len).flat_map(|entry| entry.chunks_mut(block.max(1)));
@@ -91,6 +101,7 @@ pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale 
 /// when a tile raises a row's maximum from `m` to `m'`, the sums and outputs gathered so far are
 /// rescaled by `exp(m - m')`, so every exponential is taken against the final maximum in the end.
 /// `score(i, j, dot)` turns the dot product of query `i` and key `j` into the masked, scaled score.
+#[inline(always)]
 fn query_block(
     q: &[f32],
     k: &[f32],
@@ -104,27 +115,38 @@ fn query_block(
     let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
     let mut sum = [0.0f32; QUERY_BLOCK];
     out.fill(0.0);
-    let mut tile = [0.0f32; KEY_TILE];
+    let mut scores = [0.0f32; KEY_TILE];
+    let mut probs = [0.0f32; KEY_TILE];
+    // The key tile as `[head_dim, KEY_TILE]`.
+    let mut keys_t = vec![0.0f32; head_dim * KEY_TILE];
     for start in (0..kv_len).step_by(KEY_TILE) {
         let width = KEY_TILE.min(kv_len - start);
-        for i in 0..rows {
-            let query = &q[i * head_dim..][..head_dim];
-            for (jj, s) in tile[..width].iter_mut().enumerate() {
-                let key = &k[(start + jj) * head_dim..][..head_dim];
-                *s = score(i, start + jj, query.iter().zip(key).map(|(a, b)| a * b).sum());
+        for (jj, key) in k[start * head_dim..][..width * head_dim].chunks_exact(head_dim.max(1)).enumerate() {
+            for (d, &x) in key.iter().enumerate() {
+                keys_t[d * KEY_TILE + jj] = x;
             }
-            let tile_max = tile[..width].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        }
+        for i in 0..rows {
+            let scores = &mut scores[..width];
+            scores.fill(0.0);
+            for (d, &x) in q[i * head_dim..][..head_dim].iter().enumerate() {
+                scores.iter_mut().zip(&keys_t[d * KEY_TILE..][..width]).for_each(|(s, &key)| *s += x * key);
+            }
+            for (jj, s) in scores.iter_mut().enumerate() {
+                *s = score(i, start + jj, *s);
+            }
+            let tile_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
             let new_max = max[i].max(tile_max);
             if new_max == f32::NEG_INFINITY {
                 continue; // every key so far is masked: nothing to add yet
             }
-            let rescale = (max[i] - new_max).exp();
+            let rescale = exp(max[i] - new_max);
             let row = &mut out[i * value_dim..][..value_dim];
             row.iter_mut().for_each(|o| *o *= rescale);
-            sum[i] *= rescale;
-            for (jj, &s) in tile[..width].iter().enumerate() {
-                let p = (s - new_max).exp();
-                sum[i] += p;
+            let probs = &mut probs[..width];
+            probs.iter_mut().zip(scores.iter()).for_each(|(p, &s)| *p = exp(s - new_max));
+            sum[i] = sum[i] * rescale + probs.iter().sum::<f32>();
+            for (jj, &p) in probs.iter().enumerate() {
                 let value = &v[(start + jj) * value_dim..][..value_dim];
                 row.iter_mut().zip(value).for_each(|(o, &x)| *o += p * x);
             }
