@@ -39,7 +39,7 @@ fn fresh_cache() -> &'static Path {
 }
 
 /// One compile and call of `f` on `inputs`: its outputs, its output code and the FX graph cache's
-/// log lines (with any warning) on this thread.
+/// and the fusion log lines (with any warning) on this thread.
 struct Compiled {
     outputs: Vec<Tensor>,
     code: OutputCode,
@@ -55,8 +55,9 @@ fn compile_and_call(
 ) -> Compiled {
     let inductor = Inductor::with_config(config);
     let compiled = dynamo::compile(|xs: Vec<Tensor>| f(&xs)).backend(inductor.clone()).mode(mode).dynamic(dynamic);
-    let (outputs, log) =
-        logs::capture(&[Artifact::FxGraphCache, Artifact::Warnings], || compiled.call(inputs).unwrap());
+    let (outputs, log) = logs::capture(&[Artifact::FxGraphCache, Artifact::Fusion, Artifact::Warnings], || {
+        compiled.call(inputs).unwrap()
+    });
     Compiled { outputs: vec![outputs], code: inductor.output_codes().remove(0), log }
 }
 
@@ -71,9 +72,15 @@ fn stored_key(log: &str) -> &str {
         .unwrap_or_else(|| panic!("no entry stored:\n{log}"))
 }
 
+/// The fusion log's lines in `log`.
+fn fusion_lines(log: &str) -> String {
+    log.lines().filter(|l| l.starts_with("[engine:fusion]")).collect::<Vec<_>>().join("\n")
+}
+
 /// A compile, then a second compile of the same function: a miss that stores, then a hit with the
-/// same output code and outputs equal bit for bit.
-fn second_compile_hits(f: impl Fn(&[Tensor]) -> Result<Tensor> + Copy, inputs: &[Tensor], mode: Mode) {
+/// same output code, the same fusion log and outputs equal bit for bit. Returns the hit's fusion
+/// log.
+fn second_compile_hits(f: impl Fn(&[Tensor]) -> Result<Tensor> + Copy, inputs: &[Tensor], mode: Mode) -> String {
     let hits = fx_graph_cache::counters().hits;
     let first = compile_and_call(f, inputs, mode, Config::default(), false);
     assert!(first.log.contains("] miss ") && first.log.contains("] stored "), "{}", first.log);
@@ -83,6 +90,8 @@ fn second_compile_hits(f: impl Fn(&[Tensor]) -> Result<Tensor> + Copy, inputs: &
     assert_eq!(second.code, first.code);
     assert_eq!(second.code.to_string(), first.code.to_string());
     assert_eq!(bits(&second.outputs), bits(&first.outputs));
+    assert_eq!(fusion_lines(&second.log), fusion_lines(&first.log), "a hit prints the fusion log of the compile");
+    fusion_lines(&second.log)
 }
 
 /// A transformer block small enough to compile quickly on the CPU, with attention and both layer
@@ -95,7 +104,9 @@ fn the_naive_block_compiled_again_is_a_hit_with_the_same_code_and_bits() {
     let block = Block::new(TINY_BLOCK, 1, Device::Cpu).unwrap();
     let x = Tensor::randn(&[TINY_BLOCK.batch, TINY_BLOCK.seq, TINY_BLOCK.d_model], 2);
     let forward = |xs: &[Tensor]| block.naive_forward(&xs[0]);
-    second_compile_hits(forward, &[x], Mode::Default);
+    let fusion = second_compile_hits(forward, &[x], Mode::Default);
+    // The pattern rewrites' lines too, though a hit rewrites nothing.
+    assert!(fusion.contains("pattern `attention:") && fusion.contains("pattern `concat linear`"), "{fusion}");
 }
 
 #[test]
@@ -196,7 +207,7 @@ fn another_mode_or_shape_is_a_miss_and_the_switch_turns_the_cache_off() {
     miss(&Tensor::randn(&[8, 13], 11), Mode::Default);
     let off = Config { fx_graph_cache: false, ..Config::default() };
     let compiled = compile_and_call(f, std::slice::from_ref(&x), Mode::Default, off, false);
-    assert_eq!(compiled.log, "", "the cache is off: no lookup");
+    assert_eq!(fusion_lines(&compiled.log), compiled.log.trim_end(), "the cache is off: no lookup");
 }
 
 /// The GPU, held by one test at a time: max-autotune records a CUDA graph on the device's one

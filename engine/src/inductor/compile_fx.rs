@@ -59,9 +59,9 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
         fx_graph_cache::Lookup::Miss(key) => Some(key),
         fx_graph_cache::Lookup::Bypass => None,
     };
-    let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
+    let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
-    let generated = generate_for(&decomposed, &hints, device, config, true)?;
+    let generated = generate_for(&decomposed, &hints, device, config, Some(&matched))?;
     let fusion_log = generated.fusion_log.clone();
     let (output_code, spec) = finish(generated, device, config, true)?;
     let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
@@ -110,24 +110,31 @@ fn log_compiled(output_code: &OutputCode, cuda_graph_skip: Option<&str>, mode: M
 /// The output code Inductor would compile for `graph` on `device`, without compiling it: how
 /// to read the CUDA C for a model on a machine with no GPU.
 pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<OutputCode> {
-    let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
+    let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
-    generate_for(&decomposed, &hints, device, config, true).map(|g| g.output_code)
+    generate_for(&decomposed, &hints, device, config, Some(&matched)).map(|g| g.output_code)
 }
 
 /// The kernels Inductor generates for `graph`, in launch order, as kernel IR: what the printers
 /// are handed. `println!("{kernel}")` shows one as pseudo-code.
 pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
-    let decomposed = rewrite_patterns(&aot::decompose(graph)?)?;
+    let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
+    if !matched.is_empty() {
+        logs::log(Artifact::Fusion, || matched.join("\n"));
+    }
     let hints = hint_bindings(&decomposed)?;
     let lowered = lowering::lower(&decomposed, &hints)?;
     build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?)
 }
 
 /// The decomposed graph with Inductor's pattern rewrites applied (see [`pattern_matcher`]):
-/// naive attention into the fused op, then parallel linears of one input into one matmul.
-fn rewrite_patterns(graph: &Graph) -> Result<Graph> {
-    pattern_matcher::concat_linears(&pattern_matcher::rewrite(graph, &pattern_matcher::attention_rewrites())?)
+/// naive attention into the fused op, then parallel linears of one input into one matmul. Also
+/// one line per match, for the fusion log (which the FX graph cache keeps, to print on a hit).
+fn rewrite_patterns(graph: &Graph) -> Result<(Graph, Vec<String>)> {
+    let mut matched = Vec::new();
+    let attention = pattern_matcher::rewrite(graph, &pattern_matcher::attention_rewrites(), &mut matched)?;
+    let graph = pattern_matcher::concat_linears(&attention, &mut matched)?;
+    Ok((graph, matched))
 }
 
 /// The binding of every size symbol to the size it was traced with.
@@ -140,17 +147,20 @@ fn binding_key(bindings: &SymBindings) -> Vec<usize> {
     bindings.iter().map(|(_, value)| value).collect()
 }
 
+/// Lowers, schedules and prints `graph` for one binding of its sizes. With `matched` (the
+/// pattern rewrites' lines) the fusion log is printed, else (a dynamic graph's later bindings)
+/// nothing is.
 fn generate_for(
     graph: &Graph,
     bindings: &SymBindings,
     device: Device,
     config: &Config,
-    log: bool,
+    matched: Option<&[String]>,
 ) -> Result<Generated> {
     let lowered = lowering::lower_with(graph, bindings, gemm_epilogues(device, config.mode))?;
     let schedule = scheduler::schedule(&lowered, config.fusion)?;
-    let fusion_log = if log { fusion_log(&schedule) } else { String::new() };
-    if log {
+    let fusion_log = matched.map(|matched| fusion_log(matched, &schedule)).unwrap_or_default();
+    if matched.is_some() {
         logs::log(Artifact::Fusion, || fusion_log.clone());
     }
     let kernels = build_kernels(&lowered, &schedule)?;
@@ -274,7 +284,7 @@ impl Specializations {
         if let Some(program) = self.programs.lock().expect("programs lock").get(&key) {
             return Ok(program.clone());
         }
-        let generated = generate_for(&self.graph, &bindings, self.device, &self.config, false)?;
+        let generated = generate_for(&self.graph, &bindings, self.device, &self.config, None)?;
         let program =
             Arc::new(finish(generated, self.device, &self.config, false)?.1.build(self.device, self.config.mode)?);
         self.programs.lock().expect("programs lock").insert(key, program.clone());
@@ -293,8 +303,10 @@ fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Result<Vec<Kern
         .collect()
 }
 
-fn fusion_log(schedule: &Schedule) -> String {
-    let mut lines: Vec<String> = schedule.decisions.iter().map(ToString::to_string).collect();
+/// The fusion log: the pattern rewrites' lines, each fusion decision, the groups left.
+fn fusion_log(matched: &[String], schedule: &Schedule) -> String {
+    let mut lines: Vec<String> = matched.to_vec();
+    lines.extend(schedule.decisions.iter().map(ToString::to_string));
     lines.push(format!("{} group(s) after fusion", schedule.groups.len()));
     lines.join("\n")
 }

@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use super::{Match, Pattern, any, call, commutative, copy_call, finish_copy, op_is, self_contained, start_copy};
 use crate::error::Result;
 use crate::fx::{Arg, Graph, NodeId, NodeKind};
-use crate::logs::{self, Artifact};
 use crate::op::{BinaryOp, Op};
 
 /// One projection found in the graph: `x @ weight^T (+ bias)` as linear's decomposition records it.
@@ -76,8 +75,8 @@ fn projections(graph: &Graph) -> Vec<Projection> {
 }
 
 /// `graph` with every group of two or more projections of one input (all biased or all not) made
-/// one matmul. `ENGINE_LOGS=fusion` prints each group joined.
-pub fn concat_linears(graph: &Graph) -> Result<Graph> {
+/// one matmul; one line per group joined is added to `matched` (`ENGINE_LOGS=fusion` prints them).
+pub fn concat_linears(graph: &Graph, matched: &mut Vec<String>) -> Result<Graph> {
     let mut groups: Vec<Vec<Projection>> = Vec::new();
     let mut group_of: HashMap<(NodeId, bool), usize> = HashMap::new();
     for p in projections(graph) {
@@ -103,7 +102,7 @@ pub fn concat_linears(graph: &Graph) -> Result<Graph> {
     let (mut out, mut map) = start_copy(graph);
     for id in graph.ids() {
         if let Some(&g) = first_of.get(&id) {
-            join(&mut out, graph, &groups[g], &mut map)?;
+            matched.push(join(&mut out, graph, &groups[g], &mut map)?);
         } else if graph.node(id).op().is_some() && !vanishes[id.index()] {
             map[id.index()] = Some(copy_call(&mut out, graph, id, &map)?);
         }
@@ -111,8 +110,9 @@ pub fn concat_linears(graph: &Graph) -> Result<Graph> {
     finish_copy(out, graph, &map)
 }
 
-/// Appends the joined projection of `group` to `out` and maps each projection to its slice.
-fn join(out: &mut Graph, graph: &Graph, group: &[Projection], map: &mut [Option<NodeId>]) -> Result<()> {
+/// Appends the joined projection of `group` to `out` and maps each projection to its slice;
+/// returns the line that says so.
+fn join(out: &mut Graph, graph: &Graph, group: &[Projection], map: &mut [Option<NodeId>]) -> Result<String> {
     let root = graph.node(group[0].root);
     let location = root.location.expect("call nodes have a location");
     let new = |id: NodeId| Arg::Node(map[id.index()].expect("inputs come first"));
@@ -132,16 +132,13 @@ fn join(out: &mut Graph, graph: &Graph, group: &[Projection], map: &mut [Option<
         map[p.root.index()] = Some(out.add_call(slice, vec![Arg::Node(joined)], location)?);
         start = end;
     }
-    logs::log(Artifact::Fusion, || {
-        let names: Vec<&str> = group.iter().map(|p| graph.node(p.weight).name.as_str()).collect();
-        format!(
-            "pattern `concat linear` matched at {} (%{}): {} projections of %{} -> one matmul by cat({})",
-            location.short(),
-            root.name,
-            group.len(),
-            graph.node(group[0].x).name,
-            names.join(", ")
-        )
-    });
-    Ok(())
+    let names: Vec<&str> = group.iter().map(|p| graph.node(p.weight).name.as_str()).collect();
+    Ok(format!(
+        "pattern `concat linear` matched at {} (%{}): {} projections of %{} -> one matmul by cat({})",
+        location.short(),
+        root.name,
+        group.len(),
+        graph.node(group[0].x).name,
+        names.join(", ")
+    ))
 }

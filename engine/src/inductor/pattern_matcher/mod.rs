@@ -24,7 +24,6 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::fx::{Arg, Graph, Node, NodeId, NodeKind};
-use crate::logs::{self, Artifact};
 use crate::op::Op;
 
 pub use attention::attention_rewrites;
@@ -215,10 +214,11 @@ pub struct Rewrite {
     pub replace: fn(&Match, &mut Builder) -> Result<NodeId>,
 }
 
-/// `graph` with every self-contained match of `rewrites` replaced. Nodes are visited from the
+/// `graph` with every self-contained match of `rewrites` replaced; one line per match (which
+/// rewrite, where) is added to `matched`, for `ENGINE_LOGS=fusion`. Nodes are visited from the
 /// last, so a larger match is found before its parts; the first rewrite that matches a root wins,
 /// and a node belongs to one match at most.
-pub fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Result<Graph> {
+pub fn rewrite(graph: &Graph, rewrites: &[Rewrite], matched: &mut Vec<String>) -> Result<Graph> {
     let mut owner: Vec<Option<usize>> = vec![None; graph.nodes().len()];
     let mut matches: Vec<(usize, Match)> = Vec::new();
     for id in graph.ids().collect::<Vec<_>>().into_iter().rev() {
@@ -256,15 +256,13 @@ pub fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Result<Graph> {
                 let mut builder = Builder { graph: &mut out, old: graph, map: &map, root: id };
                 let new = (rule.replace)(found, &mut builder)?;
                 let place = node.location.map(|l| l.short()).unwrap_or_default();
-                logs::log(Artifact::Fusion, || {
-                    format!(
-                        "pattern `{}` matched at {place} (%{}): {} nodes -> {}",
-                        rule.name,
-                        node.name,
-                        found.interior.len(),
-                        out.node(new).op().map(Op::name).unwrap_or_default()
-                    )
-                });
+                matched.push(format!(
+                    "pattern `{}` matched at {place} (%{}): {} nodes -> {}",
+                    rule.name,
+                    node.name,
+                    found.interior.len(),
+                    out.node(new).op().map(Op::name).unwrap_or_default()
+                ));
                 Some(new)
             }
             Some(_) => None,
