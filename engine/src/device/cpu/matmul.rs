@@ -1,22 +1,29 @@
 //! Matrix products, the role MKL or OpenBLAS play for PyTorch on CPU.
 //!
 //! A product of many rows goes to the `gemm` crate (chosen against `matrixmultiply` by
-//! measurement, bench/NOTES-cpu.md): it reads any strides, so transposed and broadcast operands
-//! need no copy, packs panels into cache-sized blocks and splits the work over the engine's rayon
-//! pool. A product of a few rows (a linear layer at batch 1) is matrix-vector work: each weight
-//! element is used once per row, so packing the weight would cost more than the product; it runs
-//! as a loop that streams the weight once, split by columns over the pool. A batch of small
-//! products (attention's per-head matrices) runs one product per task.
+//! measurement, bench/NOTES-cpu.md; its AVX-512 kernels are on): it reads any strides, so
+//! transposed and broadcast operands need no copy, packs panels into cache-sized blocks and
+//! splits the work over the engine's rayon pool. Packing copies the whole weight on every call,
+//! which a product of up to a few hundred rows cannot repay: when both operands run along `k`
+//! (a linear layer, `x @ W^T`) such a product runs as the engine's own tiles of dot products
+//! (`dot_tiles.rs`), which read the weight in place. Otherwise a product of a few rows is
+//! matrix-vector work, a loop that streams the weight once, split by columns over the pool. A
+//! batch of small products (attention's per-head matrices) runs one product per task.
 
 use rayon::prelude::*;
 
 use super::Input;
+use super::dot_tiles;
 use super::simd::vectorized;
 use crate::layout::{Layout, numel};
 
 /// Products with at most this many rows take the matrix-vector path: at 16 rows `gemm` was ahead
 /// (bench/NOTES-cpu.md), at one row the weight read is all there is.
 const MATVEC_ROWS: usize = 4;
+/// Products of at most this many rows whose operands both run along `k` take the engine's own
+/// tiles of dot products (`dot_tiles.rs`); larger ones the packing GEMM. On the 16-core host of
+/// bench/NOTES-cpu.md the tiles were ahead up to 512 rows and behind from 1024.
+const DOT_TILE_ROWS: usize = 512;
 /// Columns of the output one matrix-vector task computes: enough work to amortise the task.
 const MATVEC_COLUMNS: usize = 16;
 /// Batched products with fewer multiply-adds than this each run whole on one thread (the
@@ -79,6 +86,13 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
 /// One `[m, k] @ [k, n]` product into the dense row-major `c` (`m * n` elements).
 fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bool) {
     let m = c.len() / n;
+    if m <= DOT_TILE_ROWS && a.col_stride == 1 && b.row_stride == 1 && dot_tiles::available() {
+        let (a_rows, b_columns) = (
+            dot_tiles::Rows { data: a.data, stride: a.row_stride },
+            dot_tiles::Rows { data: b.data, stride: b.col_stride },
+        );
+        return dot_tiles::product(a_rows, b_columns, k, c, n, parallel);
+    }
     if m <= MATVEC_ROWS && (b.row_stride == 1 || b.col_stride == 1) {
         return matvec(a, b, k, c, n);
     }

@@ -2,6 +2,7 @@
 //! parallel over large outputs, reading any strided layout.
 
 mod attention;
+mod dot_tiles;
 mod matmul;
 pub(crate) use matmul::matmul_into;
 mod normalize;

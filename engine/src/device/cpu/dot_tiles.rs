@@ -1,0 +1,431 @@
+//! Matrix products whose two operands both run along `k` in memory, as tiles of dot products:
+//! the layout of a linear layer (`x @ W^T`, with `W` stored `[out, in]` as PyTorch stores it)
+//! and of attention's `q @ k^T`. This is the engine's own small GEMM, written for the products
+//! a batch of up to a few hundred rows makes, where a packing GEMM spends as long copying the
+//! weight as multiplying by it (PyTorch's CPU BLAS, oneDNN or MKL, has such kernels too).
+//!
+//! A packing GEMM (the `gemm` crate, `matmul.rs`) copies panels of both operands into a layout
+//! its microkernel streams; here no copy is needed, because both operands are already laid out
+//! along `k`: a tile of `R` rows of `a` and `C` rows of `b^T` keeps `R x C` vector accumulators
+//! in registers, each summing products lane by lane across `k`, and reduces them across lanes
+//! once at the end. What makes it fast at small batch:
+//!
+//! - **No packing.** A packing GEMM copies the whole weight on every call; at 16 rows that copy
+//!   costs about what the product does (the `gemm` crate: 0.6-1.9 ms against 0.08 here, for a
+//!   512x2048 layer on 16 cores).
+//! - **One contiguous range of output columns per thread** (rows of `W`), so each thread reads
+//!   its own slice of the weight (a 512x2048 weight is 4 MB: 256 KB a thread on 16 cores).
+//! - **Blocks that fit in cache:** rows of `a` in blocks that fit in L2 while a thread walks its
+//!   columns, and `k` in chunks of 512, so that a tile's rows of `W` stay in L1.
+//!
+//! The microkernel is written once over a vector type ([`Lanes`]) and compiled for AVX-512
+//! (16 lanes, 4x6 tiles: 24 of the 32 registers accumulate) and for AVX2 with FMA (8 lanes,
+//! 3x4 tiles of 16 registers), picked at run time as ATen's `DispatchStub` does.
+
+use rayon::prelude::*;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{
+    __m256, __m512, _mm_add_ps, _mm_cvtss_f32, _mm_hadd_ps, _mm256_castps256_ps128, _mm256_extractf128_ps,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_reduce_add_ps,
+    _mm512_setzero_ps,
+};
+
+/// Bytes of rows of `a` one thread keeps in L2 while it walks its columns: half of the 512 KB to
+/// 2 MB L2 of current x86 cores, leaving room for its slice of `b`.
+const A_BLOCK_BYTES: usize = 256 << 10;
+/// Elements of `k` one pass over the tiles sums (2 KB of each row): the rows of `b^T` a tile
+/// reads then stay in L1 while the rows of `a` stream past. Longer rows are summed in chunks,
+/// each added to the output the previous one left.
+const DEPTH_CHUNK: usize = 512;
+/// Products with fewer multiply-adds than this run on the calling thread: waking the pool costs
+/// a few microseconds, about what 2^16 multiply-adds take on one core.
+const PARALLEL_WORK: usize = 1 << 16;
+
+/// The rows of one operand, each contiguous along `k`: row `i` is `data[i * stride..][..k]`.
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    /// The operand's elements from its first row on.
+    pub data: &'a [f32],
+    /// Elements between the starts of consecutive rows.
+    pub stride: usize,
+}
+
+/// The instruction sets the tiles are compiled for, widest first.
+#[derive(Clone, Copy, Debug)]
+enum Kernel {
+    /// 16 lanes, tiles of 4 rows by 6 columns: 24 of the 32 vector registers accumulate.
+    Avx512,
+    /// 8 lanes, tiles of 3 rows by 4 columns: 12 of the 16 vector registers accumulate.
+    Avx2,
+}
+
+impl Kernel {
+    /// The widest kernel this CPU runs, if any.
+    fn detect() -> Option<Kernel> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Some(Kernel::Avx512);
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return Some(Kernel::Avx2);
+            }
+        }
+        None
+    }
+
+    /// Output columns in one tile: a task's share of the columns is a whole number of them.
+    fn tile_columns(self) -> usize {
+        match self {
+            Kernel::Avx512 => 6,
+            Kernel::Avx2 => 4,
+        }
+    }
+}
+
+/// Whether this CPU has a vector unit the tiles are compiled for (AVX2 with FMA at least).
+pub(super) fn available() -> bool {
+    Kernel::detect().is_some()
+}
+
+/// `c = a @ b^T`: `c` is the dense row-major `[m, n]` output (its old contents are ignored), `a`
+/// has `m` rows and `b_t` `n` rows, each of `k` elements. Split over the rayon pool when
+/// `parallel` and the product is large enough. Call only where [`available`] is true.
+pub(super) fn product(a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
+    let kernel = Kernel::detect().expect("dot_tiles::product needs AVX2 and FMA; check `available()` first");
+    product_with(kernel, a, b_t, k, c, n, parallel);
+}
+
+/// [`product`] through `kernel`, which this CPU must run.
+fn product_with(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
+    let operands = Operands { a, b_t, k, m: c.len() / n, n, c: OutPtr(c.as_mut_ptr()) };
+    if !parallel || operands.m * n * k < PARALLEL_WORK {
+        return operands.columns(kernel, 0, n);
+    }
+    // One contiguous range of columns per thread, taken by work stealing: a pool woken with
+    // `rayon::broadcast`, which pins each range to one thread, waited on its slowest sleeper and
+    // measured 1.3x slower on 16 cores (bench/NOTES-cpu.md).
+    let threads = rayon::current_num_threads();
+    (0..threads).into_par_iter().for_each(|task| {
+        let (start, end) = operands.task_columns(kernel.tile_columns(), task, threads);
+        operands.columns(kernel, start, end);
+    });
+}
+
+/// Where one tile sits: rows `row..row + rows`, columns `col..col + cols`, summing over `depth`.
+#[derive(Clone)]
+struct Tile {
+    row: usize,
+    rows: usize,
+    col: usize,
+    cols: usize,
+    depth: std::ops::Range<usize>,
+}
+
+/// The output pointer, shared by the threads of one product: each writes only its own columns.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the tasks of one product write disjoint columns of `c` (`Operands::task_columns`), and
+// `product` returns only after every task is done (`for_each` returns when all have run).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// One product's operands and sizes, as every thread sees them.
+#[derive(Clone, Copy)]
+struct Operands<'a> {
+    a: Rows<'a>,
+    b_t: Rows<'a>,
+    k: usize,
+    m: usize,
+    n: usize,
+    c: OutPtr,
+}
+
+impl Operands<'_> {
+    /// Task `index` of `tasks`'s columns: a whole number of tiles `width` columns wide, so that
+    /// only the last task has a ragged edge.
+    fn task_columns(&self, width: usize, index: usize, tasks: usize) -> (usize, usize) {
+        let tiles = self.n.div_ceil(width);
+        let at = |t: usize| (tiles * t / tasks * width).min(self.n);
+        (at(index), at(index + 1))
+    }
+
+    /// Output columns `start..end` of every row, through `kernel`.
+    fn columns(&self, kernel: Kernel, start: usize, end: usize) {
+        if start >= end {
+            return;
+        }
+        // SAFETY: `Kernel::detect` found the features each kernel is compiled for; the ranges
+        // stay inside the operands (`a` has m rows, `b_t` n rows, of k elements each).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            match kernel {
+                Kernel::Avx512 => self.columns_avx512(start, end),
+                Kernel::Avx2 => self.columns_avx2(start, end),
+            }
+        }
+    }
+
+    /// [`Self::columns`] with 16-lane vectors.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn columns_avx512(&self, start: usize, end: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.walk::<__m512, 4, 6>(start, end) }
+    }
+
+    /// [`Self::columns`] with 8-lane vectors.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn columns_avx2(&self, start: usize, end: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.walk::<__m256, 3, 4>(start, end) }
+    }
+
+    /// Columns `start..end` in tiles of `R` rows by `C` columns: blocks of rows that fit in L2,
+    /// then the columns `C` at a time (their rows of `b^T` stay in L1 while the block's rows
+    /// stream past), then the block's rows `R` at a time.
+    ///
+    /// # Safety
+    /// The CPU must run `V`'s instructions, and `start..end` must lie inside `0..n`.
+    #[inline(always)]
+    unsafe fn walk<V: Lanes, const R: usize, const C: usize>(&self, start: usize, end: usize) {
+        for depth_start in (0..self.k).step_by(DEPTH_CHUNK) {
+            let depth = depth_start..(depth_start + DEPTH_CHUNK).min(self.k);
+            let block_rows = (A_BLOCK_BYTES / 4 / depth.len()).max(R) / R * R;
+            for first_row in (0..self.m).step_by(block_rows) {
+                let rows_end = (first_row + block_rows).min(self.m);
+                for col in (start..end).step_by(C) {
+                    let cols = C.min(end - col);
+                    for row in (first_row..rows_end).step_by(R) {
+                        let at = Tile { row, rows: R.min(rows_end - row), col, cols, depth: depth.clone() };
+                        // SAFETY: row + rows <= m and col + cols <= n; forwarded from the caller.
+                        unsafe { self.tile_of_size::<V, R, C>(at) };
+                    }
+                }
+            }
+        }
+    }
+
+    /// One tile of `rows x cols` at (`row`, `col`), through the kernel of that size (at most
+    /// `R x C`): sizes are compile-time constants so that the accumulators live in registers.
+    ///
+    /// # Safety
+    /// As for [`Self::tile`].
+    #[inline(always)]
+    unsafe fn tile_of_size<V: Lanes, const R: usize, const C: usize>(&self, at: Tile) {
+        // SAFETY (all arms): forwarded from the caller; each arm's tile is `rows x cols`.
+        unsafe {
+            if at.cols == C {
+                match at.rows {
+                    1 => self.tile::<V, 1, C>(at),
+                    2 => self.tile::<V, 2, C>(at),
+                    3 if R > 3 => self.tile::<V, 3, C>(at),
+                    _ => self.tile::<V, R, C>(at),
+                }
+            } else {
+                // The right edge of the output, once per block of rows: one column at a time.
+                for col in at.col..at.col + at.cols {
+                    let at = Tile { col, cols: 1, ..at.clone() };
+                    match at.rows {
+                        1 => self.tile::<V, 1, 1>(at),
+                        2 => self.tile::<V, 2, 1>(at),
+                        3 if R > 3 => self.tile::<V, 3, 1>(at),
+                        _ => self.tile::<V, R, 1>(at),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Outputs `row..row + TR` x `col..col + TC`: `TR x TC` accumulators of `V`'s width summed
+    /// across `k` a vector at a time, reduced across lanes, plus the last `k % width` products.
+    ///
+    /// # Safety
+    /// The CPU must run `V`'s instructions; `row + TR <= m` and `col + TC <= n`.
+    #[inline(always)]
+    unsafe fn tile<V: Lanes, const TR: usize, const TC: usize>(&self, at: Tile) {
+        let Tile { row, col, depth, .. } = at;
+        let a = |r: usize| self.a.data[(row + r) * self.a.stride..][depth.clone()].as_ptr();
+        let b = |c: usize| self.b_t.data[(col + c) * self.b_t.stride..][depth.clone()].as_ptr();
+        let (k, accumulate) = (depth.len(), depth.start > 0);
+        let (a_rows, b_rows): ([*const f32; TR], [*const f32; TC]) = (std::array::from_fn(a), std::array::from_fn(b));
+        // SAFETY: every load reads `V::WIDTH` elements at p < k - V::WIDTH + 1 of a row of k
+        // elements (the slices above checked each row's bounds); the CPU runs `V` (caller).
+        unsafe {
+            let mut acc = [[V::zero(); TC]; TR];
+            let whole = k / V::WIDTH * V::WIDTH;
+            for p in (0..whole).step_by(V::WIDTH) {
+                let a_vectors: [V; TR] = std::array::from_fn(|r| V::load(a_rows[r].add(p)));
+                for c in 0..TC {
+                    let b_vector = V::load(b_rows[c].add(p));
+                    for r in 0..TR {
+                        acc[r][c] = acc[r][c].mul_add(a_vectors[r], b_vector);
+                    }
+                }
+            }
+            for r in 0..TR {
+                for c in 0..TC {
+                    let tail: f32 = (whole..k).map(|p| *a_rows[r].add(p) * *b_rows[c].add(p)).sum();
+                    let out = self.c.0.add((row + r) * self.n + col + c);
+                    let sum = acc[r][c].sum() + tail;
+                    *out = if accumulate { *out + sum } else { sum };
+                }
+            }
+        }
+    }
+}
+
+/// A vector of `f32` lanes and the four operations the microkernel needs. Each implementation
+/// is compiled for its instruction set and inlined into the kernel compiled for the same set.
+trait Lanes: Copy {
+    /// Lanes in one vector.
+    const WIDTH: usize;
+    /// All lanes zero.
+    ///
+    /// # Safety
+    /// The CPU must run this vector type's instructions (so for every method).
+    unsafe fn zero() -> Self;
+    /// `WIDTH` elements from `p` on, any alignment.
+    ///
+    /// # Safety
+    /// As for [`Lanes::zero`], and `p..p + WIDTH` must be readable.
+    unsafe fn load(p: *const f32) -> Self;
+    /// `self + a * b` in each lane, rounded once.
+    ///
+    /// # Safety
+    /// As for [`Lanes::zero`].
+    unsafe fn mul_add(self, a: Self, b: Self) -> Self;
+    /// The sum of the lanes.
+    ///
+    /// # Safety
+    /// As for [`Lanes::zero`].
+    unsafe fn sum(self) -> f32;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for __m512 {
+    const WIDTH: usize = 16;
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn zero() -> Self {
+        _mm512_setzero_ps()
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller guarantees 16 readable elements.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn mul_add(self, a: Self, b: Self) -> Self {
+        _mm512_fmadd_ps(a, b, self)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sum(self) -> f32 {
+        _mm512_reduce_add_ps(self)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for __m256 {
+    const WIDTH: usize = 8;
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn zero() -> Self {
+        _mm256_setzero_ps()
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller guarantees 8 readable elements.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn mul_add(self, a: Self, b: Self) -> Self {
+        _mm256_fmadd_ps(a, b, self)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn sum(self) -> f32 {
+        let halves = _mm_add_ps(_mm256_castps256_ps128(self), _mm256_extractf128_ps::<1>(self));
+        let pairs = _mm_hadd_ps(halves, halves);
+        _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{Kernel, Rows, product_with};
+
+    /// Every kernel this CPU runs: the AVX2 one is tested on AVX-512 machines too.
+    fn kernels() -> Vec<Kernel> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut kernels = Vec::new();
+            if std::is_x86_feature_detected!("avx512f") {
+                kernels.push(Kernel::Avx512);
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                kernels.push(Kernel::Avx2);
+            }
+            kernels
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Vec::new()
+    }
+
+    /// `a @ b^T` through each kernel against a float64 reference: rows padded past `k` (a
+    /// stride longer than the row), every edge of the tiles, `k` past one 512-element chunk.
+    fn check(m: usize, n: usize, k: usize, pad: usize, parallel: bool, seed: u64) -> Result<(), TestCaseError> {
+        let stride = k + pad;
+        let value = |i: usize| (((i as u64 * 2654435761 + seed) % 1999) as f32 - 999.0) / 500.0;
+        let a: Vec<f32> = (0..m * stride).map(value).collect();
+        let b_t: Vec<f32> = (0..n * stride).map(|i| value(i + 7919)).collect();
+        for kernel in kernels() {
+            let mut c = vec![f32::NAN; m * n];
+            let rows = |data| Rows { data, stride };
+            product_with(kernel, rows(&a), rows(&b_t), k, &mut c, n, parallel);
+            for i in 0..m {
+                for j in 0..n {
+                    let terms = (0..k).map(|p| a[i * stride + p] as f64 * b_t[j * stride + p] as f64);
+                    let (exact, magnitude) = terms.fold((0.0, 0.0), |(s, m), t| (s + t, m + t.abs()));
+                    let bound = k as f64 * f32::EPSILON as f64 * magnitude + 1e-30;
+                    let got = c[i * n + j] as f64;
+                    prop_assert!(
+                        (got - exact).abs() <= bound,
+                        "{kernel:?} m={m} n={n} k={k} c[{i},{j}] = {got}, exact {exact} (bound {bound})"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn tiles_equal_a_float64_reference(
+            m in 1usize..11, n in 1usize..40, k in 1usize..1100, pad in 0usize..3, parallel: bool, seed: u64,
+        ) {
+            check(m, n, k, pad, parallel, seed % 1000)?;
+        }
+    }
+
+    #[test]
+    fn a_product_split_over_the_pool_equals_a_float64_reference() {
+        check(37, 101, 700, 1, true, 3).unwrap();
+    }
+}
