@@ -186,6 +186,9 @@ impl CpuProgram {
                         inputs.iter().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots)).collect();
                     let inputs: Vec<cpu::Input> =
                         views.iter().map(|(buffer, layout)| cpu::Input::Tensor { buffer, layout }).collect();
+                    let _launch = profiler::launch(op.name(), EventKind::Extern, Device::Cpu, || {
+                        views.iter().map(|(_, l)| l.shape().to_vec()).collect()
+                    });
                     let Ok(value) = execute(&cpu::Cpu, op, &inputs, shape);
                     slots[self.schedule.slot(*out)] = Some(value);
                 }
