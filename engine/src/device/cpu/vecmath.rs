@@ -34,10 +34,12 @@ const EXP_POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_
 const LN2_HI: f32 = 0.693_359_4;
 /// See `LN2_HI`.
 const LN2_LO: f32 = -2.121_944_4e-4;
-/// Above this `exp` overflows to infinity.
-const EXP_HI: f32 = 88.722_83;
-/// Below this `exp` underflows to zero.
-const EXP_LO: f32 = -103.972_08;
+/// `exp`'s argument is clamped to `EXP_LO..=EXP_HI`, just past where its result overflows
+/// (88.72) and rounds to zero (-103.97): the arithmetic then gives infinity and zero by itself,
+/// with no select for them.
+const EXP_HI: f32 = 89.0;
+/// See `EXP_HI`.
+const EXP_LO: f32 = -104.0;
 /// `1.5 * 2^23`: adding and subtracting it rounds a float below `2^22` to the nearest integer
 /// with plain arithmetic, which vectorizes where `floor` may be a library call.
 const ROUND: f32 = 12_582_912.0;
@@ -98,7 +100,7 @@ fn pow2(n: i32) -> (f32, f32) {
 /// `e^x`.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
-    // NaN fails both comparisons and is clamped to EXP_LO; the final select restores it.
+    // NaN fails the first comparison and is clamped to EXP_HI; the final select restores it.
     let c = if x < EXP_HI { x } else { EXP_HI };
     let c = if c > EXP_LO { c } else { EXP_LO };
     let n = (c * std::f32::consts::LOG2_E + ROUND) - ROUND;
@@ -108,15 +110,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     // `as` conversion would be done lane by lane; this one is one vector instruction.
     let (s1, s2) = pow2(unsafe { n.to_int_unchecked::<i32>() });
     let y = p * s1 * s2;
-    if x > EXP_HI {
-        f32::INFINITY
-    } else if x < EXP_LO {
-        0.0
-    } else if x.is_nan() {
-        x
-    } else {
-        y
-    }
+    if x.is_nan() { x } else { y }
 }
 
 /// Natural logarithm.
@@ -273,7 +267,7 @@ VM_INLINE float vm_exp(float x) {{
     float p = {exp_poly} * (r * r) + r + 1.0f;
     int32_t ni = (int32_t)n, half = ni >> 1;
     float y = p * vm_bits((half + 127) << 23) * vm_bits((ni - half + 127) << 23);
-    return x > {exp_hi} ? INFINITY : x < {exp_lo} ? 0.0f : x != x ? x : y;
+    return x != x ? x : y;
 }}
 VM_INLINE float vm_log(float x) {{
     int tiny = x < {min_positive};
@@ -459,6 +453,11 @@ mod tests {
             }
         }
         assert_eq!(exp(-200.0), 0.0);
+        // Past the clamps the arithmetic overflows and underflows by itself, as libm does.
+        assert!(exp(88.722_83).is_finite());
+        assert_eq!(exp(88.722_84), f32::INFINITY);
+        assert_eq!(exp(-103.98), 0.0);
+        assert_eq!(exp(-103.972_07), f32::from_bits(1), "the smallest subnormal");
         assert!(log(-1.0).is_nan());
         assert!((log(1e-40) as f64 - (1e-40f32 as f64).ln()).abs() < 1e-5, "log of a subnormal");
     }
@@ -483,7 +482,9 @@ mod tests {
             crate::codecache::DiskCache::at(std::env::temp_dir().join(format!("vecmath-{}", std::process::id())));
         let (library, _) = cc.compile_in(&cache, &c_harness()).unwrap();
         for case in &CASES {
-            let xs: Vec<f32> = sweep(case, 20_000).chain([f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0]).collect();
+            // Beyond the domains too: the clamps of `exp` and the trigonometric functions.
+            let beyond = [f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0, 88.8, 100.0, -103.98, -200.0, 3e7, -3e9];
+            let xs: Vec<f32> = sweep(case, 20_000).chain(beyond).collect();
             let mut ys = vec![0.0f32; xs.len()];
             type Apply = unsafe extern "C" fn(*const f32, *mut f32, i64);
             // SAFETY: the signature matches `apply_NAME` above; both buffers hold `xs.len()` floats.
