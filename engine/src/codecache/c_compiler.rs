@@ -159,7 +159,7 @@ const ANY_SOURCE: &str = "int one(void) { return 1; }\n";
 
 /// Flags that make generated code faster, each used where the compiler accepts it (a compiler
 /// without one builds slower but correct code). None changes a result.
-const TUNING: [Probe; 3] = [
+const TUNING: [Probe; 4] = [
     // Code for this machine's CPU: its vector instructions. The CPU model is part of the cache
     // key, so a cache directory shared with another machine never hands it a library it cannot
     // run. Some cross or embedded compilers lack the flag.
@@ -174,6 +174,10 @@ const TUNING: [Probe; 3] = [
     // for the long loop bodies of fused kernels (eight `tanh` in four groups) that second copy
     // took a third of the compile time, for the last few elements of each chunk. GCC only.
     Probe { flag: "--param=vect-epilogues-nomask=0", source: ANY_SOURCE },
+    // `#pragma omp simd` (sums and the `maximum` reduction in vector lanes) without OpenMP's
+    // runtime: with -fopenmp too it changes nothing; where libgomp is missing it keeps the
+    // reductions vectorized.
+    Probe { flag: "-fopenmp-simd", source: ANY_SOURCE },
 ];
 
 /// [`supports`], remembered in the disk cache under the compiler's name and version: the probe
