@@ -85,6 +85,37 @@ proptest! {
     }
 
     #[test]
+    fn long_rows_reduce_in_groups_as_eager_does(
+        rows in 1usize..5,
+        // Past 16 K elements a row's `exp` no longer fits the row buffer and is computed again.
+        row_len in prop_oneof![250usize..1100, 16_300usize..16_500],
+        program in 0usize..4,
+        nan_at in proptest::option::of(0usize..16_500),
+        seed in any::<u64>(),
+    ) {
+        // Rows of 256 elements and more are reduced in four parts with partial results of their
+        // own (and, when the length is no multiple of four, a loop over what is left); a NaN in
+        // any part must reach the row's maximum. The softmax's `exp` is kept in a row buffer.
+        let f = move |x: Tensor| -> engine::Result<Tensor> {
+            match program {
+                0 => x.softmax(-1),
+                1 => x.log_softmax(-1),
+                2 => x.sub(&x.amax(-1, true)?)?.exp()?.sum(-1, false),
+                _ => x.sub(&x.mean(-1, true)?)?.tanh()?.tanh(),
+            }
+        };
+        let mut values = Tensor::randn(&[rows, row_len], seed).mul(3.0).unwrap().to_vec().unwrap();
+        if let Some(i) = nan_at.filter(|&i| i < values.len()) {
+            values[i] = f32::NAN;
+        }
+        let x = Tensor::from_vec(values, &[rows, row_len]).unwrap();
+        let compiled = dynamo::compile(f).backend(Inductor::default());
+        let got = compiled.call(&x).unwrap().to_vec().unwrap();
+        let expected = f(x.clone()).unwrap().to_vec().unwrap();
+        prop_assert!(close(&got, &expected), "program {program}, [{rows}, {row_len}]");
+    }
+
+    #[test]
     fn log1p_compiled_matches_eager(n in 1usize..300, seed in any::<u64>()) {
         // `log1p` fused into one generated C kernel with its neighbours, against its eager kernel.
         let f = |x: Tensor| x.abs()?.log1p()?.tanh();

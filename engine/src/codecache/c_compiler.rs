@@ -9,14 +9,14 @@ use std::sync::OnceLock;
 use super::disk::{DiskCache, cache_key};
 use crate::error::{Error, Result};
 
-/// A detected C compiler: which program, its version line, and whether it accepts `-fopenmp`
-/// and `-march=native`.
+/// A detected C compiler: which program, its version line, whether it accepts `-fopenmp`, and
+/// which of the tuning flags (`-march=native`, ...) it accepts.
 #[derive(Debug)]
 pub struct CCompiler {
     program: String,
     version: String,
     openmp: bool,
-    native: bool,
+    tuning: Vec<&'static str>,
     cpu: String,
 }
 
@@ -50,16 +50,11 @@ impl CCompiler {
 
     /// The flags every generated library is built with.
     pub fn flags(&self) -> Vec<&'static str> {
-        // -march=native vectorises for this CPU; the CPU model is part of the cache key, so a
-        // cache directory shared with another machine never hands it a library it cannot run.
         // -fno-trapping-math lets GCC turn the vector math's selects around float conversions
         // into vector blends (the generated code never reads floating-point exception flags);
-        // with it, every function of the vector math vectorizes. Neither flag changes a result.
-        // A compiler without -march=native (some cross or embedded ones) builds portable code.
+        // with it, every function of the vector math vectorizes. It changes no result.
         let mut flags = vec!["-O3", "-fno-math-errno", "-fno-trapping-math", "-std=c11", "-shared", "-fPIC"];
-        if self.native {
-            flags.push("-march=native");
-        }
+        flags.extend(&self.tuning);
         if self.openmp {
             flags.push("-fopenmp");
         }
@@ -123,12 +118,12 @@ fn probe() -> std::result::Result<CCompiler, String> {
         .ok()
         .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(str::to_string))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let openmp = remembered_support(&program, &version, OPENMP_PROBE);
+    let openmp = remembered_support(&program, &version, &OPENMP_PROBE);
     if openmp {
         idle_openmp_threads_sleep();
     }
-    let native = remembered_support(&program, &version, NATIVE_PROBE);
-    Ok(CCompiler { program, version, openmp, native, cpu })
+    let tuning = TUNING.iter().filter(|p| remembered_support(&program, &version, p)).map(|p| p.flag).collect();
+    Ok(CCompiler { program, version, openmp, tuning, cpu })
 }
 
 /// Makes OpenMP's idle threads sleep instead of spinning, unless the user chose otherwise.
@@ -159,22 +154,45 @@ struct Probe {
 const OPENMP_PROBE: Probe =
     Probe { flag: "-fopenmp", source: "#include <omp.h>\nint threads(void) { return omp_get_max_threads(); }\n" };
 
-/// Code for this machine's CPU.
-const NATIVE_PROBE: Probe = Probe { flag: "-march=native", source: "int one(void) { return 1; }\n" };
+/// Any source: a tuning flag only has to be accepted.
+const ANY_SOURCE: &str = "int one(void) { return 1; }\n";
+
+/// Flags that make generated code faster, each used where the compiler accepts it (a compiler
+/// without one builds slower but correct code). None changes a result.
+const TUNING: [Probe; 4] = [
+    // Code for this machine's CPU: its vector instructions. The CPU model is part of the cache
+    // key, so a cache directory shared with another machine never hands it a library it cannot
+    // run. Some cross or embedded compilers lack the flag.
+    Probe { flag: "-march=native", source: ANY_SOURCE },
+    // GCC vectorizes with 256-bit registers on Intel CPUs that have 512-bit ones (Skylake to
+    // Sapphire Rapids), for fear of the lower clock of 512-bit code on the first of them; the
+    // generated kernels are arithmetic-bound loops that gain more from twice the lanes (a 16-fold
+    // `sin` chain ran 1.6 times faster, bench/NOTES-cpu.md). It states a preference only: a CPU
+    // without 512-bit vectors gets the code it got before. x86 compilers only.
+    Probe { flag: "-mprefer-vector-width=512", source: ANY_SOURCE },
+    // GCC vectorizes the leftover iterations of a vectorized loop again with narrower vectors:
+    // for the long loop bodies of fused kernels (eight `tanh` in four groups) that second copy
+    // took a third of the compile time, for the last few elements of each chunk. GCC only.
+    Probe { flag: "--param=vect-epilogues-nomask=0", source: ANY_SOURCE },
+    // `#pragma omp simd` (sums and the `maximum` reduction in vector lanes) without OpenMP's
+    // runtime: with -fopenmp too it changes nothing; where libgomp is missing it keeps the
+    // reductions vectorized.
+    Probe { flag: "-fopenmp-simd", source: ANY_SOURCE },
+];
 
 /// [`supports`], remembered in the disk cache under the compiler's name and version: the probe
 /// compiles a file, which would cost every new process tens of milliseconds before its first
 /// kernel could come out of the cache.
-fn remembered_support(program: &str, version: &str, probe: Probe) -> bool {
+fn remembered_support(program: &str, version: &str, probe: &Probe) -> bool {
     let key = cache_key(&[b"flag-probe", program.as_bytes(), version.as_bytes(), probe.flag.as_bytes()]);
     let answer = DiskCache::global().get_or_build(&key, "probe", |out| {
-        let answer: &[u8] = if supports(program, &probe) { b"yes" } else { b"no" };
+        let answer: &[u8] = if supports(program, probe) { b"yes" } else { b"no" };
         std::fs::write(out, answer).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
     });
     match answer.and_then(|(path, _)| std::fs::read(&path).map_err(|e| Error::Io { path, message: e.to_string() })) {
         Ok(bytes) => bytes == b"yes",
         // An unusable cache directory only costs the probe.
-        Err(_) => supports(program, &probe),
+        Err(_) => supports(program, probe),
     }
 }
 
@@ -264,9 +282,9 @@ mod tests {
     #[test]
     fn a_flag_the_compiler_lacks_is_left_out() {
         let cc = CCompiler::detect().unwrap();
-        let unknown = Probe { flag: "-fno-such-flag-anywhere", source: NATIVE_PROBE.source };
+        let unknown = Probe { flag: "-fno-such-flag-anywhere", source: ANY_SOURCE };
         assert!(!supports(cc.program(), &unknown));
-        assert!(supports(cc.program(), &NATIVE_PROBE), "GCC and Clang know -march=native");
+        assert!(supports(cc.program(), &TUNING[0]), "GCC and Clang know -march=native");
         assert!(cc.flags().contains(&"-march=native"));
     }
 

@@ -39,3 +39,8 @@ pub fn transpose_read(t: Vec<Tensor>) -> Result<Tensor> {
 pub fn column_sum(t: Vec<Tensor>) -> Result<Tensor> {
     t[0].sum(0, false)?.sqrt()
 }
+
+/// `sin`, then `tanh`: a chain of vector-math calls, which the C printer computes in groups.
+pub fn vector_math_chain(t: Vec<Tensor>) -> Result<Tensor> {
+    t[0].sin()?.mul(2.0)?.tanh()
+}

@@ -36,6 +36,7 @@ fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync)
 }
 
 /// NaN-propagating maximum.
+#[inline(always)]
 fn max_nan(m: f32, v: f32) -> f32 {
     if v > m || v.is_nan() { v } else { m }
 }
@@ -71,9 +72,14 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
     for (src, dst) in x.chunks(block).zip(out.chunks_mut(block)) {
         let (max, sum) = column_statistics(src, inner);
         dst.par_chunks_mut(inner).zip(src.par_chunks(inner)).for_each(|(d, s)| {
-            for j in 0..inner {
-                d[j] = normalized(s[j], max[j], sum[j], log);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for j in 0..inner {
+                        d[j] = normalized(s[j], max[j], sum[j], log);
+                    }
+                },
+            )
         });
     }
     out
@@ -89,13 +95,21 @@ fn column_statistics(block: &[f32], inner: usize) -> (Vec<f32>, Vec<f32>) {
         .map(|start| {
             let end = (start + COLUMNS_PER_TASK).min(inner);
             let mut max = vec![f32::NEG_INFINITY; end - start];
-            for row in block.chunks(inner) {
-                max.iter_mut().zip(&row[start..end]).for_each(|(m, &v)| *m = max_nan(*m, v));
-            }
             let mut sum = vec![0.0f32; end - start];
-            for row in block.chunks(inner) {
-                sum.iter_mut().zip(&row[start..end]).zip(&max).for_each(|((s, &v), &m)| *s += vecmath::exp(v - m));
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for row in block.chunks(inner) {
+                        max.iter_mut().zip(&row[start..end]).for_each(|(m, &v)| *m = max_nan(*m, v));
+                    }
+                    for row in block.chunks(inner) {
+                        sum.iter_mut()
+                            .zip(&row[start..end])
+                            .zip(&max)
+                            .for_each(|((s, &v), &m)| *s += vecmath::exp(v - m));
+                    }
+                },
+            );
             (max, sum)
         })
         .collect();

@@ -4,15 +4,20 @@
 //!
 //! The same algorithms are written twice: in Rust here, for the eager kernels, and in C by
 //! [`c_source`], for generated kernels, both from the coefficient tables below, so eager and
-//! compiled code compute the same values. Every step is a plain `+ - * /`, a comparison turned
-//! into a select, or a bit operation; neither side contracts `a * b + c` into a fused
-//! multiply-add (Rust never does; the C is compiled as ISO C, where GCC does not either).
+//! compiled code compute the same values. Every step is a plain `+ - * /`, a fused multiply-add
+//! written out (`mul_add` in Rust, `fmaf` in C: one rounding on both sides), a comparison turned
+//! into a select, or a bit operation; neither side contracts any other `a * b + c` (Rust never
+//! does; the C is compiled as ISO C, where GCC does not either).
+//!
+//! The multiply-adds are single instructions only where the CPU has FMA: the eager kernels call
+//! these functions inside [`simd::vectorized`](super::simd::vectorized), the copy compiled with
+//! FMA; called from baseline x86-64 code, each `mul_add` would be a call into libm.
 //!
 //! Accuracy against a float64 reference (checked by this module's tests, over the domains named):
 //! - `exp`: relative error below 2e-7 (results under 2^-126 lose precision gradually, as
 //!   subnormals do); `log`: absolute error below 2e-7 near 1, relative below 2e-7 elsewhere;
-//! - `sin`, `cos`: absolute error below 2e-7 for |x| <= 1e6 (the argument is reduced in float64);
-//!   past 2^30 the result is bounded but meaningless;
+//! - `sin`, `cos`: absolute error below 2e-7 for |x| <= 1e6 (the argument is reduced with
+//!   multiply-adds against pi/2 in three parts); past 2^24 the result is bounded but meaningless;
 //! - `tanh`: absolute error below 2e-7; `erf`: absolute error below 3e-7 (Cephes' polynomial
 //!   below 1, Abramowitz and Stegun 7.1.26 above, which is what ATen's vectorized `erf` uses);
 //! - `sigmoid`: absolute error below 3e-7; `gelu`: error below 5e-7, relative past |x| = 1.
@@ -29,10 +34,12 @@ const EXP_POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_
 const LN2_HI: f32 = 0.693_359_4;
 /// See `LN2_HI`.
 const LN2_LO: f32 = -2.121_944_4e-4;
-/// Above this `exp` overflows to infinity.
-const EXP_HI: f32 = 88.722_83;
-/// Below this `exp` underflows to zero.
-const EXP_LO: f32 = -103.972_08;
+/// `exp`'s argument is clamped to `EXP_LO..=EXP_HI`, just past where its result overflows
+/// (88.72) and rounds to zero (-103.97): the arithmetic then gives infinity and zero by itself,
+/// with no select for them.
+const EXP_HI: f32 = 89.0;
+/// See `EXP_HI`.
+const EXP_LO: f32 = -104.0;
 /// `1.5 * 2^23`: adding and subtracting it rounds a float below `2^22` to the nearest integer
 /// with plain arithmetic, which vectorizes where `floor` may be a library call.
 const ROUND: f32 = 12_582_912.0;
@@ -55,10 +62,14 @@ const LOG_POLY: [f32; 9] = [
 const SIN_POLY: [f32; 3] = [-1.951_529_6e-4, 8.332_161e-3, -1.666_665_5e-1];
 /// `cos` near zero, in `z = r^2` (Cephes `cosf`): `1 - z/2 + z^2 P(z)`.
 const COS_POLY: [f32; 3] = [2.443_315_7e-5, -1.388_731_6e-3, 4.166_664_6e-2];
-/// `pi / 2` in float64, for the argument reduction.
-const PI_2: f64 = std::f64::consts::FRAC_PI_2;
-/// Arguments are clamped to this before reduction, so the quadrant count fits an `i32`.
-const TRIG_LIMIT: f32 = 1_073_741_824.0;
+/// `pi / 2` as a sum of three floats, each the float nearest to what the previous ones leave of
+/// it (worked out from 60 digits of `pi / 2`): for a whole `j` below 2^24, `|x| - j * PARTS[0]`
+/// in one multiply-add is exact, and the two smaller parts carry the digits one float of `pi / 2`
+/// lacks (Cody and Waite's reduction).
+const PI_2_PARTS: [f32; 3] = [1.570_796_4, -4.371_139e-8, -1.715_124_5e-15];
+/// Arguments are clamped to this (2^24) before reduction, so that the quadrant count `j` is a
+/// whole float and the reduction stays exact; past it the result is bounded but meaningless.
+const TRIG_LIMIT: f32 = 16_777_216.0;
 
 /// `tanh` below `TANH_SMALL`, in `z = x^2` (Cephes `tanhf`): `x + x z P(z)`.
 const TANH_POLY: [f32; 5] = [-5.704_988_7e-3, 2.063_909e-2, -5.373_971_6e-2, 0.133_314_42, -0.333_332_8];
@@ -73,10 +84,10 @@ const ERF_TAIL: [f32; 5] = [1.061_405_4, -1.453_152_1, 1.421_413_7, -0.284_496_7
 /// The `p` of `ERF_TAIL`.
 const ERF_P: f32 = 0.327_591_1;
 
-/// `c[0] z^(n-1) + ... + c[n-1]`, by Horner's rule.
+/// `c[0] z^(n-1) + ... + c[n-1]`, by Horner's rule with a multiply-add a step.
 #[inline(always)]
 fn horner(c: &[f32], z: f32) -> f32 {
-    c[1..].iter().fold(c[0], |acc, &k| acc * z + k)
+    c[1..].iter().fold(c[0], |acc, &k| acc.mul_add(z, k))
 }
 
 /// `2^n` for `n` in `-150..=128`, as the product of two normal powers of two.
@@ -89,25 +100,17 @@ fn pow2(n: i32) -> (f32, f32) {
 /// `e^x`.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
-    // NaN fails both comparisons and is clamped to EXP_LO; the final select restores it.
+    // NaN fails the first comparison and is clamped to EXP_HI; the final select restores it.
     let c = if x < EXP_HI { x } else { EXP_HI };
     let c = if c > EXP_LO { c } else { EXP_LO };
     let n = (c * std::f32::consts::LOG2_E + ROUND) - ROUND;
-    let r = c - n * LN2_HI - n * LN2_LO;
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, c));
     let p = horner(&EXP_POLY, r) * (r * r) + r + 1.0;
     // SAFETY: `c` was clamped (NaN included), so `n` is a whole number in -150..=128. A checked
     // `as` conversion would be done lane by lane; this one is one vector instruction.
     let (s1, s2) = pow2(unsafe { n.to_int_unchecked::<i32>() });
     let y = p * s1 * s2;
-    if x > EXP_HI {
-        f32::INFINITY
-    } else if x < EXP_LO {
-        0.0
-    } else if x.is_nan() {
-        x
-    } else {
-        y
-    }
+    if x.is_nan() { x } else { y }
 }
 
 /// Natural logarithm.
@@ -137,7 +140,8 @@ pub(crate) fn log(x: f32) -> f32 {
 }
 
 /// `|x|` reduced to `r` in `[-pi/4, pi/4]` and its quadrant `q` in `0..4` (`|x| = j pi/2 + r`
-/// with `q = j mod 4`); the subtraction runs in float64, so `r` keeps its digits for large `x`.
+/// with `q = j mod 4`), `pi/2` subtracted in three parts so that `r` keeps its digits for large
+/// `x`.
 #[inline(always)]
 fn reduce_quadrant(ax: f32) -> (f32, i32) {
     let ax = if ax < TRIG_LIMIT { ax } else { TRIG_LIMIT };
@@ -145,7 +149,8 @@ fn reduce_quadrant(ax: f32) -> (f32, i32) {
     // SAFETY: `ax` was clamped (NaN included) to `0..=TRIG_LIMIT`, so the value fits an `i32`;
     // a checked `as` conversion would be done lane by lane.
     let j = unsafe { (ax * std::f32::consts::FRAC_2_PI + 0.5).to_int_unchecked::<i32>() };
-    let r = (ax as f64 - j as f64 * PI_2) as f32;
+    let minus_j = -(j as f32);
+    let r = PI_2_PARTS.iter().fold(ax, |r, &part| minus_j.mul_add(part, r));
     (r, j & 3)
 }
 
@@ -216,10 +221,10 @@ pub(crate) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// `c[0] z^(n-1) + ... + c[n-1]` by Horner's rule, as a C expression in `z` (spelled out, so
-/// that GCC sees plain arithmetic it can vectorize).
+/// `c[0] z^(n-1) + ... + c[n-1]` by Horner's rule with `fmaf`, as a C expression in `z` (spelled
+/// out, so that GCC sees arithmetic it can vectorize).
 fn c_horner(c: &[f32], z: &str) -> String {
-    c[1..].iter().fold(c_float(c[0]), |acc, &k| format!("({acc} * {z} + {})", c_float(k)))
+    c[1..].iter().fold(c_float(c[0]), |acc, &k| format!("fmaf({acc}, {z}, {})", c_float(k)))
 }
 
 /// A float as C text that reads back to the same bits.
@@ -243,25 +248,28 @@ pub(crate) fn c_function(op: UnaryOp) -> Option<&'static str> {
 }
 
 /// The same functions in C (`vm_exp`, `vm_log`, `vm_sin`, `vm_cos`, `vm_tanh`, `vm_erf`,
-/// `vm_sigmoid`, `vm_gelu`), `static inline` so that GCC inlines them into each kernel's loop
-/// and vectorizes it. Needs `<math.h>` and `<stdint.h>`.
+/// `vm_sigmoid`, `vm_gelu`), always inlined, so that the loop of each kernel that calls them
+/// vectorizes. Needs `<math.h>` and `<stdint.h>`.
 pub(crate) fn c_source() -> String {
     let f = c_float;
     format!(
-        r#"/* Vector math: branch-free polynomials GCC vectorizes (the engine's device/cpu/vecmath.rs). */
-static inline float vm_bits(int32_t b) {{ union {{ int32_t i; float f; }} u = {{ b }}; return u.f; }}
-static inline int32_t vm_int(float f) {{ union {{ float f; int32_t i; }} u = {{ f }}; return u.i; }}
-static inline float vm_exp(float x) {{
+        r#"/* Vector math: branch-free polynomials GCC vectorizes (the engine's device/cpu/vecmath.rs). A loop
+   vectorizes only if every call in it is inlined, and GCC stops inlining plain `static inline`
+   functions into a long loop body (eight `vm_tanh` in four groups): these are always inlined. */
+#define VM_INLINE static inline __attribute__((always_inline))
+VM_INLINE float vm_bits(int32_t b) {{ union {{ int32_t i; float f; }} u = {{ b }}; return u.f; }}
+VM_INLINE int32_t vm_int(float f) {{ union {{ float f; int32_t i; }} u = {{ f }}; return u.i; }}
+VM_INLINE float vm_exp(float x) {{
     float c = x < {exp_hi} ? x : {exp_hi};
     c = c > {exp_lo} ? c : {exp_lo};
     float n = (c * {log2e} + {round}) - {round};
-    float r = c - n * {ln2_hi} - n * {ln2_lo};
+    float r = fmaf(-n, {ln2_lo}, fmaf(-n, {ln2_hi}, c));
     float p = {exp_poly} * (r * r) + r + 1.0f;
     int32_t ni = (int32_t)n, half = ni >> 1;
     float y = p * vm_bits((half + 127) << 23) * vm_bits((ni - half + 127) << 23);
-    return x > {exp_hi} ? INFINITY : x < {exp_lo} ? 0.0f : x != x ? x : y;
+    return x != x ? x : y;
 }}
-static inline float vm_log(float x) {{
+VM_INLINE float vm_log(float x) {{
     int tiny = x < {min_positive};
     float xs = tiny ? x * 8388608.0f : x;
     int32_t bits = vm_int(xs);
@@ -275,23 +283,29 @@ static inline float vm_log(float x) {{
     y = m + y + {ln2_hi} * ef;
     return (x != x || x < 0.0f) ? NAN : x == 0.0f ? -INFINITY : x == INFINITY ? x : y;
 }}
-static inline int32_t vm_quadrant(float ax) {{ return (int32_t)(ax * {two_over_pi} + 0.5f); }}
-static inline float vm_reduce(float ax, int32_t j) {{ return (float)((double)ax - (double)j * {pi_2:?}); }}
-static inline float vm_sin_poly(float r) {{ float z = r * r; return {sin_poly} * z * r + r; }}
-static inline float vm_cos_poly(float r) {{ float z = r * r; return {cos_poly} * z * z - 0.5f * z + 1.0f; }}
-static inline float vm_sin_shifted(float x, int32_t shift, uint32_t sign) {{
-    float ax = fabsf(x);
-    ax = ax < {trig_limit} ? ax : {trig_limit};
+VM_INLINE int32_t vm_quadrant(float ax) {{ return (int32_t)(ax * {two_over_pi} + 0.5f); }}
+VM_INLINE float vm_reduce(float ax, int32_t j) {{
+    float minus_j = -(float)j;
+    return {reduce};
+}}
+VM_INLINE float vm_sin_poly(float r) {{ float z = r * r; return {sin_poly} * z * r + r; }}
+VM_INLINE float vm_cos_poly(float r) {{ float z = r * r; return {cos_poly} * z * z - 0.5f * z + 1.0f; }}
+/* The clamp compares bits (the same order for floats that are not negative) and the non-finite
+   case multiplies by NaN: as float selects, GCC turns them into branches around the whole
+   computation (jump threading), and a loop with branches is not vectorized. */
+VM_INLINE float vm_sin_shifted(float x, int32_t shift, uint32_t sign) {{
+    int32_t abits = vm_int(fabsf(x));
+    float ax = vm_bits(abits < {trig_limit_bits:#x} ? abits : {trig_limit_bits:#x});
     int32_t j = vm_quadrant(ax), q = (j + shift) & 3;
     float r = vm_reduce(ax, j);
     float s = vm_sin_poly(r), c = vm_cos_poly(r);
     float y = (q & 1) ? c : s;
     y = vm_bits((int32_t)((uint32_t)vm_int(y) ^ ((uint32_t)(q & 2) << 30) ^ sign));
-    return isfinite(x) ? y : NAN;
+    return y * ((x - x) + 1.0f); /* x - x is 0 for finite x, NaN otherwise */
 }}
-static inline float vm_sin(float x) {{ return vm_sin_shifted(x, 0, (uint32_t)vm_int(x) & 0x80000000u); }}
-static inline float vm_cos(float x) {{ return vm_sin_shifted(x, 1, 0); }}
-static inline float vm_tanh(float x) {{
+VM_INLINE float vm_sin(float x) {{ return vm_sin_shifted(x, 0, (uint32_t)vm_int(x) & 0x80000000u); }}
+VM_INLINE float vm_cos(float x) {{ return vm_sin_shifted(x, 1, 0); }}
+VM_INLINE float vm_tanh(float x) {{
     float a = fabsf(x);
     float z = x * x;
     float small = {tanh_poly} * z * x + x;
@@ -299,7 +313,7 @@ static inline float vm_tanh(float x) {{
     big = x < 0.0f ? -big : big;
     return (a < {tanh_small} || x != x) ? small : big;
 }}
-static inline float vm_erf(float x) {{
+VM_INLINE float vm_erf(float x) {{
     float a = fabsf(x);
     float z = x * x;
     float small = x * {erf_poly};
@@ -308,8 +322,8 @@ static inline float vm_erf(float x) {{
     big = x < 0.0f ? -big : big;
     return (a < 1.0f || x != x) ? small : big;
 }}
-static inline float vm_sigmoid(float x) {{ return 1.0f / (1.0f + vm_exp(-x)); }}
-static inline float vm_gelu(float x) {{ return 0.5f * x * (1.0f + vm_erf(x * {sqrt_half})); }}
+VM_INLINE float vm_sigmoid(float x) {{ return 1.0f / (1.0f + vm_exp(-x)); }}
+VM_INLINE float vm_gelu(float x) {{ return 0.5f * x * (1.0f + vm_erf(x * {sqrt_half})); }}
 "#,
         exp_poly = c_horner(&EXP_POLY, "r"),
         exp_hi = f(EXP_HI),
@@ -321,9 +335,9 @@ static inline float vm_gelu(float x) {{ return 0.5f * x * (1.0f + vm_erf(x * {sq
         log_poly = c_horner(&LOG_POLY, "m"),
         min_positive = f(f32::MIN_POSITIVE),
         sqrt_half = f(std::f32::consts::FRAC_1_SQRT_2),
-        trig_limit = f(TRIG_LIMIT),
+        trig_limit_bits = TRIG_LIMIT.to_bits(),
         two_over_pi = f(std::f32::consts::FRAC_2_PI),
-        pi_2 = PI_2,
+        reduce = PI_2_PARTS.iter().fold("ax".to_string(), |r, &part| format!("fmaf(minus_j, {}, {r})", f(part))),
         sin_poly = c_horner(&SIN_POLY, "z"),
         cos_poly = c_horner(&COS_POLY, "z"),
         tanh_poly = c_horner(&TANH_POLY, "z"),
@@ -420,6 +434,16 @@ mod tests {
     }
 
     #[test]
+    fn the_parts_of_pi_over_2_add_up_to_it() {
+        assert_eq!(PI_2_PARTS[0], std::f64::consts::FRAC_PI_2 as f32);
+        assert_eq!(PI_2_PARTS[1], (std::f64::consts::FRAC_PI_2 - PI_2_PARTS[0] as f64) as f32);
+        // float64 holds pi/2 to within 1e-16, less than the last part, so that part is checked
+        // against the sum only.
+        let sum: f64 = PI_2_PARTS.iter().map(|&p| p as f64).sum();
+        assert!((sum - std::f64::consts::FRAC_PI_2).abs() < 1e-16);
+    }
+
+    #[test]
     fn special_values_follow_libm() {
         for case in &CASES {
             for x in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0] {
@@ -429,6 +453,11 @@ mod tests {
             }
         }
         assert_eq!(exp(-200.0), 0.0);
+        // Past the clamps the arithmetic overflows and underflows by itself, as libm does.
+        assert!(exp(88.722_83).is_finite());
+        assert_eq!(exp(88.722_84), f32::INFINITY);
+        assert_eq!(exp(-103.98), 0.0);
+        assert_eq!(exp(-103.972_07), f32::from_bits(1), "the smallest subnormal");
         assert!(log(-1.0).is_nan());
         assert!((log(1e-40) as f64 - (1e-40f32 as f64).ln()).abs() < 1e-5, "log of a subnormal");
     }
@@ -453,7 +482,9 @@ mod tests {
             crate::codecache::DiskCache::at(std::env::temp_dir().join(format!("vecmath-{}", std::process::id())));
         let (library, _) = cc.compile_in(&cache, &c_harness()).unwrap();
         for case in &CASES {
-            let xs: Vec<f32> = sweep(case, 20_000).chain([f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0]).collect();
+            // Beyond the domains too: the clamps of `exp` and the trigonometric functions.
+            let beyond = [f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0, 88.8, 100.0, -103.98, -200.0, 3e7, -3e9];
+            let xs: Vec<f32> = sweep(case, 20_000).chain(beyond).collect();
             let mut ys = vec![0.0f32; xs.len()];
             type Apply = unsafe extern "C" fn(*const f32, *mut f32, i64);
             // SAFETY: the signature matches `apply_NAME` above; both buffers hold `xs.len()` floats.

@@ -143,7 +143,7 @@ pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
                 "    const long long step = (long long)blockDim.x * gridDim.x;\n    \
                  for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < xnumel; x += step) {\n",
             );
-            body.push_str(&row_loops(k, RowLoops::Sequential(Dialect::Cuda), "        "));
+            body.push_str(&row_loops(k, RowLoops::Sequential, "        "));
             body.push_str("    }\n");
             body
         }

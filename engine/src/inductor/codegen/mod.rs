@@ -122,29 +122,25 @@ pub fn scalar_spelling(dialect: Dialect) -> Spelling<'static> {
     Spelling { dialect, tmp: &|t| format!("tmp{t}"), index: &|i| i.to_c() }
 }
 
-/// How a row's loops over `r` are spread over threads.
+/// How a CUDA kernel's row loops over `r` are spread over threads (the C printer has its own
+/// loops, [`c`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowLoops {
-    /// One thread walks the whole row (C, and CUDA kernels whose rows are strided).
-    Sequential(Dialect),
-    /// The threads of a CUDA block stride through the row together and combine their partial
+    /// One thread walks the whole row (kernels whose rows are strided).
+    Sequential,
+    /// The threads of a block stride through the row together and combine their partial
     /// results with block reductions; only thread 0 stores per-row values.
     BlockStrided,
 }
 
-/// The phases of one row as loops over `r` that re-read the row each time, at `indent`.
+/// The phases of one row as CUDA loops over `r` that re-read the row each time, at `indent`.
 pub(crate) fn row_loops(k: &Kernel, style: RowLoops, indent: &str) -> String {
     let KernelBody::Reduction { row_len, phases, .. } = &k.body else {
         unreachable!("row loops belong to reduction kernels")
     };
-    let dialect = match style {
-        RowLoops::Sequential(d) => d,
-        RowLoops::BlockStrided => Dialect::Cuda,
-    };
-    let spell = scalar_spelling(dialect);
+    let spell = scalar_spelling(Dialect::Cuda);
     let header = match style {
-        RowLoops::Sequential(Dialect::C) => format!("for (int64_t r = 0; r < {row_len}; r++) {{"),
-        RowLoops::Sequential(Dialect::Cuda) => format!("for (long long r = 0; r < {row_len}; r++) {{"),
+        RowLoops::Sequential => format!("for (long long r = 0; r < {row_len}; r++) {{"),
         RowLoops::BlockStrided => format!("for (long long r = threadIdx.x; r < {row_len}; r += blockDim.x) {{"),
     };
     let mut out = String::new();
@@ -160,21 +156,7 @@ pub(crate) fn row_loops(k: &Kernel, style: RowLoops, indent: &str) -> String {
             }
             Phase::Loop { stmts, reductions } => {
                 for r in reductions {
-                    writeln!(out, "{indent}float tmp{} = {};", r.tmp, identity(r.combine, dialect)).unwrap();
-                }
-                // A sum may be reassociated into vector lanes; the NaN-propagating max may not.
-                let sums: Vec<String> = reductions.iter().map(|r| format!("tmp{}", r.tmp)).collect();
-                if style == RowLoops::Sequential(Dialect::C)
-                    && !sums.is_empty()
-                    && reductions.iter().all(|r| r.combine == Combine::Sum)
-                {
-                    writeln!(out, "{indent}#pragma omp simd reduction(+:{})", sums.join(", ")).unwrap();
-                }
-                // GCC 12 at -O3 fully unrolls a short row loop holding a max reduction, then
-                // vectorises the row loop around it with masked loads and gets the result wrong
-                // (found by this crate's property test). Keeping the loop a loop avoids that.
-                if dialect == Dialect::C && reductions.iter().any(|r| r.combine == Combine::Max) {
-                    writeln!(out, "{indent}#pragma GCC unroll 1").unwrap();
+                    writeln!(out, "{indent}float tmp{} = {};", r.tmp, identity(r.combine, Dialect::Cuda)).unwrap();
                 }
                 writeln!(out, "{indent}{header}").unwrap();
                 for s in stmts {
