@@ -100,11 +100,15 @@ impl Program {
                 8 if a.rank() == 2 => a.t()?,
                 9 if a.rank() > 0 && a.shape()[0] > 1 => a.slice(0, 1, a.shape()[0], 2)?,
                 10 => a.reshape(&[a.numel()])?,
-                // Parameters live where the program's inputs do.
+                // Parameters live where the program's inputs do. The epsilon is larger than a
+                // model's 1e-5: a row of nearly equal values (a saturated tanh) has a variance
+                // far below 1e-5, and dividing by sqrt(1e-5) multiplies the rounding of
+                // `x - mean` by 300, so that any two correct orders of operations differ past
+                // the tests' tolerance. With 1e-2 the factor is 10.
                 11 if a.rank() > 0 => {
                     let d = a.shape()[a.rank() - 1];
                     let weight = Tensor::uniform(&[d], 0.5, 1.5, 7).to(a.device())?;
-                    a.layer_norm(&weight, &Tensor::uniform(&[d], -1.0, 1.0, 8).to(a.device())?, 1e-5)?
+                    a.layer_norm(&weight, &Tensor::uniform(&[d], -1.0, 1.0, 8).to(a.device())?, 1e-2)?
                 }
                 12 if a.rank() == 2 => {
                     let k = a.shape()[1];
