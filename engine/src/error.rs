@@ -4,11 +4,28 @@
 //! same with a typed enum so that callers can match on the kind of failure.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::panic::Location;
 
 /// Where in the learner's code an op was called, captured through `#[track_caller]`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Eq)]
 pub struct SourceLocation(&'static Location<'static>);
+
+impl PartialEq for SourceLocation {
+    /// The same call site is usually the very same static `Location` (a cached call's trace
+    /// compares every op's line with the cached graph's): that is one pointer check, not a
+    /// comparison of file names.
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0) || self.0 == other.0
+    }
+}
+
+impl Hash for SourceLocation {
+    /// The file, line and column, as equality compares them.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 impl SourceLocation {
     /// The location of the caller of the `#[track_caller]` function that calls this.

@@ -179,3 +179,23 @@ fn a_cached_call_that_breaks_its_graph_reuses_both_graphs() {
         assert_eq!(compiled.call(&x).unwrap().to_vec().unwrap(), first, "a cached call runs the same code");
     }
 }
+
+#[test]
+fn a_symbolic_tensor_the_code_keeps_is_left_alone_by_later_calls() {
+    // A trace writes its symbolic tensors into the allocations of those an earlier trace handed
+    // out and nothing holds any more; one the traced code kept is not among them.
+    let kept = std::cell::RefCell::new(None);
+    let f = dynamo::compile(|x: Tensor| {
+        let h = x.exp()?;
+        kept.borrow_mut().get_or_insert_with(|| h.clone());
+        h.relu()
+    });
+    let (x, wide) = (Tensor::randn(&[3, 4], 0), Tensor::randn(&[7, 2, 5], 1));
+    for input in [&x, &x, &wide, &wide, &x] {
+        f.call(input).unwrap();
+    }
+    let kept = kept.borrow().clone().unwrap();
+    assert_eq!((kept.shape(), kept.is_symbolic()), (&[3, 4][..], true));
+    let err = kept.to_vec().unwrap_err().to_string();
+    assert!(err.contains("escaped the compiled function that traced it"), "{err}");
+}

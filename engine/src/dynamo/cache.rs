@@ -79,21 +79,22 @@ impl Cache {
         self.inner.lock().expect("cache lock").stats
     }
 
-    pub fn count_call(&self) {
-        self.inner.lock().expect("cache lock").stats.calls += 1;
+    /// Counts a call and returns the graph its trace should follow (with `follow`): the newest
+    /// one compiled for the function's start, when that one is static (a dynamic graph is
+    /// compared after a re-trace, not followed). One lock for both, on every call's path.
+    pub fn start_call(&self, follow: bool) -> Option<Arc<Graph>> {
+        let mut inner = self.inner.lock().expect("cache lock");
+        inner.stats.calls += 1;
+        if !follow {
+            return None;
+        }
+        let frame = inner.frames.iter().find(|f| f.resumed_at.is_none())?;
+        let newest = frame.entries.last()?;
+        (!newest.graph.is_dynamic()).then(|| newest.graph.clone())
     }
 
     pub fn count_break(&self) {
         self.inner.lock().expect("cache lock").stats.graph_breaks += 1;
-    }
-
-    /// The graph a new trace of the function's start should follow: the newest one compiled for
-    /// it, when that one is static (a dynamic graph is compared after a re-trace, not followed).
-    pub fn graph_to_follow(&self) -> Option<Arc<Graph>> {
-        let inner = self.inner.lock().expect("cache lock");
-        let frame = inner.frames.iter().find(|f| f.resumed_at.is_none())?;
-        let newest = frame.entries.last()?;
-        (!newest.graph.is_dynamic()).then(|| newest.graph.clone())
     }
 
     /// The compiled form of a traced graph: a cached one whose guards pass, a new one, or (past

@@ -1,7 +1,7 @@
 //! One call's capture: what the tracer hands over at each graph break and at the end, and the
 //! record of it that `explain` reads.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ pub struct CallTimes {
 
 /// The tracer's hooks for one call of a compiled function.
 pub(crate) struct Capture {
-    options: Options,
+    options: Arc<Options>,
     cache: Arc<Cache>,
     record: RefCell<CallRecord>,
     /// Whether the record keeps a copy of each graph (for `explain`; a plain call does not pay
@@ -46,11 +46,16 @@ pub(crate) struct Capture {
     keep_graphs: bool,
     /// Whether lookups and runs are timed (a plain call reads no clock).
     timed: bool,
+    /// The graph the call's trace follows, handed over when the trace starts.
+    follow: Cell<Option<Arc<Graph>>>,
 }
 
 impl Capture {
-    pub fn new(options: Options, cache: Arc<Cache>, keep_graphs: bool, timed: bool) -> Capture {
-        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed }
+    /// The hooks for one call, which this counts.
+    pub fn new(options: Arc<Options>, cache: Arc<Cache>, keep_graphs: bool, timed: bool) -> Capture {
+        // `explain` shows the graphs a call traced, so it traces them whole.
+        let follow = Cell::new(cache.start_call(!keep_graphs));
+        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed, follow }
     }
 
     pub fn take_record(&self) -> CallRecord {
@@ -59,9 +64,12 @@ impl Capture {
 
     /// Runs one captured graph: through the cache and backend when it has ops; a graph of
     /// placeholders only just hands its inputs back.
-    pub fn run_graph(&self, traced: Traced) -> Result<Vec<Tensor>> {
-        let inputs: Vec<Tensor> =
-            traced.inputs.iter().map(|t| t.clone().expect("every placeholder of a capture is bound")).collect();
+    pub fn run_graph(&self, mut traced: Traced) -> Result<Vec<Tensor>> {
+        // Moved out, not cloned (collected in place, into the same buffer).
+        let inputs: Vec<Tensor> = std::mem::take(&mut traced.inputs)
+            .into_iter()
+            .map(|t| t.expect("every placeholder of a capture is bound"))
+            .collect();
         let graph = traced.recorded();
         if graph.op_count() == 0 {
             return Ok(graph.outputs().iter().map(|&o| input_of(graph, &inputs, o)).collect());
@@ -112,7 +120,6 @@ impl CaptureHooks for Capture {
     }
 
     fn graph_to_follow(&self) -> Option<Arc<Graph>> {
-        // `explain` shows the graphs a call traced, so it traces them whole.
-        if self.keep_graphs { None } else { self.cache.graph_to_follow() }
+        self.follow.take()
     }
 }

@@ -19,7 +19,8 @@ use crate::inductor::Mode;
 /// A closure wrapped by [`compile`]. Call it with [`Compiled::call`].
 pub struct Compiled<I, O, F> {
     f: F,
-    options: Options,
+    /// Shared with each call's capture (one count to raise per call, not one per field).
+    options: Arc<Options>,
     cache: Arc<Cache>,
     _io: PhantomData<fn(I) -> O>,
 }
@@ -42,7 +43,12 @@ where
     O: Outputs,
     F: Fn(I) -> Result<O>,
 {
-    Compiled { f, options: Options::new(SourceLocation::caller()), cache: Arc::new(Cache::default()), _io: PhantomData }
+    Compiled {
+        f,
+        options: Arc::new(Options::new(SourceLocation::caller())),
+        cache: Arc::new(Cache::default()),
+        _io: PhantomData,
+    }
 }
 
 impl<I, O, F> Compiled<I, O, F>
@@ -53,7 +59,7 @@ where
 {
     /// Uses `backend` to compile captured graphs (`torch.compile(backend=...)`).
     pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
-        self.options.backend = Arc::new(backend);
+        Arc::make_mut(&mut self.options).backend = Arc::new(backend);
         self
     }
 
@@ -67,14 +73,14 @@ where
     /// # Ok::<(), engine::Error>(())
     /// ```
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.options.mode = mode;
+        Arc::make_mut(&mut self.options).mode = mode;
         self
     }
 
     /// With `true`, a graph break is an error naming its reason and line, instead of a split
     /// (`torch.compile(fullgraph=True)`).
     pub fn fullgraph(mut self, fullgraph: bool) -> Self {
-        self.options.fullgraph = fullgraph;
+        Arc::make_mut(&mut self.options).fullgraph = fullgraph;
         self
     }
 
@@ -82,20 +88,20 @@ where
     /// first call; with `false`, sizes are never symbolic and each new shape compiles a new graph.
     /// Without a call, sizes become symbolic once they change (automatic dynamic shapes).
     pub fn dynamic(mut self, dynamic: bool) -> Self {
-        self.options.dynamic = Some(dynamic);
+        Arc::make_mut(&mut self.options).dynamic = Some(dynamic);
         self
     }
 
     /// How many graphs to keep per resume point before running that part of the function eagerly
     /// (default 8, PyTorch's `recompile_limit`).
     pub fn recompile_limit(mut self, limit: usize) -> Self {
-        self.options.recompile_limit = limit;
+        Arc::make_mut(&mut self.options).recompile_limit = limit;
         self
     }
 
     /// The name logs and warnings use for this function (default: where `compile` was called).
     pub fn name(mut self, name: &str) -> Self {
-        self.options.name = name.into();
+        Arc::make_mut(&mut self.options).name = name.into();
         self
     }
 
@@ -130,15 +136,18 @@ where
         timed: bool,
     ) -> Result<(O, CallRecord)> {
         let start = timed.then(Instant::now);
-        let concrete = I::to_vec(inputs);
+        let mut arguments = I::to_vec(inputs);
         if is_tracing() {
-            return Ok(((self.f)(I::from_vec(concrete))?, CallRecord::default()));
+            return Ok(((self.f)(I::from_vec(arguments))?, CallRecord::default()));
         }
-        self.cache.count_call();
         let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), keep_graphs, timed));
         let tracer = Tracer::capture(capture.clone());
-        let symbolic = concrete.iter().map(|t| tracer.input(t)).collect::<Result<Vec<_>>>()?;
-        let outputs = (self.f)(I::from_vec(symbolic))?.into_vec();
+        // Each argument is replaced by the symbolic tensor standing for it (the tracer keeps its
+        // own clone of the concrete one).
+        for argument in &mut arguments {
+            *argument = tracer.input(argument)?;
+        }
+        let outputs = (self.f)(I::from_vec(arguments))?.into_vec();
         if outputs.is_empty() {
             return Err(Error::Capture {
                 message: "the compiled function returned no tensor; return the tensors it computes".into(),

@@ -54,11 +54,14 @@ fn normalize_dim(op: &'static str, dim: isize, rank: usize, location: SourceLoca
 }
 
 impl Tensor {
-    /// Applies `op` with this tensor as the first operand.
+    /// Applies `op` with this tensor as the first operand. The operands are gathered on the
+    /// stack, not in a `Vec` (this runs for every op of every traced call), element by element
+    /// (a copy of a slice of unknown length calls `memcpy`). No method here passes more than three
+    /// others (attention's key, value and mask).
     fn apply(&self, op: Op, rest: &[Operand], location: SourceLocation) -> Result<Tensor> {
-        let mut operands = Vec::with_capacity(1 + rest.len());
-        operands.push(Operand::Tensor(self));
-        operands.extend_from_slice(rest);
-        op.apply(&operands, location)
+        assert!(rest.len() <= 3, "an op method passes at most three more operands");
+        let other = |i: usize| rest.get(i).copied().unwrap_or(Operand::Tensor(self));
+        let operands = [Operand::Tensor(self), other(0), other(1), other(2)];
+        op.apply(&operands[..1 + rest.len()], location)
     }
 }

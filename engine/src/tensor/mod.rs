@@ -6,6 +6,7 @@
 //! in the private `ops` module) that returns a new tensor; views share the buffer.
 
 mod constructors;
+mod dims;
 pub(crate) mod dispatch;
 mod meta;
 mod random;
@@ -15,6 +16,7 @@ mod transfer;
 use std::fmt;
 use std::sync::Arc;
 
+pub(crate) use dims::Dims;
 pub use meta::TensorMeta;
 pub(crate) use storage::Storage;
 
@@ -47,7 +49,9 @@ pub(crate) struct Concrete {
 pub(crate) struct Symbolic {
     pub trace: u64,
     pub value: u64,
-    pub meta: TensorMeta,
+    pub shape: Dims,
+    pub dtype: DType,
+    pub device: Device,
 }
 
 /// An operand of an op: a tensor or a scalar constant (`x.mul(2.0)`).
@@ -109,7 +113,7 @@ impl Tensor {
     pub fn shape(&self) -> &[usize] {
         match &*self.repr {
             Repr::Concrete(c) => c.layout.shape(),
-            Repr::Symbolic(s) => &s.meta.shape,
+            Repr::Symbolic(s) => &s.shape,
         }
     }
 
@@ -127,7 +131,7 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         match &*self.repr {
             Repr::Concrete(c) => c.storage.dtype(),
-            Repr::Symbolic(s) => s.meta.dtype,
+            Repr::Symbolic(s) => s.dtype,
         }
     }
 
@@ -135,7 +139,7 @@ impl Tensor {
     pub fn device(&self) -> Device {
         match &*self.repr {
             Repr::Concrete(c) => c.storage.device(),
-            Repr::Symbolic(s) => s.meta.device,
+            Repr::Symbolic(s) => s.device,
         }
     }
 

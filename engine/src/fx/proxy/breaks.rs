@@ -33,7 +33,8 @@ pub(crate) trait CaptureHooks {
     fn allows_breaks(&self) -> bool;
 
     /// A static graph already compiled for the start of this code, for the trace to follow
-    /// instead of building its own (see `follow.rs`); `None` to build one.
+    /// instead of building its own (see `follow.rs`); `None` to build one. Asked once, when the
+    /// trace starts.
     fn graph_to_follow(&self) -> Option<Arc<Graph>>;
 }
 
@@ -52,7 +53,7 @@ impl TraceState {
         if let Some((tensor, _)) = self.carried.get(&value) {
             return Some(tensor.clone());
         }
-        let node = *self.values.get(&value)?;
+        let node = self.values.node(value)?;
         let index = self.placeholders().iter().position(|&p| p == node)?;
         self.bound[index].clone()
     }
@@ -61,10 +62,9 @@ impl TraceState {
     /// says which output holds each such value. Live values that are placeholders need no
     /// output: their tensors are carried over directly.
     fn partial_graph(&mut self) -> (Traced, Vec<Pending>) {
-        self.handles.retain(|(_, handle)| handle.strong_count() > 0);
         let mut computed: Vec<(u64, NodeId)> = Vec::new();
-        for &(value, _) in &self.handles {
-            let Some(&node) = self.values.get(&value) else { continue };
+        for (value, node) in self.values.live() {
+            let Some(node) = node else { continue };
             let name = self.node(node).name.clone();
             match &self.node(node).kind {
                 NodeKind::Call { .. } => computed.push((value, node)),
@@ -183,7 +183,7 @@ pub(crate) fn values_for_display(tensor: &Tensor) -> Option<Tensor> {
     // Attribute the break to the printing statement when a macro told us its line, otherwise to
     // the line that computed the tensor.
     let location = with_trace(trace, |s| {
-        let computed_at = s.values.get(&value).and_then(|&node| s.node(node).location);
+        let computed_at = s.values.node(value).and_then(|node| s.node(node).location);
         s.statement.or(computed_at).or(s.resumed_at)
     })
     .flatten()

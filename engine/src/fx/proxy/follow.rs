@@ -13,10 +13,12 @@
 
 use std::sync::Arc;
 
+use super::input_strides;
+use super::names::InputName;
 use crate::error::SourceLocation;
 use crate::fx::graph::{Arg, Graph, Node, NodeId, NodeKind};
 use crate::op::Op;
-use crate::tensor::TensorMeta;
+use crate::tensor::Tensor;
 
 /// A cached graph and how many of its nodes the trace has matched.
 pub(super) struct Follow {
@@ -50,13 +52,18 @@ impl Follow {
         id
     }
 
-    /// Matches a new input named `name` with these metadata and strides (a static placeholder
-    /// of exactly that name and layout is next).
-    pub(super) fn input(&mut self, name: &str, meta: &TensorMeta, strides: &[usize]) -> Option<NodeId> {
+    /// Matches a new input asking for `name` and bound to `tensor` (a static placeholder of
+    /// exactly that name, metadata and layout is next). Nothing is copied from the tensor.
+    pub(super) fn input(&mut self, name: InputName, tensor: &Tensor) -> Option<NodeId> {
         let (node, id) = self.next()?;
-        let NodeKind::Placeholder { strides: cached } = &node.kind else { return None };
-        let same =
-            same_identifier(&node.name, name) && node.meta == *meta && cached == strides && node.sym_shape.is_static();
+        let NodeKind::Placeholder { strides } = &node.kind else { return None };
+        let meta = &node.meta;
+        let same = name.is(&node.name)
+            && meta.shape == tensor.shape()
+            && meta.dtype == tensor.dtype()
+            && meta.device == tensor.device()
+            && **strides == *input_strides(tensor)
+            && node.sym_shape.is_static();
         same.then(|| self.advance(id))
     }
 
@@ -93,10 +100,4 @@ impl Follow {
         }
         graph
     }
-}
-
-/// Whether `requested`, made identifier-safe the way [`Graph`] names nodes, is `name`.
-fn same_identifier(name: &str, requested: &str) -> bool {
-    let safe = |c: u8| if c.is_ascii_alphanumeric() || c == b'_' { c } else { b'_' };
-    name.len() == requested.len() && name.bytes().zip(requested.bytes()).all(|(a, b)| a == safe(b))
 }

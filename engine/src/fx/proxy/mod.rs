@@ -10,15 +10,18 @@
 //! **Graph breaks** (`breaks.rs`): code that needs a value the trace does not have makes a dynamo
 //! capture run the graph so far and go on in a new graph.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 
 mod breaks;
 mod follow;
 mod mode;
+mod names;
+mod values;
 
 pub use breaks::BreakReason;
 pub(crate) use breaks::{
@@ -33,8 +36,10 @@ use crate::error::{Error, Result, SourceLocation};
 use crate::layout::contiguous_strides;
 use crate::op::{Op, OpClass, Subgraph};
 use crate::scalar::Scalar;
-use crate::tensor::{Operand, Repr, Symbolic, Tensor, TensorMeta};
+use crate::tensor::{Dims, Operand, Symbolic, Tensor, TensorMeta};
 use follow::Follow;
+use names::InputName;
+use values::Values;
 
 /// A decomposition table: returns the composite op's value built from other ops, or `None` to
 /// record the op as it is.
@@ -62,19 +67,17 @@ struct TraceState {
     /// A cached graph this trace is matching op for op instead of building `graph` (which stays
     /// empty meanwhile): see `follow.rs`.
     follow: Option<Follow>,
-    /// The node currently holding each symbolic value of this trace (touched for every recorded
-    /// op, on the per-call path of every compiled function).
-    values: ValueNodes,
-    next_value: u64,
-    /// Every symbolic tensor handed out, to find the live ones at a graph break.
-    handles: Vec<(u64, Weak<Repr>)>,
+    /// Every symbolic tensor handed out, and the node holding its value.
+    values: Values,
+    /// The arguments of the op being recorded: one buffer for every op of the trace, since a
+    /// followed op's arguments are only compared, never kept.
+    args: Vec<Arg>,
     /// Values an earlier graph computed, with the name of the node that computed them; lifted
     /// into the current graph when first used.
     carried: FxHashMap<u64, (Tensor, String)>,
-    /// Tensors already lifted to placeholders, compared by identity.
-    lifted: Vec<(Tensor, NodeId)>,
     /// The tensor bound to each placeholder, in placeholder order (`None` when the placeholder
-    /// was declared from metadata only).
+    /// was declared from metadata only). A tensor met again reads the placeholder it was first
+    /// bound to.
     bound: Vec<Option<Tensor>>,
     origins: Vec<InputOrigin>,
     paused: bool,
@@ -91,29 +94,6 @@ struct TraceState {
     statement: Option<SourceLocation>,
     /// An error noticed where it could not be returned (inside `Display`), reported at the end.
     pending_error: Option<Error>,
-}
-
-/// The node of each symbolic value of a trace. Values are numbered densely from 0, so a vector
-/// indexed by value maps them, with no hashing.
-#[derive(Default)]
-struct ValueNodes(Vec<Option<NodeId>>);
-
-impl ValueNodes {
-    fn get(&self, value: &u64) -> Option<&NodeId> {
-        self.0.get(*value as usize)?.as_ref()
-    }
-
-    fn insert(&mut self, value: u64, node: NodeId) {
-        let index = value as usize;
-        if index >= self.0.len() {
-            self.0.resize(index + 1, None);
-        }
-        self.0[index] = Some(node);
-    }
-
-    fn clear(&mut self) {
-        self.0.iter_mut().for_each(|v| *v = None);
-    }
 }
 
 thread_local! {
@@ -208,11 +188,9 @@ impl Tracer {
                 id,
                 graph: Graph::new(),
                 follow,
-                values: ValueNodes::default(),
-                next_value: 0,
-                handles: Vec::with_capacity(32),
+                values: Values::default(),
+                args: Vec::new(),
                 carried: FxHashMap::default(),
-                lifted: Vec::new(),
                 bound: Vec::new(),
                 origins: Vec::new(),
                 paused: false,
@@ -272,9 +250,9 @@ impl Tracer {
                     location,
                 });
             }
-            let name = tensor.name().map(str::to_string).unwrap_or_else(|| format!("arg{}", s.bound.len()));
+            let name = tensor.name().map_or(InputName::Arg(s.bound.len()), InputName::Given);
             let argument = s.origins.iter().filter(|o| matches!(o, InputOrigin::Argument(_))).count();
-            let node = s.add_input(tensor, &name, InputOrigin::Argument(argument));
+            let node = s.add_input(tensor, name, InputOrigin::Argument(argument));
             Ok(s.symbolic(node))
         })
     }
@@ -283,8 +261,7 @@ impl Tracer {
     /// enclosing trace, or a concrete one) that later uses of the same tensor also read.
     pub(crate) fn operand(&self, tensor: &Tensor) -> Tensor {
         self.with_state(|s| {
-            let name = format!("arg{}", s.bound.len());
-            let node = s.add_input(tensor, &name, InputOrigin::Declared);
+            let node = s.add_input(tensor, InputName::Arg(s.bound.len()), InputOrigin::Declared);
             s.symbolic(node)
         })
     }
@@ -293,16 +270,15 @@ impl Tracer {
     #[track_caller]
     pub fn finish(self, outputs: &[Tensor]) -> Result<Traced> {
         let location = SourceLocation::caller();
-        let ids = self.with_state(|s| outputs.iter().map(|t| s.node_of(t, location)).collect::<Result<Vec<_>>>())?;
-        let mut state = TRACES.with(|t| {
-            let mut traces = t.borrow_mut();
-            let index = traces.iter().position(|s| s.id == self.id).expect("a live Tracer has its state");
-            traces.remove(index)
-        });
-        if let Some(error) = state.pending_error.take() {
-            return Err(error);
-        }
-        Ok(state.take_graph(ids))
+        // The graph is taken out where the state lies; dropping `self` then drops the state in
+        // place (moving it out first would copy it, on every call of a compiled function).
+        self.with_state(|s| {
+            let ids = outputs.iter().map(|t| s.node_of(t, location)).collect::<Result<Vec<_>>>()?;
+            match s.pending_error.take() {
+                Some(error) => Err(error),
+                None => Ok(s.take_graph(ids)),
+            }
+        })
     }
 }
 
@@ -343,15 +319,13 @@ impl TraceState {
         }
     }
 
-    /// A new symbolic tensor for the value of `node`.
+    /// A new symbolic tensor for the value of `node` (inlined: see [`TraceState::record`]).
+    #[inline(always)]
     fn symbolic(&mut self, node: NodeId) -> Tensor {
-        let value = self.next_value;
-        self.next_value += 1;
-        self.values.insert(value, node);
-        let meta = self.node(node).meta.clone();
-        let tensor = Tensor::from_symbolic(Symbolic { trace: self.id, value, meta });
-        self.handles.push((value, Arc::downgrade(&tensor.repr)));
-        tensor
+        let meta = &self.node(node).meta;
+        let (value, shape) = (self.values.next(), Dims::new(&meta.shape));
+        let symbolic = Symbolic { trace: self.id, value, shape, dtype: meta.dtype, device: meta.device };
+        self.values.add(node, symbolic)
     }
 
     fn declared(&mut self, node: NodeId) -> Tensor {
@@ -361,52 +335,61 @@ impl TraceState {
     }
 
     /// A new placeholder bound to `tensor`; later uses of the same tensor read it too.
-    fn add_input(&mut self, tensor: &Tensor, name: &str, origin: InputOrigin) -> NodeId {
-        let meta = tensor.meta();
-        let strides = tensor.strides().map_or_else(|| contiguous_strides(&meta.shape), <[usize]>::to_vec);
-        let followed = self.follow.as_mut().and_then(|f| f.input(name, &meta, &strides));
-        if followed.is_none() {
+    fn add_input(&mut self, tensor: &Tensor, name: InputName, origin: InputOrigin) -> NodeId {
+        let followed = self.follow.as_mut().and_then(|f| f.input(name, tensor));
+        let id = followed.unwrap_or_else(|| {
             self.stop_following();
-        }
-        let id = followed.unwrap_or_else(|| self.graph.add_placeholder(name, meta, strides));
-        if !self.lifted.iter().any(|(t, _)| Arc::ptr_eq(&t.repr, &tensor.repr)) {
-            self.lifted.push((tensor.clone(), id));
-        }
+            let strides = input_strides(tensor).into_owned();
+            self.graph.add_placeholder(&name.to_string(), tensor.meta(), strides)
+        });
         self.bound.push(Some(tensor.clone()));
         self.origins.push(origin);
         id
     }
 
     /// The placeholder for a tensor from outside this graph, adding one the first time it is seen.
-    fn lifted_node(&mut self, tensor: &Tensor, name: &str, origin: InputOrigin) -> NodeId {
-        match self.lifted.iter().find(|(t, _)| Arc::ptr_eq(&t.repr, &tensor.repr)) {
-            Some((_, id)) => *id,
+    fn lifted_node(&mut self, tensor: &Tensor, name: InputName, origin: InputOrigin) -> NodeId {
+        let same = |bound: &Option<Tensor>| bound.as_ref().is_some_and(|t| Arc::ptr_eq(&t.repr, &tensor.repr));
+        match self.bound.iter().position(same) {
+            Some(index) => self.placeholders()[index],
             None => self.add_input(tensor, name, origin),
         }
     }
 
     /// The node a tensor stands for in this trace: its own node if symbolic, a lifted placeholder
     /// if concrete, carried across a break, or read from the enclosing trace by a `cond` branch.
+    /// (Inlined: see [`TraceState::record`].)
+    #[inline(always)]
     fn node_of(&mut self, tensor: &Tensor, location: SourceLocation) -> Result<NodeId> {
+        // Nearly every operand is a value of the current graph: that case is answered here, the
+        // others out of line.
+        if let Some(s) = tensor.symbolic()
+            && s.trace == self.id
+            && let Some(node) = self.values.node(s.value)
+        {
+            return Ok(node);
+        }
+        self.node_of_other(tensor, location)
+    }
+
+    /// [`TraceState::node_of`] for a tensor that is not a value of the current graph.
+    fn node_of_other(&mut self, tensor: &Tensor, location: SourceLocation) -> Result<NodeId> {
         match tensor.symbolic() {
             None => {
-                let name = tensor.name().unwrap_or("captured").to_string();
-                Ok(self.lifted_node(tensor, &name, InputOrigin::Captured))
+                let name = InputName::Given(tensor.name().unwrap_or("captured"));
+                Ok(self.lifted_node(tensor, name, InputOrigin::Captured))
             }
             Some(s) if s.trace == self.id => {
-                if let Some(&node) = self.values.get(&s.value) {
-                    return Ok(node);
-                }
                 let (value, name) = self.carried.get(&s.value).cloned().ok_or_else(|| Error::Capture {
                     message: "a symbolic tensor outlived the graph that computed it".into(),
                     location,
                 })?;
-                let node = self.lifted_node(&value, &name, InputOrigin::Carried);
-                self.values.insert(s.value, node);
+                let node = self.lifted_node(&value, InputName::Given(&name), InputOrigin::Carried);
+                self.values.set_node(s.value, node);
                 Ok(node)
             }
             Some(s) if self.ancestors.contains(&s.trace) => {
-                Ok(self.lifted_node(tensor, &format!("arg{}", self.bound.len()), InputOrigin::Declared))
+                Ok(self.lifted_node(tensor, InputName::Arg(self.bound.len()), InputOrigin::Declared))
             }
             Some(_) => Err(Error::Capture {
                 message: "this tensor belongs to another compiled function's trace; tensors seen inside a compiled \
@@ -417,20 +400,50 @@ impl TraceState {
         }
     }
 
+    /// Whether `op` is rewritten before it is recorded: a `cond` fitted to its operands, or a
+    /// composite this trace decomposes.
+    fn rewrites(&self, op: &Op) -> bool {
+        matches!(op, Op::Cond { .. })
+            || self.decompositions.is_some() && matches!(op.class(), OpClass::Composite | OpClass::HigherOrder)
+    }
+
+    /// Records `op` on `operands`: matched against the followed graph, or added to the graph.
+    ///
+    /// This and what it calls for a followed op (`record_with`, `node_of`, `symbolic`,
+    /// `Values::add`) are inlined into [`record`]: a cached call runs this once per op, and as
+    /// separate frames each handed back a `Result<Tensor>` (88 bytes, the size of [`Error`]) to the
+    /// next; inlining them made a cached call's trace about a tenth faster.
+    #[inline(always)]
     fn record(&mut self, op: &Op, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
         let location = self.location_override.unwrap_or(location);
-        let args = operands
-            .iter()
-            .map(|o| match o {
-                Operand::Scalar(v) => Ok(Arg::Scalar(Scalar(*v))),
-                Operand::Tensor(t) => self.node_of(t, location).map(Arg::Node),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        if let Some(id) = self.follow.as_mut().and_then(|f| f.call(op, &args, location)) {
+        let mut args = std::mem::take(&mut self.args);
+        let recorded = self.record_with(op, operands, location, &mut args);
+        self.args = args;
+        recorded
+    }
+
+    /// [`TraceState::record`], with `args` the buffer for the op's arguments (inlined: see there).
+    #[inline(always)]
+    fn record_with(
+        &mut self,
+        op: &Op,
+        operands: &[Operand],
+        location: SourceLocation,
+        args: &mut Vec<Arg>,
+    ) -> Result<Tensor> {
+        args.clear();
+        for operand in operands {
+            args.push(match operand {
+                Operand::Scalar(v) => Arg::Scalar(Scalar(*v)),
+                Operand::Tensor(t) => Arg::Node(self.node_of(t, location)?),
+            });
+        }
+        if let Some(id) = self.follow.as_mut().and_then(|f| f.call(op, args, location)) {
             return Ok(self.symbolic(id));
         }
         self.stop_following();
-        let id = self.graph.add_call(op.clone(), args, location)?;
+        // The graph keeps the arguments: the buffer goes with them.
+        let id = self.graph.add_call(op.clone(), std::mem::take(args), location)?;
         Ok(self.symbolic(id))
     }
 
@@ -445,8 +458,7 @@ impl TraceState {
         if repeated.is_none() {
             graph.set_outputs(outputs).expect("a trace's outputs are nodes of its graph");
         }
-        self.values.clear();
-        self.lifted.clear();
+        self.values.leave_graph();
         Traced {
             graph,
             inputs: std::mem::take(&mut self.bound),
@@ -457,14 +469,28 @@ impl TraceState {
     }
 }
 
+/// The strides a placeholder for `tensor` has: a concrete tensor's own, a symbolic one's
+/// contiguous (a traced value has no memory yet).
+fn input_strides(tensor: &Tensor) -> Cow<'_, [usize]> {
+    tensor.strides().map_or_else(|| Cow::Owned(contiguous_strides(tensor.shape())), Cow::Borrowed)
+}
+
 /// Records `op` into the innermost active trace; `None` when no trace is recording on this thread
 /// (the op then runs eagerly).
 pub(crate) fn record(op: &Op, operands: &[Operand], location: SourceLocation) -> Option<Result<Tensor>> {
-    let (decompositions, outer_override) = TRACES.with(|t| {
-        let traces = t.borrow();
-        let top = traces.last().filter(|s| !s.paused)?;
-        Some((top.decompositions, top.location_override))
-    })?;
+    // Most ops, on every call of a compiled function, are recorded under this one borrow; an op
+    // the trace rewrites first leaves the trace's decomposition table and location here.
+    let mut rewrite = None;
+    let recorded = TRACES.with(|t| {
+        let mut traces = t.borrow_mut();
+        let top = traces.last_mut().filter(|s| !s.paused)?;
+        if top.rewrites(op) {
+            rewrite = Some((top.decompositions, top.location_override));
+            return None;
+        }
+        Some(top.record(op, operands, location))
+    });
+    let Some((decompositions, outer_override)) = rewrite else { return recorded };
     let fitted;
     let op = match op {
         Op::Cond { .. } => match fit_cond(op, operands, location) {
