@@ -4,13 +4,15 @@
 //! (the online softmax). The `[L, S]` score matrix is never stored; each task holds one
 //! `[QUERY_BLOCK, KEY_TILE]` tile of scores.
 //!
-//! The loops run in vector lanes, compiled for AVX2 and FMA where the CPU has them: each key tile
-//! is transposed once, so a query's scores are built across the tile's keys lane by lane (a dot
-//! product per key would end in a horizontal sum each time), and exponentials use the engine's
-//! vector `exp` instead of libm's, which no compiler vectorizes.
+//! The loops run in vector lanes, compiled for AVX2 and FMA where the CPU has them. A block's
+//! scores against a key tile are a small `q @ k^T`, whose operands both run along `head_dim`: the
+//! layout the engine's tiles of dot products are made for (`dot_tiles.rs`, AVX-512 where the CPU
+//! has it). Exponentials use the engine's vector `exp` instead of libm's, which no compiler
+//! vectorizes.
 
 use rayon::prelude::*;
 
+use super::dot_tiles;
 use super::simd::vectorized;
 use super::vecmath::exp;
 use super::{Input, contiguous};
@@ -115,23 +117,14 @@ fn query_block(
     let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
     let mut sum = [0.0f32; QUERY_BLOCK];
     out.fill(0.0);
-    let mut scores = [0.0f32; KEY_TILE];
+    let mut block_scores = [0.0f32; QUERY_BLOCK * KEY_TILE];
     let mut probs = [0.0f32; KEY_TILE];
-    // The key tile as `[head_dim, KEY_TILE]`.
-    let mut keys_t = vec![0.0f32; head_dim * KEY_TILE];
     for start in (0..kv_len).step_by(KEY_TILE) {
         let width = KEY_TILE.min(kv_len - start);
-        for (jj, key) in k[start * head_dim..][..width * head_dim].chunks_exact(head_dim.max(1)).enumerate() {
-            for (d, &x) in key.iter().enumerate() {
-                keys_t[d * KEY_TILE + jj] = x;
-            }
-        }
+        let block_scores = &mut block_scores[..rows * width];
+        score_tile(&q[..rows * head_dim], &k[start * head_dim..][..width * head_dim], head_dim, block_scores);
         for i in 0..rows {
-            let scores = &mut scores[..width];
-            scores.fill(0.0);
-            for (d, &x) in q[i * head_dim..][..head_dim].iter().enumerate() {
-                scores.iter_mut().zip(&keys_t[d * KEY_TILE..][..width]).for_each(|(s, &key)| *s += x * key);
-            }
+            let scores = &mut block_scores[i * width..][..width];
             for (jj, s) in scores.iter_mut().enumerate() {
                 *s = score(i, start + jj, *s);
             }
@@ -156,5 +149,52 @@ fn query_block(
     for i in 0..rows {
         // A row with every key masked has sum 0 and output 0: 0/0 is NaN, as PyTorch's math path.
         out[i * value_dim..][..value_dim].iter_mut().for_each(|o| *o /= sum[i]);
+    }
+}
+
+/// `q @ keys^T` for a block of queries and a tile of keys, both `[_, head_dim]` row-major, into
+/// the dense `[queries, keys]` tile `out`: the layout of a linear layer, so the engine's tiles of
+/// dot products run it where the CPU has them (`dot_tiles.rs`), one plain dot product per score
+/// elsewhere.
+#[inline(always)]
+fn score_tile(q: &[f32], keys: &[f32], head_dim: usize, out: &mut [f32]) {
+    if head_dim == 0 {
+        return out.fill(0.0);
+    }
+    let width = keys.len() / head_dim;
+    if dot_tiles::available() {
+        let rows = |data| dot_tiles::Rows { data, stride: head_dim };
+        return dot_tiles::product(rows(q), rows(keys), head_dim, out, width, false);
+    }
+    plain_scores(q, keys, head_dim, out);
+}
+
+/// [`score_tile`] where the tiles do not run: one dot product per score.
+fn plain_scores(q: &[f32], keys: &[f32], head_dim: usize, out: &mut [f32]) {
+    let width = keys.len() / head_dim;
+    for (scores, query) in out.chunks_exact_mut(width).zip(q.chunks_exact(head_dim)) {
+        for (s, key) in scores.iter_mut().zip(keys.chunks_exact(head_dim)) {
+            *s = query.iter().zip(key).map(|(a, b)| a * b).sum();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{plain_scores, score_tile};
+
+    #[test]
+    fn the_plain_scores_equal_the_tiled_ones() {
+        // A ragged tile: 5 queries, 37 keys, head_dim 23 (not a multiple of any vector width).
+        let (rows, width, head_dim) = (5, 37, 23);
+        let value = |i: usize| ((i * 7919 % 211) as f32 - 105.0) / 50.0;
+        let q: Vec<f32> = (0..rows * head_dim).map(value).collect();
+        let keys: Vec<f32> = (0..width * head_dim).map(|i| value(i + 13)).collect();
+        let (mut tiled, mut plain) = (vec![0.0; rows * width], vec![0.0; rows * width]);
+        score_tile(&q, &keys, head_dim, &mut tiled);
+        plain_scores(&q, &keys, head_dim, &mut plain);
+        for (t, p) in tiled.iter().zip(&plain) {
+            assert!((t - p).abs() <= 1e-4 * (1.0 + p.abs()), "tiled {t} against plain {p}");
+        }
     }
 }
