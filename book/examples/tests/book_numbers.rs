@@ -126,3 +126,63 @@ fn in_words(n: usize) -> String {
         ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
     WORDS.get(n).map_or_else(|| n.to_string(), |w| w.to_string())
 }
+
+/// Names the book's prose quotes from output code it includes (kernel, buffer and variable
+/// names the printer chooses): each must still be in that output, so a change to the printer
+/// fails here and names the sentence to update.
+#[test]
+fn names_the_book_quotes_are_in_the_output_it_includes() {
+    let quoted: [(&str, &str, &[&str]); 1] = [(
+        "phase4/engine.md",
+        "phase4_output_code",
+        &[
+            "extern_kernels::matmul",
+            "fc1_weight.as_strided([4, 8], [1, 4], 0)",
+            "poi_fused_add_mul_erf_0",
+            "in_ptr1[x % 8]",
+            "per_fused_add_amax_sub_exp_sum_div_1",
+            "tmp5_row",
+            "buf0",
+            "buf6",
+            "buf7",
+            "buf13",
+            "tmp0",
+            "tmp7",
+        ],
+    )];
+    let mut problems = Vec::new();
+    for (page, snapshot, names) in quoted {
+        let text = page_text(page);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/{snapshot}.snap"));
+        let output = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for name in names {
+            if !text.contains(&format!("`{name}`")) {
+                problems.push(format!("book/src/{page} no longer quotes `{name}`: drop it from this list"));
+            } else if !output.contains(name) {
+                problems.push(format!("book/src/{page} quotes `{name}`, which {snapshot} no longer prints"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The Rust version the README and the setup page ask for is the workspace's `rust-version`.
+#[test]
+fn the_rust_version_asked_for_is_the_workspace_s() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let read = |file: &str| fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let manifest = read("Cargo.toml");
+    let version = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("rust-version = "))
+        .expect("the workspace manifest sets rust-version")
+        .trim_matches('"');
+    assert!(
+        page_text("setup.md").contains(&format!("**Rust**, {version} or newer")),
+        "book/src/setup.md must ask for Rust {version} or newer, the workspace's rust-version"
+    );
+    assert!(
+        read("README.md").contains(&format!("({version} or newer)")),
+        "README.md must ask for Rust {version} or newer, the workspace's rust-version"
+    );
+}

@@ -162,9 +162,9 @@ fn score_tile(q: &[f32], keys: &[f32], head_dim: usize, out: &mut [f32]) {
         return out.fill(0.0);
     }
     let width = keys.len() / head_dim;
-    if dot_tiles::available() {
+    if let Some(kernel) = dot_tiles::Kernel::detect() {
         let rows = |data| dot_tiles::Rows { data, stride: head_dim };
-        return dot_tiles::product(rows(q), rows(keys), head_dim, out, width, false);
+        return dot_tiles::product(kernel, rows(q), rows(keys), head_dim, out, width, false);
     }
     plain_scores(q, keys, head_dim, out);
 }

@@ -18,9 +18,9 @@
 //! - **Blocks that fit in cache:** rows of `a` in blocks that fit in L2 while a thread walks its
 //!   columns, and `k` in chunks of 512, so that a tile's rows of `W` stay in L1.
 //!
-//! The microkernel is written once over a vector type ([`Lanes`]) and compiled for AVX-512
-//! (16 lanes, 4x6 tiles: 24 of the 32 registers accumulate) and for AVX2 with FMA (8 lanes,
-//! 3x4 tiles of 16 registers), picked at run time as ATen's `DispatchStub` does.
+//! The microkernel is written once over a vector type ([`Lanes`]) and compiled for AVX-512 and
+//! for AVX2 with FMA, each with a tile sized to its vector registers ([`AVX512_ROWS`] and the
+//! constants beside it), picked at run time as ATen's `DispatchStub` does.
 
 use rayon::prelude::*;
 
@@ -51,18 +51,31 @@ pub(super) struct Rows<'a> {
     pub stride: usize,
 }
 
+// ANCHOR: tiles
+/// Rows of `a` in an AVX-512 tile (16 lanes a vector).
+const AVX512_ROWS: usize = 4;
+/// Rows of `b^T` (output columns) in an AVX-512 tile: 4 x 6 = 24 of the 32 vector registers
+/// accumulate, the rest hold the rows of `a`.
+const AVX512_COLUMNS: usize = 6;
+/// Rows of `a` in an AVX2 tile (8 lanes a vector).
+const AVX2_ROWS: usize = 3;
+/// Rows of `b^T` in an AVX2 tile: 3 x 4 = 12 of the 16 vector registers accumulate.
+const AVX2_COLUMNS: usize = 4;
+// ANCHOR_END: tiles
+
 /// The instruction sets the tiles are compiled for, widest first.
 #[derive(Clone, Copy, Debug)]
-enum Kernel {
-    /// 16 lanes, tiles of 4 rows by 6 columns: 24 of the 32 vector registers accumulate.
+pub(super) enum Kernel {
+    /// 16-lane vectors, tiles of [`AVX512_ROWS`] x [`AVX512_COLUMNS`].
     Avx512,
-    /// 8 lanes, tiles of 3 rows by 4 columns: 12 of the 16 vector registers accumulate.
+    /// 8-lane vectors with fused multiply-add, tiles of [`AVX2_ROWS`] x [`AVX2_COLUMNS`].
     Avx2,
 }
 
 impl Kernel {
-    /// The widest kernel this CPU runs, if any.
-    fn detect() -> Option<Kernel> {
+    /// The widest kernel this CPU runs, if any (none without AVX2 and FMA: callers then take
+    /// another path).
+    pub(super) fn detect() -> Option<Kernel> {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx512f") {
@@ -78,27 +91,16 @@ impl Kernel {
     /// Output columns in one tile: a task's share of the columns is a whole number of them.
     fn tile_columns(self) -> usize {
         match self {
-            Kernel::Avx512 => 6,
-            Kernel::Avx2 => 4,
+            Kernel::Avx512 => AVX512_COLUMNS,
+            Kernel::Avx2 => AVX2_COLUMNS,
         }
     }
 }
 
-/// Whether this CPU has a vector unit the tiles are compiled for (AVX2 with FMA at least).
-pub(super) fn available() -> bool {
-    Kernel::detect().is_some()
-}
-
-/// `c = a @ b^T`: `c` is the dense row-major `[m, n]` output (its old contents are ignored), `a`
-/// has `m` rows and `b_t` `n` rows, each of `k` elements. Split over the rayon pool when
-/// `parallel` and the product is large enough. Call only where [`available`] is true.
-pub(super) fn product(a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
-    let kernel = Kernel::detect().expect("dot_tiles::product needs AVX2 and FMA; check `available()` first");
-    product_with(kernel, a, b_t, k, c, n, parallel);
-}
-
-/// [`product`] through `kernel`, which this CPU must run.
-fn product_with(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
+/// `c = a @ b^T` through `kernel` (from [`Kernel::detect`]): `c` is the dense row-major `[m, n]`
+/// output (its old contents are ignored), `a` has `m` rows and `b_t` `n` rows, each of `k`
+/// elements. Split over the rayon pool when `parallel` and the product is large enough.
+pub(super) fn product(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
     let operands = Operands { a, b_t, k, m: c.len() / n, n, c: OutPtr(c.as_mut_ptr()) };
     if !parallel || operands.m * n * k < PARALLEL_WORK {
         return operands.columns(kernel, 0, n);
@@ -156,7 +158,8 @@ impl Operands<'_> {
         if start >= end {
             return;
         }
-        // SAFETY: `Kernel::detect` found the features each kernel is compiled for; the ranges
+        // SAFETY: only `Kernel::detect` makes a `Kernel`, and only for a CPU with the features it
+        // is compiled for; the ranges
         // stay inside the operands (`a` has m rows, `b_t` n rows, of k elements each).
         #[cfg(target_arch = "x86_64")]
         unsafe {
@@ -175,7 +178,7 @@ impl Operands<'_> {
     #[target_feature(enable = "avx512f")]
     unsafe fn columns_avx512(&self, start: usize, end: usize) {
         // SAFETY: forwarded from the caller.
-        unsafe { self.walk::<__m512, 4, 6>(start, end) }
+        unsafe { self.walk::<__m512, AVX512_ROWS, AVX512_COLUMNS>(start, end) }
     }
 
     /// [`Self::columns`] with 8-lane vectors.
@@ -186,7 +189,7 @@ impl Operands<'_> {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn columns_avx2(&self, start: usize, end: usize) {
         // SAFETY: forwarded from the caller.
-        unsafe { self.walk::<__m256, 3, 4>(start, end) }
+        unsafe { self.walk::<__m256, AVX2_ROWS, AVX2_COLUMNS>(start, end) }
     }
 
     /// Columns `start..end` in tiles of `R` rows by `C` columns: blocks of rows that fit in L2,
@@ -221,26 +224,32 @@ impl Operands<'_> {
     /// As for [`Self::tile`].
     #[inline(always)]
     unsafe fn tile_of_size<V: Lanes, const R: usize, const C: usize>(&self, at: Tile) {
-        // SAFETY (all arms): forwarded from the caller; each arm's tile is `rows x cols`.
+        // SAFETY (both arms): forwarded from the caller; each tile lies inside `at`.
         unsafe {
             if at.cols == C {
-                match at.rows {
-                    1 => self.tile::<V, 1, C>(at),
-                    2 => self.tile::<V, 2, C>(at),
-                    3 if R > 3 => self.tile::<V, 3, C>(at),
-                    _ => self.tile::<V, R, C>(at),
-                }
+                self.tile_of_rows::<V, R, C>(at);
             } else {
                 // The right edge of the output, once per block of rows: one column at a time.
                 for col in at.col..at.col + at.cols {
-                    let at = Tile { col, cols: 1, ..at.clone() };
-                    match at.rows {
-                        1 => self.tile::<V, 1, 1>(at),
-                        2 => self.tile::<V, 2, 1>(at),
-                        3 if R > 3 => self.tile::<V, 3, 1>(at),
-                        _ => self.tile::<V, R, 1>(at),
-                    }
+                    self.tile_of_rows::<V, R, 1>(Tile { col, cols: 1, ..at.clone() });
                 }
+            }
+        }
+    }
+
+    /// One tile of `at.rows` (at most `R`) by `TC` columns, through the kernel of that height.
+    ///
+    /// # Safety
+    /// As for [`Self::tile`].
+    #[inline(always)]
+    unsafe fn tile_of_rows<V: Lanes, const R: usize, const TC: usize>(&self, at: Tile) {
+        // SAFETY (all arms): forwarded from the caller; each arm's tile is `at.rows x TC`.
+        unsafe {
+            match at.rows {
+                1 => self.tile::<V, 1, TC>(at),
+                2 => self.tile::<V, 2, TC>(at),
+                3 if R > 3 => self.tile::<V, 3, TC>(at),
+                _ => self.tile::<V, R, TC>(at),
             }
         }
     }
@@ -368,7 +377,7 @@ impl Lanes for __m256 {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{Kernel, Rows, product_with};
+    use super::{Kernel, Rows, product};
 
     /// Every kernel this CPU runs: the AVX2 one is tested on AVX-512 machines too.
     fn kernels() -> Vec<Kernel> {
@@ -397,7 +406,7 @@ mod tests {
         for kernel in kernels() {
             let mut c = vec![f32::NAN; m * n];
             let rows = |data| Rows { data, stride };
-            product_with(kernel, rows(&a), rows(&b_t), k, &mut c, n, parallel);
+            product(kernel, rows(&a), rows(&b_t), k, &mut c, n, parallel);
             for i in 0..m {
                 for j in 0..n {
                     let terms = (0..k).map(|p| a[i * stride + p] as f64 * b_t[j * stride + p] as f64);

@@ -20,10 +20,12 @@ use crate::layout::{Layout, numel};
 /// Products with at most this many rows take the matrix-vector path: at 16 rows `gemm` was ahead
 /// (bench/NOTES-cpu.md), at one row the weight read is all there is.
 const MATVEC_ROWS: usize = 4;
+// ANCHOR: dot_tile_rows
 /// Products of at most this many rows whose operands both run along `k` take the engine's own
 /// tiles of dot products (`dot_tiles.rs`); larger ones the packing GEMM. On the 16-core host of
 /// bench/NOTES-cpu.md the tiles were ahead up to 512 rows and behind from 1024.
 const DOT_TILE_ROWS: usize = 512;
+// ANCHOR_END: dot_tile_rows
 /// Columns of the output one matrix-vector task computes: enough work to amortise the task.
 const MATVEC_COLUMNS: usize = 16;
 /// Batched products with fewer multiply-adds than this each run whole on one thread (the
@@ -86,12 +88,14 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
 /// One `[m, k] @ [k, n]` product into the dense row-major `c` (`m * n` elements).
 fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bool) {
     let m = c.len() / n;
-    if m <= DOT_TILE_ROWS && a.col_stride == 1 && b.row_stride == 1 && dot_tiles::available() {
+    let dot_kernel =
+        if m <= DOT_TILE_ROWS && a.col_stride == 1 && b.row_stride == 1 { dot_tiles::Kernel::detect() } else { None };
+    if let Some(kernel) = dot_kernel {
         let (a_rows, b_columns) = (
             dot_tiles::Rows { data: a.data, stride: a.row_stride },
             dot_tiles::Rows { data: b.data, stride: b.col_stride },
         );
-        return dot_tiles::product(a_rows, b_columns, k, c, n, parallel);
+        return dot_tiles::product(kernel, a_rows, b_columns, k, c, n, parallel);
     }
     if m <= MATVEC_ROWS && (b.row_stride == 1 || b.col_stride == 1) {
         return matvec(a, b, k, c, n);

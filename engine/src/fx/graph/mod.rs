@@ -157,14 +157,15 @@ impl Graph {
         self.ids().filter(|&u| self.node(u).inputs().any(|i| i == id)).collect()
     }
 
-    /// A name not used yet in this graph, derived from `base` (`add`, then `add_1`, ...).
+    /// A name not used yet in this graph, derived from `base` (`add`, then `add_1`, ...), each
+    /// character through [`identifier_char`].
     fn unique_name(&mut self, base: &str) -> String {
         // Names are made for every traced node on every call, so the common case (an op name,
         // already an identifier, seen before) allocates only the returned name.
         let base: Cow<str> = if base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             Cow::Borrowed(base)
         } else {
-            Cow::Owned(base.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect())
+            Cow::Owned(base.chars().map(identifier_char).collect())
         };
         let count = match self.name_counts.get_mut(base.as_ref()) {
             Some(count) => count,
@@ -372,4 +373,10 @@ impl Hash for Graph {
             node.meta.device.hash(state);
         }
     }
+}
+
+/// The character a node name keeps for `c` of the name it was asked for: names are identifiers,
+/// so anything but an ASCII letter, digit or `_` becomes `_`.
+pub(crate) fn identifier_char(c: char) -> char {
+    if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }
 }

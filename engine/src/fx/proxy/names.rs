@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::fx::graph::identifier_char;
+
 /// The name requested for a new placeholder; the graph makes it identifier-safe and unique.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum InputName<'a> {
@@ -44,8 +46,7 @@ fn decimal_digits(n: usize) -> usize {
 /// Whether `requested`, made identifier-safe the way [`Graph`](crate::fx::Graph) names nodes, is
 /// `name`.
 fn same_identifier(name: &str, requested: &str) -> bool {
-    let safe = |c: u8| if c.is_ascii_alphanumeric() || c == b'_' { c } else { b'_' };
-    name.len() == requested.len() && name.bytes().zip(requested.bytes()).all(|(a, b)| a == safe(b))
+    name.chars().eq(requested.chars().map(identifier_char))
 }
 
 #[cfg(test)]
@@ -70,6 +71,7 @@ mod tests {
         assert!(InputName::Given("fc1.weight").is("fc1_weight"));
         assert!(InputName::Given("x").is("x"));
         assert!(!InputName::Given("x").is("x_1"));
+        assert!(InputName::Given("w\u{e9}").is("w_"), "one `_` for a character, as the graph writes it");
         assert_eq!(InputName::Given("fc1.weight").to_string(), "fc1.weight");
         assert_eq!(InputName::Arg(3).to_string(), "arg3");
     }
