@@ -153,7 +153,10 @@ pub fn measure(
         }
         Device::Cuda(_) => (options.samples, options.warmup),
     };
-    let bench = Bench::new(device).samples(samples).warmup(warmup);
+    // On the CPU, samples run back to back, as `bench/torch/models.py` takes PyTorch's: steady
+    // state, as in serving. (A flush by one thread would evict only its own core's caches, and
+    // leave the pool asleep at the start of every sample.)
+    let bench = Bench::new(device).samples(samples).warmup(warmup).flush_cache(!matches!(device, Device::Cpu));
     let mut eager = || workload.eager().map(drop);
     let mut compiled_run = || compiled(&workload.inputs).map(drop);
     let mut timings = bench.run_interleaved(&mut [&mut eager, &mut compiled_run])?;
@@ -206,8 +209,9 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
     let device = options.device;
     let timing = match device {
         Device::Cpu => {
-            "CPU: median of interleaved wall-clock samples; samples per workload fit ~3 s (1 at least, --samples at \
-             most), warm-up skipped where one call takes over 100 ms (the first calls warmed it)"
+            "CPU: median of interleaved wall-clock samples, back to back (no cache flush, as bench/torch/models.py); \
+             samples per workload fit ~3 s (1 at least, --samples at most), warm-up skipped where one call takes over \
+             100 ms (the first calls warmed it)"
         }
         Device::Cuda(_) => "CUDA: median of interleaved CUDA-event samples, L2 flushed before each",
     };

@@ -14,6 +14,7 @@
 //! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
+//! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
 //!
 //! ## Layers
 //!
@@ -21,7 +22,7 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`];
+//!    [`codecache`], [`parallel`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (with the dispatcher's hook for the layers above,
 //!    `tensor::dispatch`), the op methods, the device kernels (`device::backend`, the trait each
@@ -60,6 +61,7 @@ pub mod layout;
 pub mod logs;
 pub mod op;
 mod ops;
+pub mod parallel;
 pub mod profiler;
 pub mod scalar;
 pub mod tensor;

@@ -128,10 +128,10 @@ fn probe() -> std::result::Result<CCompiler, String> {
 
 /// Makes OpenMP's idle threads sleep instead of spinning, unless the user chose otherwise.
 ///
-/// The engine's own kernels run on its rayon pool, but custom ops' kernels and learners'
+/// The engine's own kernels run on its thread pool (`parallel`), but custom ops' kernels and learners'
 /// replacement printers may use `#pragma omp parallel for`, and their team shares the cores with
 /// the pool. By default an OpenMP thread spins for a while after each parallel region, keeping
-/// the GEMM's rayon workers off its core: on 2 cores a compiled batch-16 MLP whose kernels ran on
+/// the pool's workers off its core: on 2 cores a compiled batch-16 MLP whose kernels ran on
 /// OpenMP took 40 ms spinning against 4.2 ms sleeping (bench/NOTES-cpu.md). libgomp reads
 /// `OMP_WAIT_POLICY` once, when it is loaded with the first generated library, which only
 /// happens after this probe.

@@ -10,14 +10,13 @@
 //! has it). Exponentials use the engine's vector `exp` instead of libm's, which no compiler
 //! vectorizes.
 
-use rayon::prelude::*;
-
 use super::dot_tiles;
 use super::simd::vectorized;
 use super::vecmath::exp;
 use super::{Input, contiguous};
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
+use crate::parallel;
 
 /// Queries handled together: each key tile is read once for all of them.
 const QUERY_BLOCK: usize = 16;
@@ -90,11 +89,15 @@ pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale 
     };
     // Chunks per batch entry end at its last query, so a block never spans two entries.
     let chunks = out.chunks_mut(value_dim.max(1) * q_len).flat_map(|entry| entry.chunks_mut(block.max(1)));
-    let chunks: Vec<&mut [f32]> = chunks.collect();
+    let chunks: Vec<std::sync::Mutex<&mut [f32]>> = chunks.map(std::sync::Mutex::new).collect();
+    let run = |index: usize| {
+        let mut chunk = chunks[index].lock().unwrap_or_else(|e| e.into_inner());
+        task((index, &mut chunk))
+    };
     if numel(&[sizes.batch, q_len, kv_len]) * head_dim > super::PARALLEL_THRESHOLD {
-        chunks.into_par_iter().enumerate().for_each(task);
+        parallel::parallel_for(chunks.len(), run);
     } else {
-        chunks.into_iter().enumerate().for_each(task);
+        (0..chunks.len()).for_each(run);
     }
     out
 }

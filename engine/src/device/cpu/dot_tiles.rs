@@ -13,8 +13,9 @@
 //! - **No packing.** A packing GEMM copies the whole weight on every call; at 16 rows that copy
 //!   costs about what the product does (the `gemm` crate: 0.6-1.9 ms against 0.08 here, for a
 //!   512x2048 layer on 16 cores).
-//! - **One contiguous range of output columns per thread** (rows of `W`), so each thread reads
-//!   its own slice of the weight (a 512x2048 weight is 4 MB: 256 KB a thread on 16 cores).
+//! - **One contiguous range of output columns per thread** (rows of `W`), the same on every
+//!   call, so each thread reads its own slice of the weight, from its own cache after the first
+//!   call (a 512x2048 weight is 4 MB: 256 KB a thread on 16 cores).
 //! - **Blocks that fit in cache:** rows of `a` in blocks that fit in L2 while a thread walks its
 //!   columns, and `k` in chunks of 512, so that a tile's rows of `W` stay in L1.
 //!
@@ -22,7 +23,7 @@
 //! for AVX2 with FMA, each with a tile sized to its vector registers ([`AVX512_ROWS`] and the
 //! constants beside it), picked at run time as ATen's `DispatchStub` does.
 
-use rayon::prelude::*;
+use crate::parallel::{self, Disjoint};
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{
@@ -99,17 +100,16 @@ impl Kernel {
 
 /// `c = a @ b^T` through `kernel` (from [`Kernel::detect`]): `c` is the dense row-major `[m, n]`
 /// output (its old contents are ignored), `a` has `m` rows and `b_t` `n` rows, each of `k`
-/// elements. Split over the rayon pool when `parallel` and the product is large enough.
+/// elements. Split over the engine's pool when `parallel` and the product is large enough.
 pub(super) fn product(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
-    let operands = Operands { a, b_t, k, m: c.len() / n, n, c: OutPtr(c.as_mut_ptr()) };
+    let operands = Operands { a, b_t, k, m: c.len() / n, n, c: Disjoint::new(c.as_mut_ptr()) };
     if !parallel || operands.m * n * k < PARALLEL_WORK {
         return operands.columns(kernel, 0, n);
     }
-    // One contiguous range of columns per thread, taken by work stealing: a pool woken with
-    // `rayon::broadcast`, which pins each range to one thread, waited on its slowest sleeper and
-    // measured 1.3x slower on 16 cores (bench/NOTES-cpu.md).
-    let threads = rayon::current_num_threads();
-    (0..threads).into_par_iter().for_each(|task| {
+    // One contiguous range of columns per thread: the pool gives each thread the same range on
+    // every call of this shape, so a thread reads the same slice of the weight from its cache.
+    let threads = parallel::num_threads();
+    parallel::parallel_for(threads, |task| {
         let (start, end) = operands.task_columns(kernel.tile_columns(), task, threads);
         operands.columns(kernel, start, end);
     });
@@ -125,14 +125,6 @@ struct Tile {
     depth: std::ops::Range<usize>,
 }
 
-/// The output pointer, shared by the threads of one product: each writes only its own columns.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: the tasks of one product write disjoint columns of `c` (`Operands::task_columns`), and
-// `product` returns only after every task is done (`for_each` returns when all have run).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
 /// One product's operands and sizes, as every thread sees them.
 #[derive(Clone, Copy)]
 struct Operands<'a> {
@@ -141,7 +133,9 @@ struct Operands<'a> {
     k: usize,
     m: usize,
     n: usize,
-    c: OutPtr,
+    /// The output, shared by the tasks of one product: each writes only its own columns
+    /// (`Operands::task_columns`), and `product` returns only after every task is done.
+    c: Disjoint<f32>,
 }
 
 impl Operands<'_> {
@@ -283,7 +277,7 @@ impl Operands<'_> {
             for r in 0..TR {
                 for c in 0..TC {
                     let tail: f32 = (whole..k).map(|p| *a_rows[r].add(p) * *b_rows[c].add(p)).sum();
-                    let out = self.c.0.add((row + r) * self.n + col + c);
+                    let out = self.c.get().add((row + r) * self.n + col + c);
                     let sum = acc[r][c].sum() + tail;
                     *out = if accumulate { *out + sum } else { sum };
                 }

@@ -1,21 +1,20 @@
 //! Matrix products, the role MKL or OpenBLAS play for PyTorch on CPU.
 //!
 //! A product of many rows goes to the `gemm` crate (chosen against `matrixmultiply` by
-//! measurement, bench/NOTES-cpu.md; its AVX-512 kernels are on): it reads any strides, so
-//! transposed and broadcast operands need no copy, packs panels into cache-sized blocks and
-//! splits the work over the engine's rayon pool. Packing copies the whole weight on every call,
-//! which a product of up to a few hundred rows cannot repay: when both operands run along `k`
+//! measurement, bench/NOTES-cpu.md; its AVX-512 kernels are on), which reads any strides, so
+//! transposed and broadcast operands need no copy, and packs panels into cache-sized blocks. The
+//! output is split into blocks spread over the engine's thread pool, each one single-threaded
+//! `gemm` call. Packing copies the whole weight on every call, which a product of up to a few hundred rows cannot repay: when both operands run along `k`
 //! (a linear layer, `x @ W^T`) such a product runs as the engine's own tiles of dot products
 //! (`dot_tiles.rs`), which read the weight in place. Otherwise a product of a few rows is
 //! matrix-vector work, a loop that streams the weight once, split by columns over the pool. A
 //! batch of small products (attention's per-head matrices) runs one product per task.
 
-use rayon::prelude::*;
-
 use super::Input;
 use super::dot_tiles;
 use super::simd::vectorized;
 use crate::layout::{Layout, numel};
+use crate::parallel::{self, Disjoint};
 
 /// Products with at most this many rows take the matrix-vector path: at 16 rows `gemm` was ahead
 /// (bench/NOTES-cpu.md), at one row the weight read is all there is.
@@ -31,6 +30,14 @@ const MATVEC_COLUMNS: usize = 16;
 /// Batched products with fewer multiply-adds than this each run whole on one thread (the
 /// attention of the small block is 32 products of `2^20`, each too small to split well).
 const SMALL_PRODUCT: usize = 1 << 22;
+/// Products of fewer multiply-adds than this run as one `gemm` call on the calling thread.
+const PACKED_TASK_WORK: usize = 1 << 20;
+/// Output columns of one block of a split packed product.
+const BLOCK_COLUMNS: usize = 512;
+/// Bounds on the rows of one block of a split packed product: enough rows to repay packing its
+/// panel of `b`, few enough to give every thread several blocks.
+const MIN_BLOCK_ROWS: usize = 48;
+const MAX_BLOCK_ROWS: usize = 384;
 
 /// `a @ b` over broadcast batch dimensions into a dense `out_shape` buffer.
 pub(super) fn matmul(a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
@@ -73,8 +80,8 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
     };
     let offsets: Vec<(usize, usize)> = batch_layout(&a_full).offsets().zip(batch_layout(&b_full).offsets()).collect();
     if offsets.len() > 1 && m * n * k < SMALL_PRODUCT {
-        out.par_chunks_mut(m * n).zip(&offsets).for_each(|(c, &(ao, bo))| {
-            let (a, b) = operands(ao, bo);
+        parallel::for_each_chunk_mut(out, m * n, |i, c| {
+            let (a, b) = operands(offsets[i].0, offsets[i].1);
             product(a, b, k, c, n, false);
         });
     } else {
@@ -100,24 +107,60 @@ fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bo
     if m <= MATVEC_ROWS && (b.row_stride == 1 || b.col_stride == 1) {
         return matvec(a, b, k, c, n);
     }
-    let parallelism = if parallel { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+    if !parallel || m * n * k < PACKED_TASK_WORK {
+        // SAFETY: the whole product, from its own operands into all of `c`.
+        return unsafe { packed_block(a, b, k, c.as_mut_ptr(), n, 0..m, 0..n) };
+    }
+    // Blocks of the output, several per thread so that a slow thread's share is taken over by
+    // the others, each a whole `gemm` call that packs its own panels.
+    let columns = n.div_ceil(BLOCK_COLUMNS);
+    let rows = (4 * parallel::num_threads())
+        .div_ceil(columns)
+        .max(m.div_ceil(MAX_BLOCK_ROWS))
+        .min(m.div_ceil(MIN_BLOCK_ROWS))
+        .max(1);
+    let (row_edge, column_edge) = (|i: usize| m * i / rows, |j: usize| n * j / columns);
+    let out = Disjoint::new(c.as_mut_ptr());
+    parallel::parallel_for(rows * columns, |task| {
+        let (i, j) = (task / columns, task % columns);
+        // SAFETY: the blocks of the grid are disjoint parts of `c`, which outlives the call.
+        unsafe {
+            packed_block(a, b, k, out.get(), n, row_edge(i)..row_edge(i + 1), column_edge(j)..column_edge(j + 1))
+        };
+    });
+}
+
+/// Rows `rows` by columns `columns` of `c = a @ b` through the `gemm` crate on this thread.
+///
+/// # Safety
+/// `c` must point to the dense row-major `[m, n]` output, of which this call alone writes the
+/// block, and `rows` and `columns` must lie inside it.
+unsafe fn packed_block(
+    a: Matrix,
+    b: Matrix,
+    k: usize,
+    c: *mut f32,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    columns: std::ops::Range<usize>,
+) {
     // SAFETY: shape inference checked every operand's layout against its buffer, so each
-    // (row, col) offset read through the strides stays inside `a.data` and `b.data`; `c` holds
-    // exactly m * n elements, row-major. `gemm` scales the old destination by `alpha` only when
-    // `read_dst` is set, so the old contents of `c` are ignored.
+    // (row, col) offset read through the strides stays inside `a.data` and `b.data`; the block of
+    // `c` is the caller's. `gemm` scales the old destination by `alpha` only when `read_dst` is
+    // set, so the old contents of `c` are ignored.
     unsafe {
         gemm::gemm(
-            m,
-            n,
+            rows.len(),
+            columns.len(),
             k,
-            c.as_mut_ptr(),
+            c.add(rows.start * n + columns.start),
             1,
             n as isize,
             false,
-            a.data.as_ptr(),
+            a.data.as_ptr().add(rows.start * a.row_stride),
             a.col_stride as isize,
             a.row_stride as isize,
-            b.data.as_ptr(),
+            b.data.as_ptr().add(columns.start * b.col_stride),
             b.col_stride as isize,
             b.row_stride as isize,
             0.0,
@@ -125,7 +168,7 @@ fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bo
             false,
             false,
             false,
-            parallelism,
+            gemm::Parallelism::None,
         );
     }
 }
@@ -138,23 +181,19 @@ fn matvec(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize) {
     // The few rows of `a`, dense, so that the inner loops are plain slice zips.
     let rows: Vec<f32> =
         (0..m).flat_map(|i| (0..k).map(move |j| a.data[i * a.row_stride + j * a.col_stride])).collect();
-    // Each task returns its block of every output row; blocks are then copied into place.
-    let blocks: Vec<Vec<f32>> = (0..n.div_ceil(MATVEC_COLUMNS))
-        .into_par_iter()
-        .map(|block| {
-            let columns = block * MATVEC_COLUMNS..((block + 1) * MATVEC_COLUMNS).min(n);
-            vectorized(
-                #[inline(always)]
-                || matvec_block(&rows, b, k, columns),
-            )
-        })
-        .collect();
-    for (block, values) in blocks.iter().enumerate() {
-        let width = values.len() / m;
-        for (i, row) in values.chunks_exact(width).enumerate() {
-            c[i * n + block * MATVEC_COLUMNS..][..width].copy_from_slice(row);
+    // Each task computes its columns of every output row, then copies them into place.
+    let out = Disjoint::new(c.as_mut_ptr());
+    parallel::parallel_for(n.div_ceil(MATVEC_COLUMNS), |block| {
+        let columns = block * MATVEC_COLUMNS..((block + 1) * MATVEC_COLUMNS).min(n);
+        let values = vectorized(
+            #[inline(always)]
+            || matvec_block(&rows, b, k, columns.clone()),
+        );
+        for (i, row) in values.chunks_exact(columns.len()).enumerate() {
+            // SAFETY: task `block` alone writes these columns of `c`, which outlives the call.
+            unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), out.get().add(i * n + columns.start), row.len()) };
         }
-    }
+    });
 }
 
 /// Output columns `columns` of every row of `rows @ b`, row after row.

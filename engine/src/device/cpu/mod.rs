@@ -19,6 +19,9 @@ use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
+/// Elements of work one task of a split kernel does: enough to amortise the task, small enough to
+/// spread a kernel over every core.
+pub(crate) const TASK_WORK: usize = 1 << 14;
 
 /// One operand as a CPU kernel sees it: a host slice and a layout, or a scalar.
 pub(crate) type Input<'a> = super::backend::Input<'a, [f32]>;

@@ -6,10 +6,9 @@
 //! would stride through memory, so the statistics of many columns are accumulated together, row
 //! after row, and the result is written row by row.
 
-use rayon::prelude::*;
-
 use super::simd::vectorized;
-use super::{Input, PARALLEL_THRESHOLD, contiguous, split_at_dim, vecmath};
+use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, contiguous, split_at_dim, vecmath};
+use crate::parallel;
 
 /// Columns whose statistics one task accumulates together.
 const COLUMNS_PER_TASK: usize = 256;
@@ -28,7 +27,11 @@ fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync)
         )
     };
     if x.len() > PARALLEL_THRESHOLD {
-        out.par_chunks_mut(row).zip(x.par_chunks(row)).for_each(|(d, s)| line(s, d));
+        let rows = (TASK_WORK / row).max(1);
+        parallel::for_each_chunk_mut(&mut out, rows * row, |task, dst| {
+            let src = &x[task * rows * row..][..dst.len()];
+            dst.chunks_mut(row).zip(src.chunks(row)).for_each(|(d, s)| line(s, d));
+        });
     } else {
         out.chunks_mut(row).zip(x.chunks(row)).for_each(|(d, s)| line(s, d));
     }
@@ -71,7 +74,8 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
     }
     for (src, dst) in x.chunks(block).zip(out.chunks_mut(block)) {
         let (max, sum) = column_statistics(src, inner);
-        dst.par_chunks_mut(inner).zip(src.par_chunks(inner)).for_each(|(d, s)| {
+        parallel::for_each_chunk_mut(dst, inner, |i, d| {
+            let s = &src[i * inner..][..inner];
             vectorized(
                 #[inline(always)]
                 || {
@@ -88,36 +92,33 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
 /// Maximum and `sum(exp(v - max))` of every column of a `[rows, inner]` block, accumulated a
 /// strip of columns at a time so that each pass reads contiguous memory.
 fn column_statistics(block: &[f32], inner: usize) -> (Vec<f32>, Vec<f32>) {
-    let strips: Vec<(Vec<f32>, Vec<f32>)> = (0..inner)
-        .step_by(COLUMNS_PER_TASK)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|start| {
-            let end = (start + COLUMNS_PER_TASK).min(inner);
-            let mut max = vec![f32::NEG_INFINITY; end - start];
-            let mut sum = vec![0.0f32; end - start];
-            vectorized(
-                #[inline(always)]
-                || {
-                    for row in block.chunks(inner) {
-                        max.iter_mut().zip(&row[start..end]).for_each(|(m, &v)| *m = max_nan(*m, v));
-                    }
-                    for row in block.chunks(inner) {
-                        sum.iter_mut()
-                            .zip(&row[start..end])
-                            .zip(&max)
-                            .for_each(|((s, &v), &m)| *s += vecmath::exp(v - m));
-                    }
-                },
-            );
-            (max, sum)
-        })
-        .collect();
-    strips.into_iter().fold((Vec::with_capacity(inner), Vec::with_capacity(inner)), |(mut max, mut sum), (m, s)| {
-        max.extend(m);
-        sum.extend(s);
-        (max, sum)
-    })
+    // Each strip's maxima, then its sums, side by side in one buffer per strip.
+    let mut stats = vec![0.0f32; 2 * inner];
+    parallel::for_each_chunk_mut(&mut stats, 2 * COLUMNS_PER_TASK, |strip, both| {
+        let start = strip * COLUMNS_PER_TASK;
+        let end = start + both.len() / 2;
+        let (max, sum) = both.split_at_mut(end - start);
+        max.fill(f32::NEG_INFINITY);
+        sum.fill(0.0);
+        vectorized(
+            #[inline(always)]
+            || {
+                for row in block.chunks(inner) {
+                    max.iter_mut().zip(&row[start..end]).for_each(|(m, &v)| *m = max_nan(*m, v));
+                }
+                for row in block.chunks(inner) {
+                    sum.iter_mut().zip(&row[start..end]).zip(&*max).for_each(|((s, &v), &m)| *s += vecmath::exp(v - m));
+                }
+            },
+        );
+    });
+    let (mut max, mut sum) = (Vec::with_capacity(inner), Vec::with_capacity(inner));
+    for both in stats.chunks(2 * COLUMNS_PER_TASK) {
+        let (m, s) = both.split_at(both.len() / 2);
+        max.extend_from_slice(m);
+        sum.extend_from_slice(s);
+    }
+    (max, sum)
 }
 
 /// Layer norm over the last dimension with an affine `weight` and `bias`.

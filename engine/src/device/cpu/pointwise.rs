@@ -2,12 +2,11 @@
 //! broadcast value, or (for strided and broadcast views) gathered chunk by chunk, so the inner
 //! loops are plain slice zips that the compiler vectorises.
 
-use rayon::prelude::*;
-
 use super::simd::vectorized;
 use super::{Input, PARALLEL_THRESHOLD, vecmath};
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
+use crate::parallel;
 
 /// Elements per unit of parallel work; large enough to amortise gathering, small enough to fit L2.
 const CHUNK: usize = 1 << 14;
@@ -65,7 +64,7 @@ fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
     if out.len() <= PARALLEL_THRESHOLD {
         out.chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i, c));
     } else {
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i, c));
+        parallel::for_each_chunk_mut(out, CHUNK, body);
     }
 }
 

@@ -2,10 +2,9 @@
 //! `inner == 1` are reduced with several accumulators (fewer rounding steps, vectorisable),
 //! otherwise whole inner rows are accumulated at once.
 
-use rayon::prelude::*;
-
-use super::{Input, PARALLEL_THRESHOLD, contiguous, split_at_dim};
+use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, contiguous, split_at_dim};
 use crate::op::ReduceOp;
+use crate::parallel;
 
 /// Reduce `input` over `dim`; the result is laid out as the keepdim shape (the same buffer serves
 /// both keepdim forms).
@@ -26,7 +25,13 @@ pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> Vec<f32> {
         return out;
     }
     if x.len() > PARALLEL_THRESHOLD {
-        out.par_chunks_mut(inner).enumerate().for_each(|(o, dst)| reduce_block(o, dst));
+        // Whole blocks per task, enough of them to amortise the task.
+        let blocks = (TASK_WORK / (size * inner).max(1)).max(1);
+        parallel::for_each_chunk_mut(&mut out, blocks * inner, |task, dst| {
+            for (i, dst) in dst.chunks_mut(inner).enumerate() {
+                reduce_block(task * blocks + i, dst);
+            }
+        });
     } else {
         out.chunks_mut(inner).enumerate().for_each(|(o, dst)| reduce_block(o, dst));
     }

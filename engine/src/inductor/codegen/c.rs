@@ -4,7 +4,7 @@
 //! and `void name(float* const* args, int64_t xnumel)`, the whole range: the entry point every
 //! CPU kernel has, replacement printers' included.
 //!
-//! The runtime calls `name_range` on chunks of `x` from the engine's rayon pool, the pool matrix
+//! The runtime calls `name_range` on chunks of `x` from the engine's thread pool, the pool matrix
 //! products and eager kernels use, rather than from an OpenMP team: two pools of threads on the
 //! same cores keep waking each other's sleepers and fighting for the cores between steps.
 //!

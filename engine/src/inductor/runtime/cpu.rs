@@ -1,21 +1,20 @@
 //! Running a compiled graph on the CPU: kernels are C functions of a loaded shared library,
-//! called on chunks of their `x` range from the engine's rayon pool when the work is large enough
-//! to share; matmul is the CPU's GEMM writing into the planned buffer; buffers are host vectors.
+//! called on chunks of their `x` range from the engine's thread pool (`parallel`) when the work is
+//! large enough to share; matmul is the CPU's GEMM writing into the planned buffer; buffers are host vectors.
 
 use std::sync::Arc;
-
-use rayon::prelude::*;
 
 use super::{KernelSpec, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::backend::execute;
-use crate::device::cpu::{self, PARALLEL_THRESHOLD, matmul_into};
+use crate::device::cpu::{self, PARALLEL_THRESHOLD, TASK_WORK, matmul_into};
 use crate::error::Result;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::ir::{BufferName, PerNode, View};
 use crate::inductor::wrapper::SlotId;
 use crate::layout::Layout;
+use crate::parallel::{self, Disjoint};
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
@@ -23,10 +22,6 @@ use crate::tensor::{Concrete, Storage, Tensor};
 type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
 /// The ABI of the engine's range entry points: the argument pointers, then `x0` and `x1`.
 type RangeFn = unsafe extern "C" fn(*const *mut f32, i64, i64);
-
-/// Work (elements touched) one task of a split kernel does: enough to amortise the task, small
-/// enough to spread a kernel over every core.
-const TASK_WORK: usize = 1 << 14;
 
 /// A kernel as the runtime calls it.
 #[derive(Clone)]
@@ -41,20 +36,6 @@ struct CpuKernel {
     name: String,
 }
 
-/// The argument pointers, shared by the tasks of one kernel call.
-struct Args(*const *mut f32);
-
-// SAFETY: the tasks of a split kernel write disjoint ranges of `x`, and the pointers stay valid
-// until every task has returned (the call waits for them).
-unsafe impl Sync for Args {}
-
-impl Args {
-    /// The pointer array (a method, so that closures capture the `Sync` wrapper, not the field).
-    fn get(&self) -> *const *mut f32 {
-        self.0
-    }
-}
-
 impl CpuKernel {
     /// Runs the kernel over `0..xnumel`, split into tasks on the pool when there is enough work.
     ///
@@ -66,8 +47,10 @@ impl CpuKernel {
         match self.range {
             Some(range) if n * self.work_per_x > PARALLEL_THRESHOLD => {
                 let per_task = (TASK_WORK / self.work_per_x).max(1);
-                let args = Args(args.as_ptr());
-                (0..n.div_ceil(per_task)).into_par_iter().for_each(|task| {
+                // The tasks of a split kernel write disjoint ranges of `x`, and the pointers stay
+                // valid until every task has returned.
+                let args = Disjoint::new(args.as_ptr().cast_mut());
+                parallel::parallel_for(n.div_ceil(per_task), |task| {
                     let start = task * per_task;
                     let end = (start + per_task).min(n);
                     // SAFETY: as for the whole range; tasks cover disjoint `x`.
