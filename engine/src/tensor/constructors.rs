@@ -19,12 +19,12 @@ impl Tensor {
                 location: SourceLocation::caller(),
             });
         }
-        Ok(Tensor::from_concrete(Arc::new(Storage::Cpu(data)), Layout::contiguous(shape)))
+        Ok(Tensor::from_concrete(Arc::new(Storage::Cpu(data.into())), Layout::contiguous(shape)))
     }
 
     fn filled_with(shape: &[usize], mut value: impl FnMut() -> f32) -> Tensor {
-        let data = (0..numel(shape)).map(|_| value()).collect();
-        Tensor::from_concrete(Arc::new(Storage::Cpu(data)), Layout::contiguous(shape))
+        let data: Vec<f32> = (0..numel(shape)).map(|_| value()).collect();
+        Tensor::from_concrete(Arc::new(Storage::Cpu(data.into())), Layout::contiguous(shape))
     }
 
     /// A 0-d tensor holding one value.

@@ -2,6 +2,7 @@
 
 use crate::device::Device;
 use crate::device::backend::execute;
+use crate::device::cpu::HostBuffer;
 use crate::device::cuda::{self, CudaBuffer, CudaError};
 use crate::dtype::DType;
 use crate::layout::Layout;
@@ -9,8 +10,8 @@ use crate::op::Op;
 
 /// A flat buffer of elements that one or more tensor views read through their layouts.
 pub(crate) enum Storage {
-    /// Host memory.
-    Cpu(Vec<f32>),
+    /// Host memory (from the CPU allocator's cache, and back to it when dropped).
+    Cpu(HostBuffer),
     /// Memory on a CUDA device.
     Cuda(CudaBuffer),
 }

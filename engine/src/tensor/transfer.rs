@@ -37,7 +37,7 @@ impl Tensor {
         }
         let values = self.values("to", location)?;
         let storage = match device {
-            Device::Cpu => Storage::Cpu(values),
+            Device::Cpu => Storage::Cpu(values.into()),
             Device::Cuda(ordinal) => {
                 let gpu = CudaDevice::get(ordinal)?;
                 let buffer = CudaBuffer::from_host(&gpu, &values)

@@ -10,9 +10,9 @@
 //! matrix-vector work, a loop that streams the weight once, split by columns over the pool. A
 //! batch of small products (attention's per-head matrices) runs one product per task.
 
-use super::Input;
 use super::dot_tiles;
 use super::simd::vectorized;
+use super::{Input, allocator};
 use crate::layout::{Layout, numel};
 use crate::parallel::{self, Disjoint};
 
@@ -41,7 +41,7 @@ const MAX_BLOCK_ROWS: usize = 384;
 
 /// `a @ b` over broadcast batch dimensions into a dense `out_shape` buffer.
 pub(super) fn matmul(a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
-    let mut out = vec![0.0f32; numel(out_shape)];
+    let mut out = allocator::uninit(numel(out_shape));
     matmul_into(a, b, out_shape, &mut out);
     out
 }

@@ -1,8 +1,11 @@
 //! Eager CPU kernels, the analogue of ATen's CPU kernels: one pass over memory per op,
 //! parallel over large outputs, reading any strided layout.
 
+mod allocator;
+pub(crate) use allocator::{HostBuffer, uninit};
 mod attention;
 mod dot_tiles;
+mod gather;
 mod matmul;
 pub(crate) use matmul::matmul_into;
 mod normalize;
@@ -16,6 +19,7 @@ use std::convert::Infallible;
 use super::backend::Backend;
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::parallel;
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
@@ -87,21 +91,40 @@ impl Backend for Cpu {
 }
 
 /// `inputs` joined along `dim`: each of the `outer` rows of the output (the dims before `dim`)
-/// is the inputs' rows, one after the other.
+/// is the inputs' rows, one after the other. The output is written in chunks spread over the
+/// pool, each chunk a few runs copied from the inputs.
 fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> Vec<f32> {
-    let outer: usize = out_shape[..dim].iter().product();
-    let dense: Vec<_> = inputs
+    let parts: Vec<(&[f32], &Layout, usize)> = inputs
         .iter()
         .map(|input| {
             let (data, layout) = input.tensor();
-            (contiguous(data, layout), numel(&layout.shape()[dim..]))
+            (data, layout, numel(&layout.shape()[dim..]))
         })
         .collect();
-    let mut out = Vec::with_capacity(numel(out_shape));
-    for row in 0..outer {
-        for (data, width) in &dense {
-            out.extend_from_slice(&data[row * width..(row + 1) * width]);
+    // Where each input's part of an output row starts, and the row's width.
+    let starts: Vec<usize> =
+        parts.iter().scan(0, |at, &(_, _, width)| Some(std::mem::replace(at, *at + width))).collect();
+    let row: usize = parts.iter().map(|&(_, _, width)| width).sum();
+    let fill = |first: usize, chunk: &mut [f32]| {
+        let mut done = 0;
+        while done < chunk.len() {
+            let at = first + done;
+            let (outer, column) = (at / row, at % row);
+            let part = starts.partition_point(|&s| s <= column) - 1;
+            let (data, layout, width) = parts[part];
+            let run = (starts[part] + width - column).min(chunk.len() - done);
+            gather::gather(data, layout, outer * width + column - starts[part], &mut chunk[done..done + run]);
+            done += run;
         }
+    };
+    let mut out = allocator::uninit(numel(out_shape));
+    if row == 0 {
+        return out;
+    }
+    if out.len() > PARALLEL_THRESHOLD {
+        parallel::for_each_chunk_mut(&mut out, TASK_WORK, |i, chunk| fill(i * TASK_WORK, chunk));
+    } else {
+        fill(0, &mut out);
     }
     out
 }
@@ -117,7 +140,7 @@ fn contiguous<'a>(data: &'a [f32], layout: &Layout) -> std::borrow::Cow<'a, [f32
     if layout.is_contiguous() {
         std::borrow::Cow::Borrowed(&data[layout.offset()..layout.offset() + layout.numel()])
     } else {
-        std::borrow::Cow::Owned(layout.offsets().map(|i| data[i]).collect())
+        std::borrow::Cow::Owned(gather::dense_copy(data, layout))
     }
 }
 

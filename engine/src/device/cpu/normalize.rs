@@ -7,7 +7,7 @@
 //! after row, and the result is written row by row.
 
 use super::simd::vectorized;
-use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, contiguous, split_at_dim, vecmath};
+use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim, vecmath};
 use crate::parallel;
 
 /// Columns whose statistics one task accumulates together.
@@ -16,7 +16,7 @@ const COLUMNS_PER_TASK: usize = 256;
 /// `line(src_row, dst_row)` for every row of length `row` of `x`, in parallel when large,
 /// compiled for the CPU's widest vectors.
 fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
+    let mut out = allocator::uninit(x.len());
     if row == 0 {
         return out;
     }
@@ -67,7 +67,7 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
             },
         );
     }
-    let mut out = vec![0.0; x.len()];
+    let mut out = allocator::uninit(x.len());
     let block = size * inner;
     if block == 0 {
         return out;

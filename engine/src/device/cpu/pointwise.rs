@@ -2,8 +2,9 @@
 //! broadcast value, or (for strided and broadcast views) gathered chunk by chunk, so the inner
 //! loops are plain slice zips that the compiler vectorises.
 
+use super::gather::gather;
 use super::simd::vectorized;
-use super::{Input, PARALLEL_THRESHOLD, vecmath};
+use super::{Input, PARALLEL_THRESHOLD, allocator, vecmath};
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
 use crate::parallel;
@@ -44,8 +45,8 @@ impl<'a> Source<'a> {
                 scratch
             }
             Source::Strided(data, layout) => {
-                scratch.clear();
-                scratch.extend(layout.offsets_from(start).take(len).map(|i| data[i]));
+                scratch.resize(len, 0.0);
+                gather(data, layout, start, scratch);
                 scratch
             }
         }
@@ -70,7 +71,7 @@ fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
 
 fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
     let a = Source::new(a, out_shape);
-    let mut out = vec![0.0; numel(out_shape)];
+    let mut out = allocator::uninit(numel(out_shape));
     for_each_chunk(
         &mut out,
         #[inline(always)]
@@ -85,7 +86,7 @@ fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32
 
 fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
     let (a, b) = (Source::new(a, out_shape), Source::new(b, out_shape));
-    let mut out = vec![0.0; numel(out_shape)];
+    let mut out = allocator::uninit(numel(out_shape));
     for_each_chunk(
         &mut out,
         #[inline(always)]
@@ -139,7 +140,7 @@ pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> V
 /// `a` where `cond != 0`, else `b`, all broadcast.
 pub(super) fn where_(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
     let (c, a, b) = (Source::new(cond, out_shape), Source::new(a, out_shape), Source::new(b, out_shape));
-    let mut out = vec![0.0; numel(out_shape)];
+    let mut out = allocator::uninit(numel(out_shape));
     for_each_chunk(
         &mut out,
         #[inline(always)]

@@ -2,7 +2,7 @@
 //! `inner == 1` are reduced with several accumulators (fewer rounding steps, vectorisable),
 //! otherwise whole inner rows are accumulated at once.
 
-use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, contiguous, split_at_dim};
+use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim};
 use crate::op::ReduceOp;
 use crate::parallel;
 
@@ -12,7 +12,7 @@ pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> Vec<f32> {
     let (data, layout) = input.tensor();
     let x = contiguous(data, layout);
     let (outer, size, inner) = split_at_dim(layout.shape(), dim);
-    let mut out = vec![0.0; outer * inner];
+    let mut out = allocator::uninit(outer * inner);
     let reduce_block = |o: usize, dst: &mut [f32]| {
         let block = &x[o * size * inner..(o + 1) * size * inner];
         if inner == 1 {

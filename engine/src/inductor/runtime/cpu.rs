@@ -8,7 +8,7 @@ use super::{KernelSpec, Run, Schedule, Slots, check_inputs, input_view, outputs,
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::backend::execute;
-use crate::device::cpu::{self, PARALLEL_THRESHOLD, TASK_WORK, matmul_into};
+use crate::device::cpu::{self, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, matmul_into};
 use crate::error::Result;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::ir::{BufferName, PerNode, View};
@@ -82,7 +82,7 @@ fn view_data<'s>(
     view: &View,
     inputs: &[&'s Concrete],
     slot_of: &PerNode<Option<SlotId>>,
-    slots: &'s Slots<Vec<f32>>,
+    slots: &'s Slots<HostBuffer>,
 ) -> (&'s [f32], Layout) {
     match view.buffer {
         BufferName::Input(i) => (input_data(inputs[i]), view.layout.clone()),
@@ -123,10 +123,11 @@ impl CpuProgram {
     /// Runs the plan on `inputs`, which must have the traced shapes and strides.
     pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cpu)?;
-        let mut slots: Slots<Vec<f32>> = Slots::new(self.schedule.slot_count);
+        let mut slots: Slots<HostBuffer> = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
             match step {
-                Run::Alloc { slot, len } => slots[*slot] = Some(vec![0.0; *len]),
+                // Memory from the allocator's cache: every step writes its whole output.
+                Run::Alloc { slot, len } => slots[*slot] = Some(cpu::uninit(*len).into()),
                 Run::Kernel { kernel, args, xnumel } => {
                     let ptrs: Vec<*mut f32> = args
                         .iter()
@@ -173,7 +174,7 @@ impl CpuProgram {
                         views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                     });
                     let Ok(value) = execute(&cpu::Cpu, op, &inputs, shape);
-                    slots[self.schedule.slot(*out)] = Some(value);
+                    slots[self.schedule.slot(*out)] = Some(value.into());
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value = run_fallback(op, args, *location, |view| {
@@ -182,7 +183,7 @@ impl CpuProgram {
                             // A copy: the fallback's eager kernels take tensors, not slots.
                             BufferName::Node(_) => {
                                 let (data, _) = view_data(view, &concrete, &self.schedule.slot_of, &slots);
-                                Tensor::from_concrete(Arc::new(Storage::Cpu(data.to_vec())), view.layout.clone())
+                                Tensor::from_concrete(Arc::new(Storage::Cpu(data.to_vec().into())), view.layout.clone())
                             }
                         })
                     })?;
