@@ -87,12 +87,13 @@ proptest! {
     }
 
     #[test]
-    fn matmul_matches((batch, m, k, n) in (shapes(0..=2, 3), 1usize..=9, 1usize..=33, 1usize..=9), transpose_b in any::<bool>(), seed in any::<u64>()) {
+    fn matmul_matches((batch, m, k, n) in (shapes(0..=2, 3), 1usize..=9, 1usize..=33, 1usize..=9), transpose_b in any::<bool>(), a_layout in layouts(), seed in any::<u64>()) {
         let a_shape = [batch.clone(), vec![m, k]].concat();
         let b_shape = [batch.iter().map(|_| 1).collect::<Vec<_>>(), vec![k, n]].concat();
         let a_data = Tensor::uniform(&a_shape, -1.0, 1.0, seed).to_vec().unwrap();
         let b_data = Tensor::uniform(&b_shape, -1.0, 1.0, seed + 1).to_vec().unwrap();
-        let (a, ra) = make(&a_data, &a_shape, Layout::Contiguous);
+        // Contiguous `a` takes the batch folded into rows; the other layouts do not fold.
+        let (a, ra) = make(&a_data, &a_shape, a_layout);
         let (b, rb) = make(&b_data, &b_shape, if transpose_b { Layout::Transposed } else { Layout::Contiguous });
         let got = a.matmul(&b).unwrap();
         assert_close(&got, &ra.matmul(&rb), Some(&ra.abs().matmul(&rb.abs())), 1e-5, 1e-6);

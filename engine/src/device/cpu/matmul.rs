@@ -78,6 +78,18 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
             Matrix { data: &bd[bo..], row_stride: sb[0], col_stride: sb[1] },
         )
     };
+    // One matrix `b` shared by the whole batch (a linear layer's weight), and `a`'s batch walking
+    // its rows at one stride: a single product of all the rows, as ATen's linear flattens the
+    // leading dims, instead of a product per batch entry, each too short to split well.
+    let a_rows = &a_full.shape()[..batch.len() + 1];
+    if !batch.is_empty()
+        && b_full.strides()[..batch.len()].iter().all(|&s| s == 0)
+        && let Some(row_stride) = uniform_stride(a_rows, &a_full.strides()[..batch.len() + 1])
+    {
+        let a = Matrix { data: &ad[a_full.offset()..], row_stride, col_stride: sa[1] };
+        let b = Matrix { data: &bd[b_full.offset()..], row_stride: sb[0], col_stride: sb[1] };
+        return product(a, b, k, out, n, true);
+    }
     let offsets: Vec<(usize, usize)> = batch_layout(&a_full).offsets().zip(batch_layout(&b_full).offsets()).collect();
     if offsets.len() > 1 && m * n * k < SMALL_PRODUCT {
         parallel::for_each_chunk_mut(out, m * n, |i, c| {
@@ -90,6 +102,15 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
             product(a, b, k, c, n, true);
         }
     }
+}
+
+/// The stride of one dimension that walks the same memory as dims `shape` with `strides` (in
+/// row-major order), if there is one: dims of size 1 go anywhere, the others must nest.
+fn uniform_stride(shape: &[usize], strides: &[usize]) -> Option<usize> {
+    let dims: Vec<(usize, usize)> =
+        shape.iter().copied().zip(strides.iter().copied()).filter(|&(n, _)| n != 1).collect();
+    let nested = dims.windows(2).all(|pair| pair[0].1 == pair[1].1 * pair[1].0);
+    nested.then(|| dims.last().map_or(0, |&(_, stride)| stride))
 }
 
 /// One `[m, k] @ [k, n]` product into the dense row-major `c` (`m * n` elements).
@@ -235,4 +256,18 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uniform_stride;
+
+    #[test]
+    fn nested_dims_walk_at_one_stride() {
+        assert_eq!(uniform_stride(&[8, 1024], &[1024 * 768, 768]), Some(768), "a batch of rows");
+        assert_eq!(uniform_stride(&[2, 1, 3], &[15, 99, 5]), Some(5), "size-1 dims go anywhere");
+        assert_eq!(uniform_stride(&[1, 1], &[7, 3]), Some(0), "one row");
+        assert_eq!(uniform_stride(&[2, 3], &[4, 8]), None, "a permuted batch");
+        assert_eq!(uniform_stride(&[2, 3], &[16, 5]), None, "rows with a gap between batch entries");
+    }
 }
