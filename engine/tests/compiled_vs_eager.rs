@@ -85,6 +85,37 @@ proptest! {
     }
 
     #[test]
+    fn broadcasts_split_inside_rows_match_eager(
+        cols in prop_oneof![2usize..40, 40usize..5000],
+        elements in 33_000usize..60_000,
+        program in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        // Past 2^15 elements the runtime splits `x` into tasks of 2^14, which start and end
+        // inside rows unless the row length divides 2^14: a kernel that reads a bias at the
+        // column and a scale at the row (tiled, and for the `tanh` chain in groups) must run only
+        // its part of those rows.
+        let rows = elements.div_ceil(cols);
+        let f = move |t: Vec<Tensor>| -> engine::Result<Tensor> {
+            let (x, bias, scale) = (&t[0], &t[1], &t[2]);
+            match program {
+                0 => x.add(bias)?.gelu(),
+                1 => x.mul(scale)?.add(bias)?.tanh()?.tanh(),
+                _ => x.sub(scale)?.mul(bias)?.relu(),
+            }
+        };
+        let inputs = vec![
+            Tensor::randn(&[rows, cols], seed),
+            Tensor::randn(&[cols], seed + 1),
+            Tensor::randn(&[rows, 1], seed + 2),
+        ];
+        let compiled = dynamo::compile(f).backend(Inductor::default());
+        let got = compiled.call(&inputs).unwrap().to_vec().unwrap();
+        let expected = f(inputs).unwrap().to_vec().unwrap();
+        prop_assert!(close(&got, &expected), "program {program}, [{rows}, {cols}]");
+    }
+
+    #[test]
     fn long_rows_reduce_in_groups_as_eager_does(
         rows in 1usize..5,
         // Past 16 K elements a row's `exp` no longer fits the row buffer and is computed again.

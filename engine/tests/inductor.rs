@@ -72,6 +72,11 @@ fn snapshot_cases() -> Vec<(&'static str, Model, Vec<Tensor>)> {
         ("transpose_read", models::transpose_read, vec![Tensor::randn(&[6, 6], 0)]),
         ("column_sum", models::column_sum, vec![Tensor::randn(&[5, 7], 0)]),
         ("vector_math_chain", models::vector_math_chain, vec![Tensor::randn(&[1000], 0)]),
+        (
+            "bias_tanh_chain",
+            models::bias_tanh_chain,
+            vec![Tensor::randn(&[3, 300], 0), Tensor::randn(&[300], 1), Tensor::randn(&[3, 1], 2)],
+        ),
     ]
 }
 
@@ -149,6 +154,63 @@ fn generated_code_snapshots() {
         let cuda = engine::inductor::generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
         insta::assert_snapshot!(format!("{name}_c"), c.to_string());
         insta::assert_snapshot!(format!("{name}_cuda"), cuda.to_string());
+    }
+}
+
+#[test]
+fn tiled_kernels_compute_ranges_that_start_and_end_inside_rows() {
+    // The runtime calls a kernel's range entry on tasks of 2^14 elements, which start and end
+    // inside rows of 3072 (say): the first and last rows of a range run only their part. Each
+    // model here is one tiled kernel; its range entry is called on the pieces of several splits
+    // of `x` (pieces of one element, empty ones, pieces across rows) and must compute what eager
+    // does.
+    type RangeFn = unsafe extern "C" fn(*const *mut f32, i64, i64);
+    let gelu: Model = |t| t[0].add(&t[1])?.gelu();
+    let tanh_chain: Model = |t| t[0].add(&t[1])?.tanh()?.tanh();
+    let row_scale: Model = |t| t[0].mul(&t[2])?.add(&t[1]);
+    let cases = [(gelu, 5, 37), (gelu, 3, 64), (tanh_chain, 4, 300), (tanh_chain, 3, 13), (row_scale, 6, 24)];
+    let cc = engine::codecache::CCompiler::detect().unwrap();
+    for (model, rows, cols) in cases {
+        let inputs = vec![Tensor::randn(&[rows, cols], 1), Tensor::randn(&[cols], 2), Tensor::randn(&[rows, 1], 3)];
+        let kernels = engine::inductor::kernels(&capture(model, &inputs), &Config::default()).unwrap();
+        let [kernel] = kernels.as_slice() else { panic!("one kernel, got {}", kernels.len()) };
+        let source = engine::inductor::codegen::c::kernel(kernel);
+        assert!(source.contains(&format!("[row * {cols} + col]")), "not tiled:\n{source}");
+        let library = cc.compile(&engine::inductor::codegen::c::module(&kernels)).unwrap();
+        let name = format!("{}{}", kernel.name, engine::inductor::codegen::c::RANGE_SUFFIX);
+        // SAFETY: every range entry point has this signature.
+        let range = unsafe { library.get::<RangeFn>(&name) }.unwrap();
+        let expected = model(inputs.clone()).unwrap().to_vec().unwrap();
+        let n = rows * cols;
+        let splits: [Vec<usize>; 4] = [
+            vec![0, n],
+            vec![0, 1, cols - 1, cols + 1, cols + 1, 2 * cols + 5, n - 1, n],
+            (0..n).step_by(7).chain([n]).collect(),
+            (0..n).step_by(cols + 3).chain([n]).collect(),
+        ];
+        let mut data: Vec<Vec<f32>> = inputs.iter().map(|t| t.to_vec().unwrap()).collect();
+        for split in splits {
+            for piece in split.windows(2) {
+                let (x0, x1) = (piece[0], piece[1]);
+                // Elements outside the piece must stay as they were: another task owns them.
+                let mut out = vec![f32::NAN; n];
+                let args: Vec<*mut f32> = kernel
+                    .args
+                    .iter()
+                    .map(|arg| match arg.buffer {
+                        engine::inductor::ir::BufferName::Input(i) => data[i].as_mut_ptr(),
+                        engine::inductor::ir::BufferName::Node(_) => out.as_mut_ptr(),
+                    })
+                    .collect();
+                // SAFETY: the buffers have the shapes the kernel was generated for, and the
+                // piece lies in 0..n.
+                unsafe { range(args.as_ptr(), x0 as i64, x1 as i64) };
+                let what = format!("[{rows}, {cols}], x in {x0}..{x1}");
+                close(&out[x0..x1], &expected[x0..x1]).unwrap_or_else(|e| panic!("{what}: {e}\n{source}"));
+                let outside = out[..x0].iter().chain(&out[x1..]).all(|v| v.is_nan());
+                assert!(outside, "{what}: wrote outside the range\n{source}");
+            }
+        }
     }
 }
 

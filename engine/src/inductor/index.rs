@@ -86,6 +86,28 @@ pub struct Term {
     pub coeff: usize,
 }
 
+impl Term {
+    /// The term as a C expression with its variable named `name`: `(name / 4) % 8`, `name * 3`.
+    fn render(&self, name: &str) -> String {
+        // `/` and `%` bind tighter than `+`, so a term needs parentheses only before `*`.
+        let mut text = name.to_string();
+        if self.div != 1 {
+            text = format!("{text} / {}", self.div);
+        }
+        if let Some(m) = self.modulo {
+            text = if self.div != 1 { format!("({text}) % {m}") } else { format!("{text} % {m}") };
+        }
+        if self.coeff != 1 {
+            text = if self.div != 1 || self.modulo.is_some() {
+                format!("({text}) * {}", self.coeff)
+            } else {
+                format!("{text} * {}", self.coeff)
+            };
+        }
+        text
+    }
+}
+
 /// An index as generated code computes it: an offset plus terms over the loop variables.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FlatIndex {
@@ -145,32 +167,63 @@ impl FlatIndex {
 
     /// The index as a C expression with the loop variables named `x` and `r`.
     pub fn render(&self, x: &str, r: &str) -> String {
+        let terms = self.terms.iter().rev().map(|t| match t.var {
+            Var::X => t.render(x),
+            Var::R => t.render(r),
+        });
+        self.join(terms.collect())
+    }
+
+    /// The offset and the printed terms as one sum; the offset only when it is not 0 or stands
+    /// alone.
+    fn join(&self, terms: Vec<String>) -> String {
         let mut parts: Vec<String> = Vec::new();
-        if self.offset != 0 || self.terms.is_empty() {
+        if self.offset != 0 || terms.is_empty() {
             parts.push(self.offset.to_string());
         }
-        for t in self.terms.iter().rev() {
-            // `/` and `%` bind tighter than `+`, so a term needs parentheses only before `*`.
-            let mut text = match t.var {
-                Var::X => x.to_string(),
-                Var::R => r.to_string(),
-            };
-            if t.div != 1 {
-                text = format!("{text} / {}", t.div);
-            }
-            if let Some(m) = t.modulo {
-                text = if t.div != 1 { format!("({text}) % {m}") } else { format!("{text} % {m}") };
-            }
-            if t.coeff != 1 {
-                text = if t.div != 1 || t.modulo.is_some() {
-                    format!("({text}) * {}", t.coeff)
-                } else {
-                    format!("{text} * {}", t.coeff)
-                };
-            }
-            parts.push(text);
-        }
+        parts.extend(terms);
         parts.join(" + ")
+    }
+
+    /// The shortest run of consecutive `x` the index is built from, if it divides `x` or takes
+    /// a modulus of it: 32 for `x % 32` and for `x / 32`, 4 for `(x / 4) % 8`. An index made of
+    /// `x` alone has none. A printer that loops over `x` in rows of this length reads the index
+    /// at the row and the column instead (see [`FlatIndex::render_tiled`]).
+    pub fn x_block(&self) -> Option<usize> {
+        self.terms
+            .iter()
+            .filter(|t| t.var == Var::X)
+            .filter_map(|t| if t.div > 1 { Some(t.div) } else { t.modulo })
+            .min()
+    }
+
+    /// The index of a pointwise kernel as a C expression over `x = row * tile + col`, with
+    /// `0 <= col < tile` and the variables named `row` and `col`. With `tile` 32, `x % 32`
+    /// prints as `col`, `x / 32` as `row`, `x % 64` as `(row % 2) * 32 + col` and `x` as
+    /// `row * 32 + col`: no division or modulus of the column is left. A term whose blocks are
+    /// no multiple of `tile` prints over `x` itself, spelled `(row * tile + col)`.
+    pub fn render_tiled(&self, tile: usize, row: &str, col: &str) -> String {
+        let x = format!("({row} * {tile} + {col})");
+        let col_times = |coeff: usize| if coeff == 1 { col.to_string() } else { format!("{col} * {coeff}") };
+        let terms = self.terms.iter().rev().map(|t| {
+            debug_assert_eq!(t.var, Var::X, "a tiled index belongs to a pointwise kernel");
+            // The row's part of the term, as a term over `row`; the column's part is `col`.
+            let on_row = |div, modulo, coeff| Term { var: Var::X, div, modulo, coeff }.render(row);
+            match (t.div, t.modulo) {
+                // Whole rows: `x / div` is `row / (div / tile)`.
+                (div, modulo) if div.is_multiple_of(tile) => on_row(div / tile, modulo, t.coeff),
+                // `x` itself, whole rows plus the column.
+                (1, None) => format!("{} + {}", on_row(1, None, tile * t.coeff), col_times(t.coeff)),
+                // A block of exactly one row is the column.
+                (1, Some(m)) if m == tile => col_times(t.coeff),
+                // A block of several rows: the row's place in it, plus the column.
+                (1, Some(m)) if m.is_multiple_of(tile) => {
+                    format!("{} + {}", on_row(1, Some(m / tile), tile * t.coeff), col_times(t.coeff))
+                }
+                _ => t.render(&x),
+            }
+        });
+        self.join(terms.collect())
     }
 
     /// Whether the index uses loop variable `var`.
@@ -222,6 +275,34 @@ mod tests {
         assert_eq!(flat(&w, &[8, 16], Some(1)), "r");
         let row = Affine::contiguous(&[8, 1]);
         assert_eq!(FlatIndex::new(&row, &[8, 16], Some(1)).to_c(), "x");
+    }
+
+    #[test]
+    fn tiled_indices_read_at_the_row_and_the_column() {
+        let tiled = |layout: &Layout, shape: &[usize]| {
+            let index = FlatIndex::new(&Affine::of_view(layout, shape), shape, None);
+            (index.x_block(), index.render_tiled(32, "row", "col"))
+        };
+        assert_eq!(tiled(&Layout::contiguous(&[4, 32]), &[4, 32]), (None, "row * 32 + col".into()));
+        assert_eq!(tiled(&Layout::contiguous(&[32]), &[4, 32]), (Some(32), "col".into()));
+        assert_eq!(tiled(&Layout::contiguous(&[4, 1]), &[4, 32]), (Some(32), "row".into()));
+        // A block of two rows, and a per-row value of a 3-d shape.
+        assert_eq!(tiled(&Layout::contiguous(&[2, 32]), &[3, 2, 32]), (Some(64), "(row % 2) * 32 + col".into()));
+        assert_eq!(tiled(&Layout::contiguous(&[2, 1]), &[3, 2, 32]), (Some(32), "row % 2".into()));
+        let t = Layout::contiguous(&[32, 4]).permute(&[1, 0]);
+        assert_eq!(tiled(&t, &[4, 32]), (Some(32), "row + col * 4".into()));
+        let s = Layout::contiguous(&[4, 70]).slice(1, 2, 66, 2);
+        assert_eq!(tiled(&s, &[4, 32]), (Some(32), "2 + row * 70 + col * 2".into()));
+    }
+
+    #[test]
+    fn terms_that_do_not_split_at_the_tile_read_the_flat_index() {
+        // No kernel's indices mix blocks of 32 and 12 (they are all over one shape), but the
+        // printing stays exact if one did.
+        let term = |div, modulo| Term { var: Var::X, div, modulo, coeff: 1 };
+        let index = FlatIndex { offset: 0, terms: vec![term(1, Some(12)), term(1, Some(32))] };
+        assert_eq!(index.x_block(), Some(12));
+        assert_eq!(index.render_tiled(32, "row", "col"), "col + (row * 32 + col) % 12");
     }
 
     #[test]

@@ -44,3 +44,9 @@ pub fn column_sum(t: Vec<Tensor>) -> Result<Tensor> {
 pub fn vector_math_chain(t: Vec<Tensor>) -> Result<Tensor> {
     t[0].sin()?.mul(2.0)?.tanh()
 }
+
+/// A bias broadcast over rows and a scale per row, then two `tanh`: the C printer loops over
+/// rows and columns, and splits each row into groups.
+pub fn bias_tanh_chain(t: Vec<Tensor>) -> Result<Tensor> {
+    t[0].add(&t[1])?.mul(&t[2])?.tanh()?.tanh()
+}

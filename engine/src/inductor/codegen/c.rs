@@ -8,6 +8,14 @@
 //! products and eager kernels use, rather than from an OpenMP team: two pools of threads on the
 //! same cores keep waking each other's sleepers and fighting for the cores between steps.
 //!
+//! A pointwise kernel whose indices divide `x` or take a modulus of it (a bias broadcast over
+//! rows reads `in_ptr1[x % 2048]`, a per-row value `in_ptr1[x / 2048]`) loops over rows and
+//! columns instead, `x = row * 2048 + col`, as Inductor's C++ backend tiles its loops: the bias
+//! is read at `col`, contiguously, and the per-row value at `row`, once per row. In the flat
+//! loop each lane computes the division, and GCC cannot vectorize a division by a number that is
+//! no power of two: the whole loop runs scalar. The range `x0..x1` may start and end inside a
+//! row; the first and last rows run only their part.
+//!
 //! Reductions run each row's phases in order: every loop over `r` re-reads the row, which the
 //! CPU's caches keep close, so `per_` and `red_` kernels print alike here. A vector-math value a
 //! later loop would compute again (softmax's `exp`) is kept instead, in a buffer of the row on the
@@ -43,10 +51,15 @@ pub const LONG_CHAIN: usize = 2;
 /// are computed again.
 pub const MAX_ROW_BUFFER_BYTES: usize = 64 << 10;
 
-/// Shortest row whose loops are split into groups. Each group then runs at least 64 iterations,
-/// more than GCC ever unrolls completely before vectorising: GCC 12 miscompiles a completely
-/// unrolled row loop holding a max reduction (see [`row_loop`]).
+/// Shortest row whose loops are split into groups, a reduction's or a tiled pointwise kernel's.
+/// Each group then runs at least 64 iterations, whole vectors but for a few: more than GCC ever
+/// unrolls completely before vectorising (GCC 12 miscompiles a completely unrolled row loop
+/// holding a max reduction, see [`row_loop`]), and few enough left over that the groups pay.
 pub const MIN_GROUPED_ROW: usize = 256;
+
+/// Shortest row, when its length is a power of two, by which a pointwise loop is tiled (see
+/// [`row_tile`]): a shorter row fills no vector, and is faster read with gathers.
+pub const MIN_TILE: usize = 8;
 
 /// The header every C kernel file starts with: the NaN-propagating `maximum` (declared as an
 /// OpenMP reduction, so that loops reducing with it vectorize) and the vector math (`vm_exp`,
@@ -91,31 +104,90 @@ pub fn kernel(k: &Kernel) -> String {
 }
 // ANCHOR_END: c_kernel
 
-/// The loop of a pointwise kernel over `x0..x1`: one loop, or, when the body is a long chain of
-/// vector-math calls, [`GROUPS`] equal parts of the range side by side, then the few elements
-/// left over.
+/// The loop of a pointwise kernel over `x0..x1`: over `x` itself, or, when [`row_tile`] finds a
+/// row length, over those rows and the columns of each that lie in the range.
 fn pointwise(k: &Kernel, body: &LoopBody) -> String {
+    let long = vector_math_chain(body) >= LONG_CHAIN;
+    let Some(tile) = row_tile(body, long) else {
+        return range_loop(k, body, Counter::X, long, ("x0", "x1"), "    ");
+    };
     let mut out = String::new();
-    if vector_math_chain(body) < LONG_CHAIN {
-        out.push_str("    #pragma omp simd\n    for (int64_t x = x0; x < x1; x++) {\n");
-        out.push_str(&statements(k, body, "        "));
-        out.push_str("    }\n");
+    writeln!(out, "    // x = row * {tile} + col: a row at a time, so that no index divides x.").unwrap();
+    writeln!(out, "    for (int64_t row = x0 / {tile}; row * {tile} < x1; row++) {{").unwrap();
+    writeln!(out, "        const int64_t start = row * {tile};").unwrap();
+    // The range may start and end inside a row.
+    out.push_str("        const int64_t col0 = x0 > start ? x0 - start : 0;\n");
+    writeln!(out, "        const int64_t col1 = x1 - start < {tile} ? x1 - start : {tile};").unwrap();
+    let grouped = long && tile >= MIN_GROUPED_ROW;
+    out.push_str(&range_loop(k, body, Counter::Col { tile }, grouped, ("col0", "col1"), "        "));
+    out.push_str("    }\n");
+    out
+}
+
+/// The row length by which a pointwise loop over `x` is tiled, if any: the shortest block of
+/// `x` (see [`FlatIndex::x_block`]) an index divides or takes a modulus by, so that every index
+/// reads at the row and the column instead.
+///
+/// Measured on one core of the 2-core AMD box and of the lab's Intel host, bias and GELU over
+/// rows of `C`: with `C` no power of two, `x % C` is a division GCC cannot vectorize, and the
+/// flat loop runs scalar: 8-12 ns an element against 0.9-1.8 tiled (rows of 100 and more).
+/// With `C` a power of two it is a mask, and the flat loop vectorizes with gathers: 1.3-2.0 ns
+/// against 0.9-1.0 tiled, but a row shorter than [`MIN_TILE`] fills no vector (rows of 2 or 4
+/// took 3-10 ns tiled). A loop of long chains (two `tanh`) beats the flat loop's groups only
+/// with each row in groups too, from [`MIN_GROUPED_ROW`] on (1.3-1.7 ns against 1.6-2.0);
+/// shorter rows of a power of two stay flat. The tables are in bench/NOTES-cpu.md.
+fn row_tile(body: &LoopBody, long: bool) -> Option<usize> {
+    let tile = body
+        .stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Load { index, .. } | Stmt::Store { index, .. } => index.x_block(),
+            Stmt::Compute { .. } => None,
+        })
+        .min()?;
+    let shortest = if long { MIN_GROUPED_ROW } else { MIN_TILE };
+    (tile >= shortest || !tile.is_power_of_two()).then_some(tile)
+}
+
+/// A vectorized loop of `body` over `counter` from `bounds.0` to `bounds.1`, at `indent`:
+/// one loop, or, when `grouped` (the body is a long chain of vector-math calls), [`GROUPS`]
+/// equal parts of the range side by side, then the few elements left over.
+fn range_loop(
+    k: &Kernel,
+    body: &LoopBody,
+    counter: Counter,
+    grouped: bool,
+    bounds: (&str, &str),
+    indent: &str,
+) -> String {
+    let (var, (start, end)) = (counter.name(), bounds);
+    let inner = format!("{indent}    ");
+    let mut out = String::new();
+    if !grouped {
+        writeln!(out, "{indent}#pragma omp simd\n{indent}for (int64_t {var} = {start}; {var} < {end}; {var}++) {{")
+            .unwrap();
+        out.push_str(&statements(k, body, counter, &inner));
+        writeln!(out, "{indent}}}").unwrap();
         return out;
     }
-    writeln!(out, "    // {GROUPS} parts of the range side by side, so that the core overlaps their chains of")
+    writeln!(out, "{indent}// {GROUPS} parts of the range side by side, so that the core overlaps their chains of")
         .unwrap();
-    out.push_str("    // dependent instructions; then the few elements left.\n");
-    writeln!(out, "    const int64_t part = (x1 - x0) / {GROUPS};").unwrap();
-    out.push_str("    #pragma omp simd\n    for (int64_t x = x0; x < x0 + part; x++) {\n");
+    writeln!(out, "{indent}// dependent instructions; then the few elements left.").unwrap();
+    writeln!(out, "{indent}const int64_t part = ({end} - {start}) / {GROUPS};").unwrap();
+    writeln!(
+        out,
+        "{indent}#pragma omp simd\n{indent}for (int64_t {var} = {start}; {var} < {start} + part; {var}++) {{"
+    )
+    .unwrap();
     let offset = |g: usize| if g == 1 { "part".to_string() } else { format!("{g} * part") };
-    writeln!(out, "        {};", group_positions(Var::X, offset)).unwrap();
-    out.push_str(&grouped_statements(k, body, Var::X, "        "));
-    out.push_str("    }\n");
+    writeln!(out, "{inner}{};", group_positions(counter, offset)).unwrap();
+    out.push_str(&grouped_statements(k, body, counter, &inner));
+    writeln!(out, "{indent}}}").unwrap();
     // Vector code for the few elements left would only cost compile time.
-    out.push_str("    #pragma omp simd simdlen(1)\n");
-    writeln!(out, "    for (int64_t x = x0 + {GROUPS} * part; x < x1; x++) {{").unwrap();
-    out.push_str(&statements(k, body, "        "));
-    out.push_str("    }\n");
+    writeln!(out, "{indent}#pragma omp simd simdlen(1)").unwrap();
+    writeln!(out, "{indent}for (int64_t {var} = {start} + {GROUPS} * part; {var} < {end}; {var}++) {{").unwrap();
+    out.push_str(&statements(k, body, counter, &inner));
+    writeln!(out, "{indent}}}").unwrap();
     out
 }
 
@@ -133,7 +205,7 @@ fn rows(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     let mut stored: Vec<usize> = Vec::new();
     for phase in phases {
         match phase {
-            Phase::Row(stmts) => out.push_str(&statements(k, &LoopBody::all(stmts), indent)),
+            Phase::Row(stmts) => out.push_str(&statements(k, &LoopBody::all(stmts), Counter::X, indent)),
             Phase::Loop { stmts, reductions } => {
                 let body = LoopBody::new(stmts, reductions, &kept, &stored);
                 stored.extend(&body.write);
@@ -264,13 +336,13 @@ fn row_loop(k: &Kernel, row_len: usize, body: &LoopBody, reductions: &[Reduce], 
     writeln!(out, "{pragma}").unwrap();
     writeln!(out, "{indent}for (int64_t r = 0; r < {part}; r++) {{").unwrap();
     let inner = format!("{indent}    ");
-    writeln!(out, "{inner}{};", group_positions(Var::R, |g| (g * part).to_string())).unwrap();
-    out.push_str(&grouped_statements(k, body, Var::R, &inner));
+    writeln!(out, "{inner}{};", group_positions(Counter::R, |g| (g * part).to_string())).unwrap();
+    out.push_str(&grouped_statements(k, body, Counter::R, &inner));
     let local = body.defined();
     for r in reductions {
         for g in 0..GROUPS {
             let acc = format!("tmp{}_{g}", r.tmp);
-            let value = group_spelling(g, Var::R, &local, |spell| spell.value(&r.value));
+            let value = group_spelling(g, Counter::R, &local, |spell| spell.value(&r.value));
             writeln!(out, "{inner}{acc} = {};", combine_expr(r.combine, &acc, &value)).unwrap();
         }
     }
@@ -297,7 +369,7 @@ fn plain_loop(k: &Kernel, start: usize, end: usize, body: &LoopBody, reductions:
     }
     writeln!(out, "{indent}for (int64_t r = {start}; r < {end}; r++) {{").unwrap();
     let inner = format!("{indent}    ");
-    out.push_str(&statements(k, body, &inner));
+    out.push_str(&statements(k, body, Counter::R, &inner));
     let spell = scalar_spelling(Dialect::C);
     for r in reductions {
         let acc = format!("tmp{}", r.tmp);
@@ -307,19 +379,21 @@ fn plain_loop(k: &Kernel, start: usize, end: usize, body: &LoopBody, reductions:
     out
 }
 
-/// The statements as lines of C at `indent`, with the plain spelling.
-fn statements(k: &Kernel, body: &LoopBody, indent: &str) -> String {
-    let spell = scalar_spelling(Dialect::C);
+/// The statements as lines of C at `indent`, with the plain spelling: temporaries `tmpN`,
+/// indices at `counter`.
+fn statements(k: &Kernel, body: &LoopBody, counter: Counter, indent: &str) -> String {
+    let index = |i: &FlatIndex| counter.index(i, counter.name());
+    let spell = Spelling { dialect: Dialect::C, tmp: &|t| format!("tmp{t}"), index: &index };
     body.stmts.iter().map(|s| format!("{indent}{}\n", body.line(k, &spell, s))).collect()
 }
 
 /// The statements for every group, interleaved: each statement once per group before the next.
-fn grouped_statements(k: &Kernel, body: &LoopBody, var: Var, indent: &str) -> String {
+fn grouped_statements(k: &Kernel, body: &LoopBody, counter: Counter, indent: &str) -> String {
     let local = body.defined();
     let mut out = String::new();
     for s in &body.stmts {
         for g in 0..GROUPS {
-            let line = group_spelling(g, var, &local, |spell| body.line(k, spell, s));
+            let line = group_spelling(g, counter, &local, |spell| body.line(k, spell, s));
             writeln!(out, "{indent}{line}").unwrap();
         }
     }
@@ -355,29 +429,60 @@ impl LoopBody<'_> {
     }
 }
 
+/// The variable a printed loop counts with, which says how an index reads at its position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counter {
+    /// `x`: the element of a pointwise loop, or the row of a reduction outside its row loops.
+    X,
+    /// `r`: the position along a reduction's row `x`.
+    R,
+    /// `col`: the column of `x = row * tile + col` in a pointwise loop tiled by rows.
+    Col {
+        /// The length of a row.
+        tile: usize,
+    },
+}
+
+impl Counter {
+    /// The variable's name in the loop header.
+    fn name(self) -> &'static str {
+        match self {
+            Counter::X => Var::X.name(),
+            Counter::R => Var::R.name(),
+            Counter::Col { .. } => "col",
+        }
+    }
+
+    /// `index` as C with this variable at `position` (its name, or a group's `x_1`).
+    fn index(self, index: &FlatIndex, position: &str) -> String {
+        match self {
+            Counter::X => index.render(position, Var::R.name()),
+            Counter::R => index.render(Var::X.name(), position),
+            Counter::Col { tile } => index.render_tiled(tile, "row", position),
+        }
+    }
+}
+
 /// `print` with the spelling of group `g`: it names the temporaries defined in the loop
 /// (`local`) `tmpN_g` (values computed outside it, per row, are shared) and indexes at its own
-/// position of `var` (`x_g` or `r_g`; group 0 uses the loop variable itself).
-fn group_spelling<T>(g: usize, var: Var, local: &[usize], print: impl FnOnce(&Spelling) -> T) -> T {
+/// position of `counter` (`x_g`, `r_g` or `col_g`; group 0 uses the loop variable itself).
+fn group_spelling<T>(g: usize, counter: Counter, local: &[usize], print: impl FnOnce(&Spelling) -> T) -> T {
     let tmp = |t: usize| if local.contains(&t) { format!("tmp{t}_{g}") } else { format!("tmp{t}") };
-    let position = group_position(var, g);
-    let index = |i: &FlatIndex| match var {
-        Var::X => i.render(&position, Var::R.name()),
-        Var::R => i.render(Var::X.name(), &position),
-    };
+    let position = group_position(counter, g);
+    let index = |i: &FlatIndex| counter.index(i, &position);
     print(&Spelling { dialect: Dialect::C, tmp: &tmp, index: &index })
 }
 
-/// The name of group `g`'s position along `var`.
-fn group_position(var: Var, g: usize) -> String {
-    if g == 0 { var.name().to_string() } else { format!("{}_{g}", var.name()) }
+/// The name of group `g`'s position along `counter`.
+fn group_position(counter: Counter, g: usize) -> String {
+    if g == 0 { counter.name().to_string() } else { format!("{}_{g}", counter.name()) }
 }
 
 /// The declaration of every group's position but the first, at `offset(g)` from group 0's:
 /// `int64_t x_1 = x + part, x_2 = x + 2 * part, ...`.
-fn group_positions(var: Var, offset: impl Fn(usize) -> String) -> String {
+fn group_positions(counter: Counter, offset: impl Fn(usize) -> String) -> String {
     let each: Vec<String> =
-        (1..GROUPS).map(|g| format!("{} = {} + {}", group_position(var, g), var.name(), offset(g))).collect();
+        (1..GROUPS).map(|g| format!("{} = {} + {}", group_position(counter, g), counter.name(), offset(g))).collect();
     format!("int64_t {}", each.join(", "))
 }
 
@@ -481,7 +586,7 @@ mod tests {
     #[test]
     fn group_positions_are_a_part_apart() {
         assert_eq!(
-            group_positions(Var::R, |g| (g * 1024).to_string()),
+            group_positions(Counter::R, |g| (g * 1024).to_string()),
             "int64_t r_1 = r + 1024, r_2 = r + 2048, r_3 = r + 3072"
         );
     }
