@@ -1,27 +1,50 @@
-//! Scaled dot-product attention on the CPU, blocked the way the CUDA kernel is (and as
-//! PyTorch's CPU flash-attention kernel is): a block of queries visits the keys a tile at a time,
-//! keeping for each query a running maximum, a running sum of exponentials and a running output
-//! (the online softmax). The `[L, S]` score matrix is never stored; each task holds one
-//! `[QUERY_BLOCK, KEY_TILE]` tile of scores.
+//! Scaled dot-product attention on the CPU, the engine's version of PyTorch's CPU flash attention
+//! (`aten/src/ATen/native/cpu/FlashAttentionKernel.cpp`), blocked as the CUDA kernel is. A block
+//! of queries visits the keys a tile at a time, keeping for each query a running maximum, a
+//! running sum of exponentials and a running output (the online softmax). The `[L, S]` score
+//! matrix is never stored; each task holds one tile of scores.
 //!
-//! The loops run in vector lanes, compiled for AVX2 and FMA where the CPU has them. A block's
-//! scores against a key tile are a small `q @ k^T`, whose operands both run along `head_dim`: the
-//! layout the engine's tiles of dot products are made for (`dot_tiles.rs`, AVX-512 where the CPU
-//! has it). Exponentials use the engine's vector `exp` instead of libm's, which no compiler
-//! vectorizes.
+//! For each tile of keys a block runs two small matrix products, with a step of the softmax
+//! between them, all in vector lanes:
+//!
+//! 1. **Scores, `keys @ q^T`.** The block's queries are transposed (and scaled) once, into
+//!    `[head_dim, QUERY_BLOCK]`. The outer-product tiles (`outer_tiles.rs`) then broadcast one
+//!    element of a key and multiply it by a vector of queries (16 with AVX-512): the keys are
+//!    read in place, and the scores come out transposed, `[keys, queries]`, one query per lane.
+//! 2. **Softmax step.** With one query per lane, a query's maximum and sum over the tile are
+//!    lane-wise maxima and sums of the tile's rows: no reduction across lanes. Exponentials use
+//!    the engine's vector `exp`, which compilers vectorize (libm's they do not).
+//! 3. **Output, `out += p @ v`.** The same tiles again: each row of `v` is read in place as the
+//!    vectors, each probability broadcast from the transposed tile (the tiles read their left
+//!    operand one element at a time, so its layout costs nothing). A tile of outputs stays in
+//!    registers across the whole tile of keys.
+//!
+//! The common case, no mask and not causal, runs with nothing between the products and the
+//! softmax; a causal block stops at its last query's key, and a mask is applied to each tile.
 
-use super::dot_tiles;
-use super::simd::vectorized;
+use std::ops::Range;
+
+use super::lanes::Kernel;
+use super::outer_tiles::{self, Rows, Strided};
+use super::simd::vectorized_for;
 use super::vecmath::exp;
 use super::{Input, contiguous};
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
-use crate::parallel;
+use crate::parallel::{self, Disjoint};
 
-/// Queries handled together: each key tile is read once for all of them.
-const QUERY_BLOCK: usize = 16;
-/// Keys scored at a time (the width of the score tile).
+/// Queries in one task's block. A key tile, read from L2, serves all of them; their transposed
+/// copy (16 KB at head_dim 64) stays in L1 while the tile's keys go past. 64 makes 8x12x1024
+/// queries 1536 tasks and 4x8x128 still 64, four for each of 16 threads.
+const QUERY_BLOCK: usize = 64;
+/// Keys in one tile. The tile's values (16 KB at value_dim 64) stay in L1 while the block's
+/// probabilities go past, beside the 16 KB of scores; and the work done once per tile (rescaling
+/// the block's outputs) is 1/64 of the products'.
 const KEY_TILE: usize = 64;
+/// The scores product runs over the block's queries rounded up to this, a multiple of every
+/// kernel's vector width, so that it has no ragged edge: the extra lanes hold zero queries, whose
+/// scores are never used.
+const LANE_MULTIPLE: usize = 16;
 
 /// How a mask element is found: per batch entry an offset, then row and column strides (0 along
 /// broadcast dims), so a broadcast mask is read in place.
@@ -34,13 +57,22 @@ struct MaskView<'a> {
 }
 
 impl MaskView<'_> {
-    /// The mask applied to score `s` of query `i` and key `j` in batch entry `b`.
-    fn apply(&self, b: usize, i: usize, j: usize, s: f32) -> f32 {
-        let m = self.data[self.batch_offsets[b] + i * self.row_stride + j * self.col_stride];
-        match self.kind {
-            AttentionMask::Boolean if m == 0.0 => f32::NEG_INFINITY,
-            AttentionMask::Additive => s + m,
-            _ => s,
+    /// Applies the mask to a tile of scaled scores `[width, QUERY_BLOCK]`: keys `start..` of
+    /// the queries `queries` of batch entry `b`. One query at a time, along its row of the mask:
+    /// a tile's keys are contiguous there, while its queries are a whole row of the mask apart
+    /// (4 KB at 1024 keys, so that they would all fall in one set of the L1 cache).
+    fn apply(&self, b: usize, queries: Range<usize>, start: usize, scores: &mut [f32]) {
+        let width = scores.len() / QUERY_BLOCK;
+        for (lane, query) in queries.enumerate() {
+            let row = self.batch_offsets[b] + query * self.row_stride + start * self.col_stride;
+            for key in 0..width {
+                let (m, s) = (self.data[row + key * self.col_stride], &mut scores[key * QUERY_BLOCK + lane]);
+                *s = match self.kind {
+                    AttentionMask::Boolean if m == 0.0 => f32::NEG_INFINITY,
+                    AttentionMask::Additive => *s + m,
+                    _ => *s,
+                };
+            }
         }
     }
 }
@@ -69,135 +101,176 @@ pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale 
         }
     });
     let AttentionSizes { q_len, kv_len, head_dim, value_dim, .. } = sizes;
-    let block = QUERY_BLOCK * value_dim;
+    let kernel = Kernel::detect();
     let blocks_per_batch = q_len.div_ceil(QUERY_BLOCK);
-    let task = |(index, out_block): (usize, &mut [f32])| {
+    let out_ptr = Disjoint::new(out.as_mut_ptr());
+    let task = |index: usize| {
         let (b, first) = (index / blocks_per_batch, (index % blocks_per_batch) * QUERY_BLOCK);
-        let rows = out_block.len() / value_dim.max(1);
-        let q_rows = &qd[(b * q_len + first) * head_dim..][..rows * head_dim];
-        let keys = &kd[b * kv_len * head_dim..][..kv_len * head_dim];
-        let values = &vd[b * kv_len * value_dim..][..kv_len * value_dim];
-        let score = |i: usize, j: usize, s: f32| {
-            let s = s * scale;
-            let s = if causal && j > first + i { f32::NEG_INFINITY } else { s };
-            mask.as_ref().map_or(s, |m| m.apply(b, first + i, j, s))
+        let queries = first..q_len.min(first + QUERY_BLOCK);
+        // SAFETY: each task writes the rows of its own block of queries, and `out` outlives the
+        // tasks (`parallel_for` returns when all are done).
+        let out = unsafe {
+            let rows = out_ptr.get().add((b * q_len + first) * value_dim);
+            std::slice::from_raw_parts_mut(rows, queries.len() * value_dim)
         };
-        vectorized(
-            #[inline(always)]
-            || query_block(q_rows, keys, values, &sizes, score, out_block),
-        );
+        let block = QueryBlock {
+            kernel,
+            queries: &qd[(b * q_len + first) * head_dim..][..queries.len() * head_dim],
+            scale,
+            keys: &kd[b * kv_len * head_dim..][..kv_len * head_dim],
+            values: &vd[b * kv_len * value_dim..][..kv_len * value_dim],
+            rows: queries.len(),
+            head_dim,
+            value_dim,
+        };
+        // One copy of the block's loops per case, each compiled with its own way of masking (or
+        // none) inlined. The op refuses a mask together with causal, as PyTorch does.
+        match &mask {
+            Some(mask) => vectorized_for(
+                kernel,
+                #[inline(always)]
+                || block.run(kv_len, |start, scores| mask.apply(b, queries.clone(), start, scores), out),
+            ),
+            // Query `i` sees keys `0..=i`: the block needs none past its last query.
+            None if causal => vectorized_for(
+                kernel,
+                #[inline(always)]
+                || block.run(kv_len.min(queries.end), |start, scores| hide_later_keys(&queries, start, scores), out),
+            ),
+            None => vectorized_for(
+                kernel,
+                #[inline(always)]
+                || block.run(kv_len, |_, _| {}, out),
+            ),
+        }
     };
-    // Chunks per batch entry end at its last query, so a block never spans two entries.
-    let chunks = out.chunks_mut(value_dim.max(1) * q_len).flat_map(|entry| entry.chunks_mut(block.max(1)));
-    let chunks: Vec<std::sync::Mutex<&mut [f32]>> = chunks.map(std::sync::Mutex::new).collect();
-    let run = |index: usize| {
-        let mut chunk = chunks[index].lock().unwrap_or_else(|e| e.into_inner());
-        task((index, &mut chunk))
-    };
+    let tasks = sizes.batch * blocks_per_batch;
     if numel(&[sizes.batch, q_len, kv_len]) * head_dim > super::PARALLEL_THRESHOLD {
-        parallel::parallel_for(chunks.len(), run);
+        parallel::parallel_for(tasks, task);
     } else {
-        (0..chunks.len()).for_each(run);
+        (0..tasks).for_each(task);
     }
     out
 }
 
-/// One block of queries against every key, a tile of keys at a time, with the online softmax:
-/// when a tile raises a row's maximum from `m` to `m'`, the sums and outputs gathered so far are
-/// rescaled by `exp(m - m')`, so every exponential is taken against the final maximum in the end.
-/// `score(i, j, dot)` turns the dot product of query `i` and key `j` into the masked, scaled score.
-#[inline(always)]
-fn query_block(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    sizes: &AttentionSizes,
-    score: impl Fn(usize, usize, f32) -> f32,
-    out: &mut [f32],
-) {
-    let AttentionSizes { kv_len, head_dim, value_dim, .. } = *sizes;
-    let rows = out.len() / value_dim.max(1);
-    let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
-    let mut sum = [0.0f32; QUERY_BLOCK];
-    out.fill(0.0);
-    let mut block_scores = [0.0f32; QUERY_BLOCK * KEY_TILE];
-    let mut probs = [0.0f32; KEY_TILE];
-    for start in (0..kv_len).step_by(KEY_TILE) {
-        let width = KEY_TILE.min(kv_len - start);
-        let block_scores = &mut block_scores[..rows * width];
-        score_tile(&q[..rows * head_dim], &k[start * head_dim..][..width * head_dim], head_dim, block_scores);
-        for i in 0..rows {
-            let scores = &mut block_scores[i * width..][..width];
-            for (jj, s) in scores.iter_mut().enumerate() {
-                *s = score(i, start + jj, *s);
-            }
-            let tile_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-            let new_max = max[i].max(tile_max);
-            if new_max == f32::NEG_INFINITY {
-                continue; // every key so far is masked: nothing to add yet
-            }
-            let rescale = exp(max[i] - new_max);
-            let row = &mut out[i * value_dim..][..value_dim];
-            row.iter_mut().for_each(|o| *o *= rescale);
-            let probs = &mut probs[..width];
-            probs.iter_mut().zip(scores.iter()).for_each(|(p, &s)| *p = exp(s - new_max));
-            sum[i] = sum[i] * rescale + probs.iter().sum::<f32>();
-            for (jj, &p) in probs.iter().enumerate() {
-                let value = &v[(start + jj) * value_dim..][..value_dim];
-                row.iter_mut().zip(value).for_each(|(o, &x)| *o += p * x);
-            }
-            max[i] = new_max;
-        }
-    }
-    for i in 0..rows {
-        // A row with every key masked has sum 0 and output 0: 0/0 is NaN, as PyTorch's math path.
-        out[i * value_dim..][..value_dim].iter_mut().for_each(|o| *o /= sum[i]);
+/// Causal masking of a tile of scores `[width, QUERY_BLOCK]` whose keys start at `start`: query
+/// `i` does not see key `j > i`.
+fn hide_later_keys(queries: &Range<usize>, start: usize, scores: &mut [f32]) {
+    for (key, row) in (start..).zip(scores.chunks_exact_mut(QUERY_BLOCK)) {
+        let hidden = key.saturating_sub(queries.start).min(queries.len());
+        row[..hidden].fill(f32::NEG_INFINITY);
     }
 }
 
-/// `q @ keys^T` for a block of queries and a tile of keys, both `[_, head_dim]` row-major, into
-/// the dense `[queries, keys]` tile `out`: the layout of a linear layer, so the engine's tiles of
-/// dot products run it where the CPU has them (`dot_tiles.rs`), one plain dot product per score
-/// elsewhere.
-#[inline(always)]
-fn score_tile(q: &[f32], keys: &[f32], head_dim: usize, out: &mut [f32]) {
-    if head_dim == 0 {
-        return out.fill(0.0);
-    }
-    let width = keys.len() / head_dim;
-    if let Some(kernel) = dot_tiles::Kernel::detect() {
-        let rows = |data| dot_tiles::Rows { data, stride: head_dim };
-        return dot_tiles::product(kernel, rows(q), rows(keys), head_dim, out, width, false);
-    }
-    plain_scores(q, keys, head_dim, out);
+/// One task: a block of queries of one batch entry, with that entry's keys and values.
+struct QueryBlock<'a> {
+    /// The tiles the products run through ([`Kernel::detect`]).
+    kernel: Option<Kernel>,
+    /// The block's queries, `[rows, head_dim]`.
+    queries: &'a [f32],
+    /// The factor applied to every score.
+    scale: f32,
+    /// `[kv_len, head_dim]`.
+    keys: &'a [f32],
+    /// `[kv_len, value_dim]`.
+    values: &'a [f32],
+    /// Queries in the block.
+    rows: usize,
+    head_dim: usize,
+    value_dim: usize,
 }
 
-/// [`score_tile`] where the tiles do not run: one dot product per score.
-fn plain_scores(q: &[f32], keys: &[f32], head_dim: usize, out: &mut [f32]) {
-    let width = keys.len() / head_dim;
-    for (scores, query) in out.chunks_exact_mut(width).zip(q.chunks_exact(head_dim)) {
-        for (s, key) in scores.iter_mut().zip(keys.chunks_exact(head_dim)) {
-            *s = query.iter().zip(key).map(|(a, b)| a * b).sum();
+impl QueryBlock<'_> {
+    /// The block's output `[rows, value_dim]` into `out`, which holds zeros, from keys
+    /// `0..keys_end` a tile at a time; `mask(start, scores)` adjusts each tile of scaled scores
+    /// (`[width, QUERY_BLOCK]`, keys from `start`) before the softmax.
+    #[inline(always)]
+    fn run(&self, keys_end: usize, mask: impl Fn(usize, &mut [f32]), out: &mut [f32]) {
+        let QueryBlock { kernel, head_dim, value_dim, rows, .. } = *self;
+        let lanes = rows.next_multiple_of(LANE_MULTIPLE);
+        let mut scores = [0.0f32; KEY_TILE * QUERY_BLOCK];
+        let queries_t = self.transposed_queries();
+        let mut softmax = OnlineSoftmax::new();
+        for start in (0..keys_end).step_by(KEY_TILE) {
+            let width = KEY_TILE.min(keys_end - start);
+            let tile = &mut scores[..width * QUERY_BLOCK];
+            let keys = Strided { data: &self.keys[start * head_dim..], row_stride: head_dim, depth_stride: 1 };
+            let queries_t = Rows { data: &queries_t, stride: QUERY_BLOCK };
+            let into = outer_tiles::Output { data: &mut *tile, stride: QUERY_BLOCK, rows: width, cols: lanes };
+            outer_tiles::product(kernel, keys, queries_t, head_dim, into, false);
+            mask(start, tile);
+            let rescale = softmax.step(tile, lanes);
+            for (row, &r) in out.chunks_exact_mut(value_dim).zip(&rescale) {
+                row.iter_mut().for_each(|o| *o *= r);
+            }
+            let probs = Strided { data: &*tile, row_stride: 1, depth_stride: QUERY_BLOCK };
+            let values = Rows { data: &self.values[start * value_dim..], stride: value_dim };
+            let into = outer_tiles::Output { data: &mut *out, stride: value_dim, rows, cols: value_dim };
+            outer_tiles::product(kernel, probs, values, width, into, true);
         }
+        for (row, &sum) in out.chunks_exact_mut(value_dim).zip(&softmax.sum) {
+            // A query with every key masked has sum 0 and output 0: 0/0 is NaN, as in PyTorch's
+            // math path.
+            row.iter_mut().for_each(|o| *o /= sum);
+        }
+    }
+
+    /// The block's queries times `scale`, transposed to `[head_dim, QUERY_BLOCK]` with zeros past
+    /// `rows`: the right operand of the scores product, with the scale applied once per query
+    /// instead of once per score.
+    #[inline(always)]
+    fn transposed_queries(&self) -> Vec<f32> {
+        let mut queries_t = vec![0.0; self.head_dim * QUERY_BLOCK];
+        for (d, column) in queries_t.chunks_exact_mut(QUERY_BLOCK).enumerate() {
+            let column = column[..self.rows].iter_mut().enumerate();
+            column.for_each(|(i, x)| *x = self.queries[i * self.head_dim + d] * self.scale);
+        }
+        queries_t
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{plain_scores, score_tile};
+/// The online softmax of a block's queries, one lane per query: when a tile raises a query's
+/// maximum from `m` to `m'`, its sum and output so far are rescaled by `exp(m - m')`, so that in
+/// the end every exponential is taken against the final maximum.
+struct OnlineSoftmax {
+    /// Each query's largest score so far.
+    max: [f32; QUERY_BLOCK],
+    /// Each query's sum of `exp(score - max)` so far.
+    sum: [f32; QUERY_BLOCK],
+}
 
-    #[test]
-    fn the_plain_scores_equal_the_tiled_ones() {
-        // A ragged tile: 5 queries, 37 keys, head_dim 23 (not a multiple of any vector width).
-        let (rows, width, head_dim) = (5, 37, 23);
-        let value = |i: usize| ((i * 7919 % 211) as f32 - 105.0) / 50.0;
-        let q: Vec<f32> = (0..rows * head_dim).map(value).collect();
-        let keys: Vec<f32> = (0..width * head_dim).map(|i| value(i + 13)).collect();
-        let (mut tiled, mut plain) = (vec![0.0; rows * width], vec![0.0; rows * width]);
-        score_tile(&q, &keys, head_dim, &mut tiled);
-        plain_scores(&q, &keys, head_dim, &mut plain);
-        for (t, p) in tiled.iter().zip(&plain) {
-            assert!((t - p).abs() <= 1e-4 * (1.0 + p.abs()), "tiled {t} against plain {p}");
+impl OnlineSoftmax {
+    /// No keys seen yet.
+    fn new() -> OnlineSoftmax {
+        OnlineSoftmax { max: [f32::NEG_INFINITY; QUERY_BLOCK], sum: [0.0; QUERY_BLOCK] }
+    }
+
+    /// Takes in a tile of scores `[width, QUERY_BLOCK]` (the first `lanes` columns), turns it into
+    /// `exp(score - max)` in place and returns the factor by which each query's output so far
+    /// must be scaled. Every loop runs along a row of the tile, one query per lane.
+    #[inline(always)]
+    fn step(&mut self, scores: &mut [f32], lanes: usize) -> [f32; QUERY_BLOCK] {
+        let mut tile_max = [f32::NEG_INFINITY; QUERY_BLOCK];
+        for row in scores.chunks_exact(QUERY_BLOCK) {
+            tile_max[..lanes].iter_mut().zip(&row[..lanes]).for_each(|(m, &s)| *m = m.max(s));
         }
+        let (mut shift, mut rescale) = ([0.0; QUERY_BLOCK], [0.0; QUERY_BLOCK]);
+        for i in 0..lanes {
+            let max = self.max[i].max(tile_max[i]);
+            // A query that has seen only masked keys (max -inf) takes exponentials against 0:
+            // they are 0 for those keys, where `-inf - -inf` would be NaN.
+            shift[i] = if max == f32::NEG_INFINITY { 0.0 } else { max };
+            rescale[i] = exp(self.max[i] - shift[i]);
+            self.max[i] = max;
+            self.sum[i] *= rescale[i];
+        }
+        for row in scores.chunks_exact_mut(QUERY_BLOCK) {
+            let lanes = row[..lanes].iter_mut().zip(&shift).zip(&mut self.sum);
+            lanes.for_each(|((s, &shift), sum)| {
+                *s = exp(*s - shift);
+                *sum += *s;
+            });
+        }
+        rescale
     }
 }

@@ -1,8 +1,8 @@
 //! Matrix products whose two operands both run along `k` in memory, as tiles of dot products:
-//! the layout of a linear layer (`x @ W^T`, with `W` stored `[out, in]` as PyTorch stores it)
-//! and of attention's `q @ k^T`. This is the engine's own small GEMM, written for the products
-//! a batch of up to a few hundred rows makes, where a packing GEMM spends as long copying the
-//! weight as multiplying by it (PyTorch's CPU BLAS, oneDNN or MKL, has such kernels too).
+//! the layout of a linear layer (`x @ W^T`, with `W` stored `[out, in]` as PyTorch stores it).
+//! This is the engine's own small GEMM, written for the products a batch of up to a few hundred
+//! rows makes, where a packing GEMM spends as long copying the weight as multiplying by it
+//! (PyTorch's CPU BLAS, oneDNN or MKL, has such kernels too).
 //!
 //! A packing GEMM (the `gemm` crate, `matmul.rs`) copies panels of both operands into a layout
 //! its microkernel streams; here no copy is needed, because both operands are already laid out
@@ -23,14 +23,13 @@
 //! for AVX2 with FMA, each with a tile sized to its vector registers ([`AVX512_ROWS`] and the
 //! constants beside it), picked at run time as ATen's `DispatchStub` does.
 
-use crate::parallel::{self, Disjoint};
-
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::{
-    __m256, __m512, _mm_add_ps, _mm_cvtss_f32, _mm_hadd_ps, _mm256_castps256_ps128, _mm256_extractf128_ps,
-    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_reduce_add_ps,
-    _mm512_setzero_ps,
-};
+use std::arch::x86_64::{__m256, __m512};
+
+use super::lanes::Lanes;
+// `matmul.rs` names the kernel through this module, as the one that picks between its tiles.
+pub(super) use super::lanes::Kernel;
+use crate::parallel::{self, Disjoint};
 
 /// Bytes of rows of `a` one thread keeps in L2 while it walks its columns: half of the 512 KB to
 /// 2 MB L2 of current x86 cores, leaving room for its slice of `b`.
@@ -64,37 +63,12 @@ const AVX2_ROWS: usize = 3;
 const AVX2_COLUMNS: usize = 4;
 // ANCHOR_END: tiles
 
-/// The instruction sets the tiles are compiled for, widest first.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Kernel {
-    /// 16-lane vectors, tiles of [`AVX512_ROWS`] x [`AVX512_COLUMNS`].
-    Avx512,
-    /// 8-lane vectors with fused multiply-add, tiles of [`AVX2_ROWS`] x [`AVX2_COLUMNS`].
-    Avx2,
-}
-
-impl Kernel {
-    /// The widest kernel this CPU runs, if any (none without AVX2 and FMA: callers then take
-    /// another path).
-    pub(super) fn detect() -> Option<Kernel> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx512f") {
-                return Some(Kernel::Avx512);
-            }
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                return Some(Kernel::Avx2);
-            }
-        }
-        None
-    }
-
-    /// Output columns in one tile: a task's share of the columns is a whole number of them.
-    fn tile_columns(self) -> usize {
-        match self {
-            Kernel::Avx512 => AVX512_COLUMNS,
-            Kernel::Avx2 => AVX2_COLUMNS,
-        }
+/// Output columns in one tile of `kernel`: a task's share of the columns is a whole number of
+/// them.
+fn tile_columns(kernel: Kernel) -> usize {
+    match kernel {
+        Kernel::Avx512 => AVX512_COLUMNS,
+        Kernel::Avx2 => AVX2_COLUMNS,
     }
 }
 
@@ -110,7 +84,7 @@ pub(super) fn product(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32
     // every call of this shape, so a thread reads the same slice of the weight from its cache.
     let threads = parallel::num_threads();
     parallel::parallel_for(threads, |task| {
-        let (start, end) = operands.task_columns(kernel.tile_columns(), task, threads);
+        let (start, end) = operands.task_columns(tile_columns(kernel), task, threads);
         operands.columns(kernel, start, end);
     });
 }
@@ -152,9 +126,9 @@ impl Operands<'_> {
         if start >= end {
             return;
         }
-        // SAFETY: only `Kernel::detect` makes a `Kernel`, and only for a CPU with the features it
-        // is compiled for; the ranges
-        // stay inside the operands (`a` has m rows, `b_t` n rows, of k elements each).
+        // SAFETY: callers get a `Kernel` from `Kernel::detect` (tests from `Kernel::available`),
+        // which return only kernels this CPU runs; the ranges stay inside the operands (`a` has m
+        // rows, `b_t` n rows, of k elements each).
         #[cfg(target_arch = "x86_64")]
         unsafe {
             match kernel {
@@ -286,109 +260,11 @@ impl Operands<'_> {
     }
 }
 
-/// A vector of `f32` lanes and the four operations the microkernel needs. Each implementation
-/// is compiled for its instruction set and inlined into the kernel compiled for the same set.
-trait Lanes: Copy {
-    /// Lanes in one vector.
-    const WIDTH: usize;
-    /// All lanes zero.
-    ///
-    /// # Safety
-    /// The CPU must run this vector type's instructions (so for every method).
-    unsafe fn zero() -> Self;
-    /// `WIDTH` elements from `p` on, any alignment.
-    ///
-    /// # Safety
-    /// As for [`Lanes::zero`], and `p..p + WIDTH` must be readable.
-    unsafe fn load(p: *const f32) -> Self;
-    /// `self + a * b` in each lane, rounded once.
-    ///
-    /// # Safety
-    /// As for [`Lanes::zero`].
-    unsafe fn mul_add(self, a: Self, b: Self) -> Self;
-    /// The sum of the lanes.
-    ///
-    /// # Safety
-    /// As for [`Lanes::zero`].
-    unsafe fn sum(self) -> f32;
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Lanes for __m512 {
-    const WIDTH: usize = 16;
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn zero() -> Self {
-        _mm512_setzero_ps()
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller guarantees 16 readable elements.
-        unsafe { _mm512_loadu_ps(p) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn mul_add(self, a: Self, b: Self) -> Self {
-        _mm512_fmadd_ps(a, b, self)
-    }
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn sum(self) -> f32 {
-        _mm512_reduce_add_ps(self)
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Lanes for __m256 {
-    const WIDTH: usize = 8;
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn zero() -> Self {
-        _mm256_setzero_ps()
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load(p: *const f32) -> Self {
-        // SAFETY: the caller guarantees 8 readable elements.
-        unsafe { _mm256_loadu_ps(p) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn mul_add(self, a: Self, b: Self) -> Self {
-        _mm256_fmadd_ps(a, b, self)
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn sum(self) -> f32 {
-        let halves = _mm_add_ps(_mm256_castps256_ps128(self), _mm256_extractf128_ps::<1>(self));
-        let pairs = _mm_hadd_ps(halves, halves);
-        _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::{Kernel, Rows, product};
-
-    /// Every kernel this CPU runs: the AVX2 one is tested on AVX-512 machines too.
-    fn kernels() -> Vec<Kernel> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let mut kernels = Vec::new();
-            if std::is_x86_feature_detected!("avx512f") {
-                kernels.push(Kernel::Avx512);
-            }
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                kernels.push(Kernel::Avx2);
-            }
-            kernels
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        Vec::new()
-    }
 
     /// `a @ b^T` through each kernel against a float64 reference: rows padded past `k` (a
     /// stride longer than the row), every edge of the tiles, `k` past one 512-element chunk.
@@ -397,7 +273,7 @@ mod tests {
         let value = |i: usize| (((i as u64 * 2654435761 + seed) % 1999) as f32 - 999.0) / 500.0;
         let a: Vec<f32> = (0..m * stride).map(value).collect();
         let b_t: Vec<f32> = (0..n * stride).map(|i| value(i + 7919)).collect();
-        for kernel in kernels() {
+        for kernel in Kernel::available() {
             let mut c = vec![f32::NAN; m * n];
             let rows = |data| Rows { data, stride };
             product(kernel, rows(&a), rows(&b_t), k, &mut c, n, parallel);

@@ -2,6 +2,10 @@
 //! builds each CPU kernel once per instruction set and picks one at run time. The engine is
 //! built for baseline x86-64 (SSE2, four lanes); a loop run through [`vectorized`] is compiled a
 //! second time with AVX2 and FMA (eight lanes) and that copy runs wherever the CPU has them.
+//! [`vectorized_for`] adds an AVX-512 copy (sixteen lanes), for loops that run beside the
+//! AVX-512 microkernels (`lanes.rs`).
+
+use super::lanes::Kernel;
 
 /// `f()`, compiled with AVX2 and FMA enabled when this CPU has them. Only code inlined into the
 /// copy gets the wider vectors, and `f` is called from two places, so mark the closure and the
@@ -16,6 +20,18 @@ pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// `f()`, compiled with AVX-512 for [`Kernel::Avx512`] (from [`Kernel::detect`]), as
+/// [`vectorized`] otherwise; the same rules for inlining apply.
+#[inline(always)]
+pub(crate) fn vectorized_for<R>(kernel: Option<Kernel>, f: impl FnOnce() -> R) -> R {
+    match kernel {
+        // SAFETY: `Kernel::detect` returns `Avx512` only for a CPU with AVX-512F.
+        #[cfg(target_arch = "x86_64")]
+        Some(Kernel::Avx512) => unsafe { avx512(f) },
+        _ => vectorized(f),
+    }
+}
+
 /// `f()` compiled with AVX2 and FMA.
 ///
 /// # Safety
@@ -23,5 +39,15 @@ pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_fma<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// `f()` compiled with AVX-512F (which brings AVX2 and FMA with it).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
