@@ -23,6 +23,9 @@
 //! for AVX2 with FMA, each with a tile sized to its vector registers ([`AVX512_ROWS`] and the
 //! constants beside it), picked at run time as ATen's `DispatchStub` does.
 
+// The tiles run on x86-64 only; elsewhere `Kernel::detect` finds none and callers go another way.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
+
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{__m256, __m512};
 

@@ -7,6 +7,9 @@
 //! per instruction set, each compiled with `#[target_feature]` for it. [`Kernel::detect`] says
 //! which of those functions this CPU can run.
 
+// Only x86-64 has vector types that implement `Lanes`; elsewhere the trait goes unused.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{
     __m256, __m512, _mm_add_ps, _mm_cvtss_f32, _mm_hadd_ps, _mm256_castps256_ps128, _mm256_extractf128_ps,

@@ -1,8 +1,9 @@
 //! Small matrix products `c (+)= a @ b` in outer-product form, the form of the microkernel at the
-//! heart of every register-blocked GEMM (BLIS's, oneDNN's, the `gemm` crate's). The fused
-//! attention kernel (`attention.rs`) runs its two products per tile of keys through it: tiles of
-//! 64 x 64, where PyTorch's CPU flash attention calls its BLAS once per block for the same two
-//! products, and where setting up a packing GEMM would cost about what the product does.
+//! heart of every register-blocked GEMM (BLIS's, oneDNN's, the `gemm` crate's), for operands
+//! small enough to stay in cache and already laid out so that the tile can read them in place
+//! (a packing GEMM such as `matmul.rs`'s copies them into its own layout first). The fused
+//! attention kernel (`attention.rs`) runs its two products per tile of keys through it, where
+//! PyTorch's CPU flash attention calls its BLAS.
 //!
 //! A tile of `R` rows by `C` vectors of columns keeps its `R x C` vector accumulators in
 //! registers while it walks `k`: at each step it loads the `C` vectors of one row of `b`,
@@ -16,6 +17,9 @@
 //! The tile is written once over [`Lanes`] and compiled for AVX-512 and for AVX2 with FMA, sized
 //! to each one's vector registers ([`AVX512_ROWS`] and the constants beside it). Columns past
 //! the last whole vector, and CPUs with neither instruction set, take a plain loop.
+
+// The tiles run on x86-64 only; elsewhere callers take the plain loops.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use std::ops::Range;
 
