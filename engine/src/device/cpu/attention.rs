@@ -81,7 +81,7 @@ impl MaskView<'_> {
 pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale }: AttentionParams) -> Vec<f32> {
     let (q, k, v) = (inputs[0].tensor(), inputs[1].tensor(), inputs[2].tensor());
     let sizes = AttentionSizes::of(q.1.shape(), k.1.shape(), v.1.shape());
-    let mut out = vec![0.0f32; sizes.batch * sizes.q_len * sizes.value_dim];
+    let mut out = super::allocator::uninit(sizes.batch * sizes.q_len * sizes.value_dim);
     if out.is_empty() {
         return out;
     }
@@ -181,9 +181,9 @@ struct QueryBlock<'a> {
 }
 
 impl QueryBlock<'_> {
-    /// The block's output `[rows, value_dim]` into `out`, which holds zeros, from keys
-    /// `0..keys_end` a tile at a time; `mask(start, scores)` adjusts each tile of scaled scores
-    /// (`[width, QUERY_BLOCK]`, keys from `start`) before the softmax.
+    /// The block's output `[rows, value_dim]` into `out`, from keys `0..keys_end` a tile at a
+    /// time; `mask(start, scores)` adjusts each tile of scaled scores (`[width, QUERY_BLOCK]`,
+    /// keys from `start`) before the softmax.
     #[inline(always)]
     fn run(&self, keys_end: usize, mask: impl Fn(usize, &mut [f32]), out: &mut [f32]) {
         let QueryBlock { kernel, head_dim, value_dim, rows, .. } = *self;
@@ -191,6 +191,7 @@ impl QueryBlock<'_> {
         let mut scores = [0.0f32; KEY_TILE * QUERY_BLOCK];
         let queries_t = self.transposed_queries();
         let mut softmax = OnlineSoftmax::new();
+        out.fill(0.0);
         for start in (0..keys_end).step_by(KEY_TILE) {
             let width = KEY_TILE.min(keys_end - start);
             let tile = &mut scores[..width * QUERY_BLOCK];
