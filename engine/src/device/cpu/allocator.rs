@@ -12,30 +12,41 @@
 //! A cached buffer holds whatever its last user wrote: every kernel that takes one writes each
 //! element of it before anything reads it.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Buffers smaller than this (in elements: 256 KiB) are not cached.
 const MIN_CACHED: usize = 1 << 16;
-/// Most bytes the cache keeps; a buffer freed past this is returned to the system.
-const MAX_CACHED_BYTES: usize = 1 << 30;
 
-/// Freed buffers by length, and their total size.
+/// Freed buffers, the most recently freed last, and their total size in bytes.
 struct Cache {
-    free: HashMap<usize, Vec<Vec<f32>>>,
+    free: VecDeque<Vec<f32>>,
     bytes: usize,
 }
 
-static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+static CACHE: Mutex<Cache> = Mutex::new(Cache { free: VecDeque::new(), bytes: 0 });
+
+/// Most bytes the cache keeps: an eighth of the machine's memory, between 256 MiB and 4 GiB. A
+/// model whose buffers do not all fit (eager attention's `[8, 12, 1024, 1024]` scores are 400 MB
+/// each) evicts the buffers freed longest ago.
+fn capacity() -> usize {
+    static CAPACITY: OnceLock<usize> = OnceLock::new();
+    *CAPACITY.get_or_init(|| {
+        // SAFETY: sysconf only reads system configuration.
+        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let memory = usize::try_from(pages).unwrap_or(0).saturating_mul(usize::try_from(page).unwrap_or(0));
+        (memory / 8).clamp(256 << 20, 4 << 30)
+    })
+}
 
 /// A buffer of `len` elements whose contents are unspecified (zeros, or what an earlier tensor
 /// left): the caller writes every element before reading any.
 pub(crate) fn uninit(len: usize) -> Vec<f32> {
     if len >= MIN_CACHED {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cache) = cache.as_mut()
-            && let Some(buffer) = cache.free.get_mut(&len).and_then(Vec::pop)
+        if let Some(at) = cache.free.iter().rposition(|b| b.len() == len)
+            && let Some(buffer) = cache.free.remove(at)
         {
             cache.bytes -= len * size_of::<f32>();
             return buffer;
@@ -44,18 +55,25 @@ pub(crate) fn uninit(len: usize) -> Vec<f32> {
     vec![0.0; len]
 }
 
-/// Keeps `buffer` for the next [`uninit`] of its length, while the cache has room.
+/// Keeps `buffer` for the next [`uninit`] of its length, evicting the buffers freed longest ago
+/// when the cache is full.
 fn recycle(buffer: Vec<f32>) {
     let (len, bytes) = (buffer.len(), buffer.capacity() * size_of::<f32>());
-    if len < MIN_CACHED || buffer.capacity() != len {
+    if len < MIN_CACHED || buffer.capacity() != len || bytes > capacity() {
         return;
     }
+    let mut evicted = Vec::new();
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = cache.get_or_insert_with(|| Cache { free: HashMap::new(), bytes: 0 });
-    if cache.bytes + bytes <= MAX_CACHED_BYTES {
-        cache.bytes += bytes;
-        cache.free.entry(len).or_default().push(buffer);
+    while cache.bytes + bytes > capacity() {
+        let Some(old) = cache.free.pop_front() else { break };
+        cache.bytes -= old.len() * size_of::<f32>();
+        evicted.push(old);
     }
+    cache.bytes += bytes;
+    cache.free.push_back(buffer);
+    // The evicted buffers are returned to the system after the lock is released.
+    drop(cache);
+    drop(evicted);
 }
 
 /// The memory of a CPU tensor: a plain vector that goes back to the allocator's cache when the

@@ -29,9 +29,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{__m256, __m512};
 
-use super::lanes::Lanes;
-// `matmul.rs` names the kernel through this module, as the one that picks between its tiles.
-pub(super) use super::lanes::Kernel;
+use super::lanes::{Kernel, Lanes};
 use crate::parallel::{self, Disjoint};
 
 /// Bytes of rows of `a` one thread keeps in L2 while it walks its columns: half of the 512 KB to
@@ -41,6 +39,10 @@ const A_BLOCK_BYTES: usize = 256 << 10;
 /// reads then stay in L1 while the rows of `a` stream past. Longer rows are summed in chunks,
 /// each added to the output the previous one left.
 const DEPTH_CHUNK: usize = 512;
+/// Tasks a parallel product is split into, per thread of the pool. The pool gives a thread the
+/// same tasks (the same slices of the weight) on every call of one shape, as long as no other
+/// thread has to take them over.
+const TASKS_PER_THREAD: usize = 4;
 /// Products with fewer multiply-adds than this run on the calling thread: waking the pool costs
 /// a few microseconds, about what 2^16 multiply-adds take on one core.
 const PARALLEL_WORK: usize = 1 << 16;
@@ -80,15 +82,22 @@ fn tile_columns(kernel: Kernel) -> usize {
 /// elements. Split over the engine's pool when `parallel` and the product is large enough.
 pub(super) fn product(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
     let operands = Operands { a, b_t, k, m: c.len() / n, n, c: Disjoint::new(c.as_mut_ptr()) };
-    if !parallel || operands.m * n * k < PARALLEL_WORK {
-        return operands.columns(kernel, 0, n);
+    let m = operands.m;
+    if !parallel || m * n * k < PARALLEL_WORK {
+        return operands.block(kernel, 0..m, 0, n);
     }
-    // One contiguous range of columns per thread: the pool gives each thread the same range on
-    // every call of this shape, so a thread reads the same slice of the weight from its cache.
+    // Four tasks a thread, so that a thread that starts late or runs slow (a busy core of a
+    // virtual machine) has its work taken over in parts: one task a thread left the others
+    // waiting for it, and ran the MLP's products at 0.6-0.75 of this split on the 16-core host
+    // (bench/NOTES-cpu.md). From 128 rows the rows are halved too, so that a thread reads half
+    // of `a` instead of all of it; below that the halves are too short to fill the tiles.
     let threads = parallel::num_threads();
-    parallel::parallel_for(threads, |task| {
-        let (start, end) = operands.task_columns(tile_columns(kernel), task, threads);
-        operands.columns(kernel, start, end);
+    let row_blocks = if m >= 128 { 2 } else { 1 };
+    let column_tasks = TASKS_PER_THREAD * threads / row_blocks;
+    parallel::parallel_for(row_blocks * column_tasks, |task| {
+        let (block, column_task) = (task / column_tasks, task % column_tasks);
+        let (start, end) = operands.task_columns(tile_columns(kernel), column_task, column_tasks);
+        operands.block(kernel, m * block / row_blocks..m * (block + 1) / row_blocks, start, end);
     });
 }
 
@@ -124,9 +133,9 @@ impl Operands<'_> {
         (at(index), at(index + 1))
     }
 
-    /// Output columns `start..end` of every row, through `kernel`.
-    fn columns(&self, kernel: Kernel, start: usize, end: usize) {
-        if start >= end {
+    /// Output columns `start..end` of rows `rows`, through `kernel`.
+    fn block(&self, kernel: Kernel, rows: std::ops::Range<usize>, start: usize, end: usize) {
+        if start >= end || rows.is_empty() {
             return;
         }
         // SAFETY: callers get a `Kernel` from `Kernel::detect` (tests from `Kernel::available`),
@@ -135,32 +144,32 @@ impl Operands<'_> {
         #[cfg(target_arch = "x86_64")]
         unsafe {
             match kernel {
-                Kernel::Avx512 => self.columns_avx512(start, end),
-                Kernel::Avx2 => self.columns_avx2(start, end),
+                Kernel::Avx512 => self.block_avx512(rows, start, end),
+                Kernel::Avx2 => self.block_avx2(rows, start, end),
             }
         }
     }
 
-    /// [`Self::columns`] with 16-lane vectors.
+    /// [`Self::block`] with 16-lane vectors.
     ///
     /// # Safety
     /// The CPU must have AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn columns_avx512(&self, start: usize, end: usize) {
+    unsafe fn block_avx512(&self, rows: std::ops::Range<usize>, start: usize, end: usize) {
         // SAFETY: forwarded from the caller.
-        unsafe { self.walk::<__m512, AVX512_ROWS, AVX512_COLUMNS>(start, end) }
+        unsafe { self.walk::<__m512, AVX512_ROWS, AVX512_COLUMNS>(rows, start, end) }
     }
 
-    /// [`Self::columns`] with 8-lane vectors.
+    /// [`Self::block`] with 8-lane vectors.
     ///
     /// # Safety
     /// The CPU must have AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn columns_avx2(&self, start: usize, end: usize) {
+    unsafe fn block_avx2(&self, rows: std::ops::Range<usize>, start: usize, end: usize) {
         // SAFETY: forwarded from the caller.
-        unsafe { self.walk::<__m256, AVX2_ROWS, AVX2_COLUMNS>(start, end) }
+        unsafe { self.walk::<__m256, AVX2_ROWS, AVX2_COLUMNS>(rows, start, end) }
     }
 
     /// Columns `start..end` in tiles of `R` rows by `C` columns: blocks of rows that fit in L2,
@@ -170,12 +179,17 @@ impl Operands<'_> {
     /// # Safety
     /// The CPU must run `V`'s instructions, and `start..end` must lie inside `0..n`.
     #[inline(always)]
-    unsafe fn walk<V: Lanes, const R: usize, const C: usize>(&self, start: usize, end: usize) {
+    unsafe fn walk<V: Lanes, const R: usize, const C: usize>(
+        &self,
+        rows: std::ops::Range<usize>,
+        start: usize,
+        end: usize,
+    ) {
         for depth_start in (0..self.k).step_by(DEPTH_CHUNK) {
             let depth = depth_start..(depth_start + DEPTH_CHUNK).min(self.k);
             let block_rows = (A_BLOCK_BYTES / 4 / depth.len()).max(R) / R * R;
-            for first_row in (0..self.m).step_by(block_rows) {
-                let rows_end = (first_row + block_rows).min(self.m);
+            for first_row in rows.clone().step_by(block_rows) {
+                let rows_end = (first_row + block_rows).min(rows.end);
                 for col in (start..end).step_by(C) {
                     let cols = C.min(end - col);
                     for row in (first_row..rows_end).step_by(R) {
@@ -309,5 +323,7 @@ mod tests {
     #[test]
     fn a_product_split_over_the_pool_equals_a_float64_reference() {
         check(37, 101, 700, 1, true, 3).unwrap();
+        // From 128 rows the tasks split the rows too.
+        check(131, 101, 700, 1, true, 4).unwrap();
     }
 }

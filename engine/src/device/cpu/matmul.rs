@@ -11,6 +11,7 @@
 //! batch of small products (attention's per-head matrices) runs one product per task.
 
 use super::dot_tiles;
+use super::lanes::Kernel;
 use super::simd::vectorized;
 use super::{Input, allocator};
 use crate::layout::{Layout, numel};
@@ -116,8 +117,7 @@ fn uniform_stride(shape: &[usize], strides: &[usize]) -> Option<usize> {
 /// One `[m, k] @ [k, n]` product into the dense row-major `c` (`m * n` elements).
 fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bool) {
     let m = c.len() / n;
-    let dot_kernel =
-        if m <= DOT_TILE_ROWS && a.col_stride == 1 && b.row_stride == 1 { dot_tiles::Kernel::detect() } else { None };
+    let dot_kernel = if m <= DOT_TILE_ROWS && a.col_stride == 1 && b.row_stride == 1 { Kernel::detect() } else { None };
     if let Some(kernel) = dot_kernel {
         let (a_rows, b_columns) = (
             dot_tiles::Rows { data: a.data, stride: a.row_stride },
