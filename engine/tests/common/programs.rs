@@ -100,15 +100,18 @@ impl Program {
                 8 if a.rank() == 2 => a.t()?,
                 9 if a.rank() > 0 && a.shape()[0] > 1 => a.slice(0, 1, a.shape()[0], 2)?,
                 10 => a.reshape(&[a.numel()])?,
-                // Parameters live where the program's inputs do. The epsilon is larger than a
-                // model's 1e-5: a row of nearly equal values (a saturated tanh) has a variance
-                // far below 1e-5, and dividing by sqrt(1e-5) multiplies the rounding of
-                // `x - mean` by 300, so that any two correct orders of operations differ past
-                // the tests' tolerance. With 1e-2 the factor is 10.
+                // Parameters live where the program's inputs do. A layer norm's rounding is that
+                // of `x - mean`, about |x| * 6e-8, divided by sqrt(var + eps): on a row of nearly
+                // equal values (var near 0) two correct orders of operations differ by
+                // |x| / sqrt(eps) * 6e-8. So the row is bounded first (tanh: |x| < 1) and the
+                // epsilon is 1e-2, not a model's 1e-5: the difference stays under 1e-6. With
+                // sums of the pool's values as input (|x| in the thousands) and eps 1e-2,
+                // 1500-case runs failed within their first hundred cases.
                 11 if a.rank() > 0 => {
                     let d = a.shape()[a.rank() - 1];
                     let weight = Tensor::uniform(&[d], 0.5, 1.5, 7).to(a.device())?;
-                    a.layer_norm(&weight, &Tensor::uniform(&[d], -1.0, 1.0, 8).to(a.device())?, 1e-2)?
+                    let bias = Tensor::uniform(&[d], -1.0, 1.0, 8).to(a.device())?;
+                    a.tanh()?.layer_norm(&weight, &bias, 1e-2)?
                 }
                 12 if a.rank() == 2 => {
                     let k = a.shape()[1];
