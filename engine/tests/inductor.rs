@@ -272,7 +272,8 @@ fn fusion_policies_plug_in_and_wrong_ones_fail_loudly() {
 #[test]
 fn dead_buffers_lend_their_memory() {
     let w = Tensor::randn(&[8, 8], 1);
-    let f = |x: &Tensor| x.matmul(&w)?.relu()?.matmul(&w)?.relu();
+    // `tanh`, not `relu`: a ReLU after a matmul folds into the GEMM, leaving no kernel between.
+    let f = |x: &Tensor| x.matmul(&w)?.tanh()?.matmul(&w)?.tanh();
     let inductor = Inductor::default();
     let model = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone());
     let x = Tensor::randn(&[8, 8], 0);
@@ -387,5 +388,29 @@ fn modules_that_ran_in_parallel_can_be_dropped() {
         let x = Tensor::randn(&[100_000], i);
         let model = dynamo::compile(|x: Tensor| x.mul(1.5 + i as f32)).backend(Inductor::default());
         close(&model.call(&x).unwrap().to_vec().unwrap(), &x.mul(1.5 + i as f32).unwrap().to_vec().unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn a_bias_and_relu_fold_into_every_cpu_gemm() {
+    // One shape for each of the CPU's product kernels: a few rows (the matrix-vector loop, for a
+    // weight not transposed), tens (dot tiles), hundreds split by rows (dot tiles), a batch of
+    // rows folded into one product, and one past the tiles (the packing GEMM).
+    let cases: [(&[usize], bool); 5] =
+        [(&[3, 40], false), (&[37, 40], true), (&[300, 40], true), (&[4, 90, 40], true), (&[700, 40], true)];
+    for (shape, transposed) in cases {
+        let x = Tensor::randn(shape, 0);
+        let w = Tensor::randn(&[24, 40], 1);
+        let (b, w_rows) = (Tensor::randn(&[24], 2), w.t().unwrap().contiguous().unwrap());
+        let f = |x: &Tensor| {
+            let product = if transposed { x.linear(&w, None)? } else { x.matmul(&w_rows)? };
+            product.add(&b)?.relu()
+        };
+        let inductor = Inductor::default();
+        let model = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone());
+        let got = model.call(&x).unwrap().to_vec().unwrap();
+        close(&got, &f(&x).unwrap().to_vec().unwrap()).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        let code = inductor.output_codes()[0].to_string();
+        assert!(code.contains("epilogue fused into the GEMM") && !code.contains("poi_"), "{shape:?}:\n{code}");
     }
 }

@@ -54,7 +54,7 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
             Ok(Box::new(move || {
                 let a = cpu::Input::Tensor { buffer: &a[..], layout: &a_layout };
                 let b = cpu::Input::Tensor { buffer: &b[..], layout: &b_layout };
-                cpu::matmul_into(a, b, &[batch, m, n], &mut c);
+                cpu::matmul_into(a, b, &[batch, m, n], &mut c, cpu::Epilogue::NONE);
                 std::hint::black_box(&c);
                 Ok(())
             }))

@@ -173,11 +173,16 @@ fn generate_for(
     Ok(Generated { lowered, kernels, launches, plan, output_code, module_source, fusion_log })
 }
 
-/// Whether lowering folds bias adds and ReLUs into GEMM epilogues: under max-autotune on a GPU
-/// where cuBLASLt, which applies them, can run.
+/// Whether lowering folds bias adds and ReLUs into GEMM epilogues: on the CPU in every mode (its
+/// GEMMs apply them in their output loops), on a GPU under max-autotune where cuBLASLt, which
+/// applies them, can run.
 fn gemm_epilogues(device: Device, mode: Mode) -> bool {
-    let Device::Cuda(ordinal) = device else { return false };
-    mode == Mode::MaxAutotune && CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok())
+    match device {
+        Device::Cpu => true,
+        Device::Cuda(ordinal) => {
+            mode == Mode::MaxAutotune && CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok())
+        }
+    }
 }
 
 /// Makes generated code runnable: under max-autotune on a GPU, each matmul's library chosen by

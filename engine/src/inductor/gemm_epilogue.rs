@@ -1,13 +1,13 @@
 //! Folding a bias add and a ReLU into the matrix product before them, the analogue of the
 //! `addmm` and `_addmm_activation` patterns Inductor matches after lowering `linear`, and of its
-//! GEMM templates' epilogues: `relu(x @ w + b)` becomes one cuBLASLt launch that adds the bias
-//! and clamps while the product is still in registers, instead of a GEMM that writes the product
-//! and a kernel that reads it back.
+//! GEMM templates' epilogues: `relu(x @ w + b)` becomes one GEMM that adds the bias and clamps
+//! while the product is still in registers (one cuBLASLt launch on a GPU, the CPU GEMMs' output
+//! loops), instead of a GEMM that writes the product and a kernel that reads it back.
 //!
-//! Lowering asks [`Epilogues::absorb`] about each op under max-autotune on a GPU. The op is folded
-//! when it reads the matmul lowered just before it, nothing else reads that product, the epilogue
-//! cuBLASLt offers can express it (a bias that is one value per column, then a ReLU), and folding
-//! saves a kernel: a bias add whose value flows on into other pointwise ops (a GELU) stays where
+//! Lowering asks [`Epilogues::absorb`] about each op on the CPU, and under max-autotune on a GPU.
+//! The op is folded when it reads the matmul lowered just before it, nothing else reads that
+//! product, the epilogue can express it (a bias that is one value per column, then a ReLU), and
+//! folding saves a kernel: a bias add whose value flows on into other pointwise ops (a GELU) stays where
 //! it is, fused into their kernel, since folding it would only split that kernel's reads of the
 //! product in two.
 

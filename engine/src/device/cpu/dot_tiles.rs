@@ -29,6 +29,7 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::{__m256, __m512};
 
+use super::epilogue::Epilogue;
 use super::lanes::{Kernel, Lanes};
 use crate::parallel::{self, Disjoint};
 
@@ -77,11 +78,22 @@ fn tile_columns(kernel: Kernel) -> usize {
     }
 }
 
-/// `c = a @ b^T` through `kernel` (from [`Kernel::detect`]): `c` is the dense row-major `[m, n]`
-/// output (its old contents are ignored), `a` has `m` rows and `b_t` `n` rows, each of `k`
-/// elements. Split over the engine's pool when `parallel` and the product is large enough.
-pub(super) fn product(kernel: Kernel, a: Rows, b_t: Rows, k: usize, c: &mut [f32], n: usize, parallel: bool) {
-    let operands = Operands { a, b_t, k, m: c.len() / n, n, c: Disjoint::new(c.as_mut_ptr()) };
+/// `c = epilogue(a @ b^T)` through `kernel` (from [`Kernel::detect`]): `c` is the dense
+/// row-major `[m, n]` output (its old contents are ignored), `a` has `m` rows and `b_t` `n` rows,
+/// each of `k` elements. Split over the engine's pool when `parallel` and the product is large
+/// enough.
+#[allow(clippy::too_many_arguments)] // the operands and sizes of a GEMM call, as BLAS has them
+pub(super) fn product(
+    kernel: Kernel,
+    a: Rows,
+    b_t: Rows,
+    k: usize,
+    c: &mut [f32],
+    n: usize,
+    parallel: bool,
+    epilogue: Epilogue,
+) {
+    let operands = Operands { a, b_t, k, m: c.len() / n, n, c: Disjoint::new(c.as_mut_ptr()), epilogue };
     let m = operands.m;
     if !parallel || m * n * k < PARALLEL_WORK {
         return operands.block(kernel, 0..m, 0, n);
@@ -122,6 +134,8 @@ struct Operands<'a> {
     /// The output, shared by the tasks of one product: each writes only its own columns
     /// (`Operands::task_columns`), and `product` returns only after every task is done.
     c: Disjoint<f32>,
+    /// Applied to each output as the last chunk of `k` writes it.
+    epilogue: Epilogue<'a>,
 }
 
 impl Operands<'_> {
@@ -249,7 +263,7 @@ impl Operands<'_> {
         let Tile { row, col, depth, .. } = at;
         let a = |r: usize| self.a.data[(row + r) * self.a.stride..][depth.clone()].as_ptr();
         let b = |c: usize| self.b_t.data[(col + c) * self.b_t.stride..][depth.clone()].as_ptr();
-        let (k, accumulate) = (depth.len(), depth.start > 0);
+        let (k, accumulate, last) = (depth.len(), depth.start > 0, depth.end == self.k);
         let (a_rows, b_rows): ([*const f32; TR], [*const f32; TC]) = (std::array::from_fn(a), std::array::from_fn(b));
         // SAFETY: every load reads `V::WIDTH` elements at p < k - V::WIDTH + 1 of a row of k
         // elements (the slices above checked each row's bounds); the CPU runs `V` (caller).
@@ -270,7 +284,8 @@ impl Operands<'_> {
                     let tail: f32 = (whole..k).map(|p| *a_rows[r].add(p) * *b_rows[c].add(p)).sum();
                     let out = self.c.get().add((row + r) * self.n + col + c);
                     let sum = acc[r][c].sum() + tail;
-                    *out = if accumulate { *out + sum } else { sum };
+                    let sum = if accumulate { *out + sum } else { sum };
+                    *out = if last { self.epilogue.at(sum, col + c) } else { sum };
                 }
             }
         }
@@ -281,7 +296,7 @@ impl Operands<'_> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{Kernel, Rows, product};
+    use super::{Epilogue, Kernel, Rows, product};
 
     /// `a @ b^T` through each kernel against a float64 reference: rows padded past `k` (a
     /// stride longer than the row), every edge of the tiles, `k` past one 512-element chunk.
@@ -293,7 +308,7 @@ mod tests {
         for kernel in Kernel::available() {
             let mut c = vec![f32::NAN; m * n];
             let rows = |data| Rows { data, stride };
-            product(kernel, rows(&a), rows(&b_t), k, &mut c, n, parallel);
+            product(kernel, rows(&a), rows(&b_t), k, &mut c, n, parallel, Epilogue::NONE);
             for i in 0..m {
                 for j in 0..n {
                     let terms = (0..k).map(|p| a[i * stride + p] as f64 * b_t[j * stride + p] as f64);

@@ -11,6 +11,7 @@
 //! batch of small products (attention's per-head matrices) runs one product per task.
 
 use super::dot_tiles;
+use super::epilogue::Epilogue;
 use super::lanes::Kernel;
 use super::simd::vectorized;
 use super::{Input, allocator};
@@ -43,7 +44,7 @@ const MAX_BLOCK_ROWS: usize = 384;
 /// `a @ b` over broadcast batch dimensions into a dense `out_shape` buffer.
 pub(super) fn matmul(a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
     let mut out = allocator::uninit(numel(out_shape));
-    matmul_into(a, b, out_shape, &mut out);
+    matmul_into(a, b, out_shape, &mut out, Epilogue::NONE);
     out
 }
 
@@ -55,9 +56,9 @@ struct Matrix<'a> {
     col_stride: usize,
 }
 
-/// `a @ b` written into `out`, a dense `out_shape` buffer whose old contents are ignored: how
-/// compiled code calls matmul as an extern kernel into memory its call plan owns.
-pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f32]) {
+/// `epilogue(a @ b)` written into `out`, a dense `out_shape` buffer whose old contents are
+/// ignored: how compiled code calls matmul as an extern kernel into memory its call plan owns.
+pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f32], epilogue: Epilogue) {
     let ((ad, al), (bd, bl)) = (a.tensor(), b.tensor());
     let rank = out_shape.len();
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
@@ -71,7 +72,8 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
     assert_eq!(out.len(), numel(out_shape), "matmul_into: the output buffer must match the output shape");
     if k == 0 || out.is_empty() {
         out.fill(0.0);
-        return;
+        // SAFETY: the whole output.
+        return unsafe { epilogue.apply(out.as_mut_ptr(), n, 0..out.len() / n.max(1), 0..n) };
     }
     let operands = |ao: usize, bo: usize| {
         (
@@ -89,18 +91,18 @@ pub(crate) fn matmul_into(a: Input, b: Input, out_shape: &[usize], out: &mut [f3
     {
         let a = Matrix { data: &ad[a_full.offset()..], row_stride, col_stride: sa[1] };
         let b = Matrix { data: &bd[b_full.offset()..], row_stride: sb[0], col_stride: sb[1] };
-        return product(a, b, k, out, n, true);
+        return product(a, b, k, out, n, true, epilogue);
     }
     let offsets: Vec<(usize, usize)> = batch_layout(&a_full).offsets().zip(batch_layout(&b_full).offsets()).collect();
     if offsets.len() > 1 && m * n * k < SMALL_PRODUCT {
         parallel::for_each_chunk_mut(out, m * n, |i, c| {
             let (a, b) = operands(offsets[i].0, offsets[i].1);
-            product(a, b, k, c, n, false);
+            product(a, b, k, c, n, false, epilogue);
         });
     } else {
         for (c, &(ao, bo)) in out.chunks_mut(m * n).zip(&offsets) {
             let (a, b) = operands(ao, bo);
-            product(a, b, k, c, n, true);
+            product(a, b, k, c, n, true, epilogue);
         }
     }
 }
@@ -114,8 +116,8 @@ fn uniform_stride(shape: &[usize], strides: &[usize]) -> Option<usize> {
     nested.then(|| dims.last().map_or(0, |&(_, stride)| stride))
 }
 
-/// One `[m, k] @ [k, n]` product into the dense row-major `c` (`m * n` elements).
-fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bool) {
+/// One `epilogue([m, k] @ [k, n])` product into the dense row-major `c` (`m * n` elements).
+fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bool, epilogue: Epilogue) {
     let m = c.len() / n;
     let dot_kernel = if m <= DOT_TILE_ROWS && a.col_stride == 1 && b.row_stride == 1 { Kernel::detect() } else { None };
     if let Some(kernel) = dot_kernel {
@@ -123,14 +125,14 @@ fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bo
             dot_tiles::Rows { data: a.data, stride: a.row_stride },
             dot_tiles::Rows { data: b.data, stride: b.col_stride },
         );
-        return dot_tiles::product(kernel, a_rows, b_columns, k, c, n, parallel);
+        return dot_tiles::product(kernel, a_rows, b_columns, k, c, n, parallel, epilogue);
     }
     if m <= MATVEC_ROWS && (b.row_stride == 1 || b.col_stride == 1) {
-        return matvec(a, b, k, c, n);
+        return matvec(a, b, k, c, n, epilogue);
     }
     if !parallel || m * n * k < PACKED_TASK_WORK {
         // SAFETY: the whole product, from its own operands into all of `c`.
-        return unsafe { packed_block(a, b, k, c.as_mut_ptr(), n, 0..m, 0..n) };
+        return unsafe { packed_block(a, b, k, c.as_mut_ptr(), n, 0..m, 0..n, epilogue) };
     }
     // Blocks of the output, several per thread so that a slow thread's share is taken over by
     // the others, each a whole `gemm` call that packs its own panels.
@@ -146,16 +148,27 @@ fn product(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, parallel: bo
         let (i, j) = (task / columns, task % columns);
         // SAFETY: the blocks of the grid are disjoint parts of `c`, which outlives the call.
         unsafe {
-            packed_block(a, b, k, out.get(), n, row_edge(i)..row_edge(i + 1), column_edge(j)..column_edge(j + 1))
+            packed_block(
+                a,
+                b,
+                k,
+                out.get(),
+                n,
+                row_edge(i)..row_edge(i + 1),
+                column_edge(j)..column_edge(j + 1),
+                epilogue,
+            )
         };
     });
 }
 
-/// Rows `rows` by columns `columns` of `c = a @ b` through the `gemm` crate on this thread.
+/// Rows `rows` by columns `columns` of `c = epilogue(a @ b)` through the `gemm` crate on this
+/// thread, the epilogue applied to the block while it is still in cache.
 ///
 /// # Safety
 /// `c` must point to the dense row-major `[m, n]` output, of which this call alone writes the
 /// block, and `rows` and `columns` must lie inside it.
+#[allow(clippy::too_many_arguments)] // the operands and sizes of a GEMM call, as BLAS has them
 unsafe fn packed_block(
     a: Matrix,
     b: Matrix,
@@ -164,6 +177,7 @@ unsafe fn packed_block(
     n: usize,
     rows: std::ops::Range<usize>,
     columns: std::ops::Range<usize>,
+    epilogue: Epilogue,
 ) {
     // SAFETY: shape inference checked every operand's layout against its buffer, so each
     // (row, col) offset read through the strides stays inside `a.data` and `b.data`; the block of
@@ -191,13 +205,14 @@ unsafe fn packed_block(
             false,
             gemm::Parallelism::None,
         );
+        epilogue.apply(c, n, rows, columns);
     }
 }
 
 /// `c = a @ b` for a few rows of `a`, when `b`'s columns (a linear layer's weight rows) or rows
 /// are contiguous: the weight is read once, straight from its buffer, in column blocks spread
 /// over the pool.
-fn matvec(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize) {
+fn matvec(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize, epilogue: Epilogue) {
     let m = c.len() / n;
     // The few rows of `a`, dense, so that the inner loops are plain slice zips.
     let rows: Vec<f32> =
@@ -206,11 +221,12 @@ fn matvec(a: Matrix, b: Matrix, k: usize, c: &mut [f32], n: usize) {
     let out = Disjoint::new(c.as_mut_ptr());
     parallel::parallel_for(n.div_ceil(MATVEC_COLUMNS), |block| {
         let columns = block * MATVEC_COLUMNS..((block + 1) * MATVEC_COLUMNS).min(n);
-        let values = vectorized(
+        let mut values = vectorized(
             #[inline(always)]
             || matvec_block(&rows, b, k, columns.clone()),
         );
-        for (i, row) in values.chunks_exact(columns.len()).enumerate() {
+        for (i, row) in values.chunks_exact_mut(columns.len()).enumerate() {
+            row.iter_mut().enumerate().for_each(|(j, x)| *x = epilogue.at(*x, columns.start + j));
             // SAFETY: task `block` alone writes these columns of `c`, which outlives the call.
             unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), out.get().add(i * n + columns.start), row.len()) };
         }

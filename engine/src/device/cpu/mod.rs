@@ -5,6 +5,8 @@ mod allocator;
 pub(crate) use allocator::{HostBuffer, uninit};
 mod attention;
 mod dot_tiles;
+mod epilogue;
+pub(crate) use epilogue::Epilogue;
 mod gather;
 mod lanes;
 mod matmul;

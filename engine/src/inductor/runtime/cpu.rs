@@ -93,19 +93,6 @@ fn view_data<'s>(
     }
 }
 
-/// A GEMM's epilogue on the host: the bias (one value per column) added to every row, then the
-/// ReLU.
-fn apply_epilogue(product: &mut [f32], bias: Option<&[f32]>, relu: bool) {
-    if let Some(bias) = bias {
-        for row in product.chunks_mut(bias.len()) {
-            row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
-        }
-    }
-    if relu {
-        product.iter_mut().for_each(|x| *x = x.max(0.0));
-    }
-}
-
 impl CpuProgram {
     /// Resolves each kernel of `schedule` in `library` (compiled from the kernels' C source).
     pub(crate) fn new(schedule: Schedule<KernelSpec>, library: Option<SharedLibrary>) -> Result<CpuProgram> {
@@ -157,12 +144,11 @@ impl CpuProgram {
                     let _launch = profiler::launch("matmul", EventKind::Extern, Device::Cpu, || {
                         vec![al.shape().to_vec(), bl.shape().to_vec()]
                     });
-                    matmul_into(a, b, shape, &mut result);
                     let bias = epilogue.bias.as_ref().map(|v| {
                         let (data, layout) = view_data(v, &concrete, &self.schedule.slot_of, &slots);
                         &data[layout.offset()..layout.offset() + layout.numel()]
                     });
-                    apply_epilogue(&mut result, bias, epilogue.relu);
+                    matmul_into(a, b, shape, &mut result, cpu::Epilogue { bias, relu: epilogue.relu });
                     slots[self.schedule.slot(*out)] = Some(result);
                 }
                 Run::ExternKernel { op, inputs, out, shape } => {
@@ -192,17 +178,5 @@ impl CpuProgram {
             }
         }
         Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cpu))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::apply_epilogue;
-
-    #[test]
-    fn the_epilogue_adds_the_bias_to_every_row_then_clamps() {
-        let mut product = vec![1.0, -2.0, 3.0, -4.0, 5.0, -6.0];
-        apply_epilogue(&mut product, Some(&[0.5, 1.0, -4.0]), true);
-        assert_eq!(product, [1.5, 0.0, 0.0, 0.0, 6.0, 0.0]);
     }
 }
