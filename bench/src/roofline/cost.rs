@@ -32,7 +32,7 @@ const F32: f64 = 4.0;
 /// kernels record as their origins).
 fn flops_per_element(op: &str) -> f64 {
     match op {
-        "reshape" | "permute" | "expand" | "slice" | "contiguous" | "copy" | "placeholder" | "output" => 0.0,
+        "reshape" | "permute" | "expand" | "slice" | "contiguous" | "copy" | "cat" | "placeholder" | "output" => 0.0,
         // x * 0.5 * (1 + erf(x / sqrt 2))
         "gelu" => 5.0,
         // 1 / (1 + exp(-x))
@@ -66,6 +66,16 @@ pub fn eager(op: &str, shapes: &[Vec<usize>]) -> Option<Cost> {
             let (m, k, n) = (a[a.len() - 2] as f64, a[a.len() - 1] as f64, b[b.len() - 1] as f64);
             let batch = numel(&a[..a.len() - 2]).max(numel(&b[..b.len() - 2]));
             Cost { flops: 2.0 * batch * m * n * k, bytes: F32 * (inputs + batch * m * n) }
+        }
+        // Two products per (query, key) pair, `q @ k^T` and `p @ v`, and the softmax between them
+        // (five flops a score); the scores are never stored, so only q, k, v and the output move.
+        "scaled_dot_product_attention" => {
+            let [q, k, v, ..] = shapes else { return None };
+            let (batch, queries, keys) = (numel(&q[..q.len() - 2]), q[q.len() - 2] as f64, k[k.len() - 2] as f64);
+            let (head_dim, value_dim) = (q[q.len() - 1] as f64, v[v.len() - 1] as f64);
+            let scores = batch * queries * keys;
+            let flops = 2.0 * scores * (head_dim + value_dim) + flops_per_element("softmax") * scores;
+            Cost { flops, bytes: F32 * (inputs + batch * queries * value_dim) }
         }
         "sum" | "mean" | "amax" => Cost { flops: numel(first), bytes: F32 * (numel(first) + numel(first) / row) },
         "softmax" | "log_softmax" | "layer_norm" => {
@@ -108,5 +118,15 @@ mod tests {
         assert_eq!((sum.flops, sum.bytes), (32.0, 4.0 * (32.0 + 4.0)));
         assert_eq!(eager("contiguous", &[vec![4, 8]]), None);
         assert!(add.intensity() < 1.0, "pointwise ops are memory-bound by construction");
+        assert_eq!(eager("cat", &[vec![4, 8], vec![4, 8]]), None);
+    }
+
+    #[test]
+    fn attention_counts_both_products_and_no_score_traffic() {
+        let (q, kv) = (vec![2, 3, 16, 8], vec![2, 3, 32, 8]);
+        let cost = eager("scaled_dot_product_attention", &[q.clone(), kv.clone(), kv]).unwrap();
+        let scores = 2.0 * 3.0 * 16.0 * 32.0;
+        assert_eq!(cost.flops, 2.0 * scores * 16.0 + 5.0 * scores);
+        assert_eq!(cost.bytes, 4.0 * (768.0 + 2.0 * 1536.0 + 768.0));
     }
 }
