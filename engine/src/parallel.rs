@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
+use crate::logs;
+
 /// How long an idle worker watches for the next job before it sleeps. OpenMP runtimes wait
 /// longer (libgomp spins for a few hundred thousand iterations, Intel's for 200 ms); a fraction
 /// of a millisecond covers the gaps between one model's kernels and between back-to-back calls.
@@ -34,7 +36,8 @@ pub const SPIN: Duration = Duration::from_micros(500);
 /// Set in [`Shared::state`] while no worker may join the current job.
 const CLOSED: usize = 1 << (usize::BITS - 1);
 
-/// The threads that run tasks, the caller included: `ENGINE_NUM_THREADS`, else every core.
+/// The threads that run tasks, the caller included: `ENGINE_NUM_THREADS`, else every core
+/// (as `torch.get_num_threads`).
 pub fn num_threads() -> usize {
     pool().threads.load(Ordering::Relaxed)
 }
@@ -45,8 +48,8 @@ pub fn set_num_threads(threads: usize) {
     let pool = pool();
     let threads = threads.max(1);
     let _running = pool.running.lock().unwrap_or_else(|e| e.into_inner());
-    pool.spawn_workers(threads - 1);
-    pool.threads.store(threads, Ordering::Relaxed);
+    let workers = pool.spawn_workers(threads - 1);
+    pool.threads.store(threads.min(workers + 1), Ordering::Relaxed);
 }
 
 /// Whether the current thread is running a task of [`parallel_for`] (where a nested call runs
@@ -239,11 +242,16 @@ struct Shared {
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
-        let threads = std::env::var("ENGINE_NUM_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = match std::env::var("ENGINE_NUM_THREADS") {
+            Err(_) => cores,
+            Ok(value) => value.trim().parse::<usize>().ok().filter(|&n| n > 0).unwrap_or_else(|| {
+                logs::warn(|| {
+                    format!("ENGINE_NUM_THREADS={value:?} is not a whole number of threads; using all {cores} cores")
+                });
+                cores
+            }),
+        };
         let shared = Arc::new(Shared {
             job: AtomicPtr::new(std::ptr::null_mut()),
             epoch: AtomicU64::new(0),
@@ -251,24 +259,29 @@ fn pool() -> &'static Pool {
             sleepers: Mutex::new(0),
             wake: Condvar::new(),
         });
-        let pool = Pool { shared, running: Mutex::new(()), threads: AtomicUsize::new(threads), workers: Mutex::new(0) };
-        pool.spawn_workers(threads - 1);
+        let pool = Pool { shared, running: Mutex::new(()), threads: AtomicUsize::new(1), workers: Mutex::new(0) };
+        pool.threads.store(pool.spawn_workers(threads - 1) + 1, Ordering::Relaxed);
         pool
     })
 }
 
 impl Pool {
-    /// Starts workers until there are `count`; worker `i` (from 1) has home range `i`.
-    fn spawn_workers(&self, count: usize) {
+    /// Starts workers until there are `count`, and returns how many there are: fewer if the
+    /// system refuses a thread (the pool then runs with those, and says so once). Worker `i`
+    /// (from 1) has home range `i`.
+    fn spawn_workers(&self, count: usize) -> usize {
         let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         while *workers < count {
-            *workers += 1;
-            let (shared, index) = (self.shared.clone(), *workers);
-            std::thread::Builder::new()
-                .name(format!("engine-worker-{index}"))
-                .spawn(move || shared.serve(index))
-                .expect("the OS refused to start a thread for the engine's pool");
+            let (shared, index) = (self.shared.clone(), *workers + 1);
+            let started =
+                std::thread::Builder::new().name(format!("engine-worker-{index}")).spawn(move || shared.serve(index));
+            if let Err(e) = started {
+                logs::warn(|| format!("the system refused a thread for the engine's pool ({e}); using {index}"));
+                break;
+            }
+            *workers = index;
         }
+        *workers
     }
 
     /// Publishes `job`, works on it as participant 0, then closes it and waits for the workers
@@ -359,6 +372,17 @@ mod tests {
             });
             assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1), "{tasks} tasks");
         }
+    }
+
+    #[test]
+    fn set_num_threads_changes_the_threads_later_jobs_use() {
+        let before = num_threads();
+        set_num_threads(1);
+        assert_eq!(num_threads(), 1);
+        let caller = std::thread::current().id();
+        parallel_for(8, |_| assert_eq!(std::thread::current().id(), caller, "one thread: the caller's"));
+        set_num_threads(before);
+        assert_eq!(num_threads(), before);
     }
 
     #[test]
