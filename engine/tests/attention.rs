@@ -1,6 +1,6 @@
 //! `scaled_dot_product_attention`: the fused op against a float64 reference and against the
 //! naive form, on random shapes (sequence lengths that are not multiples of the kernels' tiles,
-//! head dims 32, 64 and 128, every mask kind, causal); the pattern matcher rewriting each naive
+//! head dims 32, 64 and 128, every mask kind, causal, operands dense or as views); the pattern matcher rewriting each naive
 //! variant into the op (and leaving alone what it must not touch); the output code of
 //! `examples/naive_attention.rs`. Each case runs on the CPU and, where CUDA can run, on the GPU;
 //! without one the GPU cases print `skipped: <reason>` and pass.
@@ -29,6 +29,18 @@ enum MaskCase {
     Additive,
 }
 
+/// How a case's q, k and v lie in memory (the values the kernel sees are the same).
+#[derive(Clone, Copy, Debug)]
+enum Lay {
+    /// Dense `[batch, heads, len, width]`.
+    Contiguous,
+    /// Heads split from a wider projection: `[batch, len, heads, width + 3]`, sliced to `width`
+    /// and transposed, as a model's `reshape(...).transpose(1, 2)` leaves them.
+    HeadsSplit,
+    /// Each row's elements `len` apart (a transpose of the last two dims): not read in place.
+    RowsStrided,
+}
+
 /// One random case: `[batch, heads, L, E]` queries, `S` keys, values of width `Ev`.
 #[derive(Clone, Debug)]
 struct Case {
@@ -39,6 +51,7 @@ struct Case {
     head_dim: usize,
     value_dim: usize,
     mask: MaskCase,
+    lay: Lay,
     seed: u64,
 }
 
@@ -46,8 +59,9 @@ fn cases() -> impl Strategy<Value = Case> {
     let dims = prop_oneof![Just(32usize), Just(64), Just(128), 1usize..40];
     let mask =
         prop_oneof![Just(MaskCase::None), Just(MaskCase::Causal), Just(MaskCase::Boolean), Just(MaskCase::Additive)];
-    (1usize..3, 1usize..4, 1usize..140, 1usize..140, dims, any::<bool>(), mask, any::<u64>()).prop_map(
-        |(batch, heads, q_len, kv_len, head_dim, same_width, mask, seed)| Case {
+    let lay = prop_oneof![Just(Lay::Contiguous), Just(Lay::HeadsSplit), Just(Lay::RowsStrided)];
+    (1usize..3, 1usize..4, 1usize..140, 1usize..140, dims, any::<bool>(), (mask, lay), any::<u64>()).prop_map(
+        |(batch, heads, q_len, kv_len, head_dim, same_width, (mask, lay), seed)| Case {
             batch,
             heads,
             q_len,
@@ -55,18 +69,31 @@ fn cases() -> impl Strategy<Value = Case> {
             head_dim,
             value_dim: if same_width { head_dim } else { 1 + (seed as usize % 64) },
             mask,
+            lay,
             seed,
         },
     )
 }
 
+/// A random `[batch, heads, len, width]` operand laid out as `lay` says.
+fn operand(lay: Lay, [batch, heads, len, width]: [usize; 4], seed: u64) -> Tensor {
+    match lay {
+        Lay::Contiguous => Tensor::randn(&[batch, heads, len, width], seed),
+        Lay::HeadsSplit => Tensor::randn(&[batch, len, heads, width + 3], seed)
+            .slice(-1, 0, width, 1)
+            .and_then(|t| t.transpose(1, 2))
+            .unwrap(),
+        Lay::RowsStrided => Tensor::randn(&[batch, heads, width, len], seed).transpose(2, 3).unwrap(),
+    }
+}
+
 /// The case's inputs on `device`: q, k, v and the mask tensor (if any).
 fn inputs(case: &Case, device: Device) -> (Tensor, Tensor, Tensor, Option<Tensor>) {
-    let Case { batch, heads, q_len, kv_len, head_dim, value_dim, seed, .. } = *case;
+    let Case { batch, heads, q_len, kv_len, head_dim, value_dim, lay, seed, .. } = *case;
     let on = |t: Tensor| t.to(device).unwrap();
-    let q = on(Tensor::randn(&[batch, heads, q_len, head_dim], seed));
-    let k = on(Tensor::randn(&[batch, heads, kv_len, head_dim], seed ^ 1));
-    let v = on(Tensor::randn(&[batch, heads, kv_len, value_dim], seed ^ 2));
+    let q = on(operand(lay, [batch, heads, q_len, head_dim], seed));
+    let k = on(operand(lay, [batch, heads, kv_len, head_dim], seed ^ 1));
+    let v = on(operand(lay, [batch, heads, kv_len, value_dim], seed ^ 2));
     let mask = match case.mask {
         MaskCase::None | MaskCase::Causal => None,
         MaskCase::Boolean => Some(Tensor::randn(&[batch, 1, q_len, kv_len], seed ^ 3).gt(-0.5).unwrap()),

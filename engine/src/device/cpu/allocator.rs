@@ -80,6 +80,14 @@ fn recycle(buffer: Vec<f32>) {
 /// last tensor using it is dropped.
 pub(crate) struct HostBuffer(Vec<f32>);
 
+impl HostBuffer {
+    /// The plain vector, which no longer goes back to the cache (it becomes a tensor's storage,
+    /// whose own `HostBuffer` returns it).
+    pub(crate) fn into_vec(mut self) -> Vec<f32> {
+        std::mem::take(&mut self.0)
+    }
+}
+
 impl From<Vec<f32>> for HostBuffer {
     fn from(data: Vec<f32>) -> HostBuffer {
         HostBuffer(data)

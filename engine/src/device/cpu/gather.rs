@@ -6,7 +6,7 @@
 //! it), a strided loop otherwise. The outer dimensions advance once per run, not once per
 //! element.
 
-use super::{PARALLEL_THRESHOLD, TASK_WORK, allocator};
+use super::{HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, allocator};
 use crate::layout::Layout;
 use crate::parallel;
 
@@ -51,9 +51,11 @@ pub(super) fn gather(data: &[f32], layout: &Layout, start: usize, out: &mut [f32
     }
 }
 
-/// The view `layout` of `data` as a new dense row-major buffer, copied in parallel when large.
-pub(super) fn dense_copy(data: &[f32], layout: &Layout) -> Vec<f32> {
-    let mut out = allocator::uninit(layout.numel());
+/// The view `layout` of `data` as a new dense row-major buffer, copied in parallel when large. A
+/// kernel's scratch copy goes back to the allocator's cache when dropped: taking fresh pages for
+/// it on every call costs more than the copy.
+pub(super) fn dense_copy(data: &[f32], layout: &Layout) -> HostBuffer {
+    let mut out = HostBuffer::from(allocator::uninit(layout.numel()));
     if out.len() > PARALLEL_THRESHOLD {
         parallel::for_each_chunk_mut(&mut out, TASK_WORK, |i, chunk| gather(data, layout, i * TASK_WORK, chunk));
     } else {
@@ -90,7 +92,7 @@ mod tests {
                     assert_eq!(out, expected[start..start + len], "{view:?} from {start}, {len} elements");
                 }
             }
-            assert_eq!(dense_copy(&data, view), expected);
+            assert_eq!(*dense_copy(&data, view), *expected);
         }
     }
 }

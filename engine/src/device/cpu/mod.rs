@@ -63,7 +63,7 @@ impl Backend for Cpu {
             .iter()
             .map(|input| {
                 let (data, layout) = input.tensor();
-                contiguous(data, &layout.expand(out_shape)).into_owned()
+                contiguous(data, &layout.expand(out_shape)).into_vec()
             })
             .collect();
         Ok(op.run_cpu(&dense, numel(out_shape)))
@@ -136,15 +136,41 @@ fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> Vec<f32> {
 /// A dense row-major copy of any view.
 pub(crate) fn copy(input: Input) -> Vec<f32> {
     let (data, layout) = input.tensor();
-    contiguous(data, layout).into_owned()
+    contiguous(data, layout).into_vec()
+}
+
+/// A view's elements as a dense slice: borrowed where they already are, else a copy.
+enum Dense<'a> {
+    Borrowed(&'a [f32]),
+    Copied(HostBuffer),
+}
+
+impl Dense<'_> {
+    /// The elements as a vector of their own.
+    fn into_vec(self) -> Vec<f32> {
+        match self {
+            Dense::Borrowed(data) => data.to_vec(),
+            Dense::Copied(buffer) => buffer.into_vec(),
+        }
+    }
+}
+
+impl std::ops::Deref for Dense<'_> {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        match self {
+            Dense::Borrowed(data) => data,
+            Dense::Copied(buffer) => buffer,
+        }
+    }
 }
 
 /// The view's elements as a dense slice, borrowing when they already are.
-fn contiguous<'a>(data: &'a [f32], layout: &Layout) -> std::borrow::Cow<'a, [f32]> {
+fn contiguous<'a>(data: &'a [f32], layout: &Layout) -> Dense<'a> {
     if layout.is_contiguous() {
-        std::borrow::Cow::Borrowed(&data[layout.offset()..layout.offset() + layout.numel()])
+        Dense::Borrowed(&data[layout.offset()..layout.offset() + layout.numel()])
     } else {
-        std::borrow::Cow::Owned(gather::dense_copy(data, layout))
+        Dense::Copied(gather::dense_copy(data, layout))
     }
 }
 
