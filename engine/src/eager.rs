@@ -106,7 +106,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 })
                 .collect();
             let Ok(output) = execute(&cpu::Cpu, op, &inputs, out_shape);
-            Storage::Cpu(output.into())
+            Storage::Cpu(output)
         }
         Device::Cuda(_) => {
             let mut gpu = None;

@@ -11,6 +11,11 @@
 //!
 //! A cached buffer holds whatever its last user wrote: every kernel that takes one writes each
 //! element of it before anything reads it.
+//!
+//! Every buffer starts on a 64-byte boundary, as c10's `alloc_cpu` aligns them: a 512-bit vector
+//! load from an address that is not a multiple of 64 touches two cache lines, and a matrix
+//! product whose rows all start 16 bytes past a line (where the system allocator puts large
+//! blocks) ran a quarter slower on the 16-core host than the same product on aligned rows.
 
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
@@ -18,10 +23,15 @@ use std::sync::{Mutex, OnceLock};
 
 /// Buffers smaller than this (in elements: 256 KiB) are not cached.
 const MIN_CACHED: usize = 1 << 16;
+/// The alignment of every buffer, in bytes: one cache line, and one 512-bit vector.
+const ALIGN_BYTES: usize = 64;
+/// Elements allocated past a buffer's length, so that an aligned start lies inside the memory
+/// whatever address the system allocator returns (it aligns to at least one element).
+const SLACK: usize = ALIGN_BYTES / size_of::<f32>() - 1;
 
 /// Freed buffers, the most recently freed last, and their total size in bytes.
 struct Cache {
-    free: VecDeque<Vec<f32>>,
+    free: VecDeque<HostBuffer>,
     bytes: usize,
 }
 
@@ -42,74 +52,115 @@ fn capacity() -> usize {
 
 /// A buffer of `len` elements whose contents are unspecified (zeros, or what an earlier tensor
 /// left): the caller writes every element before reading any.
-pub(crate) fn uninit(len: usize) -> Vec<f32> {
+pub(crate) fn uninit(len: usize) -> HostBuffer {
     if len >= MIN_CACHED {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = cache.free.iter().rposition(|b| b.len() == len)
+        if let Some(at) = cache.free.iter().rposition(|b| b.len == len)
             && let Some(buffer) = cache.free.remove(at)
         {
-            cache.bytes -= len * size_of::<f32>();
+            cache.bytes -= buffer.bytes();
             return buffer;
         }
     }
-    vec![0.0; len]
+    let memory = vec![0.0; len + SLACK];
+    // Counted in elements; below `SLACK + 1`, since the vector's start is a multiple of 4 bytes.
+    let start = memory.as_ptr().align_offset(ALIGN_BYTES);
+    HostBuffer { memory, start, len }
 }
 
 /// Keeps `buffer` for the next [`uninit`] of its length, evicting the buffers freed longest ago
 /// when the cache is full.
-fn recycle(buffer: Vec<f32>) {
-    let (len, bytes) = (buffer.len(), buffer.capacity() * size_of::<f32>());
-    if len < MIN_CACHED || buffer.capacity() != len || bytes > capacity() {
-        return;
+fn recycle(buffer: HostBuffer) {
+    let bytes = buffer.bytes();
+    if buffer.len < MIN_CACHED || bytes > capacity() {
+        return buffer.release();
     }
     let mut evicted = Vec::new();
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     while cache.bytes + bytes > capacity() {
         let Some(old) = cache.free.pop_front() else { break };
-        cache.bytes -= old.len() * size_of::<f32>();
+        cache.bytes -= old.bytes();
         evicted.push(old);
     }
     cache.bytes += bytes;
     cache.free.push_back(buffer);
     // The evicted buffers are returned to the system after the lock is released.
     drop(cache);
-    drop(evicted);
+    evicted.into_iter().for_each(HostBuffer::release);
 }
 
-/// The memory of a CPU tensor: a plain vector that goes back to the allocator's cache when the
-/// last tensor using it is dropped.
-pub(crate) struct HostBuffer(Vec<f32>);
+/// The memory of a CPU tensor: `len` elements from a 64-byte boundary, inside a vector that goes
+/// back to the allocator's cache when the last tensor using it is dropped.
+pub(crate) struct HostBuffer {
+    memory: Vec<f32>,
+    /// Where the elements start in `memory`, in elements.
+    start: usize,
+    len: usize,
+}
 
 impl HostBuffer {
-    /// The plain vector, which no longer goes back to the cache (it becomes a tensor's storage,
-    /// whose own `HostBuffer` returns it).
+    /// A new buffer holding a copy of `values`.
+    pub(crate) fn copy_of(values: &[f32]) -> HostBuffer {
+        let mut buffer = uninit(values.len());
+        buffer.copy_from_slice(values);
+        buffer
+    }
+
+    /// The elements as a plain vector, which no longer goes back to the cache (it becomes a
+    /// caller's own, or another buffer's storage).
     pub(crate) fn into_vec(mut self) -> Vec<f32> {
-        std::mem::take(&mut self.0)
+        let mut memory = std::mem::take(&mut self.memory);
+        if self.start == 0 {
+            memory.truncate(self.len);
+            memory
+        } else {
+            memory[self.start..self.start + self.len].to_vec()
+        }
+    }
+
+    /// Hands the memory back to the system, not to the cache.
+    fn release(mut self) {
+        drop(std::mem::take(&mut self.memory));
+    }
+
+    /// The bytes it holds, slack included.
+    fn bytes(&self) -> usize {
+        self.memory.capacity() * size_of::<f32>()
     }
 }
 
 impl From<Vec<f32>> for HostBuffer {
-    fn from(data: Vec<f32>) -> HostBuffer {
-        HostBuffer(data)
+    /// Takes the vector as it is when it starts on a 64-byte boundary (or holds less than one
+    /// vector of elements), else copies it into a buffer that does.
+    fn from(values: Vec<f32>) -> HostBuffer {
+        let len = values.len();
+        if len <= SLACK || values.as_ptr().align_offset(ALIGN_BYTES) == 0 {
+            return HostBuffer { memory: values, start: 0, len };
+        }
+        HostBuffer::copy_of(&values)
     }
 }
 
 impl Deref for HostBuffer {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        &self.0
+        &self.memory[self.start..self.start + self.len]
     }
 }
 
 impl DerefMut for HostBuffer {
     fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.0
+        &mut self.memory[self.start..self.start + self.len]
     }
 }
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        recycle(std::mem::take(&mut self.0));
+        if self.memory.capacity() == 0 {
+            return; // emptied by `into_vec` or `release`
+        }
+        let memory = std::mem::take(&mut self.memory);
+        recycle(HostBuffer { memory, start: self.start, len: self.len });
     }
 }
 
@@ -121,7 +172,7 @@ mod tests {
     fn a_freed_buffer_is_handed_to_the_next_request_of_its_size() {
         // A length no other test uses, so that the cache's other users cannot take it between.
         let len = MIN_CACHED + 12_345;
-        let mut first = HostBuffer::from(uninit(len));
+        let mut first = uninit(len);
         first[7] = 42.0;
         let address = first.as_ptr();
         drop(first);
@@ -129,6 +180,24 @@ mod tests {
         assert_eq!((second.as_ptr(), second[7]), (address, 42.0), "the same memory, contents as left");
         let small = HostBuffer::from(vec![1.0; 16]);
         drop(small);
-        assert_eq!(uninit(16), vec![0.0; 16], "small buffers come fresh from the system");
+        assert_eq!(*uninit(16), [0.0; 16], "small buffers come fresh from the system");
+    }
+
+    #[test]
+    fn every_buffer_starts_on_a_cache_line() {
+        for len in [1, 15, 16, 17, 1000, MIN_CACHED, MIN_CACHED + 3] {
+            let fresh = uninit(len);
+            assert_eq!((fresh.as_ptr() as usize % ALIGN_BYTES, fresh.len()), (0, len), "uninit({len})");
+        }
+        // The system allocator aligns vectors to 16 bytes: of eight, some start off a line, and
+        // are copied to a buffer that starts on one.
+        let vectors: Vec<Vec<f32>> = (0..8).map(|n| (0..100 + n).map(|x| x as f32).collect()).collect();
+        assert!(vectors.iter().any(|v| v.as_ptr().align_offset(ALIGN_BYTES) != 0));
+        for values in vectors {
+            let buffer = HostBuffer::from(values.clone());
+            assert_eq!(buffer.as_ptr() as usize % ALIGN_BYTES, 0);
+            assert_eq!(*buffer, *values);
+            assert_eq!(buffer.into_vec(), values);
+        }
     }
 }

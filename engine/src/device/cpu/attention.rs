@@ -32,7 +32,7 @@ use super::lanes::Kernel;
 use super::outer_tiles::{self, Strided};
 use super::simd::vectorized_for;
 use super::vecmath::exp;
-use super::{Dense, Input, contiguous};
+use super::{Dense, HostBuffer, Input, contiguous};
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 use crate::parallel::{self, Disjoint};
@@ -126,7 +126,7 @@ fn batch_offsets(layout: &Layout) -> Vec<usize> {
 }
 
 /// `softmax(q @ k^T * scale [+ mask]) @ v` for `inputs = [q, k, v (, mask)]`.
-pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale }: AttentionParams) -> Vec<f32> {
+pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale }: AttentionParams) -> HostBuffer {
     let (q, k, v) = (inputs[0].tensor(), inputs[1].tensor(), inputs[2].tensor());
     let sizes = AttentionSizes::of(q.1.shape(), k.1.shape(), v.1.shape());
     let mut out = super::allocator::uninit(sizes.batch * sizes.q_len * sizes.value_dim);

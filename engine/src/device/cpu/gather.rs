@@ -55,7 +55,7 @@ pub(super) fn gather(data: &[f32], layout: &Layout, start: usize, out: &mut [f32
 /// kernel's scratch copy goes back to the allocator's cache when dropped: taking fresh pages for
 /// it on every call costs more than the copy.
 pub(super) fn dense_copy(data: &[f32], layout: &Layout) -> HostBuffer {
-    let mut out = HostBuffer::from(allocator::uninit(layout.numel()));
+    let mut out = allocator::uninit(layout.numel());
     if out.len() > PARALLEL_THRESHOLD {
         parallel::for_each_chunk_mut(&mut out, TASK_WORK, |i, chunk| gather(data, layout, i * TASK_WORK, chunk));
     } else {

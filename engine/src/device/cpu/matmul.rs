@@ -14,7 +14,7 @@ use super::dot_tiles;
 use super::epilogue::Epilogue;
 use super::lanes::Kernel;
 use super::simd::vectorized;
-use super::{Input, allocator};
+use super::{HostBuffer, Input, allocator};
 use crate::layout::{Layout, numel};
 use crate::parallel::{self, Disjoint};
 
@@ -42,7 +42,7 @@ const MIN_BLOCK_ROWS: usize = 48;
 const MAX_BLOCK_ROWS: usize = 384;
 
 /// `a @ b` over broadcast batch dimensions into a dense `out_shape` buffer.
-pub(super) fn matmul(a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
+pub(super) fn matmul(a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
     let mut out = allocator::uninit(numel(out_shape));
     matmul_into(a, b, out_shape, &mut out, Epilogue::NONE);
     out

@@ -39,26 +39,26 @@ pub(crate) struct Cpu;
 
 impl Backend for Cpu {
     type Buffer = [f32];
-    type Output = Vec<f32>;
+    type Output = HostBuffer;
     type Error = Infallible;
 
-    fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::unary(op, x, out_shape))
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::binary(op, a, b, out_shape))
     }
 
-    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::where_(cond, a, b, out_shape))
     }
 
-    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(copy(x))
     }
 
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         let dense: Vec<Vec<f32>> = inputs
             .iter()
             .map(|input| {
@@ -66,30 +66,30 @@ impl Backend for Cpu {
                 contiguous(data, &layout.expand(out_shape)).into_vec()
             })
             .collect();
-        Ok(op.run_cpu(&dense, numel(out_shape)))
+        Ok(op.run_cpu(&dense, numel(out_shape)).into())
     }
 
-    fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<Vec<f32>, Infallible> {
+    fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
         Ok(reduce::reduce(kind, x, dim))
     }
 
-    fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<Vec<f32>, Infallible> {
+    fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<HostBuffer, Infallible> {
         Ok(normalize::softmax(x, dim, log))
     }
 
-    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<Vec<f32>, Infallible> {
+    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<HostBuffer, Infallible> {
         Ok(normalize::layer_norm(x, weight, bias, eps))
     }
 
-    fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(matmul::matmul(a, b, out_shape))
     }
 
-    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<Vec<f32>, Infallible> {
+    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
         Ok(attention::attention(inputs, params))
     }
 
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<Vec<f32>, Infallible> {
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(cat(inputs, dim, out_shape))
     }
 }
@@ -97,7 +97,7 @@ impl Backend for Cpu {
 /// `inputs` joined along `dim`: each of the `outer` rows of the output (the dims before `dim`)
 /// is the inputs' rows, one after the other. The output is written in chunks spread over the
 /// pool, each chunk a few runs copied from the inputs.
-fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> Vec<f32> {
+fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> HostBuffer {
     let parts: Vec<(&[f32], &Layout, usize)> = inputs
         .iter()
         .map(|input| {
@@ -134,9 +134,12 @@ fn cat(inputs: &[Input], dim: usize, out_shape: &[usize]) -> Vec<f32> {
 }
 
 /// A dense row-major copy of any view.
-pub(crate) fn copy(input: Input) -> Vec<f32> {
+fn copy(input: Input) -> HostBuffer {
     let (data, layout) = input.tensor();
-    contiguous(data, layout).into_vec()
+    match contiguous(data, layout) {
+        Dense::Borrowed(data) => HostBuffer::copy_of(data),
+        Dense::Copied(buffer) => buffer,
+    }
 }
 
 /// A view's elements as a dense slice: borrowed where they already are, else a copy.

@@ -7,7 +7,7 @@
 //! after row, and the result is written row by row.
 
 use super::simd::vectorized;
-use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim, vecmath};
+use super::{HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim, vecmath};
 use crate::parallel;
 
 /// Columns whose statistics one task accumulates together.
@@ -15,7 +15,7 @@ const COLUMNS_PER_TASK: usize = 256;
 
 /// `line(src_row, dst_row)` for every row of length `row` of `x`, in parallel when large,
 /// compiled for the CPU's widest vectors.
-fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync) -> Vec<f32> {
+fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync) -> HostBuffer {
     let mut out = allocator::uninit(x.len());
     if row == 0 {
         return out;
@@ -51,7 +51,7 @@ fn normalized(v: f32, max: f32, sum: f32, log: bool) -> f32 {
 }
 
 /// Softmax (or log-softmax) along `dim`, subtracting the maximum first so `exp` cannot overflow.
-pub(super) fn softmax(input: Input, dim: usize, log: bool) -> Vec<f32> {
+pub(super) fn softmax(input: Input, dim: usize, log: bool) -> HostBuffer {
     let (data, layout) = input.tensor();
     let x = contiguous(data, layout);
     let (_, size, inner) = split_at_dim(layout.shape(), dim);
@@ -122,7 +122,7 @@ fn column_statistics(block: &[f32], inner: usize) -> (Vec<f32>, Vec<f32>) {
 }
 
 /// Layer norm over the last dimension with an affine `weight` and `bias`.
-pub(super) fn layer_norm(input: Input, weight: Input, bias: Input, eps: f32) -> Vec<f32> {
+pub(super) fn layer_norm(input: Input, weight: Input, bias: Input, eps: f32) -> HostBuffer {
     let (data, layout) = input.tensor();
     let x = contiguous(data, layout);
     let (wd, wl) = weight.tensor();

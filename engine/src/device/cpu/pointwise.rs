@@ -4,7 +4,7 @@
 
 use super::gather::gather;
 use super::simd::vectorized;
-use super::{Input, PARALLEL_THRESHOLD, allocator, vecmath};
+use super::{HostBuffer, Input, PARALLEL_THRESHOLD, allocator, vecmath};
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
 use crate::parallel;
@@ -69,7 +69,7 @@ fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
     }
 }
 
-fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
     let a = Source::new(a, out_shape);
     let mut out = allocator::uninit(numel(out_shape));
     for_each_chunk(
@@ -84,7 +84,7 @@ fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32
     out
 }
 
-fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
     let (a, b) = (Source::new(a, out_shape), Source::new(b, out_shape));
     let mut out = allocator::uninit(numel(out_shape));
     for_each_chunk(
@@ -102,7 +102,7 @@ fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + S
 
 /// `op` applied to every element; transcendental functions come from [`vecmath`], whose
 /// polynomials run in vector lanes where libm's calls cannot.
-pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
+pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> HostBuffer {
     match op {
         UnaryOp::Exp => return map1(a, out_shape, vecmath::exp),
         UnaryOp::Log => return map1(a, out_shape, vecmath::log),
@@ -117,8 +117,8 @@ pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
     // One monomorphised loop per op, so each inner loop is branch-free.
     struct Map<'a, 's>(Input<'a>, &'s [usize]);
     impl UnaryVisitor for Map<'_, '_> {
-        type Output = Vec<f32>;
-        fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+        type Output = HostBuffer;
+        fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
             map1(self.0, self.1, f)
         }
     }
@@ -126,11 +126,11 @@ pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> Vec<f32> {
 }
 
 /// `op` applied to every pair of broadcast elements.
-pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
+pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
     struct Map<'a, 's>(Input<'a>, Input<'a>, &'s [usize]);
     impl BinaryVisitor for Map<'_, '_> {
-        type Output = Vec<f32>;
-        fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+        type Output = HostBuffer;
+        fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
             map2(self.0, self.1, self.2, f)
         }
     }
@@ -138,7 +138,7 @@ pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> V
 }
 
 /// `a` where `cond != 0`, else `b`, all broadcast.
-pub(super) fn where_(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> Vec<f32> {
+pub(super) fn where_(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
     let (c, a, b) = (Source::new(cond, out_shape), Source::new(a, out_shape), Source::new(b, out_shape));
     let mut out = allocator::uninit(numel(out_shape));
     for_each_chunk(

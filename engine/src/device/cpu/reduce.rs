@@ -2,13 +2,13 @@
 //! `inner == 1` are reduced with several accumulators (fewer rounding steps, vectorisable),
 //! otherwise whole inner rows are accumulated at once.
 
-use super::{Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim};
+use super::{HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim};
 use crate::op::ReduceOp;
 use crate::parallel;
 
 /// Reduce `input` over `dim`; the result is laid out as the keepdim shape (the same buffer serves
 /// both keepdim forms).
-pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> Vec<f32> {
+pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> HostBuffer {
     let (data, layout) = input.tensor();
     let x = contiguous(data, layout);
     let (outer, size, inner) = split_at_dim(layout.shape(), dim);

@@ -114,7 +114,7 @@ impl CpuProgram {
         for step in &self.schedule.steps {
             match step {
                 // Memory from the allocator's cache: every step writes its whole output.
-                Run::Alloc { slot, len } => slots[*slot] = Some(cpu::uninit(*len).into()),
+                Run::Alloc { slot, len } => slots[*slot] = Some(cpu::uninit(*len)),
                 Run::Kernel { kernel, args, xnumel } => {
                     let ptrs: Vec<*mut f32> = args
                         .iter()
@@ -160,7 +160,7 @@ impl CpuProgram {
                         views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                     });
                     let Ok(value) = execute(&cpu::Cpu, op, &inputs, shape);
-                    slots[self.schedule.slot(*out)] = Some(value.into());
+                    slots[self.schedule.slot(*out)] = Some(value);
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value = run_fallback(op, args, *location, |view| {
@@ -169,7 +169,10 @@ impl CpuProgram {
                             // A copy: the fallback's eager kernels take tensors, not slots.
                             BufferName::Node(_) => {
                                 let (data, _) = view_data(view, &concrete, &self.schedule.slot_of, &slots);
-                                Tensor::from_concrete(Arc::new(Storage::Cpu(data.to_vec().into())), view.layout.clone())
+                                Tensor::from_concrete(
+                                    Arc::new(Storage::Cpu(HostBuffer::copy_of(data))),
+                                    view.layout.clone(),
+                                )
                             }
                         })
                     })?;
