@@ -56,6 +56,19 @@ impl<M> Slots<M> {
     }
 }
 
+/// The slots are given back last first: the allocators hand the buffer freed last to the next
+/// request of its size, so on the next call each slot gets the very buffer it had, whose lines
+/// the threads that write the same part of it on every call still hold in their caches. Freed
+/// first-to-last, buffers of one size swapped roles on every call (a product's output became the
+/// next call's GELU output, written by other threads).
+impl<M> Drop for Slots<M> {
+    fn drop(&mut self) {
+        while let Some(slot) = self.0.pop() {
+            drop(slot);
+        }
+    }
+}
+
 impl<M> std::ops::Index<SlotId> for Slots<M> {
     type Output = Option<M>;
     fn index(&self, slot: SlotId) -> &Option<M> {
