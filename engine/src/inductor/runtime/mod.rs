@@ -340,3 +340,31 @@ pub(crate) fn outputs<M>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::{SlotId, Slots};
+
+    /// Records its slot's number in `freed` when dropped.
+    struct Recorded(usize, Rc<RefCell<Vec<usize>>>);
+
+    impl Drop for Recorded {
+        fn drop(&mut self) {
+            self.1.borrow_mut().push(self.0);
+        }
+    }
+
+    #[test]
+    fn slots_are_freed_last_first() {
+        let freed = Rc::new(RefCell::new(Vec::new()));
+        let mut slots = Slots::new(4);
+        for slot in [0, 1, 3] {
+            slots[SlotId(slot)] = Some(Recorded(slot, freed.clone()));
+        }
+        drop(slots);
+        assert_eq!(*freed.borrow(), [3, 1, 0]);
+    }
+}
