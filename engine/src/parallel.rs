@@ -243,15 +243,7 @@ fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = match std::env::var("ENGINE_NUM_THREADS") {
-            Err(_) => cores,
-            Ok(value) => value.trim().parse::<usize>().ok().filter(|&n| n > 0).unwrap_or_else(|| {
-                logs::warn(|| {
-                    format!("ENGINE_NUM_THREADS={value:?} is not a whole number of threads; using all {cores} cores")
-                });
-                cores
-            }),
-        };
+        let threads = threads_from(std::env::var("ENGINE_NUM_THREADS").ok().as_deref(), cores);
         let shared = Arc::new(Shared {
             job: AtomicPtr::new(std::ptr::null_mut()),
             epoch: AtomicU64::new(0),
@@ -262,6 +254,19 @@ fn pool() -> &'static Pool {
         let pool = Pool { shared, running: Mutex::new(()), threads: AtomicUsize::new(1), workers: Mutex::new(0) };
         pool.threads.store(pool.spawn_workers(threads - 1) + 1, Ordering::Relaxed);
         pool
+    })
+}
+
+/// The pool's size for the setting `value` of `ENGINE_NUM_THREADS` (if set) on a machine of
+/// `cores` cores: every core unless it names a positive number, with a warning when it is set to
+/// anything else.
+fn threads_from(value: Option<&str>, cores: usize) -> usize {
+    let Some(value) = value else { return cores };
+    value.trim().parse::<usize>().ok().filter(|&n| n > 0).unwrap_or_else(|| {
+        logs::warn(|| {
+            format!("ENGINE_NUM_THREADS={value:?} is not a whole number of threads; using all {cores} cores")
+        });
+        cores
     })
 }
 
@@ -383,6 +388,18 @@ mod tests {
         parallel_for(8, |_| assert_eq!(std::thread::current().id(), caller, "one thread: the caller's"));
         set_num_threads(before);
         assert_eq!(num_threads(), before);
+    }
+
+    #[test]
+    fn engine_num_threads_sets_the_size_and_a_bad_value_is_a_warning() {
+        let quiet = |value| logs::capture(&[logs::Artifact::Warnings], || threads_from(value, 16));
+        assert_eq!(quiet(None), (16, String::new()));
+        assert_eq!(quiet(Some(" 4 ")), (4, String::new()));
+        // The message the troubleshooting page quotes.
+        let warning =
+            "[engine:warnings] ENGINE_NUM_THREADS=\"0\" is not a whole number of threads; using all 16 cores\n";
+        assert_eq!(quiet(Some("0")), (16, warning.to_string()));
+        assert_eq!(quiet(Some("four")).0, 16);
     }
 
     #[test]

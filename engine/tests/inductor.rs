@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use engine::backends::{Backend, CompiledGraph, Inductor};
 use engine::fx::{Graph, Interpreter};
-use engine::inductor::Config;
 use engine::inductor::scheduler::can_fuse;
+use engine::inductor::{Config, Mode};
 use engine::{Device, Result, Tensor, dynamo};
 
 mod models;
@@ -392,13 +392,8 @@ fn modules_that_ran_in_parallel_can_be_dropped() {
 }
 
 #[test]
-fn a_bias_and_relu_fold_into_every_cpu_gemm() {
-    // One shape for each of the CPU's product kernels: a few rows (the matrix-vector loop, for a
-    // weight not transposed), tens (dot tiles), hundreds split by rows (dot tiles), a batch of
-    // rows folded into one product, and one past the tiles (the packing GEMM).
-    let cases: [(&[usize], bool); 5] =
-        [(&[3, 40], false), (&[37, 40], true), (&[300, 40], true), (&[4, 90, 40], true), (&[700, 40], true)];
-    for (shape, transposed) in cases {
+fn a_bias_and_relu_fold_into_every_cpu_gemm_in_every_mode() {
+    let check = |shape: &[usize], transposed: bool, mode: Mode| {
         let x = Tensor::randn(shape, 0);
         let w = Tensor::randn(&[24, 40], 1);
         let (b, w_rows) = (Tensor::randn(&[24], 2), w.t().unwrap().contiguous().unwrap());
@@ -407,10 +402,23 @@ fn a_bias_and_relu_fold_into_every_cpu_gemm() {
             product.add(&b)?.relu()
         };
         let inductor = Inductor::default();
-        let model = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone());
+        let model = dynamo::compile(|x: Tensor| f(&x)).backend(inductor.clone()).mode(mode);
         let got = model.call(&x).unwrap().to_vec().unwrap();
-        close(&got, &f(&x).unwrap().to_vec().unwrap()).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        close(&got, &f(&x).unwrap().to_vec().unwrap()).unwrap_or_else(|e| panic!("{shape:?} {mode:?}: {e}"));
         let code = inductor.output_codes()[0].to_string();
-        assert!(code.contains("epilogue fused into the GEMM") && !code.contains("poi_"), "{shape:?}:\n{code}");
+        let folded = code.contains("epilogue fused into the GEMM") && !code.contains("poi_");
+        assert!(folded, "{shape:?} {mode:?}:\n{code}");
+    };
+    // One shape for each of the CPU's product kernels: a few rows (the matrix-vector loop, for a
+    // weight not transposed), tens (dot tiles), hundreds split by rows (dot tiles), a batch of
+    // rows folded into one product, and one past the tiles (the packing GEMM).
+    let cases: [(&[usize], bool); 5] =
+        [(&[3, 40], false), (&[37, 40], true), (&[300, 40], true), (&[4, 90, 40], true), (&[700, 40], true)];
+    for (shape, transposed) in cases {
+        check(shape, transposed, Mode::Default);
+    }
+    // The CPU folds in every mode (on a GPU only max-autotune does, where cuBLASLt can).
+    for mode in [Mode::ReduceOverhead, Mode::MaxAutotune] {
+        check(&[37, 40], true, mode);
     }
 }

@@ -37,6 +37,7 @@ use crate::layout::{Layout, numel};
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 use crate::parallel::{self, Disjoint};
 
+// ANCHOR: blocks
 /// Queries in one task's block. A key tile, read from L2, serves all of them; their transposed
 /// copy (16 KB at head_dim 64) stays in L1 while the tile's keys go past. 64 makes 8x12x1024
 /// queries 1536 tasks and 4x8x128 still 64, four for each of 16 threads.
@@ -45,6 +46,7 @@ const QUERY_BLOCK: usize = 64;
 /// probabilities go past, beside the 16 KB of scores; and the work done once per tile (rescaling
 /// the block's outputs) is 1/64 of the products'.
 const KEY_TILE: usize = 64;
+// ANCHOR_END: blocks
 /// The scores product runs over the block's queries rounded up to this, a multiple of every
 /// kernel's vector width, so that it has no ragged edge: the extra lanes hold zero queries, whose
 /// scores are never used.

@@ -4,11 +4,12 @@
 //! measurement, bench/NOTES-cpu.md; its AVX-512 kernels are on), which reads any strides, so
 //! transposed and broadcast operands need no copy, and packs panels into cache-sized blocks. The
 //! output is split into blocks spread over the engine's thread pool, each one single-threaded
-//! `gemm` call. Packing copies the whole weight on every call, which a product of up to a few hundred rows cannot repay: when both operands run along `k`
-//! (a linear layer, `x @ W^T`) such a product runs as the engine's own tiles of dot products
-//! (`dot_tiles.rs`), which read the weight in place. Otherwise a product of a few rows is
-//! matrix-vector work, a loop that streams the weight once, split by columns over the pool. A
-//! batch of small products (attention's per-head matrices) runs one product per task.
+//! `gemm` call. Packing copies the whole weight on every call, which a product of up to a few
+//! hundred rows cannot repay: when both operands run along `k` (a linear layer, `x @ W^T`) such
+//! a product runs as the engine's own tiles of dot products (`dot_tiles.rs`), which read the
+//! weight in place. Otherwise a product of a few rows is matrix-vector work, a loop that streams
+//! the weight once, split by columns over the pool. A batch of small products (attention's
+//! per-head matrices) runs one product per task.
 
 use super::dot_tiles;
 use super::epilogue::Epilogue;

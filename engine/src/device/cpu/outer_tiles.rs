@@ -28,12 +28,14 @@ use std::arch::x86_64::{__m256, __m512};
 
 use super::lanes::{Kernel, Lanes};
 
+// ANCHOR: avx512_tile
 /// Rows in an AVX-512 tile.
 const AVX512_ROWS: usize = 4;
 /// Vectors of 16 columns in an AVX-512 tile: 64 columns, a whole row of attention's tiles. The
 /// 4 x 4 accumulators and the 4 vectors of a row of `b` take 20 of the 32 vector registers; two
 /// multiply-add units with 4 cycles of latency need 8 independent sums in flight, and get 16.
 const AVX512_COLUMNS: usize = 4;
+// ANCHOR_END: avx512_tile
 /// Rows in an AVX2 tile.
 const AVX2_ROWS: usize = 4;
 /// Vectors of 8 columns in an AVX2 tile: 4 x 2 accumulators, 2 vectors of `b` and a broadcast
