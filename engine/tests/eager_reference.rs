@@ -117,6 +117,20 @@ proptest! {
     }
 
     #[test]
+    fn long_rows_normalize_as_float64_does(rows in 1usize..4, row_len in 2_000usize..20_000, seed in any::<u64>()) {
+        // A row's statistics are sums of thousands of terms: kept in one running float32 total,
+        // the sum of a 16 K-element softmax row is off in the fifth digit, and so is every
+        // log-probability near zero.
+        let data = Tensor::randn(&[rows, row_len], seed).mul(3.0).unwrap().to_vec().unwrap();
+        let (x, rx) = make(&data, &[rows, row_len], Layout::Contiguous);
+        assert_close(&x.softmax(-1).unwrap(), &rx.softmax(1, false), None, 1e-5, 1e-7);
+        assert_close(&x.log_softmax(-1).unwrap(), &rx.softmax(1, true), None, 1e-6, 1e-5);
+        let (w, rw) = make(&vec![1.0; row_len], &[row_len], Layout::Contiguous);
+        let (b, rb) = make(&vec![0.0; row_len], &[row_len], Layout::Contiguous);
+        assert_close(&x.layer_norm(&w, &b, 1e-5).unwrap(), &rx.layer_norm(&rw, &rb, 1e-5), None, 1e-5, 1e-5);
+    }
+
+    #[test]
     fn views_read_the_right_elements((shape, data) in tensor_data(2..=4, 6), layout in layouts()) {
         let (x, rx) = make(&data, &shape, layout);
         let rank = shape.len();

@@ -6,6 +6,7 @@
 //! would stride through memory, so the statistics of many columns are accumulated together, row
 //! after row, and the result is written row by row.
 
+use super::reduce::{fold_in_lanes, max_nan, sum_in_lanes};
 use super::simd::vectorized;
 use super::{HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim, vecmath};
 use crate::parallel;
@@ -38,12 +39,6 @@ fn for_each_row(x: &[f32], row: usize, line: impl Fn(&[f32], &mut [f32]) + Sync)
     out
 }
 
-/// NaN-propagating maximum.
-#[inline(always)]
-fn max_nan(m: f32, v: f32) -> f32 {
-    if v > m || v.is_nan() { v } else { m }
-}
-
 /// The softmax (or log-softmax) of `v` given its line's maximum and `sum(exp(v - max))`.
 #[inline(always)]
 fn normalized(v: f32, max: f32, sum: f32, log: bool) -> f32 {
@@ -61,8 +56,8 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> HostBuffer {
             size,
             #[inline(always)]
             |src, dst| {
-                let max = src.iter().fold(f32::NEG_INFINITY, |m, &v| max_nan(m, v));
-                let sum: f32 = src.iter().map(|&v| vecmath::exp(v - max)).sum();
+                let max = fold_in_lanes(src, f32::NEG_INFINITY, |v| v, max_nan);
+                let sum = sum_in_lanes(src, |v| vecmath::exp(v - max));
                 dst.iter_mut().zip(src).for_each(|(d, &v)| *d = normalized(v, max, sum, log));
             },
         );
@@ -135,8 +130,8 @@ pub(super) fn layer_norm(input: Input, weight: Input, bias: Input, eps: f32) -> 
         #[inline(always)]
         |src, dst| {
             let n = src.len() as f32;
-            let mean = src.iter().sum::<f32>() / n;
-            let var = src.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let mean = sum_in_lanes(src, |v| v) / n;
+            let var = sum_in_lanes(src, |v| (v - mean) * (v - mean)) / n;
             let inv_std = 1.0 / (var + eps).sqrt();
             for (k, d) in dst.iter_mut().enumerate() {
                 *d = (src[k] - mean) * inv_std * w[k] + b[k];
