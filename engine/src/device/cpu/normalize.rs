@@ -6,7 +6,7 @@
 //! would stride through memory, so the statistics of many columns are accumulated together, row
 //! after row, and the result is written row by row.
 
-use super::reduce::{fold_in_lanes, max_nan, sum_in_lanes};
+use super::reduce::{max_in_lanes, max_nan, sum_in_lanes};
 use super::simd::vectorized;
 use super::{HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim, vecmath};
 use crate::parallel;
@@ -56,7 +56,7 @@ pub(super) fn softmax(input: Input, dim: usize, log: bool) -> HostBuffer {
             size,
             #[inline(always)]
             |src, dst| {
-                let max = fold_in_lanes(src, f32::NEG_INFINITY, |v| v, max_nan);
+                let max = max_in_lanes(src);
                 let sum = sum_in_lanes(src, |v| vecmath::exp(v - max));
                 dst.iter_mut().zip(src).for_each(|(d, &v)| *d = normalized(v, max, sum, log));
             },

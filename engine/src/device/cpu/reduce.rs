@@ -47,23 +47,18 @@ pub(super) fn max_nan(a: f32, b: f32) -> f32 {
 
 fn reduce_row(kind: ReduceOp, row: &[f32]) -> f32 {
     match kind {
-        ReduceOp::Max => fold_in_lanes(row, f32::NEG_INFINITY, |v| v, max_nan),
+        ReduceOp::Max => max_in_lanes(row),
         ReduceOp::Sum => sum_in_lanes(row, |v| v),
         ReduceOp::Mean => sum_in_lanes(row, |v| v) / row.len() as f32,
     }
 }
 
 /// `combine` over `map(v)` for every `v` of `row`, in eight running results, one per vector lane,
-/// joined at the end. The compiler keeps the eight in one register; for a sum each running total
+/// joined at the end. The compiler can keep the eight in one register; for a sum each running total
 /// takes an eighth of the terms, so its rounding error grows far slower than one total's would
 /// (a single running sum of 16 K exponentials is off in the fifth digit).
 #[inline(always)]
-pub(super) fn fold_in_lanes(
-    row: &[f32],
-    init: f32,
-    map: impl Fn(f32) -> f32,
-    combine: impl Fn(f32, f32) -> f32,
-) -> f32 {
+fn fold_in_lanes(row: &[f32], init: f32, map: impl Fn(f32) -> f32, combine: impl Fn(f32, f32) -> f32) -> f32 {
     const LANES: usize = 8;
     let mut acc = [init; LANES];
     let chunks = row.chunks_exact(LANES);
@@ -80,6 +75,12 @@ pub(super) fn fold_in_lanes(
 #[inline(always)]
 pub(super) fn sum_in_lanes(row: &[f32], map: impl Fn(f32) -> f32) -> f32 {
     fold_in_lanes(row, 0.0, map, |a, b| a + b)
+}
+
+/// The NaN-propagating maximum of `row`, in lanes as [`fold_in_lanes`] says.
+#[inline(always)]
+pub(super) fn max_in_lanes(row: &[f32]) -> f32 {
+    fold_in_lanes(row, f32::NEG_INFINITY, |v| v, max_nan)
 }
 
 fn reduce_rows(kind: ReduceOp, block: &[f32], size: usize, dst: &mut [f32]) {
