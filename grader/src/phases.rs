@@ -97,6 +97,18 @@ mod tests {
         }
     }
 
+    /// Each exercise's stub is generated from a solution file (`grader::stubs`).
+    #[test]
+    fn every_exercise_file_has_its_solution() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
+        for phase in PHASES {
+            for exercise in phase.exercises {
+                let solution = root.join(phase.solutions_dir).join(exercise.file);
+                assert!(solution.is_file(), "{}: {} does not exist", exercise.name, solution.display());
+            }
+        }
+    }
+
     /// Each exercise's `section` is the anchor of a heading on its phase's book page, as mdBook
     /// makes it (`## compare_backends` is `#compare_backends`), so the links the grader prints land.
     #[test]

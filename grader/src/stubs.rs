@@ -21,7 +21,9 @@
 //!   in the solution: a struct's `// Your fields.`, a `todo!("with a message")`, an import or
 //!   `#![allow(...)]` only the stub needs.
 //! - `// ANCHOR: solution-only` ... `// ANCHOR_END: solution-only`: left out of the stub, with
-//!   the blank line before it (a helper the solution uses).
+//!   the blank line before it (a helper the solution uses). A solution file that leaves nothing
+//!   (one such region) has no stub: a module of the solution's own, whose `mod` line in the
+//!   solution's `lib.rs` is in such a region too.
 //!
 //! Other anchors (`// ANCHOR: median`, for the book) are copied, so they must not sit inside a
 //! solution region. `grader/shipped-stubs.sha256` (written with the stubs, in the format of
@@ -192,6 +194,9 @@ pub fn generate(root: &Path) -> Result<Vec<Stub>> {
             let solution = format!("{}/{inside}", phase.solutions_dir);
             let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {solution}"))?;
             let text = stub_of(&text).map_err(|e| anyhow::anyhow!("{solution}: {e}"))?;
+            if text.trim().is_empty() {
+                continue;
+            }
             stubs.push(Stub { solution, exercise: format!("{}/{inside}", phase.exercises_dir), text });
         }
     }

@@ -61,6 +61,16 @@ fn check_passes_on_the_workbook_as_shipped() {
 }
 
 #[test]
+fn a_solution_module_of_its_own_has_no_stub() {
+    let (_dir, root) = workbook();
+    let helper = "// ANCHOR: solution-only\n//! A module only the solution has.\npub fn helper() {}\n// ANCHOR_END: solution-only\n";
+    std::fs::write(root.join("solutions/phase1-backends/src/helper.rs"), helper).unwrap();
+    let output = stubs(&root, &["--check"]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(!root.join("exercises/phase1-backends/src/helper.rs").exists());
+}
+
+#[test]
 fn check_fails_on_a_drifted_stub_and_writing_restores_it_keeping_the_edit() {
     let (_dir, root) = workbook();
     let shipped = std::fs::read(root.join(LATENCY)).unwrap();

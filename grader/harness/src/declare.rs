@@ -61,6 +61,7 @@ macro_rules! __check_specs {
 /// `crate::checks![...]` in a runner: as [`__check_specs`], each spec with its function.
 #[doc(hidden)]
 #[macro_export]
+#[allow(clippy::crate_in_macro_def, reason = "the check functions are the calling runner's own")]
 macro_rules! __linked_check_specs {
     ($($module:ident :: $check:ident $(. $modifier:ident ( $($arg:expr),* ))*),* $(,)?) => {
         &[$(
@@ -82,6 +83,7 @@ macro_rules! __check_ids {
 /// `crate::check_ids![...]` in a runner: the ids, each proven to name a check function.
 #[doc(hidden)]
 #[macro_export]
+#[allow(clippy::crate_in_macro_def, reason = "the check functions are the calling runner's own")]
 macro_rules! __linked_check_ids {
     ($($module:ident :: $check:ident),* $(,)?) => {
         &[$({

@@ -137,7 +137,7 @@ pub const PHASE: Phase = Phase {
                 "`Op` and `Arg` are `Eq + Hash`, so a `HashMap<(Op, Vec<Arg>), NodeId>` finds an earlier node with \
                  the same key; map the repeat's old id to it instead of adding a node.",
             ],
-            checks: crate::checks![cse::merges_repeated_expressions, cse::cse_keeps_outputs_on_random_graphs,],
+            checks: crate::checks![cse::merges_repeated_expressions, cse::cse_keeps_outputs_on_random_graphs],
             forbidden: &[],
         },
     ],

@@ -119,7 +119,7 @@ const EXERCISES: &[Exercise] = &[
             "Time eager once, before the loop, and put the same median in every row's `Costs`. Each row's \
              break-even is then your own `break_even(&row.costs)`.",
         ],
-        checks: crate::checks![modes::fastest_is_picked, modes::modes_are_measured.with_timeout(TIMED).timed(),],
+        checks: crate::checks![modes::fastest_is_picked, modes::modes_are_measured.with_timeout(TIMED).timed()],
         forbidden: TIMERS,
     },
     CHALLENGE,
