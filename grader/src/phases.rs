@@ -70,7 +70,8 @@ mod tests {
     }
 
     /// The runners prove at compile time that a mutant names check functions; this proves they
-    /// are checks of the mutant's own phase, and that its file is one of the solution's.
+    /// are checks of the mutant's own phase, and that its text is in its solution file, without
+    /// running it (phase 5's take 40 minutes).
     #[test]
     fn mutants_name_checks_and_files_of_their_phase() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
@@ -87,9 +88,11 @@ mod tests {
                     );
                 }
                 assert!(mutant.refused || !mutant.fails.is_empty(), "mutant `{}` fails no check", mutant.name);
+                let solution = std::fs::read_to_string(root.join(phase.solutions_dir).join(mutant.file))
+                    .unwrap_or_else(|e| panic!("mutant `{}`: {}: {e}", mutant.name, mutant.file));
                 assert!(
-                    root.join(phase.solutions_dir).join(mutant.file).is_file(),
-                    "mutant `{}`: {}",
+                    solution.contains(mutant.find),
+                    "mutant `{}`: its text is not in {} any more",
                     mutant.name,
                     mutant.file
                 );

@@ -20,8 +20,8 @@
 //! - `// stub: TEXT`: the line `TEXT` in the stub (at the comment's indentation), and a comment
 //!   in the solution: a struct's `// Your fields.`, a `todo!("with a message")`, an import or
 //!   `#![allow(...)]` only the stub needs.
-//! - `// ANCHOR: solution-only` ... `// ANCHOR_END: solution-only`: left out of the stub, with
-//!   the blank line before it (a helper the solution uses). A solution file that leaves nothing
+//! - `// ANCHOR: solution-only` ... `// ANCHOR_END: solution-only`: left out of the stub (a
+//!   helper the solution uses), and one blank line with it where two would meet. A solution file that leaves nothing
 //!   (one such region) has no stub: a module of the solution's own, whose `mod` line in the
 //!   solution's `lib.rs` is in such a region too.
 //!
@@ -102,6 +102,9 @@ struct Region {
 pub fn stub_of(solution: &str) -> Result<String, MarkerError> {
     let mut out: Vec<String> = Vec::new();
     let mut open: Option<Region> = None;
+    // A `solution-only` region was just left out right after a blank line: a blank line next
+    // would make two in a row.
+    let mut after_blank_and_removed = false;
     let error = |line: usize, message: String| Err(MarkerError { line, message });
     // Splitting on '\n' keeps the text after the last newline (empty when the file ends with
     // one), so joining the lines back gives the file's own ending.
@@ -136,16 +139,19 @@ pub fn stub_of(solution: &str) -> Result<String, MarkerError> {
                 Kind::Solution if region.stub.is_empty() => out.push(format!("{}todo!()", region.indent)),
                 Kind::Solution => out.extend(region.stub),
                 Kind::SolutionOnly => {
-                    if out.last().is_some_and(|l| l.trim().is_empty()) {
-                        out.pop();
-                    }
+                    after_blank_and_removed = out.last().is_some_and(|l| l.trim().is_empty());
+                    continue;
                 }
             }
+            after_blank_and_removed = false;
         } else if let Some(text) = trimmed.strip_prefix("// stub:") {
             let text = text.strip_prefix(' ').unwrap_or(text);
             let stub_line = if text.is_empty() { String::new() } else { format!("{indent}{text}") };
             match &mut open {
-                None => out.push(stub_line),
+                None => {
+                    out.push(stub_line);
+                    after_blank_and_removed = false;
+                }
                 Some(region) if region.kind == Kind::Solution => region.stub.push(stub_line),
                 Some(region) => {
                     return error(
@@ -165,8 +171,9 @@ pub fn stub_of(solution: &str) -> Result<String, MarkerError> {
                     ),
                 );
             }
-        } else {
+        } else if !(after_blank_and_removed && trimmed.is_empty()) {
             out.push(line.to_string());
+            after_blank_and_removed = false;
         }
     }
     match open {
@@ -278,9 +285,13 @@ pub struct S {
     }
 
     #[test]
-    fn a_solution_only_region_goes_with_the_blank_line_before_it() {
+    fn a_solution_only_region_leaves_no_two_blank_lines_in_a_row() {
         let solution = "fn a() {}\n\n// ANCHOR: solution-only\nfn helper() {}\n// ANCHOR_END: solution-only\n\nfn b() {}\n\n// ANCHOR: solution-only\nfn last() {}\n// ANCHOR_END: solution-only\n";
         assert_eq!(stub(solution), "fn a() {}\n\nfn b() {}\n");
+        let note = "fn a() {}\n\n// ANCHOR: solution-only\n/// A note for the solution.\n// ANCHOR_END: solution-only\n/// Doc.\nfn b() {}\n";
+        assert_eq!(stub(note), "fn a() {}\n\n/// Doc.\nfn b() {}\n");
+        let tight = "fn a() {}\n// ANCHOR: solution-only\nfn helper() {}\n// ANCHOR_END: solution-only\n\nfn b() {}\n";
+        assert_eq!(stub(tight), "fn a() {}\n\nfn b() {}\n");
     }
 
     #[test]

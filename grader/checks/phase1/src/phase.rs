@@ -227,8 +227,8 @@ const MUTANTS: &[Mutant] = &[
     Mutant::new(
         "RecordingBackend::graphs returns only the first graph",
         "src/recording.rs",
-        "    pub fn graphs(&self) -> Vec<Graph> {\n        self.graphs.lock().expect(\"no panic while recording\").clone()",
-        "    pub fn graphs(&self) -> Vec<Graph> {\n        let g = self.graphs.lock().expect(\"no panic while recording\").clone(); g.into_iter().take(1).collect::<Vec<_>>()",
+        r#"        self.graphs.lock().expect("no panic while recording").clone()"#,
+        r#"        let g = self.graphs.lock().expect("no panic while recording").clone(); g.into_iter().take(1).collect::<Vec<_>>()"#,
     )
     .fails(crate::check_ids![recording::keeps_one_graph_per_compile]),
     Mutant::new(
@@ -241,8 +241,8 @@ const MUTANTS: &[Mutant] = &[
     Mutant::new(
         "every RecordingBackend shares one global record",
         "src/recording.rs",
-        "    pub fn new() -> RecordingBackend {\n        RecordingBackend::default()",
-        "    pub fn new() -> RecordingBackend {\n        static SHARED: std::sync::OnceLock<Arc<Mutex<Vec<Graph>>>> = std::sync::OnceLock::new(); RecordingBackend { graphs: SHARED.get_or_init(Default::default).clone() }",
+        "        RecordingBackend::default()",
+        "        static SHARED: std::sync::OnceLock<Arc<Mutex<Vec<Graph>>>> = std::sync::OnceLock::new(); RecordingBackend { graphs: SHARED.get_or_init(Default::default).clone() }",
     )
     .fails(crate::check_ids![recording::separate_backends_do_not_share]),
     Mutant::new(
