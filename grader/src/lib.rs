@@ -23,6 +23,17 @@
 //! check crate's `PHASE` constant (see [`phases`]). The exercise crates' sources are generated
 //! from the solutions ([`stubs`]).
 //!
+//! # Changing or adding an exercise
+//!
+//! The solution file is the exercise's one source: its doc comments are the stub's, and what the
+//! learner writes sits between `// ANCHOR: solution` and `// ANCHOR_END: solution` (see
+//! [`stubs`] for the markers). Edit it, then run `cargo grader dev stubs`, which writes the stub
+//! and `grader/shipped-stubs.sha256`; CI's `cargo grader dev stubs --check` fails on a stub that
+//! differs from its solution. A new exercise also needs its `pub mod` line in the solution's
+//! `lib.rs`, an `Exercise` in its phase's `grader/checks/phaseN/src/phase.rs` (its checks named by
+//! their functions in `src/checks/`), a section of that name on the phase's book page, and
+//! mutants that prove the checks catch what they are for.
+//!
 //! # Adding a phase
 //!
 //! 1. Create `solutions/phaseN-topic/` (package `phaseN-topic-solution`) and
