@@ -10,6 +10,7 @@ use super::options::Options;
 use crate::error::Result;
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
 use crate::fx::{Graph, NodeKind};
+use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
 
@@ -77,6 +78,7 @@ impl Capture {
         if self.keep_graphs {
             self.record.borrow_mut().graphs.push(graph.clone());
         }
+        host_overhead::pay(Cost::GraphCall);
         if !self.timed {
             let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
             return compiled.run(&inputs);
