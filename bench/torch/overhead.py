@@ -11,8 +11,8 @@ engine/src/host_overhead.rs and bench/NOTES-overhead.md):
   what a launch-bound eager model pays per op.
 - `compiled_call_us`: host time of one call of `torch.compile(lambda x: x + 1.0)`: the guards,
   AOTAutograd's runtime wrappers, Inductor's `call` function and its one kernel launch.
-- `compiled_kernel_us`: what each more kernel adds to a compiled call, from a 16-op chain compiled
-  with fusion off (`max_fusion_size=1`, 16 kernels) against a 1-op function.
+- `compiled_kernel_us`: what each more kernel adds to a compiled call: 16 chained products of a
+  1 x 8 row by an 8 x 8 matrix (16 library calls, which Inductor never fuses) against one.
 - `mlp`: the MLP 512-2048-512 (as models/src/phase5.rs) eager and compiled at batches 1 to
   4096, each the mean of a loop of calls ended by one synchronisation: per-call cost as a caller
   who keeps the device busy sees it.
@@ -59,6 +59,15 @@ def chain(ops):
     return forward
 
 
+def matmuls(w, count):
+    def forward(x):
+        for _ in range(count):
+            x = x @ w
+        return x
+
+    return forward
+
+
 def mlp(device):
     gen = torch.Generator().manual_seed(0)
 
@@ -83,12 +92,12 @@ def main():
         torch._dynamo.reset()
         one = torch.compile(chain(1))
         report["compiled_call_us"] = per_call_us(lambda: one(x), device)
-        with torch._inductor.config.patch(max_fusion_size=1):
-            torch._dynamo.reset()
-            sixteen = torch.compile(chain(16))
-            sixteen(x)
-            many = per_call_us(lambda: sixteen(x), device)
-        report["compiled_kernel_us"] = (many - report["compiled_call_us"]) / 15
+        w = torch.ones(8, 8, device=device) / 8
+        x8 = torch.ones(1, 8, device=device)
+        torch._dynamo.reset()
+        one_mm, sixteen_mm = torch.compile(matmuls(w, 1)), torch.compile(matmuls(w, 16))
+        many = per_call_us(lambda: sixteen_mm(x8), device) - per_call_us(lambda: one_mm(x8), device)
+        report["compiled_kernel_us"] = many / 15
         forward = mlp(device)
         rows = []
         for batch in [1, 4, 16, 64, 256, 1024, 4096]:

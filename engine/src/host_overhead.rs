@@ -52,9 +52,10 @@ impl HostOverhead {
             "off" | "" => return Ok(HostOverhead::NONE),
             _ => {}
         }
-        let micros: Vec<f64> = value.split(',').map(|v| v.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(
-            |_| format!("{value:?} is not `python`, `off` or three numbers of microseconds such as `6,25,1`"),
-        )?;
+        let micros: Vec<f64> =
+            value.split(',').map(|v| v.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| {
+                format!("{value:?} is not `python`, `off` or three numbers of microseconds such as `6,25,1`")
+            })?;
         match micros[..] {
             [op, call, launch] if micros.iter().all(|m| m.is_finite() && *m >= 0.0) => Ok(HostOverhead {
                 eager_op: Duration::from_secs_f64(op * 1e-6),
