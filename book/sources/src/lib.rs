@@ -174,7 +174,7 @@ fn code_block(file: &str, text: &str) -> String {
         "cu" | "cuh" | "cpp" | "h" => "cpp",
         "c" => "c",
         "py" => "python",
-        "sh" => "bash",
+        "sh" | "sbatch" => "bash",
         "toml" => "toml",
         "json" => "json",
         "yaml" | "yml" => "yaml",
