@@ -215,3 +215,16 @@ fn the_learner_kernel_cache_is_where_the_book_says() {
     let page = fs::read_to_string(root().join("book/src/phase4/exercises.md")).unwrap();
     assert!(page.contains("`.grader/learner-cache/` in your checkout"));
 }
+
+#[test]
+fn the_refused_report_methods_are_all_named() {
+    let exercise = checks_phase2::PHASE.exercise("explain_report").expect("phase 2 has explain_report");
+    let engine = fs::read_to_string(root().join("book/src/phase2/engine.md")).unwrap();
+    let exercises = fs::read_to_string(root().join("book/src/phase2/exercises.md")).unwrap();
+    let refused: Vec<&str> = exercise.forbidden.iter().map(|f| f.path.trim_start_matches('.')).collect();
+    assert_eq!(refused.len(), 4, "the pages say `all four`: {refused:?}");
+    for method in refused {
+        assert!(engine.contains(&format!("`report.{method}()`")), "phase2/engine.md does not name `{method}`");
+        assert!(exercises.contains(&format!("`{method}`")), "phase2/exercises.md does not name `{method}`");
+    }
+}
