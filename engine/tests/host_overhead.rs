@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use engine::backends::Inductor;
-use engine::host_overhead::{self, HostOverhead};
+use engine::host_overhead::{self, HostOverhead, Setting};
 use engine::profiler::{self, EventKind};
 use engine::{Result, Tensor, dynamo};
 
@@ -22,13 +22,13 @@ fn each_eager_op_and_each_graph_call_pays_what_is_set() -> Result<()> {
     let compiled = dynamo::compile(|x: Tensor| x.mul(2.0)?.add(1.0)?.relu()).backend(Inductor::default());
     compiled.call(&x)?;
 
-    host_overhead::set(HostOverhead { eager_op: Duration::from_millis(4), ..HostOverhead::NONE });
+    host_overhead::set(Setting::Fixed(HostOverhead { eager_op: Duration::from_millis(4), ..HostOverhead::NONE }));
     assert!(took(|| x.mul(2.0)?.add(1.0))? >= Duration::from_millis(8), "two eager ops pay 4 ms each");
     // The compiled call launches one fused kernel and no eager op.
     let (_, profile) = profiler::profile(|| compiled.call(&x))?;
     assert!(profile.events().iter().all(|e| e.kind != EventKind::Eager), "{:?}", profile.events());
 
-    host_overhead::set(HostOverhead { graph_call: Duration::from_millis(6), ..HostOverhead::NONE });
+    host_overhead::set(Setting::Fixed(HostOverhead { graph_call: Duration::from_millis(6), ..HostOverhead::NONE }));
     assert!(took(|| compiled.call(&x))? >= Duration::from_millis(6), "a compiled call pays its graph's call");
     let broken = dynamo::compile(|x: Tensor| {
         let y = x.mul(2.0)?;
@@ -39,7 +39,7 @@ fn each_eager_op_and_each_graph_call_pays_what_is_set() -> Result<()> {
     broken.call(&x)?;
     assert!(took(|| broken.call(&x))? >= Duration::from_millis(12), "two graphs, two calls");
 
-    host_overhead::set(HostOverhead::NONE);
-    assert_eq!(host_overhead::get(), HostOverhead::NONE);
+    host_overhead::set(Setting::Off);
+    assert_eq!(host_overhead::get(), Setting::Off);
     Ok(())
 }

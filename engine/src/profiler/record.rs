@@ -97,7 +97,7 @@ impl Drop for Span {
 pub(crate) fn launch(name: &str, kind: EventKind, device: Device, shapes: impl FnOnce() -> Vec<Vec<usize>>) -> Span {
     // Every launch passes here, so here it pays the host time an interpreter would add (none
     // unless `ENGINE_HOST_OVERHEAD` or `host_overhead::set` asks for it).
-    host_overhead::pay(if kind == EventKind::Eager { Cost::EagerOp } else { Cost::CompiledLaunch });
+    host_overhead::pay(if kind == EventKind::Eager { Cost::EagerOp } else { Cost::CompiledLaunch }, device);
     if ACTIVE.load(Ordering::Relaxed) == 0 {
         return Span(None);
     }
