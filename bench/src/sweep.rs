@@ -117,7 +117,12 @@ pub fn run(options: &Options, sweep: &Sweep) -> Result<()> {
         "bench sweep on {device}: MLP 512-2048-512, eager against compiled (Inductor), {} samples each, interleaved\n\
          host overhead added ({:?}): {:?} per eager op, {:?} per compiled graph call, {:?} per compiled \
          launch; {} busy threads beside\n",
-        options.samples, sweep.host_overhead, overhead.eager_op, overhead.graph_call, overhead.compiled_launch, sweep.load
+        options.samples,
+        sweep.host_overhead,
+        overhead.eager_op,
+        overhead.graph_call,
+        overhead.compiled_launch,
+        sweep.load
     );
     let mut table = Table::new(&["threads", "batch", "eager ms", "compiled ms", "speedup", "verdict"]);
     let ms = |e: &Estimate| format!("{:.4} ± {:.4}", e.median * 1e3, e.half_width * 1e3);
@@ -164,7 +169,13 @@ fn measure(options: &Options, sweep: &Sweep, device: Device) -> Result<Vec<Row>>
             let mut compiled_call = || compiled.call(&x).map(drop);
             let timings = bench.run_interleaved(&mut [&mut eager, &mut compiled_call])?;
             let (eager, compiled) = (Estimate::of(timings[0].samples()), Estimate::of(timings[1].samples()));
-            rows.push(Row { threads: parallel::num_threads(), batch, eager, compiled, verdict: verdict(&eager, &compiled) });
+            rows.push(Row {
+                threads: parallel::num_threads(),
+                batch,
+                eager,
+                compiled,
+                verdict: verdict(&eager, &compiled),
+            });
         }
     }
     Ok(rows)
