@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cpu::{self, HostBuffer, matmul_into};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inductor::call_plan::SlotId;
 use crate::inductor::ir::{BufferName, PerNode, View};
 use crate::layout::Layout;
@@ -85,7 +85,15 @@ impl<K: HostKernel> Program for HostProgram<K> {
         for step in &self.schedule.steps {
             match step {
                 // Memory from the allocator's cache: every step writes its whole output.
-                Run::Alloc { slot, len } => slots[*slot] = Some(cpu::uninit(*len)),
+                Run::Alloc { slot, len } => {
+                    if let Some(why) = cpu::too_large(*len) {
+                        return Err(Error::Backend {
+                            backend: "inductor".into(),
+                            message: format!("a planned buffer: {why}"),
+                        });
+                    }
+                    slots[*slot] = Some(cpu::uninit(*len));
+                }
                 Run::Kernel { kernel, args, xnumel } => {
                     let args: Vec<HostArg> = args
                         .iter()

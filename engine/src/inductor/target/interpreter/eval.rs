@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use crate::device::cpu::vecmath;
 use crate::inductor::ir::PointwiseOp;
 use crate::inductor::kernel::{Combine, Phase, Stmt, Value};
 use crate::inductor::runtime::host::{HostArg, HostKernel};
@@ -177,7 +178,9 @@ impl Chunk {
     }
 }
 
-/// `op` on columns of `n` values: the op catalogue's reference functions, a custom op's compiled C.
+/// `op` on columns of `n` values, computed as generated C computes them: the vector math for the
+/// transcendental functions, the op catalogue's reference functions for the others, a custom
+/// op's compiled C.
 fn apply(op: &PointwiseOp, inputs: &[Cow<[f32]>], n: usize) -> Vec<f32> {
     struct Map1<'a>(&'a [f32]);
     impl UnaryVisitor for Map1<'_> {
@@ -196,7 +199,10 @@ fn apply(op: &PointwiseOp, inputs: &[Cow<[f32]>], n: usize) -> Vec<f32> {
     match op {
         PointwiseOp::Copy => inputs[0].to_vec(),
         PointwiseOp::Where => (0..n).map(|i| if inputs[0][i] != 0.0 { inputs[1][i] } else { inputs[2][i] }).collect(),
-        PointwiseOp::Unary(u) => u.with_fn(Map1(&inputs[0])),
+        PointwiseOp::Unary(u) => match vecmath::for_op(*u) {
+            Some((_, f)) => inputs[0].iter().map(|&x| f(x)).collect(),
+            None => u.with_fn(Map1(&inputs[0])),
+        },
         PointwiseOp::Binary(b) => b.with_fn(Map2(&inputs[0], &inputs[1])),
         PointwiseOp::Custom(custom) => {
             let dense: Vec<Vec<f32>> = inputs.iter().map(|c| c.to_vec()).collect();

@@ -1,8 +1,10 @@
 //! The interpreter target: kernels printed as kernel IR (the pseudo-code a [`Kernel`] displays),
 //! parsed back from that text (`parse.rs`, this target's compiler) and run by the engine itself
 //! (`eval.rs`), with no C compiler, no GPU and no code loaded into the process. It is tinygrad's
-//! `PYTHON` device for this engine: slower than C, the same answers, so it serves as a reference
-//! for the compiled targets in tests and runs compiled graphs where no C compiler is installed.
+//! `PYTHON` device for this engine: slower than C, the same answers (it computes each function as
+//! generated C does, transcendental ones with the engine's vector math), so it serves as a
+//! reference for the compiled targets in tests and runs compiled graphs where no C compiler is
+//! installed.
 //!
 //! Choose it with [`Config::target`](crate::inductor::Config::target) set to
 //! [`TargetKind::Interpreter`](crate::inductor::TargetKind::Interpreter). The plan runs in host
