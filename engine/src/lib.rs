@@ -7,6 +7,7 @@
 //! | `torch.fx` | [`fx`]: graphs, printing, interpreter, tracing |
 //! | `torch.export`, `ExportedProgram` | [`fx::export`]: one graph with its constants, saved as JSON and loaded with every op checked |
 //! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
+//! | `torch.autograd`: `backward()`, `.grad`, `no_grad`, `derivatives.yaml` | [`autograd`] |
 //! | AOTAutograd decompositions | [`aot`] |
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
@@ -25,7 +26,8 @@
 //!    [`codecache`], [`parallel`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (with the dispatcher's hook for the layers above,
-//!    `tensor::dispatch`), the op methods, the device kernels (`device::backend`, the trait each
+//!    `tensor::dispatch`), the op methods, [`autograd`] (the tape and the derivative formulas,
+//!    written with the op methods), the device kernels (`device::backend`, the trait each
 //!    device implements; `device::cpu`, [`device::cuda`]),
 //!    [`mod@bench`], [`profiler`] (which the launch paths of this layer and of inductor report to);
 //! 4. [`fx`], graphs, tracing and the interpreter;
@@ -47,6 +49,7 @@
 //! ```
 
 pub mod aot;
+pub mod autograd;
 pub mod backends;
 pub mod bench;
 pub mod codecache;

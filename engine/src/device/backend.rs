@@ -85,6 +85,13 @@ pub(crate) trait Backend {
     /// `softmax(q @ k^T * scale [+ mask]) @ v` of `inputs = [q, k, v (, mask)]` in one kernel
     /// that never stores the scores.
     fn attention(&self, inputs: &[Input<Self::Buffer>], params: AttentionParams) -> Result<Self::Output, Self::Error>;
+    /// The gradients of attention's `q`, `k` and `v`, flattened and joined, from
+    /// `inputs = [grad_out, q, k, v, out (, mask)]`: the scores recomputed block by block.
+    fn attention_backward(
+        &self,
+        inputs: &[Input<Self::Buffer>],
+        params: AttentionParams,
+    ) -> Result<Self::Output, Self::Error>;
     /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
     fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
     -> Result<Self::Output, Self::Error>;
@@ -111,6 +118,9 @@ pub(crate) fn execute<D: Backend>(
         Op::Matmul => backend.matmul(inputs[0], inputs[1], out_shape),
         Op::ScaledDotProductAttention { mask, causal, scale } => {
             backend.attention(inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 })
+        }
+        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
+            backend.attention_backward(inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 })
         }
         Op::Reshape { .. }
         | Op::Permute { .. }

@@ -20,6 +20,7 @@ pub(crate) use dims::Dims;
 pub use meta::TensorMeta;
 pub(crate) use storage::Storage;
 
+use crate::autograd::AutogradMeta;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
@@ -29,6 +30,9 @@ use crate::layout::Layout;
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) repr: Arc<Repr>,
+    /// Autograd's record of this handle: a leaf that requires grad, or the node of the tape that
+    /// computed it (see [`crate::autograd`]); `None` for a tensor outside autograd.
+    pub(crate) autograd: Option<Arc<AutogradMeta>>,
 }
 
 /// The two kinds of tensor.
@@ -87,11 +91,11 @@ impl Operand<'_> {
 
 impl Tensor {
     pub(crate) fn from_concrete(storage: Arc<Storage>, layout: Layout) -> Tensor {
-        Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage, layout, name: None })) }
+        Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage, layout, name: None })), autograd: None }
     }
 
     pub(crate) fn from_symbolic(symbolic: Symbolic) -> Tensor {
-        Tensor { repr: Arc::new(Repr::Symbolic(symbolic)) }
+        Tensor { repr: Arc::new(Repr::Symbolic(symbolic)), autograd: None }
     }
 
     /// The concrete parts, or `None` for a symbolic tensor.
@@ -175,6 +179,7 @@ impl Tensor {
                     layout: c.layout.clone(),
                     name: Some(name.into()),
                 })),
+                autograd: self.autograd.clone(),
             },
             Repr::Symbolic(_) => self.clone(),
         }
@@ -207,7 +212,7 @@ impl Tensor {
 
     /// This tensor with values: itself when concrete; for a symbolic one, what the tracer's mode
     /// gives (a graph break) or its error. `reason` says what needs the values.
-    fn concretize(&self, reason: &str, location: SourceLocation) -> Result<Tensor> {
+    pub(crate) fn concretize(&self, reason: &str, location: SourceLocation) -> Result<Tensor> {
         match dispatch::mode() {
             Some(mode) => mode.concretize(self, reason, location),
             // No trace has ever started, so no symbolic tensor exists.

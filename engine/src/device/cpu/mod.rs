@@ -4,6 +4,7 @@
 mod allocator;
 pub(crate) use allocator::{HostBuffer, uninit};
 mod attention;
+mod attention_backward;
 mod dot_tiles;
 mod epilogue;
 pub(crate) use epilogue::Epilogue;
@@ -87,6 +88,10 @@ impl Backend for Cpu {
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
         Ok(attention::attention(inputs, params))
+    }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
+        Ok(attention_backward::attention_backward(inputs, params))
     }
 
     fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {

@@ -27,6 +27,7 @@
 //! [`CudaDevice::stream`], passing raw device pointers as `u64`.
 
 mod attention;
+mod attention_backward;
 mod buffer;
 mod cat;
 mod context;
@@ -110,6 +111,10 @@ impl Backend for Arc<CudaDevice> {
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
         attention::attention(self, inputs, params)
+    }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        attention_backward::attention_backward(self, inputs, params)
     }
 
     fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
