@@ -129,11 +129,14 @@ pub(super) fn backward(
             let rows = g.numel() / out.max(1);
             let g2 = || g.reshape(&[rows, out]);
             let x2 = || input.reshape(&[rows, weight.shape()[1]]);
-            Ok(vec![
+            let mut grads = vec![
                 grad(0, &|| g2()?.matmul(weight)?.reshape(input.shape()))?,
                 grad(1, &|| g2()?.t()?.matmul(&x2()?))?,
-                grad(2, &|| g2()?.sum(0, false))?,
-            ])
+            ];
+            if saved.len() == 3 {
+                grads.push(grad(2, &|| g2()?.sum(0, false))?);
+            }
+            Ok(grads)
         }
         Op::Cond { .. } => Err(no_formula("cond", "branch on a value with where_ instead", location)),
         Op::ScaledDotProductAttention { mask, causal, scale } => {
