@@ -12,7 +12,7 @@
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
-//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache` |
+//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache,aot_graphs` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |

@@ -1,0 +1,111 @@
+//! The joint forward and backward graph, the analogue of AOTAutograd's `create_joint`: the forward
+//! graph is run on symbolic inputs that require grad while fx traces, so that autograd records its
+//! tape; then the autograd engine runs backward from symbolic gradients of the outputs (the
+//! *tangents*), and the derivative formulas it calls are recorded too. Composite ops are
+//! decomposed on the way, so the joint graph holds primitive ops only.
+//!
+//! Placeholders: the *primals* (the forward's inputs, named as there), then one tangent per
+//! forward output. Outputs: the forward's outputs, then the gradient of each primal that requires
+//! grad and receives one.
+
+use super::decompose_op;
+use crate::autograd;
+use crate::error::{Error, Result};
+use crate::fx::proxy::Tracer;
+use crate::fx::{Graph, Interpreter, NodeId};
+use crate::layout::contiguous_strides;
+use crate::tensor::Tensor;
+
+/// A joint graph and how to read its placeholders and outputs.
+#[derive(Clone, Debug)]
+pub struct JointGraph {
+    /// The traced graph: placeholders are the primals then the tangents.
+    pub graph: Graph,
+    /// How many placeholders are primals (the forward's inputs).
+    pub primals: usize,
+    /// How many outputs the forward has (each has a tangent placeholder).
+    pub forward_outputs: usize,
+    /// Per forward output, whether it requires grad (a comparison's mask, or a value computed only
+    /// from inputs that require none, does not: its tangent is unused).
+    pub differentiable: Vec<bool>,
+    /// Per primal, the index among the graph's outputs of its gradient (`None`: it requires no
+    /// grad, or no gradient reaches it).
+    pub gradients: Vec<Option<usize>>,
+}
+
+impl JointGraph {
+    /// The tangent placeholders, one per forward output.
+    pub fn tangents(&self) -> &[NodeId] {
+        &self.graph.placeholders()[self.primals..]
+    }
+
+    /// The gradient output nodes, in primal order (those that exist).
+    pub fn gradient_nodes(&self) -> Vec<NodeId> {
+        self.gradients.iter().flatten().map(|&i| self.graph.outputs()[i]).collect()
+    }
+}
+
+/// Traces the joint graph of `forward`, whose placeholder `i` requires grad when
+/// `requires_grad[i]`. The forward graph must have static sizes.
+pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<JointGraph> {
+    if forward.is_dynamic() {
+        return Err(Error::Backend {
+            backend: "aot".into(),
+            message: "the joint graph is traced for static sizes; this graph has symbolic ones".into(),
+        });
+    }
+    let tracer = Tracer::with_decompositions(decompose_op);
+    let declared = tracer.placeholders_like(forward);
+    let tangents: Vec<Tensor> = forward
+        .outputs()
+        .iter()
+        .enumerate()
+        .map(|(i, &o)| {
+            let meta = forward.node(o).meta.clone();
+            let strides = contiguous_strides(&meta.shape);
+            tracer.placeholder(&format!("tangents_{}", i + 1), meta, strides)
+        })
+        .collect();
+    let primals: Vec<Tensor> =
+        declared.iter().zip(requires_grad).map(|(p, &wants)| p.requires_grad_(wants)).collect();
+    let outputs = {
+        let _recording = autograd::GradMode::set(true);
+        Interpreter::new(forward.clone()).run(&primals)?
+    };
+    let differentiable: Vec<bool> = outputs.iter().map(Tensor::requires_grad).collect();
+    let (roots, root_grads): (Vec<Tensor>, Vec<Tensor>) = outputs
+        .iter()
+        .zip(&tangents)
+        .filter(|(o, _)| o.requires_grad())
+        .map(|(o, t)| (o.clone(), t.clone()))
+        .unzip();
+    let wanted: Vec<Tensor> = primals.iter().filter(|p| p.requires_grad()).cloned().collect();
+    let grads = if roots.is_empty() { vec![None; wanted.len()] } else { autograd::grad(&roots, &wanted, &root_grads, false)? };
+    let mut results: Vec<Tensor> = outputs.iter().map(Tensor::detach).collect();
+    let mut gradients = Vec::with_capacity(primals.len());
+    let mut grads = grads.into_iter();
+    for primal in &primals {
+        gradients.push(match primal.requires_grad().then(|| grads.next().flatten()).flatten() {
+            Some(g) => {
+                results.push(g);
+                Some(results.len() - 1)
+            }
+            None => None,
+        });
+    }
+    let traced = tracer.finish(&results)?;
+    if traced.inputs.len() != primals.len() + tangents.len() {
+        return Err(Error::Backend {
+            backend: "aot".into(),
+            message: "a derivative formula captured a constant tensor; formulas must build tensors from their inputs"
+                .into(),
+        });
+    }
+    Ok(JointGraph {
+        graph: traced.graph,
+        primals: primals.len(),
+        forward_outputs: outputs.len(),
+        differentiable,
+        gradients,
+    })
+}
