@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::GradMode;
 use super::graph::{AutogradMeta, Edge, Node};
 use crate::error::{Error, Result, SourceLocation};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, dispatch};
 
 /// A node's identity: its address.
 type NodeKey = *const Node;
@@ -82,6 +82,9 @@ pub(super) fn run(
     location: SourceLocation,
 ) -> Result<Option<Vec<Option<Tensor>>>> {
     let _no_grad = GradMode::set(false);
+    // Concrete roots are differentiated now, even from traced code (a backward() that broke the
+    // graph); symbolic ones (the joint graph's) are recorded by their trace.
+    let _eager = roots.iter().all(|(r, _)| !r.is_symbolic()).then(dispatch::untraced);
     let mut sink = match capture {
         None => Sink::AccumulateGrad,
         Some(inputs) => {
