@@ -49,7 +49,6 @@
 //! ```
 
 pub mod aot;
-pub mod autograd;
 pub mod backends;
 pub mod bench;
 pub mod codecache;
@@ -73,4 +72,5 @@ pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result, SourceLocation};
 pub use ops::AttnMask;
+pub use tensor::autograd;
 pub use tensor::{Operand, Tensor, TensorMeta};

@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("op catalogue", &["op"]),
     (
         "tensors and eager kernels",
-        &["tensor", "ops", "autograd", "eager", "device::backend", "device::cpu", "device::cuda", "bench", "profiler"],
+        &["tensor", "ops", "eager", "device::backend", "device::cpu", "device::cuda", "bench", "profiler"],
     ),
     ("fx", &["fx"]),
     ("aot", &["aot"]),

@@ -9,7 +9,7 @@
 //! grad and receives one.
 
 use super::decompose_op;
-use crate::autograd;
+use crate::tensor::autograd;
 use crate::error::{Error, Result};
 use crate::fx::proxy::Tracer;
 use crate::fx::{Graph, Interpreter, NodeId};

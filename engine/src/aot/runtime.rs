@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::partitioner::Partition;
-use crate::autograd::{self, Function};
+use crate::tensor::autograd::{self, Function};
 use crate::error::{Error, Result, SourceLocation};
 use crate::tensor::Tensor;
 

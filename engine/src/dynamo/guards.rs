@@ -55,7 +55,7 @@ struct InputGuard {
 /// Whether `tensor` needs a backward from a graph it enters now: it requires grad and grad mode
 /// is on.
 pub(crate) fn wants_grad(tensor: &Tensor) -> bool {
-    tensor.requires_grad() && crate::autograd::is_grad_enabled()
+    tensor.requires_grad() && crate::tensor::autograd::is_grad_enabled()
 }
 
 /// The guards of one cached graph.
@@ -115,7 +115,7 @@ impl Guards {
                     "input {i}: requires_grad mismatch, expected {}, got {} (with grad mode {})",
                     guard.requires_grad,
                     tensor.requires_grad(),
-                    if crate::autograd::is_grad_enabled() { "on" } else { "off" }
+                    if crate::tensor::autograd::is_grad_enabled() { "on" } else { "off" }
                 )));
             }
         }

@@ -14,7 +14,7 @@ mod view;
 
 pub use nn::AttnMask;
 
-use crate::autograd;
+use crate::tensor::autograd;
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};
 use crate::tensor::{Operand, Tensor, dispatch};
@@ -30,7 +30,7 @@ impl Op {
         if tracked && autograd::is_grad_enabled() {
             // What runs below (a decomposition, a cond branch) is not recorded a second time.
             let output = autograd::no_grad(|| self.dispatch(operands, location))?;
-            return Ok(autograd::record_op(self, operands, output));
+            return Ok(autograd::record_op(self, operands, output, location));
         }
         self.dispatch(operands, location)
     }

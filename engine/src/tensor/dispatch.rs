@@ -38,6 +38,10 @@ pub(crate) trait Mode: Sync {
 
     /// Lets the innermost trace record again after [`Mode::pause`].
     fn resume(&self);
+
+    /// Makes the innermost trace record every op with `location` (or with its own caller's
+    /// line again, for `None`); returns the setting it replaces.
+    fn override_location(&self, location: Option<SourceLocation>) -> Option<SourceLocation>;
 }
 
 /// While it lives, ops run on the eager kernels even inside a trace: autograd's backward of

@@ -5,8 +5,10 @@
 //! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method on `Tensor` (defined
 //! in the private `ops` module) that returns a new tensor; views share the buffer.
 
+pub mod autograd;
 mod constructors;
 mod dims;
+mod inplace;
 pub(crate) mod dispatch;
 mod meta;
 mod random;
@@ -20,7 +22,7 @@ pub(crate) use dims::Dims;
 pub use meta::TensorMeta;
 pub(crate) use storage::Storage;
 
-use crate::autograd::AutogradMeta;
+use autograd::AutogradMeta;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
@@ -31,7 +33,7 @@ use crate::layout::Layout;
 pub struct Tensor {
     pub(crate) repr: Arc<Repr>,
     /// Autograd's record of this handle: a leaf that requires grad, or the node of the tape that
-    /// computed it (see [`crate::autograd`]); `None` for a tensor outside autograd.
+    /// computed it (see [`crate::tensor::autograd`]); `None` for a tensor outside autograd.
     pub(crate) autograd: Option<Arc<AutogradMeta>>,
 }
 

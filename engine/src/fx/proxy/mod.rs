@@ -547,6 +547,11 @@ pub(crate) fn set_paused(paused: bool) -> bool {
     })
 }
 
+/// Sets the innermost trace's location override, returning the one it had.
+pub(crate) fn replace_override(location: Option<SourceLocation>) -> Option<SourceLocation> {
+    TRACES.with(|t| t.borrow_mut().last_mut().and_then(|top| std::mem::replace(&mut top.location_override, location)))
+}
+
 fn set_override(location: Option<SourceLocation>) {
     TRACES.with(|t| {
         if let Some(top) = t.borrow_mut().last_mut() {

@@ -2,7 +2,7 @@
 //! that `make_fx` pushes: while a trace is active ops are recorded, symbolic tensors are made
 //! concrete by graph breaks, and `cond` branches run through the interpreter.
 
-use super::{concretize, record, set_paused, values_for_display};
+use super::{concretize, record, replace_override, set_paused, values_for_display};
 use crate::error::{Result, SourceLocation};
 use crate::fx::interpreter::run_graph;
 use crate::op::{Op, Subgraph};
@@ -34,6 +34,10 @@ impl Mode for FxMode {
 
     fn resume(&self) {
         set_paused(false);
+    }
+
+    fn override_location(&self, location: Option<SourceLocation>) -> Option<SourceLocation> {
+        replace_override(location)
     }
 }
 

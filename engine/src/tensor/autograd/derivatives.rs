@@ -14,10 +14,49 @@
 
 use std::f32::consts::{FRAC_2_SQRT_PI, PI};
 
-use super::graph::Saved;
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::tensor::{Operand, Tensor};
+
+/// The values an op's derivative may read: its operands and its output, outside the tape (so
+/// that a node never holds itself through its output).
+pub(crate) struct Saved {
+    pub(super) operands: Vec<SavedOperand>,
+    pub(super) output: Tensor,
+}
+
+pub(super) enum SavedOperand {
+    Tensor(Tensor),
+    Scalar(f32),
+}
+
+impl Saved {
+    /// Operand `i` as the op received it.
+    pub fn operand(&self, i: usize) -> Operand<'_> {
+        match &self.operands[i] {
+            SavedOperand::Tensor(t) => Operand::Tensor(t),
+            SavedOperand::Scalar(v) => Operand::Scalar(*v),
+        }
+    }
+
+    /// Operand `i`, which the op's shape rule requires to be a tensor.
+    pub fn tensor(&self, i: usize) -> &Tensor {
+        match &self.operands[i] {
+            SavedOperand::Tensor(t) => t,
+            SavedOperand::Scalar(_) => unreachable!("operand {i} of this op is a tensor"),
+        }
+    }
+
+    /// How many operands the op had.
+    pub fn len(&self) -> usize {
+        self.operands.len()
+    }
+
+    /// The op's result.
+    pub fn output(&self) -> &Tensor {
+        &self.output
+    }
+}
 
 /// Whether the op has a derivative at all: comparisons (which return 0/1 masks) do not, so their
 /// results never require grad, as PyTorch's boolean results do not.
@@ -127,10 +166,10 @@ pub(super) fn backward(
             let (input, weight) = (saved.tensor(0), saved.tensor(1));
             let out = weight.shape()[0];
             let rows = g.numel() / out.max(1);
-            let g2 = || g.reshape(&[rows, out]);
-            let x2 = || input.reshape(&[rows, weight.shape()[1]]);
+            let g2 = || reshaped(g, &[rows, out]);
+            let x2 = || reshaped(input, &[rows, weight.shape()[1]]);
             let mut grads = vec![
-                grad(0, &|| g2()?.matmul(weight)?.reshape(input.shape()))?,
+                grad(0, &|| reshaped(&g2()?.matmul(weight)?, input.shape()))?,
                 grad(1, &|| g2()?.t()?.matmul(&x2()?))?,
             ];
             if saved.len() == 3 {
@@ -184,6 +223,11 @@ fn shape<'a>(operand: Operand<'a>) -> &'a [usize] {
 
 fn bin<'a, 'b>(op: BinaryOp, a: impl Into<Operand<'a>>, b: impl Into<Operand<'b>>) -> Result<Tensor> {
     Op::Binary(op).apply(&[a.into(), b.into()], SourceLocation::caller())
+}
+
+/// `t` with `shape`: itself when it has it already (no node in a traced backward), else a reshape.
+fn reshaped(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if t.shape() == shape { Ok(t.clone()) } else { t.reshape(shape) }
 }
 
 /// `grad` summed down to `shape`: the gradient of a broadcast is the sum over the copies
@@ -328,7 +372,7 @@ fn layer_norm(saved: &Saved, g: &Tensor, eps: f32, needs: &[bool]) -> Result<Vec
     let (x, weight) = (saved.tensor(0), saved.tensor(1));
     let d = *x.shape().last().expect("layer_norm's input has rank >= 1");
     let rows = x.numel() / d.max(1);
-    let (x2, g2) = (x.reshape(&[rows, d])?, g.reshape(&[rows, d])?);
+    let (x2, g2) = (reshaped(x, &[rows, d])?, reshaped(g, &[rows, d])?);
     let centered = x2.sub(&x2.mean(1, true)?)?;
     let rstd = centered.mul(&centered)?.mean(1, true)?.add(eps)?.rsqrt()?;
     let normalized = centered.mul(&rstd)?;
@@ -336,7 +380,7 @@ fn layer_norm(saved: &Saved, g: &Tensor, eps: f32, needs: &[bool]) -> Result<Vec
         // rstd * (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) with ĝ = g * weight
         let gn = g2.mul(weight)?;
         let projection = normalized.mul(&gn.mul(&normalized)?.mean(1, true)?)?;
-        Some(rstd.mul(&gn.sub(&gn.mean(1, true)?)?.sub(&projection)?)?.reshape(x.shape())?)
+        Some(reshaped(&rstd.mul(&gn.sub(&gn.mean(1, true)?)?.sub(&projection)?)?, x.shape())?)
     } else {
         None
     };

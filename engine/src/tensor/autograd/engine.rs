@@ -84,7 +84,8 @@ pub(super) fn run(
     let _no_grad = GradMode::set(false);
     // Concrete roots are differentiated now, even from traced code (a backward() that broke the
     // graph); symbolic ones (the joint graph's) are recorded by their trace.
-    let _eager = roots.iter().all(|(r, _)| !r.is_symbolic()).then(dispatch::untraced);
+    let traced = roots.iter().any(|(r, _)| r.is_symbolic());
+    let _eager = (!traced).then(dispatch::untraced);
     let mut sink = match capture {
         None => Sink::AccumulateGrad,
         Some(inputs) => {
@@ -180,7 +181,13 @@ pub(super) fn run(
         };
         let grads_out = match grads_in {
             Some(grads) => {
-                let out = node.apply(grads, location)?;
+                // In a trace, the backward's nodes carry the forward op's line.
+                let previous = traced.then(|| dispatch::mode().map(|m| m.override_location(node.location()))).flatten();
+                let out = node.apply(grads, location);
+                if let (Some(previous), Some(mode)) = (previous, dispatch::mode()) {
+                    mode.override_location(previous);
+                }
+                let out = out?;
                 if !retain_graph {
                     node.release();
                 }

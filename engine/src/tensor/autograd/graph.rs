@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Function;
-use super::derivatives;
+use super::derivatives::{self, Saved, SavedOperand};
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::Op;
 use crate::tensor::{Operand, Tensor, TensorMeta};
@@ -105,46 +105,6 @@ enum Backward {
     Function(Box<dyn Function>),
 }
 
-/// The values an op's derivative may read: its operands and its output, outside the tape (so
-/// that a node never holds itself through its output).
-pub(crate) struct Saved {
-    operands: Vec<SavedOperand>,
-    output: Tensor,
-}
-
-enum SavedOperand {
-    Tensor(Tensor),
-    Scalar(f32),
-}
-
-impl Saved {
-    /// Operand `i` as the op received it.
-    pub fn operand(&self, i: usize) -> Operand<'_> {
-        match &self.operands[i] {
-            SavedOperand::Tensor(t) => Operand::Tensor(t),
-            SavedOperand::Scalar(v) => Operand::Scalar(*v),
-        }
-    }
-
-    /// Operand `i`, which the op's shape rule requires to be a tensor.
-    pub fn tensor(&self, i: usize) -> &Tensor {
-        match &self.operands[i] {
-            SavedOperand::Tensor(t) => t,
-            SavedOperand::Scalar(_) => unreachable!("operand {i} of this op is a tensor"),
-        }
-    }
-
-    /// How many operands the op had.
-    pub fn len(&self) -> usize {
-        self.operands.len()
-    }
-
-    /// The op's result.
-    pub fn output(&self) -> &Tensor {
-        &self.output
-    }
-}
-
 static NEXT_SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 /// One node of the tape (`grad_fn`).
@@ -157,17 +117,32 @@ pub(crate) struct Node {
     outputs: Vec<TensorMeta>,
     /// Creation order: the engine runs later nodes first, as PyTorch's does.
     sequence: u64,
+    /// The line of the forward op, which a traced backward's nodes carry (as PyTorch's joint
+    /// graph annotates each backward node with its forward op's stack trace).
+    location: Option<SourceLocation>,
 }
 
 impl Node {
     /// A node for a [`Function`].
     pub fn function(function: Box<dyn Function>, next: Vec<Option<Edge>>, outputs: Vec<TensorMeta>) -> Node {
         let name = function.name();
-        Node::new(name, Backward::Function(function), next, outputs)
+        Node::new(name, Backward::Function(function), next, outputs, None)
     }
 
-    fn new(name: String, backward: Backward, next: Vec<Option<Edge>>, outputs: Vec<TensorMeta>) -> Node {
-        Node { name, backward, next, outputs, sequence: NEXT_SEQUENCE.fetch_add(1, Ordering::Relaxed) }
+    fn new(
+        name: String,
+        backward: Backward,
+        next: Vec<Option<Edge>>,
+        outputs: Vec<TensorMeta>,
+        location: Option<SourceLocation>,
+    ) -> Node {
+        let sequence = NEXT_SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        Node { name, backward, next, outputs, sequence, location }
+    }
+
+    /// The line of the forward op this node differentiates, if it is an op's.
+    pub fn location(&self) -> Option<SourceLocation> {
+        self.location
     }
 
     /// `tensor` as output `index` of this node.
@@ -228,7 +203,7 @@ impl Node {
 /// requires grad: the returned tensor points at the new node. While fx traces, only the trace's
 /// own (symbolic) tensors count: a concrete tensor met in a trace becomes a graph input, and
 /// whether it requires grad is the business of whoever runs the graph.
-pub(crate) fn record_op(op: &Op, operands: &[Operand], output: Tensor) -> Tensor {
+pub(crate) fn record_op(op: &Op, operands: &[Operand], output: Tensor, location: SourceLocation) -> Tensor {
     let tracing = output.is_symbolic();
     let next: Vec<Option<Edge>> = operands
         .iter()
@@ -256,6 +231,7 @@ pub(crate) fn record_op(op: &Op, operands: &[Operand], output: Tensor) -> Tensor
         Backward::Op { op: op.clone(), saved: Mutex::new(Some(saved)) },
         next,
         vec![output.meta()],
+        Some(location),
     ));
     node.output(output, 0)
 }
