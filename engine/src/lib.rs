@@ -12,6 +12,7 @@
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
+//! | `torch.optim.SGD`, `torch.optim.AdamW` | [`optim`] |
 //! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache,aot_graphs` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
@@ -34,7 +35,8 @@
 //! 5. [`aot`], decompositions;
 //! 6. [`inductor`], code generation;
 //! 7. [`backends`], the `Backend` contract and `eager`, `aot_eager`, `inductor`;
-//! 8. [`dynamo`], capture, guards, the cache, `compile` (whose default backend is Inductor).
+//! 8. [`dynamo`], capture, guards, the cache, `compile` (whose default backend is Inductor);
+//! 9. [`optim`], the optimizers (on top, so that a training step can be compiled whole).
 //!
 //! Data flows dynamo → aot → inductor, but dynamo sits on top because it drives the others (it
 //! calls a backend); fx reaches the tensor layer's dispatcher by registering itself there.
@@ -63,6 +65,7 @@ pub mod layout;
 pub mod logs;
 pub mod op;
 mod ops;
+pub mod optim;
 pub mod parallel;
 pub mod profiler;
 pub mod scalar;

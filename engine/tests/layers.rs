@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("inductor", &["inductor"]),
     ("backends", &["backends"]),
     ("dynamo", &["dynamo"]),
+    ("optim", &["optim"]),
 ];
 
 /// One source file: its module path (`fx::proxy`, or `` for `lib.rs`) and code lines.

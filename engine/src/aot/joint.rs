@@ -9,12 +9,12 @@
 //! grad and receives one.
 
 use super::decompose_op;
-use crate::tensor::autograd;
 use crate::error::{Error, Result};
 use crate::fx::proxy::Tracer;
 use crate::fx::{Graph, Interpreter, NodeId};
 use crate::layout::contiguous_strides;
 use crate::tensor::Tensor;
+use crate::tensor::autograd;
 
 /// A joint graph and how to read its placeholders and outputs.
 #[derive(Clone, Debug)]
@@ -66,21 +66,17 @@ pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<JointGraph
             tracer.placeholder(&format!("tangents_{}", i + 1), meta, strides)
         })
         .collect();
-    let primals: Vec<Tensor> =
-        declared.iter().zip(requires_grad).map(|(p, &wants)| p.requires_grad_(wants)).collect();
+    let primals: Vec<Tensor> = declared.iter().zip(requires_grad).map(|(p, &wants)| p.requires_grad_(wants)).collect();
     let outputs = {
         let _recording = autograd::GradMode::set(true);
         Interpreter::new(forward.clone()).run(&primals)?
     };
     let differentiable: Vec<bool> = outputs.iter().map(Tensor::requires_grad).collect();
-    let (roots, root_grads): (Vec<Tensor>, Vec<Tensor>) = outputs
-        .iter()
-        .zip(&tangents)
-        .filter(|(o, _)| o.requires_grad())
-        .map(|(o, t)| (o.clone(), t.clone()))
-        .unzip();
+    let (roots, root_grads): (Vec<Tensor>, Vec<Tensor>) =
+        outputs.iter().zip(&tangents).filter(|(o, _)| o.requires_grad()).map(|(o, t)| (o.clone(), t.clone())).unzip();
     let wanted: Vec<Tensor> = primals.iter().filter(|p| p.requires_grad()).cloned().collect();
-    let grads = if roots.is_empty() { vec![None; wanted.len()] } else { autograd::grad(&roots, &wanted, &root_grads, false)? };
+    let grads =
+        if roots.is_empty() { vec![None; wanted.len()] } else { autograd::grad(&roots, &wanted, &root_grads, false)? };
     let mut results: Vec<Tensor> = outputs.iter().map(Tensor::detach).collect();
     let mut gradients = Vec::with_capacity(primals.len());
     let mut grads = grads.into_iter();

@@ -138,7 +138,8 @@ pub fn ban_reason(graph: &Graph, id: NodeId) -> Option<&'static str> {
         OpClass::Pointwise | OpClass::View => None,
         OpClass::Reduction => {
             let input_bytes: usize = node.inputs().map(|i| bytes(&graph.node(i).meta)).sum();
-            (bytes(&node.meta) * 4 <= input_bytes).then_some("a reduction to a quarter of its input or less: cheaper to save")
+            (bytes(&node.meta) * 4 <= input_bytes)
+                .then_some("a reduction to a quarter of its input or less: cheaper to save")
         }
         OpClass::Extern if matches!(op, Op::Cat { .. }) => Some("cat: not on the recomputable list"),
         OpClass::Extern => Some("compute-intensive (matmul, attention): never recomputed"),

@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::partitioner::Partition;
-use crate::tensor::autograd::{self, Function};
 use crate::error::{Error, Result, SourceLocation};
 use crate::tensor::Tensor;
+use crate::tensor::autograd::{self, Function};
 
 /// A compiled graph as AOT calls it: inputs in placeholder order, outputs in output order.
 pub type CompiledFn = Arc<dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync>;

@@ -14,9 +14,9 @@ mod view;
 
 pub use nn::AttnMask;
 
-use crate::tensor::autograd;
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};
+use crate::tensor::autograd;
 use crate::tensor::{Operand, Tensor, dispatch};
 
 // ANCHOR: op_apply

@@ -3,10 +3,10 @@
 //! copy a compiled function captured) sees the new values.
 
 use super::{Storage, Tensor};
-use crate::tensor::autograd;
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::Op;
 use crate::tensor::Operand;
+use crate::tensor::autograd;
 
 impl Tensor {
     /// Copies `src`'s values (same shape, same device) into this tensor's memory, which must be
@@ -45,7 +45,10 @@ impl Tensor {
         }
         let target = self.concrete().expect("checked concrete above");
         if !target.layout.is_contiguous() {
-            return Err(invalid(format!("writes only dense tensors; this one has strides {:?}", target.layout.strides())));
+            return Err(invalid(format!(
+                "writes only dense tensors; this one has strides {:?}",
+                target.layout.strides()
+            )));
         }
         let offset = target.layout.offset();
         match &*target.storage {

@@ -8,8 +8,8 @@
 pub mod autograd;
 mod constructors;
 mod dims;
-mod inplace;
 pub(crate) mod dispatch;
+mod inplace;
 mod meta;
 mod random;
 mod storage;
@@ -22,11 +22,11 @@ pub(crate) use dims::Dims;
 pub use meta::TensorMeta;
 pub(crate) use storage::Storage;
 
-use autograd::AutogradMeta;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
+use autograd::AutogradMeta;
 
 /// An N-dimensional array of `f32` on a device, or a symbolic stand-in for one during tracing.
 #[derive(Clone)]

@@ -76,7 +76,10 @@ fn axpy(alpha: f32, y: &[f32], x: &mut [f32]) {
 
 /// The gradients of `q`, `k` and `v`, flattened and joined, for
 /// `inputs = [grad_out, q, k, v, out (, mask)]`.
-pub(super) fn attention_backward(inputs: &[Input], AttentionParams { mask, causal, scale }: AttentionParams) -> HostBuffer {
+pub(super) fn attention_backward(
+    inputs: &[Input],
+    AttentionParams { mask, causal, scale }: AttentionParams,
+) -> HostBuffer {
     let [g, q, k, v, o] = [0, 1, 2, 3, 4].map(|i| inputs[i].tensor());
     let sizes = AttentionSizes::of(q.1.shape(), k.1.shape(), v.1.shape());
     let AttentionSizes { batch, q_len, kv_len, head_dim, value_dim } = sizes;
@@ -87,7 +90,8 @@ pub(super) fn attention_backward(inputs: &[Input], AttentionParams { mask, causa
         let (data, layout) = m.tensor();
         let scores = [&q.1.shape()[..rank - 1], &[kv_len][..]].concat();
         let full = layout.expand(&scores);
-        let batch_layout = Layout::new(full.shape()[..rank - 2].to_vec(), full.strides()[..rank - 2].to_vec(), full.offset());
+        let batch_layout =
+            Layout::new(full.shape()[..rank - 2].to_vec(), full.strides()[..rank - 2].to_vec(), full.offset());
         Mask {
             data,
             kind: mask,
@@ -125,7 +129,10 @@ pub(super) fn attention_backward(inputs: &[Input], AttentionParams { mask, causa
     let score_grads = |b: usize, i: usize, row: &mut [f32]| {
         let (lse, d) = (stats[(b * q_len + i) * 2], stats[(b * q_len + i) * 2 + 1]);
         problem.probabilities(b, i, lse, row);
-        row.iter_mut().enumerate().map(|(j, p)| (*p, *p * (dot(grad_row(b, i), value_row(b, j)) - d))).collect::<Vec<_>>()
+        row.iter_mut()
+            .enumerate()
+            .map(|(j, p)| (*p, *p * (dot(grad_row(b, i), value_row(b, j)) - d)))
+            .collect::<Vec<_>>()
     };
     let (dq, rest) = out.split_at_mut(nq);
     let (dk, dv) = rest.split_at_mut(nk);

@@ -40,7 +40,10 @@ pub(super) const TF32X3_GEMM: &str = "tf32x3_gemm";
 pub fn eager_families() -> Vec<String> {
     let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
     let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
-    let others = OTHER_FAMILIES.iter().chain([&ATTENTION, &ATTENTION_BACKWARD, &CAT, &SKINNY_GEMM, &TF32X3_GEMM]).map(|f| f.to_string());
+    let others = OTHER_FAMILIES
+        .iter()
+        .chain([&ATTENTION, &ATTENTION_BACKWARD, &CAT, &SKINNY_GEMM, &TF32X3_GEMM])
+        .map(|f| f.to_string());
     unary.chain(binary).chain(others).collect()
 }
 

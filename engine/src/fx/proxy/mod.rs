@@ -542,9 +542,7 @@ fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<O
 
 /// Pauses (or resumes) the innermost trace on this thread; returns whether its state changed.
 pub(crate) fn set_paused(paused: bool) -> bool {
-    TRACES.with(|t| {
-        t.borrow_mut().last_mut().filter(|s| s.paused != paused).map(|s| s.paused = paused).is_some()
-    })
+    TRACES.with(|t| t.borrow_mut().last_mut().filter(|s| s.paused != paused).map(|s| s.paused = paused).is_some())
 }
 
 /// Sets the innermost trace's location override, returning the one it had.

@@ -61,10 +61,7 @@ impl Saved {
 /// Whether the op has a derivative at all: comparisons (which return 0/1 masks) do not, so their
 /// results never require grad, as PyTorch's boolean results do not.
 pub(super) fn is_differentiable(op: &Op) -> bool {
-    !matches!(
-        op,
-        Op::Binary(BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
-    )
+    !matches!(op, Op::Binary(BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge))
 }
 
 /// The node's name as `grad_fn` shows it: `MulBackward`, `LayerNormBackward`.
@@ -275,7 +272,13 @@ fn unary(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
 type Formula<'f> = Box<dyn Fn() -> Result<Tensor> + 'f>;
 
 /// The formulas for `a` and `b` of `a op b = y`. Comparisons have none (they are not recorded).
-fn binary<'f>(op: BinaryOp, a: Operand<'f>, b: Operand<'f>, y: &'f Tensor, g: &'f Tensor) -> (Formula<'f>, Formula<'f>) {
+fn binary<'f>(
+    op: BinaryOp,
+    a: Operand<'f>,
+    b: Operand<'f>,
+    y: &'f Tensor,
+    g: &'f Tensor,
+) -> (Formula<'f>, Formula<'f>) {
     match op {
         BinaryOp::Add => (Box::new(move || Ok(g.clone())), Box::new(move || Ok(g.clone()))),
         BinaryOp::Sub => (Box::new(move || Ok(g.clone())), Box::new(move || g.neg())),
@@ -400,8 +403,13 @@ fn attention_backward(
     location: SourceLocation,
 ) -> Result<[Tensor; 3]> {
     let (q, k, v) = (saved.tensor(0), saved.tensor(1), saved.tensor(2));
-    let mut operands =
-        vec![Operand::Tensor(g), Operand::Tensor(q), Operand::Tensor(k), Operand::Tensor(v), Operand::Tensor(saved.output())];
+    let mut operands = vec![
+        Operand::Tensor(g),
+        Operand::Tensor(q),
+        Operand::Tensor(k),
+        Operand::Tensor(v),
+        Operand::Tensor(saved.output()),
+    ];
     if saved.len() == 4 {
         operands.push(Operand::Tensor(saved.tensor(3)));
     }

@@ -158,11 +158,8 @@ pub(super) fn run(
             Edge::Node { node, output } => add(&mut buffers, node, *output, grad.clone())?,
         }
     }
-    let mut ready: BinaryHeap<Ready> = seen
-        .values()
-        .filter(|n| !dependencies.contains_key(&key(n)))
-        .map(|n| Ready(n.sequence(), n.clone()))
-        .collect();
+    let mut ready: BinaryHeap<Ready> =
+        seen.values().filter(|n| !dependencies.contains_key(&key(n))).map(|n| Ready(n.sequence(), n.clone())).collect();
     while let Some(Ready(_, node)) = ready.pop() {
         let slots = buffers.remove(&key(&node)).unwrap_or_default();
         let grads_in: Option<Vec<Tensor>> = if slots.iter().all(Option::is_none) {
