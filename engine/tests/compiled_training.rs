@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::programs::{Program, programs};
+use common::programs::{Program, training_programs};
 use engine::backends::{AotEager, Backend, Eager, Inductor};
 use engine::{Result, Tensor, dynamo};
 use proptest::prelude::*;
@@ -52,7 +52,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn aot_eager_gradients_match_eager(program in programs(10), seed in any::<u64>()) {
+    fn aot_eager_gradients_match_eager(program in training_programs(10), seed in any::<u64>()) {
         let inputs = program.inputs(seed);
         let eager = gradients(&inputs, |xs| program.run(xs));
         assert_close(&compiled_gradients(&program, &inputs, AotEager), &eager, &format!("{program:?}"))?;
@@ -60,7 +60,7 @@ proptest! {
     }
 
     #[test]
-    fn inductor_gradients_match_eager(program in programs(8), seed in any::<u64>()) {
+    fn inductor_gradients_match_eager(program in training_programs(8), seed in any::<u64>()) {
         let inputs = program.inputs(seed);
         let eager = gradients(&inputs, |xs| program.run(xs));
         assert_close(&compiled_gradients(&program, &inputs, Inductor::default()), &eager, &format!("{program:?}"))?;

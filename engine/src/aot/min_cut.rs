@@ -104,11 +104,14 @@ mod tests {
 
     #[test]
     fn parallel_paths_add_up() {
-        // Two paths 0 -> 1 -> 3 (3, 4) and 0 -> 2 -> 3 (6, 1), and 1 -> 2 (10).
+        // Two paths 0 -> 1 -> 3 (3, 4) and 0 -> 2 -> 3 (6, 1), and 1 -> 2 (10): the cheapest cut
+        // takes 0 -> 1 and 2 -> 3, 3 + 1.
         let mut network = Network::new(4);
         for (a, b, c) in [(0, 1, 3), (1, 3, 4), (0, 2, 6), (2, 3, 1), (1, 2, 10)] {
             network.add_edge(a, b, c);
         }
-        assert_eq!(network.min_cut(0, 3).0, 5);
+        let (flow, side) = network.min_cut(0, 3);
+        assert_eq!(flow, 4);
+        assert_eq!(side, vec![true, false, true, false]);
     }
 }

@@ -134,7 +134,7 @@ mod tests {
             let source = eager_source(&format!("unary_{}", op.name())).unwrap();
             assert!(source.contains(&op.c_expr("x")));
         }
-        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 4);
+        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 5);
         assert!(eager_source("no_such_family").is_none());
     }
 

@@ -176,11 +176,9 @@ pub(super) fn backward(
         }
         Op::Cond { .. } => Err(no_formula("cond", "branch on a value with where_ instead", location)),
         Op::ScaledDotProductAttention { mask, causal, scale } => {
-            let (q, k, v) = (saved.tensor(0), saved.tensor(1), saved.tensor(2));
             let grads = attention_backward(g, saved, *mask, *causal, scale.0, location)?;
             let [dq, dk, dv] = grads;
             let mut out = vec![needs[0].then_some(dq), needs[1].then_some(dk), needs[2].then_some(dv)];
-            debug_assert!(q.shape().len() == k.shape().len() && v.shape().len() == k.shape().len());
             if saved.len() == 4 {
                 if needs[3] {
                     return Err(no_formula(
