@@ -7,7 +7,7 @@
 #
 # Each round runs every engine binary, then PyTorch (ROUNDS=0: the engine binaries once, no
 # PyTorch). Settings after a binary are set in its environment, as in
-# `threads8=.gpu/bin/bench,ENGINE_NUM_THREADS=8`. Writes OUT_DIR/host.txt (the CPU, PyTorch's
+# `threads8=.gpu/bin/engine-bench,ENGINE_NUM_THREADS=8`. Writes OUT_DIR/host.txt (the CPU, PyTorch's
 # threads and build), one JSON report per run, and prints the table last.
 set -u
 out=${1:?output directory}

@@ -9,7 +9,7 @@
 #   bench compiled (profiler cost per launch) -> compiled.txt
 #
 # usage: bench/gpu-measure.sh PACKED_DIR OUT_DIR
-# PACKED_DIR holds release builds of `bench`, the `profile` example and the `profiler` test binary.
+# PACKED_DIR holds release builds of `engine-bench`, the `profile` example and the `profiler` test binary.
 # PyTorch's side is a separate run (torch.compile takes minutes):
 #   python3 bench/torch/models.py --device cuda --json > OUT_DIR/torch-models.json
 set -u
@@ -28,8 +28,8 @@ step() {
     tail -n 3 "$out/$name.err"
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt" 2>&1
-step models.json 240 "$bin/bench" models --device cuda --json
-step roofline.json 150 "$bin/bench" roofline --device cuda --json --svg "$out/roofline-h100.svg"
+step models.json 240 "$bin/engine-bench" models --device cuda --json
+step roofline.json 150 "$bin/engine-bench" roofline --device cuda --json --svg "$out/roofline-h100.svg"
 step profile.txt 60 "$bin/profile" --device cuda --trace "$out/trace.json"
 step profiler-test.txt 60 "$bin"/profiler-* --nocapture
-step compiled.txt 90 "$bin/bench" compiled --device cuda
+step compiled.txt 90 "$bin/engine-bench" compiled --device cuda

@@ -1,5 +1,5 @@
 //! Sets `ENGINE_SOURCE_HASH`, a hash of the engine's own source (`src/` and `Cargo.toml`): the
-//! build identity that keys the FX graph cache (`inductor::fx_graph_cache`), as PyTorch keys its
+//! build identity that keys the FX graph cache (`inductor::modes::fx_graph_cache`), as PyTorch keys its
 //! cache on a hash of its own source, so that an artifact compiled by other engine code is never
 //! loaded. FNV-1a over the sorted paths and bytes: no dependency, and collisions only need to be
 //! unlikely between builds, not resistant to an adversary.

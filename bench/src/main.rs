@@ -29,7 +29,7 @@ use engine::dynamo::Mode;
 
 /// Benchmark commands for the engine.
 #[derive(Parser)]
-#[command(name = "bench", about, long_about = None)]
+#[command(name = "engine-bench", about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::device::backend::execute;
 use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
@@ -90,7 +89,8 @@ pub(crate) fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, locatio
     }
 }
 
-/// Runs one device kernel into a fresh dense buffer.
+/// Runs one device kernel into a fresh dense buffer, from the provider this thread runs on
+/// ([`crate::device::with_kernels`]).
 fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) -> Result<Tensor, CudaError> {
     let _launch = profiler::launch(op.name(), EventKind::Eager, device, || operand_shapes(operands));
     let storage = match device {
@@ -105,8 +105,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                     },
                 })
                 .collect();
-            let Ok(output) = execute(&cpu::Cpu, op, &inputs, out_shape);
-            Storage::Cpu(output)
+            Storage::Cpu(cpu::execute(op, &inputs, out_shape))
         }
         Device::Cuda(_) => {
             let mut gpu = None;
@@ -124,7 +123,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 })
                 .collect();
             let gpu = gpu.expect("shape inference requires a tensor operand");
-            Storage::Cuda(execute(&gpu, op, &inputs, out_shape)?)
+            Storage::Cuda(cuda::execute(&gpu, op, &inputs, out_shape)?)
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))

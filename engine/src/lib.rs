@@ -24,12 +24,12 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`], [`parallel`];
+//!    [`codecache`], [`parallel`], [`compile_mode`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
-//! 3. tensors and eager kernels: [`tensor`] (with the dispatcher's hook for the layers above,
-//!    `tensor::dispatch`), the op methods, [`autograd`] (the tape and the derivative formulas,
-//!    written with the op methods), the device kernels (`device::backend`, the trait each
-//!    device implements; `device::cpu`, [`device::cuda`]),
+//! 3. tensors and eager kernels: [`tensor`] (its op methods, [`autograd`] (the tape and the
+//!    derivative formulas, written with the op methods), and the dispatcher's hook for the layers
+//!    above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each device's
+//!    plain and tuned kernels implement; `device::cpu`, [`device::cuda`]),
 //!    [`mod@bench`], [`profiler`] (which the launch paths of this layer and of inductor report to);
 //! 4. [`fx`], graphs, tracing and the interpreter;
 //! 5. [`aot`], decompositions;
@@ -40,6 +40,11 @@
 //!
 //! Data flows dynamo → aot → inductor, but dynamo sits on top because it drives the others (it
 //! calls a backend); fx reaches the tensor layer's dispatcher by registering itself there.
+//!
+//! Across the layers, the fast paths (each device's tuned kernels, `device::{cpu,cuda}::tuned`)
+//! and Inductor's mode features ([`inductor::modes`]) are named only where they plug in: the
+//! provider registries, the targets' runtimes, and `compile_fx` for the FX graph cache. The
+//! pipeline a learner reads never names them (`tests/layers.rs` checks that too).
 //!
 //! ```
 //! use engine::{backends::AotEager, dynamo, Tensor};
@@ -54,6 +59,7 @@ pub mod aot;
 pub mod backends;
 pub mod bench;
 pub mod codecache;
+pub mod compile_mode;
 pub mod device;
 pub mod dtype;
 pub mod dynamo;
@@ -64,7 +70,6 @@ pub mod inductor;
 pub mod layout;
 pub mod logs;
 pub mod op;
-mod ops;
 pub mod optim;
 pub mod parallel;
 pub mod profiler;
@@ -74,6 +79,6 @@ pub mod tensor;
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result, SourceLocation};
-pub use ops::AttnMask;
+pub use tensor::AttnMask;
 pub use tensor::autograd;
 pub use tensor::{Operand, Tensor, TensorMeta};

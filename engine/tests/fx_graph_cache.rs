@@ -1,4 +1,4 @@
-//! The FX graph cache (`engine::inductor::fx_graph_cache`): a second compile of a graph is served
+//! The FX graph cache (`engine::inductor::modes::fx_graph_cache`): a second compile of a graph is served
 //! from disk with the same output code and the same bits; a corrupt entry is reported and
 //! compiled again; replacement printers, another fusion decision and dynamic graphs are never
 //! cached; another mode or shape is another entry. GPU tests print `skipped: <reason>` and pass
@@ -17,8 +17,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use common::{close_to_eager, gpu};
 use engine::backends::Inductor;
 use engine::dynamo::{self, Mode};
+use engine::inductor::modes::fx_graph_cache;
 use engine::inductor::scheduler::{Decision, FusionCandidate, can_fuse};
-use engine::inductor::{Config, OutputCode, Printers, codegen, fx_graph_cache};
+use engine::inductor::{Config, OutputCode, Printers, codegen};
 use engine::logs::{self, Artifact};
 use engine::{Device, Result, Tensor};
 use workbook_models::phase5::{Block, BlockShape, Mlp};

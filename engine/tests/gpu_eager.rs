@@ -390,7 +390,11 @@ fn gradients_on(device: Device, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> engi
 }
 
 /// Gradients on the GPU equal the CPU's within f32 tolerance.
-fn gradients_agree(device: Device, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>) -> Result<(), TestCaseError> {
+fn gradients_agree(
+    device: Device,
+    inputs: &[Tensor],
+    f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>,
+) -> Result<(), TestCaseError> {
     let (gpu_grads, cpu_grads) = (gradients_on(device, inputs, f), gradients_on(Device::Cpu, inputs, f));
     for (i, (g, c)) in gpu_grads.iter().zip(&cpu_grads).enumerate() {
         for (k, (a, b)) in g.iter().zip(c).enumerate() {
@@ -408,18 +412,30 @@ fn gpu_gradients_match_the_cpu() {
     check(24, (1usize..6, 1usize..40, any::<u64>()), |(rows, cols, seed)| {
         let (x, y) = (positive(&[rows, cols], seed), positive(&[cols], seed + 1));
         for op in UnaryOp::ALL {
-            gradients_agree(device, std::slice::from_ref(&x), &|t| Op::Unary(op).apply(&[(&t[0]).into()], SourceLocation::caller()))?;
+            gradients_agree(device, std::slice::from_ref(&x), &|t| {
+                Op::Unary(op).apply(&[(&t[0]).into()], SourceLocation::caller())
+            })?;
         }
         for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Pow] {
-            gradients_agree(device, &[x.clone(), y.clone()], &|t| Op::Binary(op).apply(&[(&t[0]).into(), (&t[1]).into()], SourceLocation::caller()))?;
+            gradients_agree(device, &[x.clone(), y.clone()], &|t| {
+                Op::Binary(op).apply(&[(&t[0]).into(), (&t[1]).into()], SourceLocation::caller())
+            })?;
         }
-        gradients_agree(device, std::slice::from_ref(&x), &|t| t[0].amax(1, false)?.add(&t[0].mean(0, true)?.sum(1, false)?))?;
+        gradients_agree(device, std::slice::from_ref(&x), &|t| {
+            t[0].amax(1, false)?.add(&t[0].mean(0, true)?.sum(1, false)?)
+        })?;
         gradients_agree(device, std::slice::from_ref(&x), &|t| t[0].softmax(-1)?.add(&t[0].log_softmax(0)?))?;
         gradients_agree(device, &[x.clone(), y.clone(), y.clone()], &|t| t[0].layer_norm(&t[1], &t[2], 1e-5))?;
-        gradients_agree(device, std::slice::from_ref(&x), &|t| t[0].t()?.slice(0, 1.min(cols - 1), cols, 2)?.contiguous())?;
+        gradients_agree(device, std::slice::from_ref(&x), &|t| {
+            t[0].t()?.slice(0, 1.min(cols - 1), cols, 2)?.contiguous()
+        })?;
         let w = Tensor::uniform(&[7, cols], -1.0, 1.0, seed + 2);
-        gradients_agree(device, &[x.clone(), w, Tensor::uniform(&[7], -1.0, 1.0, seed + 3)], &|t| t[0].linear(&t[1], Some(&t[2]))?.gelu())?;
-        gradients_agree(device, std::slice::from_ref(&x), &|t| t[0].cross_entropy(&Tensor::zeros(&[rows]).to(t[0].device())?))?;
+        gradients_agree(device, &[x.clone(), w, Tensor::uniform(&[7], -1.0, 1.0, seed + 3)], &|t| {
+            t[0].linear(&t[1], Some(&t[2]))?.gelu()
+        })?;
+        gradients_agree(device, std::slice::from_ref(&x), &|t| {
+            t[0].cross_entropy(&Tensor::zeros(&[rows]).to(t[0].device())?)
+        })?;
         Ok(())
     });
 }
@@ -430,13 +446,24 @@ fn gpu_attention_backward_matches_the_cpu() {
     // not multiples of 32, causal and masked attention, and heads split from a projection (q, k
     // and v read in place through their strides).
     let Some(device) = gpu() else { return };
-    let cases = (1usize..70, 1usize..70, prop_oneof![Just(8usize), Just(33), Just(64), Just(128)], 0u8..4, any::<bool>(), any::<u64>());
+    let cases = (
+        1usize..70,
+        1usize..70,
+        prop_oneof![Just(8usize), Just(33), Just(64), Just(128)],
+        0u8..4,
+        any::<bool>(),
+        any::<u64>(),
+    );
     check(24, cases, |(l, s, e, masking, split, seed)| {
         let causal = masking == 1 && l <= s;
         let qkv = |len: usize, seed| {
             if split {
                 // [2, len, 3 heads * e] viewed as [2, 3, len, e]: a transposed view.
-                Tensor::uniform(&[2, len, 3 * e], -1.0, 1.0, seed).reshape(&[2, len, 3, e]).unwrap().transpose(1, 2).unwrap()
+                Tensor::uniform(&[2, len, 3 * e], -1.0, 1.0, seed)
+                    .reshape(&[2, len, 3, e])
+                    .unwrap()
+                    .transpose(1, 2)
+                    .unwrap()
             } else {
                 Tensor::uniform(&[2, 3, len, e], -1.0, 1.0, seed)
             }

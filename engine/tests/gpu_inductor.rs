@@ -134,7 +134,8 @@ fn gpu_compiled_training_matches_eager_gradients() {
     use engine::optim::{Optimizer, Sgd};
     use workbook_models::phase5::{Block, BlockShape, MLP_FEATURES, Mlp};
     let Some(device) = gpu() else { return };
-    let grads = |params: &[Tensor]| -> Vec<Vec<f32>> { params.iter().map(|p| p.grad().unwrap().to_vec().unwrap()).collect() };
+    let grads =
+        |params: &[Tensor]| -> Vec<Vec<f32>> { params.iter().map(|p| p.grad().unwrap().to_vec().unwrap()).collect() };
     let compare = |got: Vec<Vec<f32>>, expected: Vec<Vec<f32>>, what: &str| {
         for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
             let scale = e.iter().fold(0.0f32, |m, v| m.max(v.abs()));

@@ -6,6 +6,7 @@
 mod common;
 
 use common::reference::{self, RefTensor};
+use engine::device::{Kernels, with_kernels};
 use engine::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use engine::{AttnMask, Result, SourceLocation, Tensor};
 use proptest::prelude::*;
@@ -190,13 +191,17 @@ proptest! {
         let (mask, mask_ref) = input(&[l, s], -1.0, 1.0, seed + 3);
         let boolean = mask.gt(-0.3).unwrap().maximum(&Tensor::from_vec((0..s).map(|j| if j == 0 { 1.0 } else { 0.0 }).collect(), &[s]).unwrap()).unwrap();
         let boolean_ref = RefTensor::new(vec![l, s], boolean.to_vec().unwrap().into_iter().map(f64::from).collect());
-        check(&[q, k, v], &[true, true, true], |t| {
-            let m = match masking { 2 => Some(AttnMask::Boolean(&boolean)), 3 => Some(AttnMask::Additive(&mask)), _ => None };
-            t[0].scaled_dot_product_attention(&t[1], &t[2], m, causal, Some(scale))
-        }, |r| {
-            let m = match masking { 2 => Some((&boolean_ref, false)), 3 => Some((&mask_ref, true)), _ => None };
-            RefTensor::attention(&r[0], &r[1], &r[2], m, causal, f64::from(scale))
-        })?;
+        // The backward kernel of each provider: the tuned (blocked) one and the plain one,
+        // composed of products and a softmax.
+        for kernels in [Kernels::Tuned, Kernels::Plain] {
+            with_kernels(kernels, || check(&[q.clone(), k.clone(), v.clone()], &[true, true, true], |t| {
+                let m = match masking { 2 => Some(AttnMask::Boolean(&boolean)), 3 => Some(AttnMask::Additive(&mask)), _ => None };
+                t[0].scaled_dot_product_attention(&t[1], &t[2], m, causal, Some(scale))
+            }, |r| {
+                let m = match masking { 2 => Some((&boolean_ref, false)), 3 => Some((&mask_ref, true)), _ => None };
+                RefTensor::attention(&r[0], &r[1], &r[2], m, causal, f64::from(scale))
+            }))?;
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The engine's layers, checked: every `crate::` and `super::` path in `engine/src` may name only
-//! its own layer or one below (the order is written in `src/lib.rs`), and no module may reach
-//! itself through imports (no loop, inside a layer either).
+//! its own layer or one below (the order is written in `src/lib.rs`), no module may reach
+//! itself through imports (no loop, inside a layer either), and the fast paths and mode features
+//! are named only by the modules that plug them in (the pipeline a learner reads never names them).
 //!
 //! The check reads the source as text, so it needs no tool beyond the test itself. Comments and
 //! the `#[cfg(test)]` module at the end of a file are skipped; a `pub use` in a module counts for
@@ -13,11 +14,11 @@ use std::path::Path;
 /// The layers, bottom first: each entry is a module path prefix (the longest one matching a
 /// module decides its layer). Keep in step with the order in `src/lib.rs`.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("base types", &["scalar", "dtype", "layout", "device", "error", "logs", "codecache", "parallel"]),
+    ("base types", &["scalar", "dtype", "layout", "device", "error", "logs", "codecache", "parallel", "compile_mode"]),
     ("op catalogue", &["op"]),
     (
         "tensors and eager kernels",
-        &["tensor", "ops", "eager", "device::backend", "device::cpu", "device::cuda", "bench", "profiler"],
+        &["tensor", "eager", "device::provider", "device::cpu", "device::cuda", "bench", "profiler"],
     ),
     ("fx", &["fx"]),
     ("aot", &["aot"]),
@@ -25,6 +26,21 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("backends", &["backends"]),
     ("dynamo", &["dynamo"]),
     ("optim", &["optim"]),
+];
+
+/// The fast paths and the mode features, each with the only modules outside it that may import
+/// it: the registries that choose a kernel provider, and the targets' runtimes and the mode
+/// features that run the tuned kernels. An entry ending in `::*` allows a whole subtree; any
+/// other names one module exactly (`device::cpu` is the provider registry in `cpu/mod.rs`, not
+/// the plain kernels beside it).
+const GUARDED: &[(&str, &str, &[&str])] = &[
+    ("fast path", "device::cpu::tuned", &["device::cpu", "inductor::modes::*", "inductor::runtime::cpu"]),
+    ("fast path", "device::cuda::tuned", &["device::cuda", "inductor::modes::*", "inductor::runtime::cuda"]),
+    (
+        "mode feature",
+        "inductor::modes",
+        &["inductor::compile_fx", "inductor::runtime::cuda", "inductor::runtime::spec"],
+    ),
 ];
 
 /// One source file: its module path (`fx::proxy`, or `` for `lib.rs`) and code lines.
@@ -226,4 +242,22 @@ fn no_import_loops() {
         .map(|(a, b)| format!("{a} -> {b}"))
         .collect();
     assert!(looping.is_empty(), "imports that are part of a loop:\n{}", looping.join("\n"));
+}
+
+#[test]
+fn fast_paths_and_mode_features_are_named_only_where_they_plug_in() {
+    let within = |module: &str, prefix: &str| module == prefix || module.starts_with(&format!("{prefix}::"));
+    let allowed = |module: &str, entry: &str| match entry.strip_suffix("::*") {
+        Some(prefix) => within(module, prefix),
+        None => module == entry,
+    };
+    let mut violations = BTreeSet::new();
+    for (from, to, _) in imports() {
+        for (kind, guarded, importers) in GUARDED {
+            if within(&to, guarded) && !within(&from, guarded) && !importers.iter().any(|e| allowed(&from, e)) {
+                violations.insert(format!("{from} imports {to}, a {kind}; only {} may", importers.join(", ")));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "seam violations:\n{}", violations.into_iter().collect::<Vec<_>>().join("\n"));
 }

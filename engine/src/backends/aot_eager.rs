@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use super::{Backend, CompiledGraph};
 use crate::aot;
+use crate::compile_mode::Mode;
 use crate::error::Result;
 use crate::fx::{Graph, Interpreter};
-use crate::inductor::Mode;
 use crate::tensor::Tensor;
 
 // ANCHOR: aot_eager_backend

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use super::{Backend, CompiledGraph};
 use crate::aot;
+use crate::compile_mode::Mode;
 use crate::error::Result;
 use crate::fx::Graph;
 use crate::inductor::scheduler::FusionPolicy;
-use crate::inductor::{CompiledModule, Config, Mode, OutputCode, compile_fx};
+use crate::inductor::{CompiledModule, Config, OutputCode, compile_fx};
 use crate::tensor::Tensor;
 
 /// Compiles captured graphs with [`compile_fx`]. Clones share the record of output code, so keep

@@ -13,9 +13,9 @@ pub use aot_eager::AotEager;
 pub use eager::Eager;
 pub use inductor::Inductor;
 
+use crate::compile_mode::Mode;
 use crate::error::{Error, Result};
 use crate::fx::Graph;
-use crate::inductor::Mode;
 use crate::tensor::Tensor;
 
 // ANCHOR: backend_trait

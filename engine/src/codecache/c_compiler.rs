@@ -131,8 +131,8 @@ fn probe() -> std::result::Result<CCompiler, String> {
 /// The engine's own kernels run on its thread pool (`parallel`), but custom ops' kernels and learners'
 /// replacement printers may use `#pragma omp parallel for`, and their team shares the cores with
 /// the pool. By default an OpenMP thread spins for a while after each parallel region, keeping
-/// the pool's workers off its core: on 2 cores a compiled batch-16 MLP whose kernels ran on
-/// OpenMP took 40 ms spinning against 4.2 ms sleeping (bench/NOTES-cpu.md). libgomp reads
+/// the pool's workers off its core, which made a compiled MLP ten times slower on a small machine
+/// (bench/NOTES-cpu.md, "One pool of threads"). libgomp reads
 /// `OMP_WAIT_POLICY` once, when it is loaded with the first generated library, which only
 /// happens after this probe.
 fn idle_openmp_threads_sleep() {
@@ -166,8 +166,8 @@ const TUNING: [Probe; 4] = [
     Probe { flag: "-march=native", source: ANY_SOURCE },
     // GCC vectorizes with 256-bit registers on Intel CPUs that have 512-bit ones (Skylake to
     // Sapphire Rapids), for fear of the lower clock of 512-bit code on the first of them; the
-    // generated kernels are arithmetic-bound loops that gain more from twice the lanes (a 16-fold
-    // `sin` chain ran 1.6 times faster, bench/NOTES-cpu.md). It states a preference only: a CPU
+    // generated kernels are arithmetic-bound loops that gain more from twice the lanes
+    // (bench/NOTES-cpu.md, "Compiler flags"). It states a preference only: a CPU
     // without 512-bit vectors gets the code it got before. x86 compilers only.
     Probe { flag: "-mprefer-vector-width=512", source: ANY_SOURCE },
     // GCC vectorizes the leftover iterations of a vectorized loop again with narrower vectors:

@@ -4,6 +4,10 @@
 //! that run on each device (`cpu`, [`cuda`]) sit with the tensors, above the op catalogue,
 //! and so do the methods that need a device's runtime ([`Device::synchronize`],
 //! [`Device::cuda_if_available`], in [`cuda`]).
+//!
+//! Each device's eager kernels come in two providers behind one trait (`provider.rs`): the plain
+//! kernels a reader follows and the tuned fast paths, which run unless [`with_kernels`] says
+//! otherwise.
 
 use std::fmt;
 
@@ -26,6 +30,8 @@ impl fmt::Display for Device {
     }
 }
 
-pub(crate) mod backend;
 pub(crate) mod cpu;
 pub mod cuda;
+pub(crate) mod provider;
+
+pub use provider::{Kernels, kernels, with_kernels};

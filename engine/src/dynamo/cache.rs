@@ -42,7 +42,7 @@ struct Frame {
 }
 
 struct Entry {
-    /// Shared with the traces that follow it (see `fx/proxy/follow.rs`).
+    /// Shared with the traces that follow it (see `fx/proxy/cached_graph.rs`).
     graph: Arc<Graph>,
     guards: Guards,
     compiled: Arc<dyn CompiledGraph>,

@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use super::cache::Cache;
 use super::capture::{CallRecord, CallTimes, Capture};
-use super::io::{Inputs, Outputs};
 use super::options::Options;
+use super::signature::{Inputs, Outputs};
 use super::stats::CompileStats;
 use crate::backends::Backend;
+use crate::compile_mode::Mode;
 use crate::error::{Error, Result, SourceLocation};
 use crate::fx::proxy::{Tracer, is_tracing};
-use crate::inductor::Mode;
 
 /// A closure wrapped by [`compile`]. Call it with [`Compiled::call`].
 pub struct Compiled<I, O, F> {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::capture::CallRecord;
 use super::compiled::{Compiled, compile};
-use super::io::{Inputs, Outputs};
+use super::signature::{Inputs, Outputs};
 use crate::error::{Result, SourceLocation};
 use crate::fx::Graph;
 use crate::fx::proxy::BreakReason;

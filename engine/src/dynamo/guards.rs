@@ -6,7 +6,7 @@
 //! engine traces every call (microseconds) and then checks the new trace against each cached
 //! graph. The input guards come first because they explain a miss best; the last guard compares
 //! the whole trace with the cached graph, which covers constants and control flow. (A trace that
-//! followed a cached graph to its end, `fx/proxy/follow.rs`, is that graph: the comparison is then
+//! followed a cached graph to its end, `fx/proxy/cached_graph.rs`, is that graph: the comparison is then
 //! one pointer check.)
 
 use std::fmt;

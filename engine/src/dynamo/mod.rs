@@ -23,13 +23,12 @@ mod compiled;
 mod cond;
 mod explain;
 mod guards;
-mod io;
 mod options;
+mod signature;
 mod stats;
 
-/// The compile modes belong to Inductor's config, as `torch.compile(mode=...)` sets
-/// `torch._inductor.config`; re-exported here, beside [`Compiled::mode`].
-pub use crate::inductor::Mode;
+/// The compile modes, `torch.compile(mode=...)`, re-exported here beside [`Compiled::mode`].
+pub use crate::compile_mode::Mode;
 /// Custom ops belong to the op catalogue ([`crate::op`]), as `torch.library` does; re-exported
 /// here, where the fixes for graph breaks are taught.
 pub use crate::op::{CustomOp, CustomOpBuilder, MAX_CUSTOM_OP_INPUTS};
@@ -40,8 +39,8 @@ pub use capture::CallTimes;
 pub use compiled::{Compiled, compile};
 pub use cond::cond;
 pub use explain::{Explain, ExplainOutput, explain};
-pub use io::{Inputs, Outputs};
 pub use options::DEFAULT_RECOMPILE_LIMIT;
+pub use signature::{Inputs, Outputs};
 pub use stats::CompileStats;
 
 /// True while the code calling it is being traced by a compiled function, like

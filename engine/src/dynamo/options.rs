@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::backends::{Backend, Inductor};
+use crate::compile_mode::Mode;
 use crate::error::SourceLocation;
-use crate::inductor::Mode;
 
 /// PyTorch's default `torch._dynamo.config.recompile_limit`.
 pub const DEFAULT_RECOMPILE_LIMIT: usize = 8;

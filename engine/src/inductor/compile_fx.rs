@@ -9,25 +9,27 @@
 //! library already compiled: the size is passed at run time. A size that changes the source (a
 //! stride inside an index) is baked in, and that source is compiled once for its size.
 //!
-//! A static graph compiled before is read from the [FX graph cache](super::fx_graph_cache)
+//! A static graph compiled before is read from the [FX graph cache](super::modes::fx_graph_cache)
 //! instead: only its program is built, through the same [`ProgramSpec::build`] as a fresh one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::call_plan;
 use super::codegen::{Renderer, cuda};
-use super::config::{Config, Mode};
-use super::gemm_choice;
+use super::config::Config;
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
 use super::launch::Launch;
+use super::lowering::FoldFor;
+use super::modes::{autotune, cudagraphs, fx_graph_cache, gemm_choice, gemm_epilogue, launch_tuning};
 use super::output_code::OutputCode;
 use super::runtime::spec::ProgramSpec;
-use super::runtime::{self, Program, cudagraphs};
+use super::runtime::{self, Program};
 use super::scheduler::{self, Schedule};
-use super::wrapper;
-use super::{CompiledModule, autotune, fx_graph_cache, launch_tuning, lowering, pattern_matcher};
+use super::{CompiledModule, lowering, pattern_matcher};
 use crate::aot;
+use crate::compile_mode::Mode;
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
 use crate::error::{Error, Result};
@@ -42,7 +44,7 @@ struct Generated {
     kernels: Vec<Kernel>,
     /// How each kernel is launched (used on a GPU).
     launches: Vec<Launch>,
-    plan: wrapper::CallPlan,
+    plan: call_plan::CallPlan,
     output_code: OutputCode,
     /// The whole source to compile: the renderer's prelude, then every kernel.
     module_source: String,
@@ -67,7 +69,7 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
     let encoded = key.and_then(|key| key.encode(&entry));
     let fx_graph_cache::Entry { output_code, program: spec, .. } = entry;
-    let program = Arc::new(spec.build(device, config.mode)?);
+    let program = spec.build(device, config.mode)?;
     if let Some(encoded) = encoded {
         encoded.store();
     }
@@ -92,7 +94,7 @@ fn from_cache(entry: fx_graph_cache::Entry, device: Device, config: &Config) -> 
         });
     }
     log_compiled(&output_code, program.cuda_graph_skip.as_deref(), config.mode);
-    let program = Arc::new(program.build(device, config.mode)?);
+    let program = program.build(device, config.mode)?;
     Ok(CompiledModule { output_code, program, dynamic: None })
 }
 
@@ -164,7 +166,7 @@ fn generate_for(
         logs::log(Artifact::Fusion, || fusion_log.clone());
     }
     let kernels = build_kernels(&lowered, &schedule)?;
-    let plan = wrapper::plan(&lowered, &schedule);
+    let plan = call_plan::plan(&lowered, &schedule);
     let renderer = config.renderer(device);
     let (sources, launches) = kernels.iter().map(|k| renderer.kernel(k)).map(|r| (r.source, r.launch)).unzip();
     let custom = custom_sources(&lowered, renderer.as_ref())?;
@@ -176,13 +178,14 @@ fn generate_for(
 /// Whether lowering folds bias adds and ReLUs into GEMM epilogues: on the CPU in every mode (its
 /// GEMMs apply them in their output loops), on a GPU under max-autotune where cuBLASLt, which
 /// applies them, can run.
-fn gemm_epilogues(device: Device, mode: Mode) -> bool {
-    match device {
+fn gemm_epilogues(device: Device, mode: Mode) -> Option<FoldFor> {
+    let folds = match device {
         Device::Cpu => true,
         Device::Cuda(ordinal) => {
             mode == Mode::MaxAutotune && CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok())
         }
-    }
+    };
+    folds.then_some(gemm_epilogue::fold as FoldFor)
 }
 
 /// Makes generated code runnable: under max-autotune on a GPU, each matmul's library chosen by
@@ -273,13 +276,13 @@ pub(crate) struct Specializations {
     graph: Graph,
     device: Device,
     config: Config,
-    programs: Mutex<HashMap<Vec<usize>, Arc<Program>>>,
+    programs: Mutex<HashMap<Vec<usize>, Arc<dyn Program>>>,
 }
 
 impl Specializations {
     /// The program for the sizes of `inputs`, built (and compiled if its source is new) on first
     /// use.
-    pub(crate) fn program_for(&self, inputs: &[Tensor]) -> Result<Arc<Program>> {
+    pub(crate) fn program_for(&self, inputs: &[Tensor]) -> Result<Arc<dyn Program>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
         let bindings = self
             .graph
@@ -290,8 +293,7 @@ impl Specializations {
             return Ok(program.clone());
         }
         let generated = generate_for(&self.graph, &bindings, self.device, &self.config, None)?;
-        let program =
-            Arc::new(finish(generated, self.device, &self.config, false)?.1.build(self.device, self.config.mode)?);
+        let program = finish(generated, self.device, &self.config, false)?.1.build(self.device, self.config.mode)?;
         self.programs.lock().expect("programs lock").insert(key, program.clone());
         Ok(program)
     }

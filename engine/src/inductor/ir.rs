@@ -16,7 +16,7 @@ use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// An IR node: its index in [`LoweredGraph::nodes`], and the `N` of its buffer `bufN`. Typed, so
 /// that a node cannot be passed where a kernel ([`KernelId`](super::scheduler::KernelId)) or a
-/// memory slot ([`SlotId`](super::wrapper::SlotId)) is meant.
+/// memory slot ([`SlotId`](super::call_plan::SlotId)) is meant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct IrId(pub usize);
 

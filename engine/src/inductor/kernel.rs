@@ -140,10 +140,10 @@ pub struct Origin {
     /// The node's name in the graph.
     pub node: String,
     /// Its op.
-    #[serde(with = "super::stored::op_name")]
+    #[serde(with = "super::serde_refs::op_name")]
     pub op: OpName,
     /// The learner's line.
-    #[serde(with = "super::stored::location")]
+    #[serde(with = "super::serde_refs::location")]
     pub location: Option<SourceLocation>,
 }
 

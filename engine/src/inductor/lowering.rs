@@ -2,7 +2,6 @@
 //! node of a decomposed graph becomes one loop-level [`IrNode`]; view ops become new strided views
 //! of the same buffer, so broadcasting, permutes and slices cost index arithmetic, not copies.
 
-use super::gemm_epilogue::Epilogues;
 use super::index::Affine;
 use super::ir::{
     BufferName, FallbackArg, GraphInput, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp, View,
@@ -17,16 +16,34 @@ use crate::op::{Op, ViewOf};
 /// whose values nothing returned depends on are dropped (dead-code elimination), as Inductor
 /// drops them from the FX graph before lowering.
 pub fn lower(graph: &Graph, bindings: &SymBindings) -> Result<LoweredGraph> {
-    lower_with(graph, bindings, false)
+    lower_with(graph, bindings, None)
 }
 
-/// [`lower`], with a bias add and a ReLU after a matmul folded into the matmul's epilogue when
-/// `epilogues` is set (max-autotune on a GPU: see [`super::gemm_epilogue`]).
-pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, epilogues: bool) -> Result<LoweredGraph> {
+/// A rewrite that lowering offers each op before lowering it: folding the op into the IR node
+/// lowered just before it. A target whose GEMMs apply a bias and a ReLU as they write their
+/// output folds those ops into the matmul's epilogue this way (`modes::gemm_epilogue`).
+pub(crate) trait Fold {
+    /// Folds node `id`'s `op` (on `operands`: each operand's node and view, of shape `shape`)
+    /// into the last node of `out`, returning the view of the result; `None` to lower it as usual.
+    fn absorb(
+        &self,
+        out: &mut LoweredGraph,
+        id: NodeId,
+        name: &str,
+        op: &Op,
+        operands: &[(NodeId, View)],
+        shape: &[usize],
+    ) -> Option<View>;
+}
+
+/// Makes the fold for a graph, given which of its nodes the outputs need.
+pub(crate) type FoldFor = fn(&Graph, &[bool]) -> Box<dyn Fold>;
+
+/// [`lower`], with each op offered to the fold `fold` makes for the graph first.
+pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, fold: Option<FoldFor>) -> Result<LoweredGraph> {
     let live = live_nodes(graph);
-    let epilogues = epilogues.then(|| Epilogues::of(graph, &live));
-    let mut lowering =
-        Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), epilogues };
+    let fold = fold.map(|make| make(graph, &live));
+    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), fold };
     for id in graph.ids() {
         let node = graph.node(id);
         let shape = node.sym_shape.eval(bindings).ok_or_else(|| unsupported(node, "a size symbol is not bound"))?;
@@ -69,8 +86,8 @@ struct Lowering<'g> {
     /// The view through which each graph node's value is read.
     values: Vec<Option<View>>,
     out: LoweredGraph,
-    /// With GEMM epilogues on: what folding them needs to know about the graph.
-    epilogues: Option<Epilogues>,
+    /// The target's fold, if it has one.
+    fold: Option<Box<dyn Fold>>,
 }
 
 impl Lowering<'_> {
@@ -112,7 +129,7 @@ impl Lowering<'_> {
 
     fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
         let node = self.graph.node(id);
-        if let Some(epilogues) = &self.epilogues {
+        if let Some(fold) = &self.fold {
             let operands: Vec<(NodeId, View)> = args
                 .iter()
                 .filter_map(|a| match a {
@@ -120,7 +137,7 @@ impl Lowering<'_> {
                     Arg::Scalar(_) => None,
                 })
                 .collect();
-            if let Some(view) = epilogues.absorb(&mut self.out, id, &node.name, op, &operands, &shape) {
+            if let Some(view) = fold.absorb(&mut self.out, id, &node.name, op, &operands, &shape) {
                 return Ok(view);
             }
         }

@@ -15,7 +15,7 @@
 //!   ──scheduler::schedule──▶ scheduler::Schedule   nodes fused into groups, each decision logged
 //!   ──kernel::build──▶ kernel::Kernel          one per group, numbered in launch order
 //!   ──codegen::Renderer──▶ Rendered            C or CUDA C source, and its launch::Launch
-//!   ──wrapper::plan──▶ wrapper::CallPlan       buffers, their reuse, the calls in order
+//!   ──call_plan::plan──▶ call_plan::CallPlan     buffers, their reuse, the calls in order
 //!   ──output_code / runtime──▶ CompiledModule  the readable output code; the compiled program
 //! ```
 //!
@@ -25,19 +25,15 @@
 //! | `config.py` | [`config`] |
 //! | `pattern_matcher.py`, `fx_passes/fuse_attention.py` | [`pattern_matcher`] |
 //! | `lowering.py` | [`lowering`] |
-//! | the `addmm` / `_addmm_activation` patterns, GEMM template epilogues | `gemm_epilogue` |
 //! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`), its index expressions | [`ir`], [`index`] |
 //! | `scheduler.py` (`can_fuse`) | [`scheduler`] |
 //! | the kernel body a `SIMDKernel` collects | [`kernel`] |
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
 //! | Triton launch metadata (block size, grid) | [`launch`] |
-//! | `tuned_mm`: extern cuBLAS or a GEMM template, by rule | `gemm_choice` |
-//! | `select_algorithm.py`, max-autotune's table | `autotune` |
-//! | Triton's `CachingAutotuner` (launch configs of generated kernels) | `launch_tuning` |
-//! | `codegen/wrapper.py` (the `call` function) | [`wrapper`] |
+//! | `codegen/wrapper.py` (the `call` function) | [`call_plan`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
-//! | `codecache.py`'s `FxGraphCache` | [`fx_graph_cache`] |
+//! | max-autotune, reduce-overhead, `FxGraphCache` | [`modes`]: GEMM choice and epilogues, autotuning, CUDA graphs, the FX graph cache |
 //!
 //! ```
 //! use engine::{backends::Inductor, dynamo, Tensor};
@@ -53,13 +49,12 @@ mod compile_fx;
 pub mod config;
 
 // How a cached artifact writes the parts that point into the process (source lines, op names).
-mod stored;
+mod serde_refs;
 
 // 0. Rewrites of the FX graph (naive attention into the fused op).
 pub mod pattern_matcher;
 
 // 1. Lowering to loop-level IR.
-mod gemm_epilogue;
 pub mod index;
 pub mod ir;
 pub mod lowering;
@@ -75,23 +70,18 @@ pub mod codegen;
 pub mod launch;
 
 // 5. The call plan.
-pub mod wrapper;
+pub mod call_plan;
 
-// 6. Which kernel each matrix product runs on (a rule by default; max-autotune's timing of it),
-// and max-autotune's timing of each generated kernel's launch.
-mod autotune;
-mod gemm_choice;
-mod launch_tuning;
-
-// 7. What the user reads, and what runs.
+// 6. What the user reads, and what runs.
 pub mod output_code;
 mod runtime;
 
-// 8. The compiled artifact kept on disk per graph, so a warm start skips steps 0-6.
-pub mod fx_graph_cache;
+// What the modes add (GEMM choice and epilogues, autotuning, CUDA graphs) and the FX graph cache.
+pub mod modes;
 
+pub use crate::compile_mode::Mode;
 pub use compile_fx::{compile_fx, generate, kernels};
-pub use config::{Config, GemmBackends, Mode, Printers};
+pub use config::{Config, GemmBackends, Printers};
 pub use output_code::OutputCode;
 
 use crate::error::Result;
@@ -101,7 +91,7 @@ use crate::tensor::Tensor;
 /// program per binding of its sizes).
 pub struct CompiledModule {
     output_code: OutputCode,
-    program: std::sync::Arc<runtime::Program>,
+    program: std::sync::Arc<dyn runtime::Program>,
     dynamic: Option<compile_fx::Specializations>,
 }
 

@@ -7,9 +7,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::call_plan::{CallPlan, Step};
 use super::ir::{BufferName, FallbackArg, LoweredGraph, NodeBody, View};
 use super::kernel::{Kernel, Origin};
-use super::wrapper::{CallPlan, Step};
 use crate::device::Device;
 use crate::layout::{Layout, numel};
 

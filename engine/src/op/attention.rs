@@ -1,6 +1,7 @@
 //! Scaled dot-product attention as one op, the analogue of ATen's
-//! `scaled_dot_product_attention`: its mask kinds and its shape rule. The kernels live in
-//! `device::cpu::attention` and `device::cuda::attention`.
+//! `scaled_dot_product_attention`: its mask kinds and its shape rule. The tuned kernels live in
+//! `device::cpu::tuned::attention` and `device::cuda::tuned::attention`; the plain ones compose it
+//! (`device::provider::composed_attention`).
 
 use std::fmt;
 

@@ -6,7 +6,7 @@
 //!
 //! ## The catalogue, by class
 //!
-//! | class | ops | operands | eager kernel (`device::backend::Backend`) | Inductor |
+//! | class | ops | operands | eager kernel (`device::provider::KernelProvider`) | Inductor |
 //! | --- | --- | --- | --- | --- |
 //! | pointwise | [`UnaryOp`]: one line each in `op/unary.rs` | 1 | `unary`: a loop over the reference function (CPU), the C expression (CUDA) | `PointwiseOp::Unary`, printed from the C expression |
 //! | pointwise | [`BinaryOp`]: one line each in `op/binary.rs` | 2 | `binary`, the same way | `PointwiseOp::Binary` |

@@ -1,5 +1,5 @@
 //! The dispatcher's hook for the layer above, the analogue of PyTorch's Python and proxy
-//! dispatch keys: before an op reaches an eager kernel, a registered [`Mode`] may take it (fx's
+//! dispatch keys: before an op reaches an eager kernel, a registered [`DispatchMode`] may take it (fx's
 //! tracer records it into a graph instead), and higher-order ops whose bodies are fx graphs run
 //! through it.
 //!
@@ -16,7 +16,7 @@ use crate::op::{Op, Subgraph};
 use crate::tensor::{Operand, Tensor};
 
 /// What the layer above the eager kernels (fx) provides to the dispatcher.
-pub(crate) trait Mode: Sync {
+pub(crate) trait DispatchMode: Sync {
     /// Records `op` into the active trace on this thread; `None` when nothing is tracing (the op
     /// then runs eagerly).
     fn record(&self, op: &Op, operands: &[Operand], location: SourceLocation) -> Option<Result<Tensor>>;
@@ -65,14 +65,14 @@ impl Drop for Untraced {
     }
 }
 
-static MODE: OnceLock<&'static dyn Mode> = OnceLock::new();
+static MODE: OnceLock<&'static dyn DispatchMode> = OnceLock::new();
 
 /// Registers the mode of the layer above; later registrations are ignored (there is one fx).
-pub(crate) fn register(mode: &'static dyn Mode) {
+pub(crate) fn register(mode: &'static dyn DispatchMode) {
     MODE.get_or_init(|| mode);
 }
 
 /// The registered mode, if fx has started a trace or built a subgraph in this process.
-pub(crate) fn mode() -> Option<&'static dyn Mode> {
+pub(crate) fn mode() -> Option<&'static dyn DispatchMode> {
     MODE.get().copied()
 }

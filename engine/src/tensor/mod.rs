@@ -3,7 +3,7 @@
 //! proxy attached).
 //!
 //! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method on `Tensor` (defined
-//! in the private `ops` module) that returns a new tensor; views share the buffer.
+//! in the private `methods` module) that returns a new tensor; views share the buffer.
 
 pub mod autograd;
 mod constructors;
@@ -11,6 +11,7 @@ mod dims;
 pub(crate) mod dispatch;
 mod inplace;
 mod meta;
+mod methods;
 mod random;
 mod storage;
 mod transfer;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 pub(crate) use dims::Dims;
 pub use meta::TensorMeta;
+pub use methods::AttnMask;
 pub(crate) use storage::Storage;
 
 use crate::device::Device;

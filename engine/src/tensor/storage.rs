@@ -1,12 +1,11 @@
 //! Tensor memory on a device, the analogue of `torch.Storage`.
 
 use crate::device::Device;
-use crate::device::backend::execute;
 use crate::device::cpu::HostBuffer;
 use crate::device::cuda::{self, CudaBuffer, CudaError};
+use crate::device::provider::KernelProvider;
 use crate::dtype::DType;
 use crate::layout::Layout;
-use crate::op::Op;
 
 /// A flat buffer of elements that one or more tensor views read through their layouts.
 pub(crate) enum Storage {
@@ -44,7 +43,7 @@ impl Storage {
             Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read(layout.offset(), layout.numel()),
             Storage::Cuda(buffer) => {
                 let view = cuda::Input::Tensor { buffer, layout };
-                let dense = execute(buffer.device(), &Op::Contiguous, &[view], layout.shape())?;
+                let dense = cuda::Plain(buffer.device()).copy(view, layout.shape())?;
                 dense.read(0, dense.len())
             }
         }

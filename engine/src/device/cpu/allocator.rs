@@ -15,7 +15,7 @@
 //! Every buffer starts on a 64-byte boundary, as c10's `alloc_cpu` aligns them: a 512-bit vector
 //! load from an address that is not a multiple of 64 touches two cache lines, and a matrix
 //! product whose rows all start 16 bytes past a line (where the system allocator puts large
-//! blocks) ran a quarter slower on the 16-core host than the same product on aligned rows.
+//! blocks) runs markedly slower than the same product on aligned rows (bench/NOTES-cpu.md).
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;

@@ -1,29 +1,29 @@
-//! Eager CPU kernels, the analogue of ATen's CPU kernels: one pass over memory per op,
-//! parallel over large outputs, reading any strided layout.
+//! Eager CPU kernels, the analogue of ATen's CPU kernels: one pass over memory per op, parallel
+//! over large outputs, reading any strided layout.
+//!
+//! Two providers implement the kernel-provider seam ([`KernelProvider`]):
+//! - [`Plain`] (`plain.rs`): each op family as the loop a reader would write first;
+//! - [`Tuned`] (`tuned/`, the default): the fast paths, vector math in lanes, tiled and packed
+//!   GEMMs, flash attention.
+//!
+//! What both share is here and beside it: the allocator, strided gathers, the elementwise
+//! kernels (`pointwise.rs`), `cat`, `copy` and custom ops. [`vecmath`] is the vector math the
+//! tuned kernels and the C that Inductor generates both call, from one set of coefficients.
 
 mod allocator;
 pub(crate) use allocator::{HostBuffer, uninit};
-mod attention;
-mod attention_backward;
-mod dot_tiles;
-mod epilogue;
-pub(crate) use epilogue::Epilogue;
 mod gather;
-mod lanes;
-mod matmul;
-pub(crate) use matmul::matmul_into;
-mod normalize;
-mod outer_tiles;
+mod plain;
+use plain::Plain;
 mod pointwise;
-mod reduce;
-mod simd;
+pub(crate) mod tuned;
+use tuned::Tuned;
+pub(crate) use tuned::{Epilogue, matmul_into};
 pub(crate) mod vecmath;
 
-use std::convert::Infallible;
-
-use super::backend::Backend;
+use super::provider::{self, Kernels, kernels};
 use crate::layout::{Layout, numel};
-use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{CustomOp, Op};
 use crate::parallel;
 
 /// Below this many elements a kernel runs on the calling thread: splitting costs more than it saves.
@@ -33,70 +33,45 @@ pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
 pub(crate) const TASK_WORK: usize = 1 << 14;
 
 /// One operand as a CPU kernel sees it: a host slice and a layout, or a scalar.
-pub(crate) type Input<'a> = super::backend::Input<'a, [f32]>;
+pub(crate) type Input<'a> = super::provider::Input<'a, [f32]>;
 
-/// The CPU's eager kernels.
-pub(crate) struct Cpu;
+/// Runs one non-view op on the CPU provider this thread runs on
+/// ([`with_kernels`](crate::device::with_kernels)): the one place that names the providers.
+pub(crate) fn execute(op: &Op, inputs: &[Input], out_shape: &[usize]) -> HostBuffer {
+    let Ok(output) = match kernels() {
+        Kernels::Tuned => provider::execute(&Tuned, op, inputs, out_shape),
+        Kernels::Plain => provider::execute(&Plain, op, inputs, out_shape),
+    };
+    output
+}
 
-impl Backend for Cpu {
-    type Buffer = [f32];
-    type Output = HostBuffer;
-    type Error = Infallible;
+/// How a CPU kernel's hot loop is compiled: as written ([`AsWritten`], the plain kernels), or
+/// once more for the CPU's widest vectors (`tuned::simd::Vectorized`).
+pub(crate) trait Loops {
+    /// Runs `f`, compiled as this choice says.
+    fn run<R>(f: impl FnOnce() -> R) -> R;
+}
 
-    fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::unary(op, x, out_shape))
+/// Loops compiled as written, for the baseline instruction set.
+pub(crate) struct AsWritten;
+
+impl Loops for AsWritten {
+    #[inline(always)]
+    fn run<R>(f: impl FnOnce() -> R) -> R {
+        f()
     }
+}
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::binary(op, a, b, out_shape))
-    }
-
-    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::where_(cond, a, b, out_shape))
-    }
-
-    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(copy(x))
-    }
-
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        let dense: Vec<Vec<f32>> = inputs
-            .iter()
-            .map(|input| {
-                let (data, layout) = input.tensor();
-                contiguous(data, &layout.expand(out_shape)).into_vec()
-            })
-            .collect();
-        Ok(op.run_cpu(&dense, numel(out_shape)).into())
-    }
-
-    fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
-        Ok(reduce::reduce(kind, x, dim))
-    }
-
-    fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<HostBuffer, Infallible> {
-        Ok(normalize::softmax(x, dim, log))
-    }
-
-    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<HostBuffer, Infallible> {
-        Ok(normalize::layer_norm(x, weight, bias, eps))
-    }
-
-    fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(matmul::matmul(a, b, out_shape))
-    }
-
-    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
-        Ok(attention::attention(inputs, params))
-    }
-
-    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
-        Ok(attention_backward::attention_backward(inputs, params))
-    }
-
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(cat(inputs, dim, out_shape))
-    }
+/// A custom op's element function over `inputs` broadcast to `out_shape`.
+fn custom(op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> HostBuffer {
+    let dense: Vec<Vec<f32>> = inputs
+        .iter()
+        .map(|input| {
+            let (data, layout) = input.tensor();
+            contiguous(data, &layout.expand(out_shape)).into_vec()
+        })
+        .collect();
+    op.run_cpu(&dense, numel(out_shape)).into()
 }
 
 /// `inputs` joined along `dim`: each of the `outer` rows of the output (the dims before `dim`)
@@ -180,6 +155,13 @@ fn contiguous<'a>(data: &'a [f32], layout: &Layout) -> Dense<'a> {
     } else {
         Dense::Copied(gather::dense_copy(data, layout))
     }
+}
+
+/// NaN-propagating maximum, as `torch.amax` behaves.
+#[inline(always)]
+fn max_nan(a: f32, b: f32) -> f32 {
+    // Once the running value is NaN it stays NaN, since nothing compares greater than NaN.
+    if b > a || b.is_nan() { b } else { a }
 }
 
 /// Splits a contiguous shape around `dim` into `(outer, size, inner)`.

@@ -1,10 +1,11 @@
-//! Elementwise kernels with broadcasting. Each operand is read as a dense slice, a single
-//! broadcast value, or (for strided and broadcast views) gathered chunk by chunk, so the inner
-//! loops are plain slice zips that the compiler vectorises.
+//! Elementwise kernels with broadcasting, shared by the plain and the tuned kernels. Each operand
+//! is read as a dense slice, a single broadcast value, or (for strided and broadcast views)
+//! gathered chunk by chunk, so the inner loops are plain slice zips that the compiler vectorises.
+//! How those loops are compiled is the caller's choice ([`Loops`]): as written for the plain
+//! kernels, once more for wider vectors for the tuned ones.
 
 use super::gather::gather;
-use super::simd::vectorized;
-use super::{HostBuffer, Input, PARALLEL_THRESHOLD, allocator, vecmath};
+use super::{HostBuffer, Input, Loops, PARALLEL_THRESHOLD, allocator};
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
 use crate::parallel;
@@ -53,11 +54,11 @@ impl<'a> Source<'a> {
     }
 }
 
-/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`, compiled
-/// for the CPU's widest vectors.
-fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
+/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`, compiled as
+/// `L` says.
+fn for_each_chunk<L: Loops>(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
     let body = |i: usize, c: &mut [f32]| {
-        vectorized(
+        L::run(
             #[inline(always)]
             || body(i * CHUNK, c),
         )
@@ -69,10 +70,11 @@ fn for_each_chunk(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
     }
 }
 
-fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
+/// `f` applied to every element of `a` broadcast to `out_shape`.
+pub(super) fn map1<L: Loops>(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
     let a = Source::new(a, out_shape);
     let mut out = allocator::uninit(numel(out_shape));
-    for_each_chunk(
+    for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
         |start, o| {
@@ -84,10 +86,10 @@ fn map1(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> HostBuf
     out
 }
 
-fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
+fn map2<L: Loops>(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
     let (a, b) = (Source::new(a, out_shape), Source::new(b, out_shape));
     let mut out = allocator::uninit(numel(out_shape));
-    for_each_chunk(
+    for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
         |start, o| {
@@ -100,48 +102,37 @@ fn map2(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + S
     out
 }
 
-/// `op` applied to every element; transcendental functions come from [`vecmath`], whose
-/// polynomials run in vector lanes where libm's calls cannot.
-pub(super) fn unary(op: UnaryOp, a: Input, out_shape: &[usize]) -> HostBuffer {
-    match op {
-        UnaryOp::Exp => return map1(a, out_shape, vecmath::exp),
-        UnaryOp::Log => return map1(a, out_shape, vecmath::log),
-        UnaryOp::Sin => return map1(a, out_shape, vecmath::sin),
-        UnaryOp::Cos => return map1(a, out_shape, vecmath::cos),
-        UnaryOp::Tanh => return map1(a, out_shape, vecmath::tanh),
-        UnaryOp::Erf => return map1(a, out_shape, vecmath::erf),
-        UnaryOp::Sigmoid => return map1(a, out_shape, vecmath::sigmoid),
-        UnaryOp::Gelu => return map1(a, out_shape, vecmath::gelu),
-        _ => {}
-    }
+/// `op` applied to every element, with the op catalogue's scalar function (libm's for the
+/// transcendental ones).
+pub(super) fn unary<L: Loops>(op: UnaryOp, a: Input, out_shape: &[usize]) -> HostBuffer {
     // One monomorphised loop per op, so each inner loop is branch-free.
-    struct Map<'a, 's>(Input<'a>, &'s [usize]);
-    impl UnaryVisitor for Map<'_, '_> {
+    struct Map<'a, 's, L>(Input<'a>, &'s [usize], std::marker::PhantomData<L>);
+    impl<L: Loops> UnaryVisitor for Map<'_, '_, L> {
         type Output = HostBuffer;
         fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
-            map1(self.0, self.1, f)
+            map1::<L>(self.0, self.1, f)
         }
     }
-    op.with_fn(Map(a, out_shape))
+    op.with_fn(Map::<L>(a, out_shape, std::marker::PhantomData))
 }
 
 /// `op` applied to every pair of broadcast elements.
-pub(super) fn binary(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
-    struct Map<'a, 's>(Input<'a>, Input<'a>, &'s [usize]);
-    impl BinaryVisitor for Map<'_, '_> {
+pub(super) fn binary<L: Loops>(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
+    struct Map<'a, 's, L>(Input<'a>, Input<'a>, &'s [usize], std::marker::PhantomData<L>);
+    impl<L: Loops> BinaryVisitor for Map<'_, '_, L> {
         type Output = HostBuffer;
         fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
-            map2(self.0, self.1, self.2, f)
+            map2::<L>(self.0, self.1, self.2, f)
         }
     }
-    op.with_fn(Map(a, b, out_shape))
+    op.with_fn(Map::<L>(a, b, out_shape, std::marker::PhantomData))
 }
 
 /// `a` where `cond != 0`, else `b`, all broadcast.
-pub(super) fn where_(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
+pub(super) fn where_<L: Loops>(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
     let (c, a, b) = (Source::new(cond, out_shape), Source::new(a, out_shape), Source::new(b, out_shape));
     let mut out = allocator::uninit(numel(out_shape));
-    for_each_chunk(
+    for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
         |start, o| {

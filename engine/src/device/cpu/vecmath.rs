@@ -10,8 +10,8 @@
 //! does; the C is compiled as ISO C, where GCC does not either).
 //!
 //! The multiply-adds are single instructions only where the CPU has FMA: the eager kernels call
-//! these functions inside [`simd::vectorized`](super::simd::vectorized), the copy compiled with
-//! FMA; called from baseline x86-64 code, each `mul_add` would be a call into libm.
+//! these functions inside `tuned::simd::vectorized`, the copy compiled with FMA; called from
+//! baseline x86-64 code, each `mul_add` would be a call into libm.
 //!
 //! Accuracy against a float64 reference (checked by this module's tests, over the domains named):
 //! - `exp`: relative error below 2e-7 (results under 2^-126 lose precision gradually, as

@@ -4,8 +4,8 @@
 //! (the dims before `dim`) of columns (`dim` and the dims after it), and each input fills its
 //! band of columns in every row.
 //!
-//! One launch, not one strided memory copy per input: on the H100 each `cuMemcpy2DAsync` cost
-//! about 4 us of GPU time whatever its size, so joining three 2 KB biases took 12 us.
+//! One launch, not one strided memory copy per input: each `cuMemcpy2DAsync` costs microseconds
+//! of GPU time whatever its size (bench/NOTES-modes.md, fifth round).
 
 use std::sync::Arc;
 

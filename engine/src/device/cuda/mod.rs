@@ -14,11 +14,9 @@
 //! | tensor memory and host transfers | `buffer` |
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
-//! | kernel launchers | `pointwise`, `reduce`, `normalize`, `matmul`, `attention` (flash attention, `kernels/attention.cu`) |
-//! | compiled code's linear-layer products on kernels of our own: their shape and launch | `linear_gemm` |
-//! | ... of few rows (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
-//! | ... on the tensor cores at float32 accuracy (`kernels/tf32x3_gemm.cu`) | `tf32x3_gemm` |
-//! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`], `lt_handle` |
+//! | kernel launchers: the plain kernels ([`Plain`]) | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS) |
+//! | the fast paths ([`tuned`]): flash attention, and compiled code's GEMMs (cuBLASLt with epilogues, the engine's few-row and tensor-core kernels) | `tuned::*` |
+//! | the cuBLASLt handle | `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
 //!
 //! Generated code (Inductor) reuses the same plumbing: [`CudaDevice::load`] compiles and loads a
@@ -26,15 +24,11 @@
 //! [`Module::function`] hands out a kernel to launch with cudarc's launch builder on
 //! [`CudaDevice::stream`], passing raw device pointers as `u64`.
 
-mod attention;
-mod attention_backward;
 mod buffer;
 mod cat;
 mod context;
-pub mod cublaslt;
 mod error;
 mod graph;
-pub(crate) mod linear_gemm;
 mod lt_handle;
 pub(crate) mod matmul;
 mod normalize;
@@ -44,9 +38,8 @@ mod pointwise;
 mod pool;
 pub mod probe;
 mod reduce;
-pub(crate) mod skinny_gemm;
 mod source;
-pub(crate) mod tf32x3_gemm;
+pub mod tuned;
 
 use crate::device::Device;
 
@@ -57,89 +50,95 @@ pub(crate) use graph::Recording;
 pub use probe::{DeviceFacts, Probe, available, probe, unavailable_reason};
 pub use source::{eager_families, eager_source};
 
+use tuned::Tuned;
+
 use std::sync::Arc;
 
-use super::backend::Backend;
+use super::provider::{self, KernelProvider, composed_attention, composed_attention_backward, kernels};
 use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
 /// One operand as a CUDA kernel launcher sees it: a device buffer and a layout, or a scalar
 /// passed to the kernel by value.
-pub(crate) type Input<'a> = super::backend::Input<'a, CudaBuffer>;
+pub(crate) type Input<'a> = super::provider::Input<'a, CudaBuffer>;
 
-/// A GPU's eager kernels.
-impl Backend for Arc<CudaDevice> {
+/// Runs one non-view op on `device` with the provider this thread runs on
+/// ([`with_kernels`](crate::device::with_kernels)): the one place that names the providers.
+pub(crate) fn execute(
+    device: &Arc<CudaDevice>,
+    op: &Op,
+    inputs: &[Input],
+    out_shape: &[usize],
+) -> Result<CudaBuffer, CudaError> {
+    match kernels() {
+        provider::Kernels::Tuned => provider::execute(&Tuned(device), op, inputs, out_shape),
+        provider::Kernels::Plain => provider::execute(&Plain(device), op, inputs, out_shape),
+    }
+}
+
+/// A GPU's plain kernels: the eager CUDA C kernels (one launch per op, reading any strided
+/// layout), cuBLAS for products, attention composed of two products and a softmax.
+pub(crate) struct Plain<'a>(pub(crate) &'a Arc<CudaDevice>);
+
+impl KernelProvider for Plain<'_> {
     type Buffer = CudaBuffer;
     type Output = CudaBuffer;
     type Error = CudaError;
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Eager(&format!("unary_{}", op.name())), &[x], out_shape)
+        pointwise::run(self.0, Kernels::Eager(&format!("unary_{}", op.name())), &[x], out_shape)
     }
 
     fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Eager(&format!("binary_{}", op.name())), &[a, b], out_shape)
+        pointwise::run(self.0, Kernels::Eager(&format!("binary_{}", op.name())), &[a, b], out_shape)
     }
 
     fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Eager("where"), &inputs, out_shape)
+        pointwise::run(self.0, Kernels::Eager("where"), &inputs, out_shape)
     }
 
     fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Eager("copy"), &[x], out_shape)
+        pointwise::run(self.0, Kernels::Eager("copy"), &[x], out_shape)
     }
 
     fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Custom(op), inputs, out_shape)
+        pointwise::run(self.0, Kernels::Custom(op), inputs, out_shape)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
-        reduce::reduce(self, kind, x, dim)
+        reduce::reduce(self.0, kind, x, dim)
     }
 
     fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<CudaBuffer, CudaError> {
-        normalize::softmax(self, x, dim, log)
+        normalize::softmax(self.0, x, dim, log)
     }
 
     fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<CudaBuffer, CudaError> {
-        normalize::layer_norm(self, x, weight, bias, eps)
+        normalize::layer_norm(self.0, x, weight, bias, eps)
     }
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        matmul::matmul(self, a, b, out_shape)
+        matmul::matmul(self.0, a, b, out_shape)
     }
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
-        attention::attention(self, inputs, params)
+        composed_attention(self, inputs, params)
     }
 
     fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
-        attention_backward::attention_backward(self, inputs, params)
+        composed_attention_backward(self, inputs, params)
     }
 
     fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        cat::cat(self, inputs, dim, out_shape)
+        cat::cat(self.0, inputs, dim, out_shape)
     }
-}
 
-/// An extern kernel of compiled code (`cat`, `flash_attention`) written straight into its planned
-/// buffer `out`, as Inductor calls ATen's `out=` variants: no buffer of its own, no copy after.
-pub(crate) fn extern_into(
-    device: &Arc<CudaDevice>,
-    op: &Op,
-    inputs: &[Input],
-    out_shape: &[usize],
-    out: &CudaBuffer,
-) -> Result<(), CudaError> {
-    match op {
-        Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
-        Op::ScaledDotProductAttention { mask, causal, scale } => attention::attention_into(
-            device,
-            inputs,
-            AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
-            out,
-        ),
-        other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
+    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
+        CudaBuffer::from_host(self.0, values)
+    }
+
+    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
+        output
     }
 }
 

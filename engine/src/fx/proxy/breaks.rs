@@ -33,7 +33,7 @@ pub(crate) trait CaptureHooks {
     fn allows_breaks(&self) -> bool;
 
     /// A static graph already compiled for the start of this code, for the trace to follow
-    /// instead of building its own (see `follow.rs`); `None` to build one. Asked once, when the
+    /// instead of building its own (see `cached_graph.rs`); `None` to build one. Asked once, when the
     /// trace starts.
     fn graph_to_follow(&self) -> Option<Arc<Graph>>;
 }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod breaks;
-mod follow;
-mod mode;
+mod cached_graph;
+mod dispatch_mode;
 mod names;
 mod values;
 
@@ -27,7 +27,7 @@ pub use breaks::BreakReason;
 pub(crate) use breaks::{
     CaptureHooks, at_statement, break_for_side_effect, breaks_allowed, concretize, values_for_display,
 };
-pub(crate) use mode::register as register_mode;
+pub(crate) use dispatch_mode::register as register_mode;
 
 use rustc_hash::FxHashMap;
 
@@ -37,7 +37,7 @@ use crate::layout::contiguous_strides;
 use crate::op::{Op, OpClass, Subgraph};
 use crate::scalar::Scalar;
 use crate::tensor::{Dims, Operand, Symbolic, Tensor, TensorMeta};
-use follow::Follow;
+use cached_graph::FollowedGraph;
 use names::InputName;
 use values::Values;
 
@@ -65,8 +65,8 @@ struct TraceState {
     id: u64,
     graph: Graph,
     /// A cached graph this trace is matching op for op instead of building `graph` (which stays
-    /// empty meanwhile): see `follow.rs`.
-    follow: Option<Follow>,
+    /// empty meanwhile): see `cached_graph.rs`.
+    follow: Option<FollowedGraph>,
     /// Every symbolic tensor handed out, and the node holding its value.
     values: Values,
     /// The arguments of the op being recorded: one buffer for every op of the trace, since a
@@ -180,10 +180,10 @@ impl Tracer {
         ancestors: Vec<u64>,
     ) -> Tracer {
         // The ops this trace sees reach it through the dispatcher.
-        mode::register();
+        dispatch_mode::register();
         let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
         TRACES.with(|t| {
-            let follow = hooks.as_ref().and_then(|h| h.graph_to_follow()).map(Follow::new);
+            let follow = hooks.as_ref().and_then(|h| h.graph_to_follow()).map(FollowedGraph::new);
             t.borrow_mut().push(TraceState {
                 id,
                 graph: Graph::new(),

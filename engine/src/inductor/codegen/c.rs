@@ -25,9 +25,9 @@
 //! elements side by side, statement by statement (the groups' temporaries are `tmpN_0` to
 //! `tmpN_3`). A vector-math call is tens of dependent instructions, two in a row are a chain too
 //! long for the core to overlap one iteration with the next, and a reduction's accumulator is
-//! one chain through the whole loop; a core overlaps independent chains. Measured on one core,
-//! two dependent `tanh` ran 1.4 times faster in four groups, four of them 1.7 times; a single
-//! call gained nothing (bench/NOTES-cpu.md).
+//! one chain through the whole loop; a core overlaps independent chains. Chains of two or more
+//! vector-math calls gain from the groups, a single call does not (bench/NOTES-cpu.md, "Generated
+//! C that vectorizes and overlaps its chains").
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -128,14 +128,12 @@ fn pointwise(k: &Kernel, body: &LoopBody) -> String {
 /// `x` (see [`FlatIndex::x_block`]) an index divides or takes a modulus by, so that every index
 /// reads at the row and the column instead.
 ///
-/// Measured on one core of the 2-core AMD box and of the lab's Intel host, bias and GELU over
-/// rows of `C`: with `C` no power of two, `x % C` is a division GCC cannot vectorize, and the
-/// flat loop runs scalar: 8-12 ns an element against 0.9-1.8 tiled (rows of 100 and more).
-/// With `C` a power of two it is a mask, and the flat loop vectorizes with gathers: 1.3-2.0 ns
-/// against 0.9-1.0 tiled, but a row shorter than [`MIN_TILE`] fills no vector (rows of 2 or 4
-/// took 3-10 ns tiled). A loop of long chains (two `tanh`) beats the flat loop's groups only
-/// with each row in groups too, from [`MIN_GROUPED_ROW`] on (1.3-1.7 ns against 1.6-2.0);
-/// shorter rows of a power of two stay flat. The tables are in bench/NOTES-cpu.md.
+/// With `C` no power of two, `x % C` is a division GCC cannot vectorize, so the flat loop runs
+/// scalar and the tiled one wins by far. With `C` a power of two it is a mask and the flat loop
+/// vectorizes with gathers, so tiling wins less, and a row shorter than [`MIN_TILE`] fills no
+/// vector. A loop of long chains (two `tanh`) beats the flat loop's groups only with each row in
+/// groups too, from [`MIN_GROUPED_ROW`] on; shorter rows of a power of two stay flat. The
+/// measurements are in bench/NOTES-cpu.md ("Pointwise loops over rows, not over `x`").
 fn row_tile(body: &LoopBody, long: bool) -> Option<usize> {
     let tile = body
         .stmts
@@ -220,7 +218,7 @@ fn rows(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
 /// The vector-math values of a row's loops that a later loop defines again, as many as
 /// [`MAX_ROW_BUFFER_BYTES`] of row buffers hold: the first loop stores them, later ones read
 /// them back. Values of a few instructions (a subtraction) are computed again, as the kernel IR
-/// has them. On the naive softmax's rows of 4096, one core: 0.95 -> 0.59 ns an element.
+/// has them (the naive softmax's gain is in bench/NOTES-cpu.md).
 fn kept_values(row_len: usize, phases: &[Phase]) -> Vec<usize> {
     let loops: Vec<&[Stmt]> = phases
         .iter()

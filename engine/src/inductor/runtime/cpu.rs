@@ -4,15 +4,14 @@
 
 use std::sync::Arc;
 
-use super::{KernelSpec, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
+use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
-use crate::device::backend::execute;
 use crate::device::cpu::{self, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, matmul_into};
 use crate::error::Result;
+use crate::inductor::call_plan::SlotId;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::ir::{BufferName, PerNode, View};
-use crate::inductor::wrapper::SlotId;
 use crate::layout::Layout;
 use crate::parallel::{self, Disjoint};
 use crate::profiler::{self, EventKind};
@@ -106,9 +105,11 @@ impl CpuProgram {
         })?;
         Ok(CpuProgram { _library: library, schedule })
     }
+}
 
+impl Program for CpuProgram {
     /// Runs the plan on `inputs`, which must have the traced shapes and strides.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cpu)?;
         let mut slots: Slots<HostBuffer> = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
@@ -159,7 +160,7 @@ impl CpuProgram {
                     let _launch = profiler::launch(op.name(), EventKind::Extern, Device::Cpu, || {
                         views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                     });
-                    let Ok(value) = execute(&cpu::Cpu, op, &inputs, shape);
+                    let value = cpu::execute(op, &inputs, shape);
                     slots[self.schedule.slot(*out)] = Some(value);
                 }
                 Run::Fallback { op, args, out, location } => {

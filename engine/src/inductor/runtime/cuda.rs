@@ -8,15 +8,16 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{KernelSpec, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
+use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::device::Device;
-use crate::device::cuda::cublaslt::matmul_lt;
 use crate::device::cuda::matmul::matmul_into;
+use crate::device::cuda::tuned::cublaslt::matmul_lt;
+use crate::device::cuda::tuned::extern_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
-use crate::inductor::gemm_choice::GemmKernel;
+use crate::inductor::call_plan::SlotId;
 use crate::inductor::ir::{BufferName, IrId, PerNode, View};
-use crate::inductor::wrapper::SlotId;
+use crate::inductor::modes::gemm_choice::GemmKernel;
 use crate::layout::Layout;
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
@@ -102,16 +103,6 @@ impl CudaProgram {
     /// The inputs' buffers, checked: the traced shapes and strides, on this program's GPU.
     pub(crate) fn check<'t>(&self, inputs: &'t [Tensor]) -> Result<Vec<&'t Concrete>> {
         check_inputs(&self.schedule.inputs, inputs, Device::Cuda(self.device.ordinal()))
-    }
-
-    /// Queues the plan on `inputs`, which must have the traced shapes and strides and be on this
-    /// program's GPU.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let concrete = self.check(inputs)?;
-        let buffers: Vec<InputBuffer> = concrete.iter().map(|c| InputBuffer::of(c)).collect();
-        let mut slots: Slots<CudaBuffer> = Slots::new(self.schedule.slot_count);
-        self.queue(&concrete, &buffers, &mut slots)?;
-        Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cuda))
     }
 
     /// Fresh memory for every slot of the plan: what a recording keeps and writes on each replay.
@@ -215,7 +206,7 @@ impl CudaProgram {
                     // Written into the planned buffer itself, so that under a CUDA graph
                     // recording every replay writes the same memory.
                     let slot = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use");
-                    cuda::extern_into(&self.device, op, &operands, shape, slot)
+                    extern_into(&self.device, op, &operands, shape, slot)
                         .map_err(|e| failed(&format!("the extern kernel for {}", op.name()), e))?;
                 }
                 Run::Fallback { op, args, out, location } => {
@@ -264,5 +255,17 @@ impl CudaProgram {
                 Tensor::from_concrete(Arc::new(Storage::Cuda(copy)), layout)
             }
         })
+    }
+}
+
+impl Program for CudaProgram {
+    /// Queues the plan on `inputs`, which must have the traced shapes and strides and be on this
+    /// program's GPU.
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let concrete = self.check(inputs)?;
+        let buffers: Vec<InputBuffer> = concrete.iter().map(|c| InputBuffer::of(c)).collect();
+        let mut slots: Slots<CudaBuffer> = Slots::new(self.schedule.slot_count);
+        self.queue(&concrete, &buffers, &mut slots)?;
+        Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cuda))
     }
 }

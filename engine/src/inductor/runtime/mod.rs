@@ -7,42 +7,27 @@
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;
-pub(crate) mod cudagraphs;
 pub(crate) mod spec;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::call_plan::{CallPlan, SlotId, Step};
 use super::ir::{BufferName, Epilogue, FallbackArg, GraphInput, IrId, LoweredGraph, NodeBody, PerNode, View};
 use super::kernel::{Kernel, KernelBody};
 use super::launch::Launch;
-use super::wrapper::{CallPlan, SlotId, Step};
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::op::Op;
 use crate::tensor::{Concrete, Operand, Storage, Tensor};
 
-/// A compiled graph ready to run on its device.
-pub(crate) enum Program {
-    /// Kernels in a loaded shared library.
-    Cpu(cpu::CpuProgram),
-    /// Kernels in a loaded CUDA module.
-    Cuda(cuda::CudaProgram),
-    /// Kernels in a loaded CUDA module, recorded as a CUDA graph and replayed (reduce-overhead).
-    CudaGraphed(cudagraphs::Graphed),
-}
-
-impl Program {
+/// A compiled graph ready to run on its device: what a target builds from a [`spec::ProgramSpec`]
+/// (the loaded module's `call` in TorchInductor).
+pub(crate) trait Program: Send + Sync {
     /// Runs the plan on `inputs`, which must have the shapes and strides it was compiled for.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        match self {
-            Program::Cpu(p) => p.run(inputs),
-            Program::Cuda(p) => p.run(inputs),
-            Program::CudaGraphed(p) => p.run(inputs),
-        }
-    }
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
 }
 
 /// The memory of a running plan, one entry per [`SlotId`] (`None` until allocated), indexed by
@@ -106,7 +91,7 @@ pub(crate) enum Run<K> {
         op: Op,
         args: Vec<FallbackArg>,
         out: IrId,
-        #[serde(with = "crate::inductor::stored::location::required")]
+        #[serde(with = "crate::inductor::serde_refs::location::required")]
         location: SourceLocation,
     },
 }

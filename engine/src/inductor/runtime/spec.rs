@@ -4,19 +4,21 @@
 //! so a program read from the cache is built exactly as a fresh one.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::cpu::CpuProgram;
 use super::cuda::CudaProgram;
-use super::{KernelSpec, Program, Schedule, cudagraphs};
+use super::{KernelSpec, Program, Schedule};
 use crate::codecache::CCompiler;
+use crate::compile_mode::Mode;
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
 use crate::error::Result;
-use crate::inductor::config::Mode;
-use crate::inductor::gemm_choice::GemmSpec;
 use crate::inductor::ir::IrId;
+use crate::inductor::modes::cudagraphs;
+use crate::inductor::modes::gemm_choice::GemmSpec;
 
 /// Everything needed to build a compiled graph's program, with nothing left to lower or choose.
 #[derive(Serialize, Deserialize)]
@@ -36,13 +38,13 @@ impl ProgramSpec {
     /// Compiles the module (the system C compiler, or NVRTC for the device's architecture, both
     /// through the disk cache) and resolves its kernels; under reduce-overhead and max-autotune, a
     /// GPU plan that can be recorded is wrapped to record and replay a CUDA graph.
-    pub(crate) fn build(self, device: Device, mode: Mode) -> Result<Program> {
+    pub(crate) fn build(self, device: Device, mode: Mode) -> Result<Arc<dyn Program>> {
         let ProgramSpec { module_source, schedule, gemms, cuda_graph_skip } = self;
         let has_kernels = schedule.has_kernels();
         match device {
             Device::Cpu => {
                 let library = if has_kernels { Some(CCompiler::detect()?.compile(&module_source)?) } else { None };
-                Ok(Program::Cpu(CpuProgram::new(schedule, library)?))
+                Ok(Arc::new(CpuProgram::new(schedule, library)?))
             }
             Device::Cuda(ordinal) => {
                 let gpu = CudaDevice::get(ordinal)?;
@@ -51,9 +53,9 @@ impl ProgramSpec {
                     gemms.iter().map(|(id, spec)| Ok((*id, spec.load(&gpu)?))).collect::<Result<HashMap<_, _>>>()?;
                 let program = CudaProgram::new(gpu, schedule, module, gemms)?;
                 Ok(if mode.records_cuda_graphs() && cuda_graph_skip.is_none() {
-                    Program::CudaGraphed(cudagraphs::Graphed::new(program))
+                    Arc::new(cudagraphs::Graphed::new(program))
                 } else {
-                    Program::Cuda(program)
+                    Arc::new(program)
                 })
             }
         }

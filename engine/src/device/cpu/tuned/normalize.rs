@@ -6,9 +6,11 @@
 //! would stride through memory, so the statistics of many columns are accumulated together, row
 //! after row, and the result is written row by row.
 
-use super::reduce::{max_in_lanes, max_nan, sum_in_lanes};
+use super::reduce::{max_in_lanes, sum_in_lanes};
 use super::simd::vectorized;
-use super::{HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim, vecmath};
+use crate::device::cpu::{
+    HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, max_nan, split_at_dim, vecmath,
+};
 use crate::parallel;
 
 /// Columns whose statistics one task accumulates together.

@@ -3,14 +3,14 @@
 //! resolved kernel that runs it ([`LinearGemm`]). Two kernels take this form: the few-row kernel
 //! (`skinny_gemm`) and the tensor-core kernel (`tf32x3_gemm`); they are the analogue of the GEMM
 //! templates Inductor generates beside its `extern_kernels.mm`, and compiled code picks between
-//! them and cuBLAS (see `inductor::gemm_choice`). Eager keeps cuBLAS, as PyTorch's eager does.
+//! them and cuBLAS (see `inductor::modes::gemm_choice`). Eager keeps cuBLAS, as PyTorch's eager does.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::context::CudaDevice;
-use super::error::CudaError;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::error::CudaError;
 use crate::layout::{Layout, numel};
 
 /// `LinearParams` of `kernels/linear_params.cuh`: one launch.

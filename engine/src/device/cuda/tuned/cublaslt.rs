@@ -7,7 +7,7 @@
 //! are built once ([`LtGemm::new`]); a call only passes pointers.
 //!
 //! The problem is stated in cuBLASLt's column-major terms, swapped from the engine's row-major
-//! product exactly as [`super::matmul`] swaps it for cuBLAS: `C^T = B^T @ A^T`. The bias, one value
+//! product exactly as `device::cuda::matmul` swaps it for cuBLAS: `C^T = B^T @ A^T`. The bias, one value
 //! per column of the row-major product, is then one value per row of cuBLASLt's output, which is
 //! the vector its bias epilogue adds.
 //!
@@ -23,11 +23,11 @@ use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
 use cudarc::driver::DevicePtr;
 
-use super::Input;
-use super::buffer::CudaBuffer;
-use super::context::CudaDevice;
-use super::error::CudaError;
-use super::matmul::{Dims, Operand, Prepared, prepare};
+use crate::device::cuda::Input;
+use crate::device::cuda::buffer::CudaBuffer;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::error::CudaError;
+use crate::device::cuda::matmul::{Dims, Operand, Prepared, prepare};
 
 /// What the GEMM applies to the product before writing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -6,12 +6,12 @@ use super::{concretize, record, replace_override, set_paused, values_for_display
 use crate::error::{Result, SourceLocation};
 use crate::fx::interpreter::run_graph;
 use crate::op::{Op, Subgraph};
-use crate::tensor::dispatch::{self, Mode};
+use crate::tensor::dispatch::{self, DispatchMode};
 use crate::tensor::{Operand, Tensor};
 
 struct FxMode;
 
-impl Mode for FxMode {
+impl DispatchMode for FxMode {
     fn record(&self, op: &Op, operands: &[Operand], location: SourceLocation) -> Option<Result<Tensor>> {
         record(op, operands, location)
     }

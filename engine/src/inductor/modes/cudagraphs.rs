@@ -10,13 +10,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::cuda::{CudaProgram, InputBuffer};
-use super::{Slots, input_view};
 use crate::device::Device;
 use crate::device::cuda::{CudaBuffer, CudaError, Recording};
 use crate::error::{Error, Result};
+use crate::inductor::call_plan::SlotId;
 use crate::inductor::ir::{BufferName, LoweredGraph, NodeBody};
-use crate::inductor::wrapper::SlotId;
+use crate::inductor::runtime::cuda::{CudaProgram, InputBuffer};
+use crate::inductor::runtime::{Program, Slots, input_view};
 use crate::logs::{self, Artifact};
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
@@ -150,9 +150,11 @@ impl Graphed {
     pub(crate) fn new(program: CudaProgram) -> Graphed {
         Graphed { program, state: Mutex::new(State::Cold) }
     }
+}
 
+impl Program for Graphed {
     /// Runs the plan (warm-up), records it, or replays a recording.
-    pub(crate) fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let concrete = self.program.check(inputs)?;
         let (replays, said_full) = match &mut *state {
@@ -214,7 +216,9 @@ impl Graphed {
         replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
         Ok(self.outputs(&concrete, replay))
     }
+}
 
+impl Graphed {
     /// Records the plan with the inputs marked `copied` in static buffers, replays it once for
     /// this call and adds it to `replays`; on failure says why once and runs the default plan
     /// (leaving `replays` as it was).

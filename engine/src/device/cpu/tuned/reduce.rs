@@ -2,7 +2,9 @@
 //! `inner == 1` are reduced with several accumulators (fewer rounding steps, vectorisable),
 //! otherwise whole inner rows are accumulated at once.
 
-use super::{HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, split_at_dim};
+use crate::device::cpu::{
+    HostBuffer, Input, PARALLEL_THRESHOLD, TASK_WORK, allocator, contiguous, max_nan, split_at_dim,
+};
 use crate::op::ReduceOp;
 use crate::parallel;
 
@@ -36,13 +38,6 @@ pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> HostBuffer {
         out.chunks_mut(inner).enumerate().for_each(|(o, dst)| reduce_block(o, dst));
     }
     out
-}
-
-/// NaN-propagating maximum, as `torch.amax` behaves.
-#[inline(always)]
-pub(super) fn max_nan(a: f32, b: f32) -> f32 {
-    // Once the running value is NaN it stays NaN, since nothing compares greater than NaN.
-    if b > a || b.is_nan() { b } else { a }
 }
 
 fn reduce_row(kind: ReduceOp, row: &[f32]) -> f32 {

@@ -3,13 +3,15 @@
 //!
 //! By default a product by a linear layer's weight runs on one of the engine's kernels, by fixed
 //! rules measured on the H100, and every other product on cuBLAS:
-//! - at most [`MAX_ROWS`](crate::device::cuda::skinny_gemm::MAX_ROWS) rows (a batch of 1 to 16):
+//! - at most [`MAX_ROWS`](crate::device::cuda::tuned::skinny_gemm::MAX_ROWS) rows (a batch of 1 to 16):
 //!   the skinny kernel, which reads the weight once with every SM and so runs at about the speed
-//!   of reading it, where cuBLAS's few-row kernels took 3-5 times longer;
-//! - more rows, on a Hopper GPU: the tensor-core kernel at float32 accuracy (`tf32x3_gemm`), which
-//!   ran 1.2-1.5x faster than cuBLAS's float32 GEMM on the MLP's and the transformer blocks'
-//!   products, except where few tiles cover the output and `k` is long (512 x 512 x 2048 ran at
-//!   0.9x): there cuBLAS stays. On other GPUs it was not measured, so cuBLAS stays there too.
+//!   of reading it, faster than cuBLAS's few-row kernels;
+//! - more rows, on a Hopper GPU: the tensor-core kernel at float32 accuracy (`tf32x3_gemm`),
+//!   faster than cuBLAS's float32 GEMM on the MLP's and the transformer blocks' products except
+//!   where few tiles cover the output and `k` is long: there cuBLAS stays. On other GPUs it was
+//!   not measured, so cuBLAS stays there too.
+//!
+//! The measurements behind each rule are in bench/NOTES-modes.md (third and fourth rounds).
 //!
 //! The rules are fixed, not timed, so default and reduce-overhead compile no slower; max-autotune
 //! times the same kernels, in every tile shape, against cuBLAS and cuBLASLt's algorithms instead
@@ -19,13 +21,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::ir::{IrId, LoweredGraph, NodeBody, View};
-use crate::device::cuda::cublaslt::{Algorithm, LtGemm, Problem};
-use crate::device::cuda::linear_gemm::{LinearGemm, LinearShape};
-use crate::device::cuda::skinny_gemm::{self, MAX_ROWS};
-use crate::device::cuda::tf32x3_gemm::{self, Tile};
+use crate::device::cuda::tuned::cublaslt::{Algorithm, LtGemm, Problem};
+use crate::device::cuda::tuned::linear_gemm::{LinearGemm, LinearShape};
+use crate::device::cuda::tuned::skinny_gemm::{self, MAX_ROWS};
+use crate::device::cuda::tuned::tf32x3_gemm::{self, Tile};
 use crate::device::cuda::{CudaDevice, CudaError};
 use crate::error::{Error, Result};
+use crate::inductor::ir::{IrId, LoweredGraph, NodeBody, View};
 
 /// The kernel a matrix product runs on, when it is not cuBLAS.
 pub(crate) enum GemmKernel {

@@ -15,7 +15,7 @@ use super::dot_tiles;
 use super::epilogue::Epilogue;
 use super::lanes::Kernel;
 use super::simd::vectorized;
-use super::{HostBuffer, Input, allocator};
+use crate::device::cpu::{HostBuffer, Input, allocator};
 use crate::layout::{Layout, numel};
 use crate::parallel::{self, Disjoint};
 

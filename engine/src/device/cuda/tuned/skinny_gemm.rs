@@ -1,18 +1,18 @@
 //! A matrix product of at most [`MAX_ROWS`] rows by a linear layer's weight, on a kernel of our
 //! own (`kernels/skinny_gemm.cu`) instead of cuBLAS: the analogue of the GEMV-shaped templates
 //! Inductor generates for few-row products. Such a product is a read of the weight and little
-//! else; cuBLAS's kernels for it took 5-8 us a layer on the H100 where reading the 4 MB weight
-//! takes about 1.4 us. Compiled code uses it (see `inductor::gemm_choice`); eager keeps cuBLAS,
+//! else, and cuBLAS's kernels for it took several times as long as that read (bench/NOTES-modes.md,
+//! third round). Compiled code uses it (see `inductor::modes::gemm_choice`); eager keeps cuBLAS,
 //! as PyTorch's eager does.
 
 use std::sync::Arc;
 
 use cudarc::driver::LaunchConfig;
 
-use super::context::CudaDevice;
-use super::error::CudaError;
 use super::linear_gemm::{LinearGemm, LinearShape};
-use super::source::SKINNY_GEMM as FAMILY;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::error::CudaError;
+use crate::device::cuda::source::SKINNY_GEMM as FAMILY;
 
 /// The most rows (the product of the batch dims and `m`) the kernel takes.
 pub(crate) const MAX_ROWS: usize = 16;
@@ -61,7 +61,7 @@ pub(crate) fn load(device: &Arc<CudaDevice>, shape: LinearShape) -> Result<Linea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::cuda::linear_gemm::tests::linear;
+    use crate::device::cuda::tuned::linear_gemm::tests::linear;
 
     #[test]
     fn few_rows_fit_and_pick_their_variant() {

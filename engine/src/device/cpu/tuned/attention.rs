@@ -24,15 +24,15 @@
 //!
 //! `q`, `k` and `v` are read where they lie, at any row and batch strides ([`Rows`]): a model's
 //! heads are views of its projections, and copying the three of them into dense buffers first
-//! took twice as long as the attention itself for the small block on 16 cores.
+//! cost more than the attention itself (bench/NOTES-cpu.md, "Attention in place").
 
 use std::ops::Range;
 
 use super::lanes::Kernel;
 use super::outer_tiles::{self, Strided};
 use super::simd::vectorized_for;
-use super::vecmath::exp;
-use super::{Dense, HostBuffer, Input, contiguous};
+use crate::device::cpu::vecmath::exp;
+use crate::device::cpu::{Dense, HostBuffer, Input, PARALLEL_THRESHOLD, allocator, contiguous};
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 use crate::parallel::{self, Disjoint};
@@ -131,7 +131,7 @@ fn batch_offsets(layout: &Layout) -> Vec<usize> {
 pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale }: AttentionParams) -> HostBuffer {
     let (q, k, v) = (inputs[0].tensor(), inputs[1].tensor(), inputs[2].tensor());
     let sizes = AttentionSizes::of(q.1.shape(), k.1.shape(), v.1.shape());
-    let mut out = super::allocator::uninit(sizes.batch * sizes.q_len * sizes.value_dim);
+    let mut out = allocator::uninit(sizes.batch * sizes.q_len * sizes.value_dim);
     if out.is_empty() || sizes.kv_len == 0 {
         // No keys: every sum is 0, and every output 0/0, as in PyTorch's math path.
         out.fill(f32::NAN);
@@ -207,7 +207,7 @@ pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale 
         }
     };
     let tasks = sizes.batch * blocks_per_batch;
-    if numel(&[sizes.batch, q_len, kv_len]) * head_dim > super::PARALLEL_THRESHOLD {
+    if numel(&[sizes.batch, q_len, kv_len]) * head_dim > PARALLEL_THRESHOLD {
         parallel::parallel_for(tasks, task);
     } else {
         (0..tasks).for_each(task);

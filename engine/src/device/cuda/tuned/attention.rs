@@ -8,11 +8,11 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::Input;
-use super::buffer::CudaBuffer;
-use super::context::CudaDevice;
-use super::error::CudaError;
-use super::pointwise::Dense;
+use crate::device::cuda::Input;
+use crate::device::cuda::buffer::CudaBuffer;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::error::CudaError;
+use crate::device::cuda::pointwise::Dense;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 

@@ -13,19 +13,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::config::GemmBackends;
 use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, failed, label};
-use super::ir::{IrId, LoweredGraph, NodeBody};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
-use crate::device::cuda::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
-use crate::device::cuda::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::matmul::{Dims, Operand, planned, sgemm};
-use crate::device::cuda::skinny_gemm;
-use crate::device::cuda::tf32x3_gemm::{self, Tile};
+use crate::device::cuda::tuned::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
+use crate::device::cuda::tuned::linear_gemm::{LinearGemm, LinearShape};
+use crate::device::cuda::tuned::skinny_gemm;
+use crate::device::cuda::tuned::tf32x3_gemm::{self, Tile};
 use crate::device::cuda::{CudaBuffer, CudaDevice};
 use crate::error::{Error, Result};
+use crate::inductor::config::GemmBackends;
+use crate::inductor::ir::{IrId, LoweredGraph, NodeBody};
 use crate::logs::{self, Artifact};
 
 /// cuBLASLt algorithms timed per problem, best-ranked first (Inductor's max-autotune times a

@@ -21,15 +21,15 @@ use crate::op::Op;
 use crate::tensor::Tensor;
 
 /// A cached graph and how many of its nodes the trace has matched.
-pub(super) struct Follow {
+pub(super) struct FollowedGraph {
     graph: Arc<Graph>,
     matched: usize,
 }
 
-impl Follow {
+impl FollowedGraph {
     /// Starts following `graph` from its first node.
-    pub(super) fn new(graph: Arc<Graph>) -> Follow {
-        Follow { graph, matched: 0 }
+    pub(super) fn new(graph: Arc<Graph>) -> FollowedGraph {
+        FollowedGraph { graph, matched: 0 }
     }
 
     /// The cached graph's node `id` (one the trace has already matched).

@@ -6,6 +6,18 @@
 //! AVX-512 microkernels (`lanes.rs`).
 
 use super::lanes::Kernel;
+use crate::device::cpu::Loops;
+
+/// Loops compiled again with AVX2 and FMA, as [`vectorized`] says: how the tuned elementwise
+/// kernels run the shared loops of `pointwise.rs`.
+pub(crate) struct Vectorized;
+
+impl Loops for Vectorized {
+    #[inline(always)]
+    fn run<R>(f: impl FnOnce() -> R) -> R {
+        vectorized(f)
+    }
+}
 
 /// `f()`, compiled with AVX2 and FMA enabled when this CPU has them. Only code inlined into the
 /// copy gets the wider vectors, and `f` is called from two places, so mark the closure and the

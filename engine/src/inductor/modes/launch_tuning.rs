@@ -16,15 +16,15 @@ use std::sync::Arc;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::autotune::{cached_text, fastest};
-use super::codegen::cuda;
-use super::ir::{BufferName, LoweredGraph};
-use super::kernel::Kernel;
-use super::launch::Launch;
 use crate::bench::Bench;
 use crate::codecache::cache_key;
 use crate::device::Device;
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
 use crate::error::{Error, Result};
+use crate::inductor::codegen::cuda;
+use crate::inductor::ir::{BufferName, LoweredGraph};
+use crate::inductor::kernel::Kernel;
+use crate::inductor::launch::Launch;
 use crate::logs::{self, Artifact};
 
 fn failed(what: &str, e: impl Into<CudaError>) -> Error {

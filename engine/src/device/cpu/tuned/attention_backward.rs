@@ -8,7 +8,7 @@
 //! batch entries (batch times heads): the row statistics; `dq`, a row at a time; `dk` and `dv`,
 //! summed over the rows.
 
-use super::{HostBuffer, Input, contiguous};
+use crate::device::cpu::{HostBuffer, Input, contiguous};
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 use crate::parallel::{self, Disjoint};

@@ -1,5 +1,5 @@
 //! What a CPU matrix product applies to its output as it writes it: the bias add and ReLU that
-//! Inductor folds into a GEMM (`inductor::gemm_epilogue`), ATen's `addmm` and
+//! Inductor folds into a GEMM (`inductor::modes::gemm_epilogue`), ATen's `addmm` and
 //! `_addmm_activation`. Applied while the product's values are in registers or still in the
 //! cache, it saves the separate kernel that would read the product back.
 

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::Input;
 use super::attention::{AttnOperand, operand};
-use super::buffer::CudaBuffer;
-use super::context::CudaDevice;
-use super::error::CudaError;
+use crate::device::cuda::Input;
+use crate::device::cuda::buffer::CudaBuffer;
+use crate::device::cuda::context::CudaDevice;
+use crate::device::cuda::error::CudaError;
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 
 /// Warps per block, a row each (`WARPS` in the kernels).
@@ -48,21 +48,39 @@ struct AttnBackwardParams {
 // SAFETY: plain `#[repr(C)]` data whose layout matches the CUDA C struct field for field.
 unsafe impl DeviceRepr for AttnBackwardParams {}
 
+/// The packed gradients' length for `inputs = [grad_out, q, k, v, ...]`.
+fn packed_len(inputs: &[Input]) -> usize {
+    (1..4).map(|i| inputs[i].tensor().1.numel()).sum()
+}
+
 /// The gradients of `q`, `k` and `v`, flattened and joined, for
 /// `inputs = [grad_out, q, k, v, out (, mask)]`.
 pub(super) fn attention_backward(
     device: &Arc<CudaDevice>,
     inputs: &[Input],
-    AttentionParams { mask, causal, scale }: AttentionParams,
+    params: AttentionParams,
 ) -> Result<CudaBuffer, CudaError> {
+    let packed = CudaBuffer::alloc(device, packed_len(inputs))?;
+    attention_backward_into(device, inputs, params, &packed)?;
+    Ok(packed)
+}
+
+/// [`attention_backward`] written at the start of `packed` (compiled code's planned buffer, which
+/// holds at least the packed gradients). Every element is written: a row of `dq` with no keys,
+/// or of `dk` and `dv` with no queries, is zeros.
+pub(crate) fn attention_backward_into(
+    device: &Arc<CudaDevice>,
+    inputs: &[Input],
+    AttentionParams { mask, causal, scale }: AttentionParams,
+    packed: &CudaBuffer,
+) -> Result<(), CudaError> {
     let [g, q, k, v] = [0, 1, 2, 3].map(|i| inputs[i].tensor().1.shape());
     let sizes = AttentionSizes::of(q, k, v);
     let AttentionSizes { batch, q_len, kv_len, head_dim, value_dim } = sizes;
     let (nq, nk, nv) = (batch * q_len * head_dim, batch * kv_len * head_dim, batch * kv_len * value_dim);
-    let mut packed = CudaBuffer::alloc(device, nq + nk + nv)?;
-    packed.fill_zeros()?;
-    if nq + nk + nv == 0 || q_len == 0 || kv_len == 0 {
-        return Ok(packed);
+    debug_assert!(packed.len() >= packed_len(inputs), "the planned buffer holds the packed gradients");
+    if nq + nk + nv == 0 {
+        return Ok(());
     }
     if head_dim.max(value_dim) > MAX_HEAD_DIM {
         return Err(CudaError::new(format!(
@@ -86,7 +104,7 @@ pub(super) fn attention_backward(
         None => AttnOperand::default(),
         Some(&m) => view(m, &[q_len, kv_len])?,
     };
-    let stats = CudaBuffer::alloc(device, batch * q_len * 2)?;
+    let stats = CudaBuffer::alloc(device, (batch * q_len * 2).max(1))?;
     let inner = if rank >= 3 { q[rank - 3] } else { 1 };
     let params = AttnBackwardParams {
         grad_out,
@@ -126,6 +144,9 @@ pub(super) fn attention_backward(
         ("attention_backward_dq", batch * q_len),
         ("attention_backward_dkdv", batch * kv_len),
     ] {
+        if rows == 0 {
+            continue;
+        }
         let function = device.eager_kernel("attention_backward", kernel)?;
         let mut launch = device.stream().launch_builder(&function);
         launch.arg(&params);
@@ -137,5 +158,5 @@ pub(super) fn attention_backward(
     }
     drop(copies);
     drop(stats);
-    Ok(packed)
+    Ok(())
 }

@@ -4,15 +4,17 @@
 //! while the product is still in registers (one cuBLASLt launch on a GPU, the CPU GEMMs' output
 //! loops), instead of a GEMM that writes the product and a kernel that reads it back.
 //!
-//! Lowering asks [`Epilogues::absorb`] about each op on the CPU, and under max-autotune on a GPU.
+//! Lowering offers each op to [`Epilogues`] (a lowering `Fold`) on the CPU, and under max-autotune
+//! on a GPU: the targets whose GEMMs apply an epilogue ask for it ([`fold`]).
 //! The op is folded when it reads the matmul lowered just before it, nothing else reads that
 //! product, the epilogue can express it (a bias that is one value per column, then a ReLU), and
 //! folding saves a kernel: a bias add whose value flows on into other pointwise ops (a GELU) stays where
 //! it is, fused into their kernel, since folding it would only split that kernel's reads of the
 //! product in two.
 
-use super::ir::{BufferName, IrId, LoweredGraph, NodeBody, View};
 use crate::fx::{Graph, NodeId};
+use crate::inductor::ir::{BufferName, IrId, LoweredGraph, NodeBody, View};
+use crate::inductor::lowering::Fold;
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, Op, UnaryOp};
 
@@ -27,9 +29,15 @@ pub(crate) struct Epilogues {
     into_relu: Vec<bool>,
 }
 
+/// The GEMM-epilogue fold for `graph` (decomposed; `live` says which nodes the outputs need), what
+/// a target hands lowering.
+pub(crate) fn fold(graph: &Graph, live: &[bool]) -> Box<dyn Fold> {
+    Box::new(Epilogues::of(graph, live))
+}
+
 impl Epilogues {
     /// The facts about `graph` (decomposed; `live` says which nodes the outputs need).
-    pub(crate) fn of(graph: &Graph, live: &[bool]) -> Epilogues {
+    fn of(graph: &Graph, live: &[bool]) -> Epilogues {
         let n = graph.nodes().len();
         let mut users: Vec<Vec<NodeId>> = vec![Vec::new(); n];
         let mut uses = vec![0; n];
@@ -59,11 +67,13 @@ impl Epilogues {
             .collect();
         Epilogues { uses, into_kernel, into_relu }
     }
+}
 
+impl Fold for Epilogues {
     /// Folds node `id`'s `op` (on `operands`: each operand's node and view) into the epilogue of
     /// the last IR node when that node is a matmul it can extend; returns the view of the result
     /// (the matmul's buffer), or `None` to lower `op` as usual.
-    pub(crate) fn absorb(
+    fn absorb(
         &self,
         out: &mut LoweredGraph,
         id: NodeId,
@@ -117,7 +127,7 @@ mod tests {
         let inputs = [Tensor::randn(&[8, 16], 0), Tensor::randn(&[32, 16], 1), Tensor::randn(&[32], 2)];
         let traced = trace(&inputs, |t| Ok(vec![f(t)?])).unwrap();
         let graph = crate::aot::decompose(&traced.graph).unwrap();
-        lower_with(&graph, &SymBindings::new(), true).unwrap()
+        lower_with(&graph, &SymBindings::new(), Some(super::fold)).unwrap()
     }
 
     #[test]

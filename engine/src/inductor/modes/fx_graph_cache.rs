@@ -29,17 +29,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::config::Config;
-use super::output_code::OutputCode;
-use super::runtime::spec::ProgramSpec;
-use super::scheduler::{FusionPolicy, can_fuse};
-use super::stored;
 use crate::codecache::{CCompiler, DiskCache, cache_key};
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
-use crate::device::cuda::cublaslt::lt_version;
+use crate::device::cuda::tuned::cublaslt::lt_version;
 use crate::error::Result;
 use crate::fx::{Graph, NodeKind};
+use crate::inductor::config::Config;
+use crate::inductor::output_code::OutputCode;
+use crate::inductor::runtime::spec::ProgramSpec;
+use crate::inductor::scheduler::{FusionPolicy, can_fuse};
+use crate::inductor::serde_refs;
 use crate::logs::{self, Artifact};
 use crate::op::Op;
 
@@ -130,7 +130,7 @@ pub(crate) fn lookup(graph: &Graph, device: Device, config: &Config) -> Lookup {
     };
     let cache = DiskCache::global();
     if let Some(bytes) = cache.read(&key, EXT) {
-        match stored::with_locations(graph, || serde_json::from_slice::<Entry>(&bytes)) {
+        match serde_refs::with_locations(graph, || serde_json::from_slice::<Entry>(&bytes)) {
             Ok(entry) => {
                 HITS.fetch_add(1, Ordering::Relaxed);
                 log(|| format!("hit {key}"));

@@ -11,8 +11,7 @@
 //! once at the end. What makes it fast at small batch:
 //!
 //! - **No packing.** A packing GEMM copies the whole weight on every call; at 16 rows that copy
-//!   costs about what the product does (the `gemm` crate: 0.6-1.9 ms against 0.08 here, for a
-//!   512x2048 layer on 16 cores).
+//!   costs more than the product does (bench/NOTES-cpu.md, "The GEMM on 16 cores").
 //! - **One contiguous range of output columns per thread** (rows of `W`), the same on every
 //!   call, so each thread reads its own slice of the weight, from its own cache after the first
 //!   call (a 512x2048 weight is 4 MB: 256 KB a thread on 16 cores).
@@ -100,8 +99,7 @@ pub(super) fn product(
     }
     // Four tasks a thread, so that a thread that starts late or runs slow (a busy core of a
     // virtual machine) has its work taken over in parts: one task a thread left the others
-    // waiting for it, and ran the MLP's products at 0.6-0.75 of this split on the 16-core host
-    // (bench/NOTES-cpu.md). From 128 rows the rows are halved too, so that a thread reads half
+    // waiting for it (bench/NOTES-cpu.md). From 128 rows the rows are halved too, so that a thread reads half
     // of `a` instead of all of it; below that the halves are too short to fill the tiles.
     let threads = parallel::num_threads();
     let row_blocks = if m >= 128 { 2 } else { 1 };

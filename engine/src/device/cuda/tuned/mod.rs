@@ -1,0 +1,118 @@
+//! The tuned GPU kernels, the fast paths beside the plain ones ([`Plain`](super::Plain)):
+//!
+//! | what | module |
+//! | --- | --- |
+//! | flash attention (`kernels/attention.cu`): tiles of keys, online softmax, tensor cores from compute capability 8.0 | `attention` |
+//! | GEMMs with a fused bias and ReLU, their algorithms listed for max-autotune | [`cublaslt`] |
+//! | compiled code's linear-layer products on kernels of our own: their shape and launch | `linear_gemm` |
+//! | ... of few rows (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
+//! | ... on the tensor cores at float32 accuracy (`kernels/tf32x3_gemm.cu`) | `tf32x3_gemm` |
+//!
+//! Eager ops reach them through [`Tuned`], the GPU's default kernel provider; compiled code's
+//! extern kernels through `extern_into`, and its GEMMs through Inductor's GEMM choice.
+
+mod attention;
+mod attention_backward;
+pub mod cublaslt;
+pub(crate) mod linear_gemm;
+pub(crate) mod skinny_gemm;
+pub(crate) mod tf32x3_gemm;
+
+use std::sync::Arc;
+
+use super::{CudaBuffer, CudaDevice, CudaError, Input, Plain, cat};
+use crate::device::provider::KernelProvider;
+use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
+
+/// A GPU's tuned kernels, what eager ops run on by default: the plain kernels, with flash
+/// attention in one launch instead of a product, a softmax and a product.
+pub(crate) struct Tuned<'a>(pub(crate) &'a Arc<CudaDevice>);
+
+impl KernelProvider for Tuned<'_> {
+    type Buffer = CudaBuffer;
+    type Output = CudaBuffer;
+    type Error = CudaError;
+
+    fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).unary(op, x, out_shape)
+    }
+
+    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).binary(op, a, b, out_shape)
+    }
+
+    fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).where_(inputs, out_shape)
+    }
+
+    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).copy(x, out_shape)
+    }
+
+    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).custom(op, inputs, out_shape)
+    }
+
+    fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).reduce(kind, x, dim)
+    }
+
+    fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).softmax(x, dim, log)
+    }
+
+    fn layer_norm(&self, inputs: [Input; 3], eps: f32) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).layer_norm(inputs, eps)
+    }
+
+    fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).matmul(a, b, out_shape)
+    }
+
+    fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        attention::attention(self.0, inputs, params)
+    }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        attention_backward::attention_backward(self.0, inputs, params)
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).cat(inputs, dim, out_shape)
+    }
+
+    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).upload(values)
+    }
+
+    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
+        output
+    }
+}
+
+/// An extern kernel of compiled code (`cat`, `flash_attention`) written straight into its planned
+/// buffer `out`, as Inductor calls ATen's `out=` variants: no buffer of its own, no copy after.
+pub(crate) fn extern_into(
+    device: &Arc<CudaDevice>,
+    op: &Op,
+    inputs: &[Input],
+    out_shape: &[usize],
+    out: &CudaBuffer,
+) -> Result<(), CudaError> {
+    match op {
+        Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
+        Op::ScaledDotProductAttention { mask, causal, scale } => attention::attention_into(
+            device,
+            inputs,
+            AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
+            out,
+        ),
+        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => attention_backward::attention_backward_into(
+            device,
+            inputs,
+            AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
+            out,
+        ),
+        other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
+    }
+}
