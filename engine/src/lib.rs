@@ -8,7 +8,7 @@
 //! | `torch.export`, `ExportedProgram` | [`fx::export`]: one graph with its constants, saved as JSON and loaded with every op checked |
 //! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
 //! | `torch.autograd`: `backward()`, `.grad`, `no_grad`, `derivatives.yaml` | [`autograd`] |
-//! | AOTAutograd decompositions | [`aot`] |
+//! | AOTAutograd: decompositions, the joint graph, the min-cut partitioner | [`aot`] |
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
@@ -32,7 +32,7 @@
 //!    plain and tuned kernels implement; `device::cpu`, [`device::cuda`]),
 //!    [`mod@bench`], [`profiler`] (which the launch paths of this layer and of inductor report to);
 //! 4. [`fx`], graphs, tracing and the interpreter;
-//! 5. [`aot`], decompositions;
+//! 5. [`aot`], decompositions, the joint forward and backward graph and its partition;
 //! 6. [`inductor`], code generation;
 //! 7. [`backends`], the `Backend` contract and `eager`, `aot_eager`, `inductor`;
 //! 8. [`dynamo`], capture, guards, the cache, `compile` (whose default backend is Inductor);

@@ -81,10 +81,10 @@ impl Function for CompiledBackward {
             });
         };
         // The backward graph was traced with dense saved values and tangents.
-        let mut inputs = saved.iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
+        let mut inputs = saved.iter().map(Tensor::with_dense_strides).collect::<Result<Vec<_>>>()?;
         for (g, &differentiable) in grad_outputs.iter().zip(&self.convention.differentiable) {
             if differentiable {
-                inputs.push(g.contiguous()?);
+                inputs.push(g.with_dense_strides()?);
             }
         }
         let mut grads = (self.backward)(&inputs)?.into_iter();

@@ -189,6 +189,22 @@ impl Tensor {
         }
     }
 
+    /// This tensor with exactly row-major strides: itself, or a view of the same memory when only
+    /// the strides of size-1 dims differ (they address nothing), else a dense copy. Compiled code
+    /// checks its inputs' strides exactly; AOT hands it values from elsewhere this way.
+    pub(crate) fn with_dense_strides(&self) -> Result<Tensor> {
+        let Some(c) = self.concrete() else { return Ok(self.clone()) };
+        let dense = crate::layout::contiguous_strides(self.shape());
+        if c.layout.strides() == dense.as_slice() {
+            return Ok(self.clone());
+        }
+        if c.layout.is_contiguous() {
+            let layout = Layout::new(self.shape().to_vec(), dense, c.layout.offset());
+            return Ok(Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage: c.storage.clone(), layout, name: None })), autograd: None });
+        }
+        self.contiguous()
+    }
+
     /// All elements in row-major order. Inside a compiled function this needs a concrete value:
     /// a graph break.
     #[track_caller]

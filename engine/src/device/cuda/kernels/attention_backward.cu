@@ -67,16 +67,41 @@ __device__ __forceinline__ float warp_max(float x) {
     return x;
 }
 
-// The scaled, masked score of query i against key j of batch entry n; `qi` is query i in shared
-// memory.
-__device__ __forceinline__ float score(const AttnBackwardParams& p, i64 n, int i, int j, const float* qi) {
-    float s = 0.0f;
-    for (int e = 0; e < p.head_dim; ++e) s += qi[e] * at(p.k, n, p.inner, j, e);
-    s *= p.scale;
+// The score of query i against key j of batch entry n from their dot product: scaled, then
+// masked as the forward masks it.
+__device__ __forceinline__ float masked(const AttnBackwardParams& p, i64 n, int i, int j, float dot) {
     if (p.causal && j > i) return NEG_INF;
+    float s = dot * p.scale;
     if (p.mask_kind == 1 && at(p.mask, n, p.inner, i, j) == 0.0f) return NEG_INF;
     if (p.mask_kind == 2) s += at(p.mask, n, p.inner, i, j);
     return s;
+}
+
+// The score of query i against key j; `qi` is query i in shared memory.
+__device__ __forceinline__ float score(const AttnBackwardParams& p, i64 n, int i, int j, const float* qi) {
+    float dot = 0.0f;
+    for (int e = 0; e < p.head_dim; ++e) dot += qi[e] * at(p.k, n, p.inner, j, e);
+    return masked(p, n, i, j, dot);
+}
+
+// The row a warp owns among `batch * len` rows (a query's or a key's): its batch entry `n` and
+// its index within the entry; `valid` is false for the warps past the last row.
+struct WarpRow {
+    int lane, warp;
+    i64 row, n;
+    int index;
+    bool valid;
+};
+
+__device__ __forceinline__ WarpRow warp_row(const AttnBackwardParams& p, int len) {
+    WarpRow r;
+    r.lane = threadIdx.x % 32;
+    r.warp = threadIdx.x / 32;
+    r.row = (i64)blockIdx.x * WARPS + r.warp;
+    r.valid = r.row < p.batch * len;
+    r.n = r.row / len;
+    r.index = (int)(r.row % len);
+    return r;
 }
 
 // Loads row `row` of operand `a` (batch entry n, `width` elements) into shared `dst`, warp-wide.
@@ -87,12 +112,11 @@ __device__ __forceinline__ void load_row(const AttnOperand& a, i64 n, i64 inner,
 
 extern "C" __global__ void attention_backward_stats(AttnBackwardParams p) {
     __shared__ float rows[WARPS][MAX_HD];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const i64 row = (i64)blockIdx.x * WARPS + warp;
-    if (row >= p.batch * p.q_len) return;
-    const i64 n = row / p.q_len;
-    const int i = (int)(row % p.q_len);
-    float* qi = rows[warp];
+    const WarpRow r = warp_row(p, p.q_len);
+    if (!r.valid) return;
+    const int lane = r.lane, i = r.index;
+    const i64 n = r.n, row = r.row;
+    float* qi = rows[r.warp];
     load_row(p.q, n, p.inner, i, p.head_dim, qi);
     // Each lane keeps a running maximum and sum over its keys; the warp then merges them.
     float m = NEG_INF, l = 0.0f;
@@ -116,13 +140,12 @@ extern "C" __global__ void attention_backward_stats(AttnBackwardParams p) {
 
 extern "C" __global__ void attention_backward_dq(AttnBackwardParams p) {
     __shared__ float rows[WARPS][2 * MAX_HD];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const i64 row = (i64)blockIdx.x * WARPS + warp;
-    if (row >= p.batch * p.q_len) return;
-    const i64 n = row / p.q_len;
-    const int i = (int)(row % p.q_len);
-    float* qi = rows[warp];
-    float* gi = rows[warp] + MAX_HD;
+    const WarpRow r = warp_row(p, p.q_len);
+    if (!r.valid) return;
+    const int lane = r.lane, i = r.index;
+    const i64 n = r.n, row = r.row;
+    float* qi = rows[r.warp];
+    float* gi = rows[r.warp] + MAX_HD;
     load_row(p.q, n, p.inner, i, p.head_dim, qi);
     load_row(p.grad_out, n, p.inner, i, p.value_dim, gi);
     const float lse = p.stats[row * 2], d = p.stats[row * 2 + 1];
@@ -160,13 +183,12 @@ extern "C" __global__ void attention_backward_dq(AttnBackwardParams p) {
 
 extern "C" __global__ void attention_backward_dkdv(AttnBackwardParams p) {
     __shared__ float rows[WARPS][2 * MAX_HD];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const i64 row = (i64)blockIdx.x * WARPS + warp;
-    if (row >= p.batch * p.kv_len) return;
-    const i64 n = row / p.kv_len;
-    const int j = (int)(row % p.kv_len);
-    float* kj = rows[warp];
-    float* vj = rows[warp] + MAX_HD;
+    const WarpRow r = warp_row(p, p.kv_len);
+    if (!r.valid) return;
+    const int lane = r.lane, j = r.index;
+    const i64 n = r.n, row = r.row;
+    float* kj = rows[r.warp];
+    float* vj = rows[r.warp] + MAX_HD;
     load_row(p.k, n, p.inner, j, p.head_dim, kj);
     load_row(p.v, n, p.inner, j, p.value_dim, vj);
     float dk[PER_LANE], dv[PER_LANE];
@@ -180,12 +202,9 @@ extern "C" __global__ void attention_backward_dkdv(AttnBackwardParams p) {
         if (i < p.q_len) {
             const float lse = p.stats[(n * p.q_len + i) * 2], d = p.stats[(n * p.q_len + i) * 2 + 1];
             if (lse != NEG_INF) {
-                float s = 0.0f;
-                for (int e = 0; e < p.head_dim; ++e) s += at(p.q, n, p.inner, i, e) * kj[e];
-                s *= p.scale;
-                if (p.causal && j > i) s = NEG_INF;
-                if (p.mask_kind == 1 && at(p.mask, n, p.inner, i, j) == 0.0f) s = NEG_INF;
-                if (p.mask_kind == 2) s += at(p.mask, n, p.inner, i, j);
+                float dot = 0.0f;
+                for (int e = 0; e < p.head_dim; ++e) dot += at(p.q, n, p.inner, i, e) * kj[e];
+                const float s = masked(p, n, i, j, dot);
                 prob = s == NEG_INF ? 0.0f : __expf(s - lse);
                 float dp = 0.0f;
                 for (int e = 0; e < p.value_dim; ++e) dp += at(p.grad_out, n, p.inner, i, e) * vj[e];
