@@ -51,6 +51,9 @@ impl AdamW {
     }
 }
 
+/// A parameter's first and second moments (`exp_avg`, `exp_avg_sq`).
+pub type Moments = (Tensor, Tensor);
+
 /// One AdamW update as a pure function of lists (`_multi_tensor_adamw`): the new parameters and
 /// first and second moments from `params`, their `grads`, their moments and their step numbers
 /// (1 on a first step, whose moments are zeros).
@@ -58,13 +61,13 @@ impl AdamW {
 pub fn adamw_update(
     params: &[Tensor],
     grads: &[Tensor],
-    moments: &[(Tensor, Tensor)],
+    moments: &[Moments],
     steps: &[u32],
     lr: f32,
     (beta1, beta2): (f32, f32),
     eps: f32,
     weight_decay: f32,
-) -> Result<(Vec<Tensor>, Vec<(Tensor, Tensor)>)> {
+) -> Result<(Vec<Tensor>, Vec<Moments>)> {
     let mut new_params = Vec::with_capacity(params.len());
     let mut new_moments = Vec::with_capacity(params.len());
     for (((p, g), (m, v)), &t) in params.iter().zip(grads).zip(moments).zip(steps) {

@@ -21,7 +21,7 @@
 mod adamw;
 mod sgd;
 
-pub use adamw::{AdamW, adamw_update};
+pub use adamw::{AdamW, Moments, adamw_update};
 pub use sgd::{Sgd, sgd_update};
 
 use crate::error::Result;

@@ -200,7 +200,10 @@ impl Tensor {
         }
         if c.layout.is_contiguous() {
             let layout = Layout::new(self.shape().to_vec(), dense, c.layout.offset());
-            return Ok(Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage: c.storage.clone(), layout, name: None })), autograd: None });
+            return Ok(Tensor {
+                repr: Arc::new(Repr::Concrete(Concrete { storage: c.storage.clone(), layout, name: None })),
+                autograd: None,
+            });
         }
         self.contiguous()
     }

@@ -297,7 +297,7 @@ fn binary<'f>(
         BinaryOp::Pow => (
             Box::new(move || {
                 let d = match b {
-                    Operand::Scalar(e) if e == 0.0 => return zeros_from(g, g.shape()),
+                    Operand::Scalar(0.0) => return zeros_from(g, g.shape()),
                     Operand::Scalar(e) => g.mul(e)?.mul(&bin(BinaryOp::Pow, a, e - 1.0)?)?,
                     Operand::Tensor(e) => g.mul(e)?.mul(&bin(BinaryOp::Pow, a, &e.sub(1.0)?)?)?,
                 };
