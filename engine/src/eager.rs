@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::error::{Error, Result, SourceLocation};
-use crate::layout::Layout;
+use crate::layout::{Layout, numel};
 use crate::op::Op;
 use crate::op::{BinaryOp, ViewOf};
 use crate::profiler::{self, EventKind};
@@ -73,8 +73,13 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             let mut outputs = mode.run_subgraph(branch, &inputs, location)?;
             Ok(outputs.remove(0))
         }
-        _ => kernel(op, operands, &out_shape, device)
-            .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location)),
+        _ => {
+            if device == Device::Cpu {
+                fits_in_memory(op, operands, &out_shape, location)?;
+            }
+            kernel(op, operands, &out_shape, device)
+                .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location))
+        }
     }
 }
 
@@ -127,6 +132,19 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))
+}
+
+/// Refuses a CPU kernel whose output, or the dense copy of an input it may make, could never fit
+/// in memory (a broadcast view can be far larger than its buffer): the allocation would abort the
+/// process instead of failing.
+fn fits_in_memory(op: &Op, operands: &[Operand], out_shape: &[usize], location: SourceLocation) -> Result<()> {
+    let largest = operands.iter().filter_map(|o| o.shape()).map(numel).chain([numel(out_shape)]).max().unwrap_or(0);
+    match cpu::too_large(largest) {
+        None => Ok(()),
+        Some(why) => {
+            Err(Error::InvalidArgument { op: op.name(), message: format!("cannot run on the CPU: {why}"), location })
+        }
+    }
 }
 
 /// The shapes of the tensor operands, in order.

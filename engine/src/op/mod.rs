@@ -43,7 +43,7 @@ use std::fmt;
 mod attention;
 mod binary;
 mod custom;
-mod subgraph;
+pub(crate) mod subgraph;
 mod unary;
 mod view;
 

@@ -246,6 +246,10 @@ impl Tensor {
     /// A concrete tensor's elements on the host; CUDA failures name `op` and `location`.
     fn values(&self, op: &'static str, location: SourceLocation) -> Result<Vec<f32>> {
         let c = self.concrete().expect("callers concretize first");
+        if let Some(why) = crate::device::cpu::too_large(self.numel()) {
+            let message = format!("the values of a tensor of shape {:?} cannot be copied out: {why}", self.shape());
+            return Err(Error::InvalidArgument { op, message, location });
+        }
         c.storage.gather(&c.layout).map_err(|e| e.at(op, self.device(), vec![self.shape().to_vec()], location))
     }
 }

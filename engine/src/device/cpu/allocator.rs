@@ -42,12 +42,32 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache { free: VecDeque::new(), bytes: 0 
 /// model whose buffers do not all fit (eager attention's `[8, 12, 1024, 1024]` scores are 400 MB
 /// each) evicts the buffers freed longest ago.
 fn capacity() -> usize {
-    static CAPACITY: OnceLock<usize> = OnceLock::new();
-    *CAPACITY.get_or_init(|| {
+    (machine_memory() / 8).clamp(256 << 20, 4 << 30)
+}
+
+/// The machine's physical memory in bytes (0 when the system does not say).
+fn machine_memory() -> usize {
+    static MEMORY: OnceLock<usize> = OnceLock::new();
+    *MEMORY.get_or_init(|| {
         // SAFETY: sysconf only reads system configuration.
         let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-        let memory = usize::try_from(pages).unwrap_or(0).saturating_mul(usize::try_from(page).unwrap_or(0));
-        (memory / 8).clamp(256 << 20, 4 << 30)
+        usize::try_from(pages).unwrap_or(0).saturating_mul(usize::try_from(page).unwrap_or(0))
+    })
+}
+
+/// Why a buffer of `len` elements cannot be allocated, if it is larger than the machine's memory:
+/// Rust aborts the whole process when an allocation fails, so a kernel's output (or a dense copy
+/// of an input) that could never fit is refused before it is asked for, as PyTorch's
+/// `DefaultCPUAllocator` refuses it with an error.
+pub(crate) fn too_large(len: usize) -> Option<String> {
+    let (bytes, memory) = (len.saturating_mul(size_of::<f32>()), machine_memory());
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+    (memory > 0 && bytes > memory).then(|| {
+        format!(
+            "it needs a buffer of {len} elements ({:.1} GiB), more than this machine's {:.1} GiB",
+            gib(bytes),
+            gib(memory)
+        )
     })
 }
 

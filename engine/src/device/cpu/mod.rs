@@ -11,7 +11,7 @@
 //! tuned kernels and the C that Inductor generates both call, from one set of coefficients.
 
 mod allocator;
-pub(crate) use allocator::{HostBuffer, uninit};
+pub(crate) use allocator::{HostBuffer, too_large, uninit};
 mod gather;
 mod plain;
 use plain::Plain;

@@ -1,73 +1,48 @@
-//! Running a compiled graph on the CPU: kernels are C functions of a loaded shared library,
-//! called on chunks of their `x` range from the engine's thread pool (`parallel`) when the work is
-//! large enough to share; matmul is the CPU's GEMM writing into the planned buffer; buffers are host vectors.
+//! Running a compiled graph in host memory, for the targets whose kernels run on the CPU: each
+//! kernel is a [`HostKernel`] (a C function of a loaded shared library, or interpreted kernel
+//! IR); matmul is the CPU's GEMM writing into the planned buffer; other extern kernels and
+//! fallbacks run on the eager CPU kernels; buffers are host vectors.
 
 use std::sync::Arc;
 
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
-use crate::codecache::SharedLibrary;
 use crate::device::Device;
-use crate::device::cpu::{self, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, matmul_into};
-use crate::error::Result;
+use crate::device::cpu::{self, HostBuffer, matmul_into};
+use crate::error::{Error, Result};
 use crate::inductor::call_plan::SlotId;
-use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::ir::{BufferName, PerNode, View};
 use crate::layout::Layout;
-use crate::parallel::{self, Disjoint};
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
-/// The ABI of every generated C kernel: the argument pointers, then the extent of `x`.
-type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
-/// The ABI of the engine's range entry points: the argument pointers, then `x0` and `x1`.
-type RangeFn = unsafe extern "C" fn(*const *mut f32, i64, i64);
-
-/// A kernel as the runtime calls it.
-#[derive(Clone)]
-struct CpuKernel {
-    /// The whole range.
-    whole: KernelFn,
-    /// A range of `x`; only the engine's own printer writes it (replacement printers need not).
-    range: Option<RangeFn>,
-    /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions.
-    work_per_x: usize,
-    /// The kernel's name, as profiles list it.
-    name: String,
+/// One argument of a host kernel: the start of its buffer and how many elements follow.
+#[derive(Clone, Copy)]
+pub(crate) struct HostArg {
+    /// The buffer's first element the kernel indexes from.
+    pub ptr: *mut f32,
+    /// Elements from `ptr` to the end of the buffer.
+    pub len: usize,
 }
 
-impl CpuKernel {
-    /// Runs the kernel over `0..xnumel`, split into tasks on the pool when there is enough work.
+/// A kernel as the host runtime calls it: a C function of a shared library (the C target), or
+/// kernel IR run by the interpreter.
+pub(crate) trait HostKernel: Send + Sync {
+    /// The kernel's name, as profiles list it.
+    fn name(&self) -> &str;
+
+    /// Runs the kernel over `0..xnumel`.
     ///
     /// # Safety
-    /// `args` must hold valid buffers for every argument, sized for the shapes the kernel was
-    /// generated for.
-    unsafe fn call(&self, args: &[*mut f32], xnumel: i64) {
-        let n = xnumel.max(0) as usize;
-        match self.range {
-            Some(range) if n * self.work_per_x > PARALLEL_THRESHOLD => {
-                let per_task = (TASK_WORK / self.work_per_x).max(1);
-                // The tasks of a split kernel write disjoint ranges of `x`, and the pointers stay
-                // valid until every task has returned.
-                let args = Disjoint::new(args.as_ptr().cast_mut());
-                parallel::parallel_for(n.div_ceil(per_task), |task| {
-                    let start = task * per_task;
-                    let end = (start + per_task).min(n);
-                    // SAFETY: as for the whole range; tasks cover disjoint `x`.
-                    unsafe { range(args.get(), start as i64, end as i64) };
-                });
-            }
-            // SAFETY: forwarded to the caller.
-            _ => unsafe { (self.whole)(args.as_ptr(), xnumel) },
-        }
-    }
+    /// Each argument must point to `len` valid elements, enough for the shapes the kernel was
+    /// generated for; the kernel writes only its output arguments, which no other argument
+    /// aliases.
+    unsafe fn call(&self, args: &[HostArg], xnumel: i64);
 }
 
-/// A compiled graph ready to run on the CPU.
-pub(crate) struct CpuProgram {
-    /// Keeps the kernels' code loaded while their function pointers are in the schedule.
-    _library: Option<SharedLibrary>,
-    /// Each kernel, with its name for the profiler.
-    schedule: Schedule<CpuKernel>,
+/// A compiled graph ready to run in host memory, its kernels of type `K` (each keeps its code
+/// loaded).
+pub(crate) struct HostProgram<K> {
+    schedule: Schedule<K>,
 }
 
 /// A graph input's elements from its first one on.
@@ -92,22 +67,17 @@ fn view_data<'s>(
     }
 }
 
-impl CpuProgram {
-    /// Resolves each kernel of `schedule` in `library` (compiled from the kernels' C source).
-    pub(crate) fn new(schedule: Schedule<KernelSpec>, library: Option<SharedLibrary>) -> Result<CpuProgram> {
-        let schedule = schedule.resolve(|k, _| {
-            let library = library.as_ref().expect("a plan with kernels has a library");
-            // SAFETY: every generated kernel has exactly the `KernelFn` signature, and a range
-            // entry point, where there is one, the `RangeFn` signature.
-            let whole = unsafe { *library.get::<KernelFn>(&k.name)? };
-            let range = unsafe { library.get::<RangeFn>(&format!("{}{RANGE_SUFFIX}", k.name)) }.ok().map(|f| *f);
-            Ok(CpuKernel { whole, range, work_per_x: k.work_per_x, name: k.name })
-        })?;
-        Ok(CpuProgram { _library: library, schedule })
+impl<K: HostKernel> HostProgram<K> {
+    /// The program of `schedule` with each kernel resolved by `resolve`.
+    pub(crate) fn new(
+        schedule: Schedule<KernelSpec>,
+        mut resolve: impl FnMut(KernelSpec) -> Result<K>,
+    ) -> Result<HostProgram<K>> {
+        Ok(HostProgram { schedule: schedule.resolve(|k, _| resolve(k))? })
     }
 }
 
-impl Program for CpuProgram {
+impl<K: HostKernel> Program for HostProgram<K> {
     /// Runs the plan on `inputs`, which must have the traced shapes and strides.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cpu)?;
@@ -115,24 +85,37 @@ impl Program for CpuProgram {
         for step in &self.schedule.steps {
             match step {
                 // Memory from the allocator's cache: every step writes its whole output.
-                Run::Alloc { slot, len } => slots[*slot] = Some(cpu::uninit(*len)),
+                Run::Alloc { slot, len } => {
+                    if let Some(why) = cpu::too_large(*len) {
+                        return Err(Error::Backend {
+                            backend: "inductor".into(),
+                            message: format!("a planned buffer: {why}"),
+                        });
+                    }
+                    slots[*slot] = Some(cpu::uninit(*len));
+                }
                 Run::Kernel { kernel, args, xnumel } => {
-                    let ptrs: Vec<*mut f32> = args
+                    let args: Vec<HostArg> = args
                         .iter()
                         .map(|b| match b {
                             // Kernels never write their inputs: the cast only fits the uniform ABI.
-                            BufferName::Input(i) => input_data(concrete[*i]).as_ptr() as *mut f32,
+                            BufferName::Input(i) => {
+                                let data = input_data(concrete[*i]);
+                                HostArg { ptr: data.as_ptr() as *mut f32, len: data.len() }
+                            }
                             BufferName::Node(n) => {
-                                slots[self.schedule.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
+                                let slot = slots[self.schedule.slot(*n)].as_mut().expect("allocated before use");
+                                HostArg { ptr: slot.as_mut_ptr(), len: slot.len() }
                             }
                         })
                         .collect();
-                    let _launch = profiler::launch(&kernel.name, EventKind::Compiled, Device::Cpu, || {
+                    let _launch = profiler::launch(kernel.name(), EventKind::Compiled, Device::Cpu, || {
                         vec![vec![*xnumel as usize]]
                     });
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
-                    // was generated for, which `check_inputs` and the plan's slot sizes guarantee.
-                    unsafe { kernel.call(&ptrs, *xnumel) };
+                    // was generated for, which `check_inputs` and the plan's slot sizes guarantee;
+                    // its outputs are planned slots of their own, which no input shares.
+                    unsafe { kernel.call(&args, *xnumel) };
                 }
                 Run::Matmul { a, b, epilogue, out, shape } => {
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
