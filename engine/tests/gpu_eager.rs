@@ -494,3 +494,16 @@ fn gpu_parameters_update_in_place() {
     engine::optim::Optimizer::step(&mut sgd).unwrap();
     assert_eq!(view.to_vec().unwrap(), vec![0.0, 0.0, 0.0], "every handle sees w - 0.5 * 2w");
 }
+
+#[test]
+fn gpu_moves_are_differentiable() {
+    // `to(device)` is on the tape: the gradient of a CPU leaf used on the GPU comes back to it.
+    let Some(device) = gpu() else { return };
+    let w = Tensor::from_vec(vec![1.0, -2.0], &[2]).unwrap().requires_grad_(true);
+    let on_gpu = w.to(device).unwrap();
+    assert_eq!(on_gpu.grad_fn().as_deref(), Some("ToCopyBackward"));
+    on_gpu.mul(&on_gpu).unwrap().sum_all().unwrap().backward().unwrap();
+    let grad = w.grad().unwrap();
+    assert_eq!(grad.device(), Device::Cpu);
+    assert_eq!(grad.to_vec().unwrap(), vec![2.0, -4.0]);
+}
