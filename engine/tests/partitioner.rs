@@ -162,3 +162,16 @@ fn the_aot_graphs_log_prints_joint_forward_backward_and_saved() {
         assert!(text.contains(part), "missing `{part}` in:\n{text}");
     }
 }
+
+#[test]
+fn a_new_batch_size_recompiles_a_training_graph_statically() {
+    let w = Tensor::randn(&[4, 3], 6).requires_grad_(true);
+    let f = dynamo::compile(|x: Tensor| x.linear(&w, None)?.relu()).backend(AotEager);
+    f.call(&Tensor::randn(&[2, 3], 7)).unwrap();
+    let (_, log) = logs::capture(&[Artifact::Recompiles], || f.call(&Tensor::randn(&[5, 3], 8)).unwrap());
+    assert!(log.contains("compiled for these static sizes"), "{log}");
+    assert!(!log.contains("automatic dynamic shapes"), "{log}");
+    let y = f.call(&Tensor::randn(&[5, 3], 9)).unwrap();
+    y.sum_all().unwrap().backward().unwrap();
+    assert_eq!(f.stats().compiles, 2);
+}

@@ -161,6 +161,9 @@ impl Cache {
             }
             return Ok(Arc::new(Interpreter::new(traced.recorded().clone())));
         }
+        // A graph compiled with a backward has static sizes: its joint graph is traced for them.
+        let requires_grad: Vec<bool> = inputs.iter().map(wants_grad).collect();
+        let training = requires_grad.iter().any(|&r| r);
         if !failures.is_empty() {
             stats.recompiles += 1;
             let mut lines = vec![format!(
@@ -169,7 +172,9 @@ impl Cache {
                 frame.label()
             )];
             lines.extend(failures.iter().map(|(e, f)| format!("    - {}: {f}", id(*e))));
-            if options.dynamic.is_none() {
+            if training && failures.iter().any(|(_, f)| f.size.is_some()) {
+                lines.push("    the new graph has a backward, so it is compiled for these static sizes".into());
+            } else if options.dynamic.is_none() {
                 let _ = frame.marking(traced, options);
                 for (_, failure) in &failures {
                     let Some((input, dim)) = failure.size else { continue };
@@ -182,9 +187,6 @@ impl Cache {
             }
             logs::log(Artifact::Recompiles, || lines.join("\n"));
         }
-        // A graph compiled with a backward has static sizes: its joint graph is traced for them.
-        let requires_grad: Vec<bool> = inputs.iter().map(wants_grad).collect();
-        let training = requires_grad.iter().any(|&r| r);
         let marking = frame.marking(traced, options);
         let marking = if training { vec![Vec::new(); marking.len()] } else { marking };
         let graph = generalize(traced, &marking)
