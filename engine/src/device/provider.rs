@@ -46,9 +46,10 @@ impl<'a, B: ?Sized> Input<'a, B> {
     }
 }
 
-/// A device's eager kernels, plain or tuned. Each writes a fresh dense buffer of the output
-/// shape; shapes were checked by [`Op::infer_shape`] beforehand.
-pub(crate) trait KernelProvider {
+/// What a device has once, whichever provider runs its kernels: its buffers, the kernels that
+/// only move memory (a dense copy, a join), custom ops' compiled functions, and a buffer made from
+/// host values.
+pub(crate) trait DeviceKernels {
     /// What an input's buffer is (`[f32]` on the CPU).
     type Buffer: ?Sized;
     /// The buffer a kernel returns.
@@ -56,20 +57,11 @@ pub(crate) trait KernelProvider {
     /// How a kernel fails (the CPU's cannot).
     type Error;
 
-    /// `op` on every element.
-    fn unary(&self, op: UnaryOp, x: Input<Self::Buffer>, out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
-    /// `op` on every pair of broadcast elements.
-    fn binary(
-        &self,
-        op: BinaryOp,
-        a: Input<Self::Buffer>,
-        b: Input<Self::Buffer>,
-        out_shape: &[usize],
-    ) -> Result<Self::Output, Self::Error>;
-    /// `a` where `cond != 0`, else `b`, all broadcast.
-    fn where_(&self, inputs: [Input<Self::Buffer>; 3], out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
     /// A dense row-major copy of a view.
     fn copy(&self, x: Input<Self::Buffer>, out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
+    /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
+    fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
+    -> Result<Self::Output, Self::Error>;
     /// A custom op's element function over broadcast inputs.
     fn custom(
         &self,
@@ -77,53 +69,82 @@ pub(crate) trait KernelProvider {
         inputs: &[Input<Self::Buffer>],
         out_shape: &[usize],
     ) -> Result<Self::Output, Self::Error>;
-    /// A reduction over `dim`.
-    fn reduce(&self, kind: ReduceOp, x: Input<Self::Buffer>, dim: usize) -> Result<Self::Output, Self::Error>;
-    /// Softmax (or log-softmax) along `dim`.
-    fn softmax(&self, x: Input<Self::Buffer>, dim: usize, log: bool) -> Result<Self::Output, Self::Error>;
-    /// Layer normalisation over the last dimension, then scale and shift.
-    fn layer_norm(&self, inputs: [Input<Self::Buffer>; 3], eps: f32) -> Result<Self::Output, Self::Error>;
-    /// Matrix product of the last two dimensions, batch dimensions broadcast.
-    fn matmul(
-        &self,
-        a: Input<Self::Buffer>,
-        b: Input<Self::Buffer>,
-        out_shape: &[usize],
-    ) -> Result<Self::Output, Self::Error>;
-    /// `softmax(q @ k^T * scale [+ mask]) @ v` of `inputs = [q, k, v (, mask)]`. Plain providers
-    /// compose it from their own kernels ([`composed_attention`]); tuned ones run one kernel that
-    /// never stores the scores.
-    fn attention(&self, inputs: &[Input<Self::Buffer>], params: AttentionParams) -> Result<Self::Output, Self::Error>;
-    /// The gradients of attention's `q`, `k` and `v`, flattened and joined, from
-    /// `inputs = [grad_out, q, k, v, out (, mask)]`.
-    fn attention_backward(
-        &self,
-        inputs: &[Input<Self::Buffer>],
-        params: AttentionParams,
-    ) -> Result<Self::Output, Self::Error>;
-    /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
-    fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
-    -> Result<Self::Output, Self::Error>;
     /// A buffer holding `values` (how a composed kernel makes a constant operand).
     fn upload(&self, values: &[f32]) -> Result<Self::Output, Self::Error>;
     /// A returned buffer as the input of another kernel.
     fn as_input(output: &Self::Output) -> &Self::Buffer;
 }
 
+/// The buffer a provider's kernels read.
+pub(crate) type Buffer<P> = <<P as KernelProvider>::Device as DeviceKernels>::Buffer;
+/// The buffer a provider's kernels return.
+pub(crate) type Output<P> = <<P as KernelProvider>::Device as DeviceKernels>::Output;
+/// How a provider's kernels fail.
+pub(crate) type Failure<P> = <<P as KernelProvider>::Device as DeviceKernels>::Error;
+
+/// A device's eager kernels for the op families a fast path may replace, plain or tuned. Each
+/// writes a fresh dense buffer of the output shape; shapes were checked by [`Op::infer_shape`]
+/// beforehand.
+pub(crate) trait KernelProvider {
+    /// The device the kernels run on.
+    type Device: DeviceKernels;
+
+    /// The device, for what it has once.
+    fn device(&self) -> &Self::Device;
+    /// `op` on every element.
+    fn unary(&self, op: UnaryOp, x: Input<Buffer<Self>>, out_shape: &[usize]) -> Result<Output<Self>, Failure<Self>>;
+    /// `op` on every pair of broadcast elements.
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input<Buffer<Self>>,
+        b: Input<Buffer<Self>>,
+        out_shape: &[usize],
+    ) -> Result<Output<Self>, Failure<Self>>;
+    /// `a` where `cond != 0`, else `b`, all broadcast.
+    fn where_(&self, inputs: [Input<Buffer<Self>>; 3], out_shape: &[usize]) -> Result<Output<Self>, Failure<Self>>;
+    /// A reduction over `dim`.
+    fn reduce(&self, kind: ReduceOp, x: Input<Buffer<Self>>, dim: usize) -> Result<Output<Self>, Failure<Self>>;
+    /// Softmax (or log-softmax) along `dim`.
+    fn softmax(&self, x: Input<Buffer<Self>>, dim: usize, log: bool) -> Result<Output<Self>, Failure<Self>>;
+    /// Layer normalisation over the last dimension, then scale and shift.
+    fn layer_norm(&self, inputs: [Input<Buffer<Self>>; 3], eps: f32) -> Result<Output<Self>, Failure<Self>>;
+    /// Matrix product of the last two dimensions, batch dimensions broadcast.
+    fn matmul(
+        &self,
+        a: Input<Buffer<Self>>,
+        b: Input<Buffer<Self>>,
+        out_shape: &[usize],
+    ) -> Result<Output<Self>, Failure<Self>>;
+    /// `softmax(q @ k^T * scale [+ mask]) @ v` of `inputs = [q, k, v (, mask)]`. Plain providers
+    /// compose it from their own kernels ([`composed_attention`]); tuned ones run one kernel that
+    /// never stores the scores.
+    fn attention(&self, inputs: &[Input<Buffer<Self>>], params: AttentionParams)
+    -> Result<Output<Self>, Failure<Self>>;
+    /// The gradients of attention's `q`, `k` and `v`, flattened and joined, from
+    /// `inputs = [grad_out, q, k, v, out (, mask)]`. Plain providers compose them from their own
+    /// kernels ([`composed_attention_backward`]); tuned ones recompute the scores block by block.
+    fn attention_backward(
+        &self,
+        inputs: &[Input<Buffer<Self>>],
+        params: AttentionParams,
+    ) -> Result<Output<Self>, Failure<Self>>;
+}
+
 /// Runs one non-view, non-composite op on `provider`'s kernels.
 pub(crate) fn execute<P: KernelProvider>(
     provider: &P,
     op: &Op,
-    inputs: &[Input<P::Buffer>],
+    inputs: &[Input<Buffer<P>>],
     out_shape: &[usize],
-) -> Result<P::Output, P::Error> {
+) -> Result<Output<P>, Failure<P>> {
     match op {
         Op::Unary(u) => provider.unary(*u, inputs[0], out_shape),
         Op::Binary(b) => provider.binary(*b, inputs[0], inputs[1], out_shape),
         Op::Where => provider.where_([inputs[0], inputs[1], inputs[2]], out_shape),
-        Op::Contiguous => provider.copy(inputs[0], out_shape),
-        Op::Cat { dim } => provider.cat(inputs, *dim, out_shape),
-        Op::Custom(custom) => provider.custom(custom, inputs, out_shape),
+        Op::Contiguous => provider.device().copy(inputs[0], out_shape),
+        Op::Cat { dim } => provider.device().cat(inputs, *dim, out_shape),
+        Op::Custom(custom) => provider.device().custom(custom, inputs, out_shape),
         Op::Reduce { kind, dim, .. } => provider.reduce(*kind, inputs[0], *dim),
         Op::Softmax { dim } => provider.softmax(inputs[0], *dim, false),
         Op::LogSoftmax { dim } => provider.softmax(inputs[0], *dim, true),
@@ -152,14 +173,15 @@ pub(crate) fn execute<P: KernelProvider>(
 /// a fully masked row is NaN, as in PyTorch.
 pub(crate) fn composed_attention<P: KernelProvider>(
     provider: &P,
-    inputs: &[Input<P::Buffer>],
+    inputs: &[Input<Buffer<P>>],
     params: AttentionParams,
-) -> Result<P::Output, P::Error> {
+) -> Result<Output<P>, Failure<P>> {
+    let as_input = <P::Device as DeviceKernels>::as_input;
     let (ql, v) = (inputs[0].tensor().1, inputs[2]);
     let rank = ql.shape().len();
     let (probabilities, dense) = composed_probabilities(provider, inputs, params)?;
     let out_shape = [&ql.shape()[..rank - 1], &v.tensor().1.shape()[rank - 1..]].concat();
-    provider.matmul(Input::Tensor { buffer: P::as_input(&probabilities), layout: &dense }, v, &out_shape)
+    provider.matmul(Input::Tensor { buffer: as_input(&probabilities), layout: &dense }, v, &out_shape)
 }
 
 /// The `[..., L, S]` attention probabilities of `inputs = [q, k, v (, mask)]` from `provider`'s
@@ -168,9 +190,10 @@ pub(crate) fn composed_attention<P: KernelProvider>(
 /// softmax over the keys.
 fn composed_probabilities<P: KernelProvider>(
     provider: &P,
-    inputs: &[Input<P::Buffer>],
+    inputs: &[Input<Buffer<P>>],
     params: AttentionParams,
-) -> Result<(P::Output, Layout), P::Error> {
+) -> Result<(Output<P>, Layout), Failure<P>> {
+    let as_input = <P::Device as DeviceKernels>::as_input;
     let ((_, ql), (k, kl)) = (inputs[0].tensor(), inputs[1].tensor());
     let rank = ql.shape().len();
     let k_t = kl.permute(&last_two_swapped(rank));
@@ -178,9 +201,9 @@ fn composed_probabilities<P: KernelProvider>(
     let scores_shape = [&ql.shape()[..rank - 1], &[kv_len][..]].concat();
     let dense = Layout::contiguous(&scores_shape);
     let scores = provider.matmul(inputs[0], Input::Tensor { buffer: k, layout: &k_t }, &scores_shape)?;
-    let scores = Input::Tensor { buffer: P::as_input(&scores), layout: &dense };
+    let scores = Input::Tensor { buffer: as_input(&scores), layout: &dense };
     let scaled = provider.binary(BinaryOp::Mul, scores, Input::Scalar(params.scale), &scores_shape)?;
-    let scaled = Input::Tensor { buffer: P::as_input(&scaled), layout: &dense };
+    let scaled = Input::Tensor { buffer: as_input(&scaled), layout: &dense };
     let minus_inf = Input::Scalar(f32::NEG_INFINITY);
     let causal_layout = Layout::contiguous(&[q_len, kv_len]);
     let masked = match (params.mask, inputs.get(3)) {
@@ -189,14 +212,14 @@ fn composed_probabilities<P: KernelProvider>(
         _ if params.causal => {
             let values: Vec<f32> =
                 (0..q_len).flat_map(|i| (0..kv_len).map(move |j| if j <= i { 1.0 } else { 0.0 })).collect();
-            let below_diagonal = provider.upload(&values)?;
-            let keep = Input::Tensor { buffer: P::as_input(&below_diagonal), layout: &causal_layout };
+            let below_diagonal = provider.device().upload(&values)?;
+            let keep = Input::Tensor { buffer: as_input(&below_diagonal), layout: &causal_layout };
             Some(provider.where_([keep, scaled, minus_inf], &scores_shape)?)
         }
         _ => None,
     };
     let logits = match &masked {
-        Some(masked) => Input::Tensor { buffer: P::as_input(masked), layout: &dense },
+        Some(masked) => Input::Tensor { buffer: as_input(masked), layout: &dense },
         None => scaled,
     };
     Ok((provider.softmax(logits, rank - 1, false)?, dense))
@@ -216,62 +239,51 @@ fn last_two_swapped(rank: usize) -> Vec<usize> {
 /// matrices, which the tuned kernels never do.
 pub(crate) fn composed_attention_backward<P: KernelProvider>(
     provider: &P,
-    inputs: &[Input<P::Buffer>],
+    inputs: &[Input<Buffer<P>>],
     params: AttentionParams,
-) -> Result<P::Output, P::Error> {
+) -> Result<Output<P>, Failure<P>> {
+    let as_input = <P::Device as DeviceKernels>::as_input;
     let (g, q, k, v) = (inputs[0], inputs[1], inputs[2], inputs[3]);
-    let forward: Vec<Input<P::Buffer>> = [q, k, v].into_iter().chain(inputs.get(5).copied()).collect();
+    let forward: Vec<Input<Buffer<P>>> = [q, k, v].into_iter().chain(inputs.get(5).copied()).collect();
     let (probabilities, dense) = composed_probabilities(provider, &forward, params)?;
     let (ql, kl, vl) = (q.tensor().1, k.tensor().1, v.tensor().1);
     let rank = ql.shape().len();
     let swap = last_two_swapped(rank);
-
     let scores_shape = dense.shape().to_vec();
-    let p = Input::Tensor { buffer: P::as_input(&probabilities), layout: &dense };
-    let p_t_layout = dense.permute(&swap);
-    let p_t = Input::Tensor { buffer: P::as_input(&probabilities), layout: &p_t_layout };
+    let transposed = dense.permute(&swap);
+    let p = Input::Tensor { buffer: as_input(&probabilities), layout: &dense };
+    let p_t = Input::Tensor { buffer: as_input(&probabilities), layout: &transposed };
     let dv = provider.matmul(p_t, g, vl.shape())?;
     let (v_buffer, v_layout) = v.tensor();
     let v_t = v_layout.permute(&swap);
     let dp = provider.matmul(g, Input::Tensor { buffer: v_buffer, layout: &v_t }, &scores_shape)?;
-    let dp = Input::Tensor { buffer: P::as_input(&dp), layout: &dense };
+    let dp = Input::Tensor { buffer: as_input(&dp), layout: &dense };
     let weighted = provider.binary(BinaryOp::Mul, dp, p, &scores_shape)?;
     let row_sums =
-        provider.reduce(ReduceOp::Sum, Input::Tensor { buffer: P::as_input(&weighted), layout: &dense }, rank - 1)?;
+        provider.reduce(ReduceOp::Sum, Input::Tensor { buffer: as_input(&weighted), layout: &dense }, rank - 1)?;
     let rows_shape = [&scores_shape[..rank - 1], &[1][..]].concat();
     let rows = Layout::contiguous(&rows_shape).expand(&scores_shape);
-    let centered = provider.binary(
-        BinaryOp::Sub,
-        dp,
-        Input::Tensor { buffer: P::as_input(&row_sums), layout: &rows },
-        &scores_shape,
-    )?;
+    let row_sums = Input::Tensor { buffer: as_input(&row_sums), layout: &rows };
+    let centered = provider.binary(BinaryOp::Sub, dp, row_sums, &scores_shape)?;
     let ds = provider.binary(
         BinaryOp::Mul,
         p,
-        Input::Tensor { buffer: P::as_input(&centered), layout: &dense },
+        Input::Tensor { buffer: as_input(&centered), layout: &dense },
         &scores_shape,
     )?;
-    let ds_scaled = provider.binary(
-        BinaryOp::Mul,
-        Input::Tensor { buffer: P::as_input(&ds), layout: &dense },
-        Input::Scalar(params.scale),
-        &scores_shape,
-    )?;
-    let ds = Input::Tensor { buffer: P::as_input(&ds_scaled), layout: &dense };
-    let ds_t_layout = dense.permute(&swap);
-    let ds_t = Input::Tensor { buffer: P::as_input(&ds_scaled), layout: &ds_t_layout };
-    let dq = provider.matmul(ds, k, ql.shape())?;
-    let dk = provider.matmul(ds_t, q, kl.shape())?;
+    let ds = Input::Tensor { buffer: as_input(&ds), layout: &dense };
+    let ds = provider.binary(BinaryOp::Mul, ds, Input::Scalar(params.scale), &scores_shape)?;
+    let dq = provider.matmul(Input::Tensor { buffer: as_input(&ds), layout: &dense }, k, ql.shape())?;
+    let dk = provider.matmul(Input::Tensor { buffer: as_input(&ds), layout: &transposed }, q, kl.shape())?;
     let flat = |shape: &[usize]| Layout::contiguous(&[shape.iter().product()]);
     let layouts = [flat(ql.shape()), flat(kl.shape()), flat(vl.shape())];
     let total = layouts.iter().map(Layout::numel).sum();
-    let joined: Vec<Input<P::Buffer>> = [&dq, &dk, &dv]
+    let joined: Vec<Input<Buffer<P>>> = [&dq, &dk, &dv]
         .into_iter()
         .zip(&layouts)
-        .map(|(output, layout)| Input::Tensor { buffer: P::as_input(output), layout })
+        .map(|(output, layout)| Input::Tensor { buffer: as_input(output), layout })
         .collect();
-    provider.cat(&joined, 0, &[total])
+    provider.device().cat(&joined, 0, &[total])
 }
 
 /// Which eager kernels run: the plain ones a reader follows, or the tuned fast paths.

@@ -3,7 +3,7 @@
 use crate::device::Device;
 use crate::device::cpu::HostBuffer;
 use crate::device::cuda::{self, CudaBuffer, CudaError};
-use crate::device::provider::KernelProvider;
+use crate::device::provider::DeviceKernels;
 use crate::dtype::DType;
 use crate::layout::Layout;
 
@@ -43,7 +43,7 @@ impl Storage {
             Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read(layout.offset(), layout.numel()),
             Storage::Cuda(buffer) => {
                 let view = cuda::Input::Tensor { buffer, layout };
-                let dense = cuda::Plain(buffer.device()).copy(view, layout.shape())?;
+                let dense = buffer.device().copy(view, layout.shape())?;
                 dense.read(0, dense.len())
             }
         }

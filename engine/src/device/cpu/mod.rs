@@ -7,7 +7,7 @@
 //!   GEMMs, flash attention.
 //!
 //! What both share is here and beside it: the allocator, strided gathers, the elementwise
-//! kernels (`pointwise.rs`), `cat`, `copy` and custom ops. [`vecmath`] is the vector math the
+//! kernels (`pointwise.rs`), and what the device has once ([`Cpu`]: `copy`, `cat`, custom ops). [`vecmath`] is the vector math the
 //! tuned kernels and the C that Inductor generates both call, from one set of coefficients.
 
 mod allocator;
@@ -21,7 +21,9 @@ use tuned::Tuned;
 pub(crate) use tuned::{Epilogue, matmul_into};
 pub(crate) mod vecmath;
 
-use super::provider::{self, Kernels, kernels};
+use std::convert::Infallible;
+
+use super::provider::{self, DeviceKernels, Kernels, kernels};
 use crate::layout::{Layout, numel};
 use crate::op::{CustomOp, Op};
 use crate::parallel;
@@ -62,16 +64,41 @@ impl Loops for AsWritten {
     }
 }
 
-/// A custom op's element function over `inputs` broadcast to `out_shape`.
-fn custom(op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> HostBuffer {
-    let dense: Vec<Vec<f32>> = inputs
-        .iter()
-        .map(|input| {
-            let (data, layout) = input.tensor();
-            contiguous(data, &layout.expand(out_shape)).into_vec()
-        })
-        .collect();
-    op.run_cpu(&dense, numel(out_shape)).into()
+/// The CPU: host memory, and the kernels both of its providers share.
+pub(crate) struct Cpu;
+
+impl DeviceKernels for Cpu {
+    type Buffer = [f32];
+    type Output = HostBuffer;
+    type Error = Infallible;
+
+    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
+        Ok(copy(x))
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
+        Ok(cat(inputs, dim, out_shape))
+    }
+
+    /// The op's compiled C loop over the inputs, made dense at the output's shape.
+    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
+        let dense: Vec<Vec<f32>> = inputs
+            .iter()
+            .map(|input| {
+                let (data, layout) = input.tensor();
+                contiguous(data, &layout.expand(out_shape)).into_vec()
+            })
+            .collect();
+        Ok(op.run_cpu(&dense, numel(out_shape)).into())
+    }
+
+    fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
+        Ok(values.to_vec().into())
+    }
+
+    fn as_input(output: &HostBuffer) -> &[f32] {
+        output
+    }
 }
 
 /// `inputs` joined along `dim`: each of the `outer` rows of the output (the dims before `dim`)

@@ -6,19 +6,21 @@
 
 use std::convert::Infallible;
 
-use super::{AsWritten, HostBuffer, Input, allocator, cat, contiguous, copy, custom, max_nan, pointwise, split_at_dim};
+use super::{AsWritten, Cpu, HostBuffer, Input, allocator, contiguous, max_nan, pointwise, split_at_dim};
 use crate::device::provider::{KernelProvider, composed_attention, composed_attention_backward};
 use crate::layout::{Layout, numel};
-use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, ReduceOp, UnaryOp};
 use crate::parallel;
 
 /// The CPU's plain kernels.
 pub(crate) struct Plain;
 
 impl KernelProvider for Plain {
-    type Buffer = [f32];
-    type Output = HostBuffer;
-    type Error = Infallible;
+    type Device = Cpu;
+
+    fn device(&self) -> &Cpu {
+        &Cpu
+    }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::unary::<AsWritten>(op, x, out_shape))
@@ -30,14 +32,6 @@ impl KernelProvider for Plain {
 
     fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::where_::<AsWritten>(cond, a, b, out_shape))
-    }
-
-    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(copy(x))
-    }
-
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(custom(op, inputs, out_shape))
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
@@ -62,18 +56,6 @@ impl KernelProvider for Plain {
 
     fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
         composed_attention_backward(self, inputs, params)
-    }
-
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(cat(inputs, dim, out_shape))
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
-        Ok(values.to_vec().into())
-    }
-
-    fn as_input(output: &HostBuffer) -> &[f32] {
-        output
     }
 }
 

@@ -54,7 +54,7 @@ use tuned::Tuned;
 
 use std::sync::Arc;
 
-use super::provider::{self, KernelProvider, composed_attention, composed_attention_backward, kernels};
+use super::provider::{self, DeviceKernels, KernelProvider, composed_attention, composed_attention_backward, kernels};
 use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
@@ -76,14 +76,43 @@ pub(crate) fn execute(
     }
 }
 
+/// A GPU: its memory, and the kernels both of its providers share.
+impl DeviceKernels for Arc<CudaDevice> {
+    type Buffer = CudaBuffer;
+    type Output = CudaBuffer;
+    type Error = CudaError;
+
+    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager("copy"), &[x], out_shape)
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        cat::cat(self, inputs, dim, out_shape)
+    }
+
+    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Custom(op), inputs, out_shape)
+    }
+
+    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
+        CudaBuffer::from_host(self, values)
+    }
+
+    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
+        output
+    }
+}
+
 /// A GPU's plain kernels: the eager CUDA C kernels (one launch per op, reading any strided
 /// layout), cuBLAS for products, attention composed of two products and a softmax.
 pub(crate) struct Plain<'a>(pub(crate) &'a Arc<CudaDevice>);
 
 impl KernelProvider for Plain<'_> {
-    type Buffer = CudaBuffer;
-    type Output = CudaBuffer;
-    type Error = CudaError;
+    type Device = Arc<CudaDevice>;
+
+    fn device(&self) -> &Arc<CudaDevice> {
+        self.0
+    }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         pointwise::run(self.0, Kernels::Eager(&format!("unary_{}", op.name())), &[x], out_shape)
@@ -95,14 +124,6 @@ impl KernelProvider for Plain<'_> {
 
     fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         pointwise::run(self.0, Kernels::Eager("where"), &inputs, out_shape)
-    }
-
-    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Eager("copy"), &[x], out_shape)
-    }
-
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Custom(op), inputs, out_shape)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
@@ -127,18 +148,6 @@ impl KernelProvider for Plain<'_> {
 
     fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
         composed_attention_backward(self, inputs, params)
-    }
-
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        cat::cat(self.0, inputs, dim, out_shape)
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
-        CudaBuffer::from_host(self.0, values)
-    }
-
-    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
-        output
     }
 }
 

@@ -25,18 +25,20 @@ mod simd;
 
 use std::convert::Infallible;
 
-use super::{HostBuffer, Input, cat, copy, custom, pointwise, vecmath};
+use super::{Cpu, HostBuffer, Input, pointwise, vecmath};
 use crate::device::provider::KernelProvider;
-use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, ReduceOp, UnaryOp};
 use simd::Vectorized;
 
 /// The CPU's tuned kernels, what eager ops run on by default.
 pub(crate) struct Tuned;
 
 impl KernelProvider for Tuned {
-    type Buffer = [f32];
-    type Output = HostBuffer;
-    type Error = Infallible;
+    type Device = Cpu;
+
+    fn device(&self) -> &Cpu {
+        &Cpu
+    }
 
     /// Transcendental functions come from [`vecmath`], whose polynomials run in vector lanes
     /// where libm's calls cannot.
@@ -62,14 +64,6 @@ impl KernelProvider for Tuned {
         Ok(pointwise::where_::<Vectorized>(cond, a, b, out_shape))
     }
 
-    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(copy(x))
-    }
-
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(custom(op, inputs, out_shape))
-    }
-
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
         Ok(reduce::reduce(kind, x, dim))
     }
@@ -92,17 +86,5 @@ impl KernelProvider for Tuned {
 
     fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
         Ok(attention_backward::attention_backward(inputs, params))
-    }
-
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(cat(inputs, dim, out_shape))
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
-        Ok(values.to_vec().into())
-    }
-
-    fn as_input(output: &HostBuffer) -> &[f32] {
-        output
     }
 }

@@ -22,16 +22,18 @@ use std::sync::Arc;
 
 use super::{CudaBuffer, CudaDevice, CudaError, Input, Plain, cat};
 use crate::device::provider::KernelProvider;
-use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A GPU's tuned kernels, what eager ops run on by default: the plain kernels, with flash
 /// attention in one launch instead of a product, a softmax and a product.
 pub(crate) struct Tuned<'a>(pub(crate) &'a Arc<CudaDevice>);
 
 impl KernelProvider for Tuned<'_> {
-    type Buffer = CudaBuffer;
-    type Output = CudaBuffer;
-    type Error = CudaError;
+    type Device = Arc<CudaDevice>;
+
+    fn device(&self) -> &Arc<CudaDevice> {
+        self.0
+    }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         Plain(self.0).unary(op, x, out_shape)
@@ -43,14 +45,6 @@ impl KernelProvider for Tuned<'_> {
 
     fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         Plain(self.0).where_(inputs, out_shape)
-    }
-
-    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).copy(x, out_shape)
-    }
-
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).custom(op, inputs, out_shape)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
@@ -75,18 +69,6 @@ impl KernelProvider for Tuned<'_> {
 
     fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
         attention_backward::attention_backward(self.0, inputs, params)
-    }
-
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).cat(inputs, dim, out_shape)
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).upload(values)
-    }
-
-    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
-        output
     }
 }
 
