@@ -8,9 +8,9 @@
 //! subject to rules on what may be recomputed:
 //!
 //! - primals (the forward's inputs) are never computed, only saved;
-//! - what the forward's outputs need is computed in the forward anyway; of it, compute-intensive
-//!   ops (matmul, attention), `cat` and custom ops are never recomputed
-//!   (*banned*), as PyTorch keeps them off its list of recomputable ops;
+//! - of what the forward computes for its outputs, compute-intensive ops (matmul, attention),
+//!   `cat` and custom ops are never recomputed (*banned*), as PyTorch keeps them off its list of
+//!   recomputable ops (what only the backward needs is computed there, whatever its op);
 //! - a reduction whose output is at most a quarter of its input is not recomputed either: saving
 //!   its small result is cheaper than reading its input again (PyTorch's rule for reductions);
 //! - pointwise ops and views may be recomputed.
