@@ -1,7 +1,8 @@
 //! The plain CPU kernels: each op family as the loop a reader would write first, walking every
 //! line of the input once with one accumulator and libm's functions, attention composed of two
 //! products and a softmax. What an eager op computes can be read here without the fast paths
-//! (`tuned/`); the tuned kernels are tested against these (`tests/kernel_providers.rs`), and
+//! (`tuned/`); the tuned kernels are tested against these
+//! (`tests/eager_reference/kernel_providers.rs`), and
 //! [`with_kernels`](crate::device::with_kernels) runs a program on them.
 
 use std::convert::Infallible;

@@ -14,7 +14,7 @@
 //! | tensor memory and host transfers | `buffer` |
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
-//! | kernel launchers: the plain kernels ([`Plain`]) | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS) |
+//! | kernel launchers: the plain kernels (`Plain`) | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS) |
 //! | the fast paths ([`tuned`]): flash attention, and compiled code's GEMMs (cuBLASLt with epilogues, the engine's few-row and tensor-core kernels) | `tuned::*` |
 //! | the cuBLASLt handle | `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |

@@ -15,8 +15,8 @@
 //! custom ops, `cond`, and any [`Config`] with a replacement printer or a fusion decision other
 //! than the engine's [`can_fuse`].
 //!
-//! **Value**: the output code (so logs and [`super::CompiledModule::output_code`] are the same on
-//! a hit), the fusion log, and the program as data ([`ProgramSpec`]), stored as JSON through the
+//! **Value**: the output code (so logs and [`crate::inductor::CompiledModule::output_code`] are the same on
+//! a hit), the fusion log, and the program as data (the target's program spec), stored as JSON through the
 //! [`DiskCache`], whose checksums turn a corrupt entry into a warning and a fresh compile.
 //!
 //! Off with [`Config::fx_graph_cache`] or `ENGINE_FX_GRAPH_CACHE=0` (PyTorch's

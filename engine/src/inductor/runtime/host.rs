@@ -15,28 +15,20 @@ use crate::layout::Layout;
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
-/// One argument of a host kernel: the start of its buffer and how many elements follow.
-#[derive(Clone, Copy)]
-pub(crate) struct HostArg {
-    /// The buffer's first element the kernel indexes from.
-    pub ptr: *mut f32,
-    /// Elements from `ptr` to the end of the buffer.
-    pub len: usize,
-}
-
 /// A kernel as the host runtime calls it: a C function of a shared library (the C target), or
 /// kernel IR run by the interpreter.
 pub(crate) trait HostKernel: Send + Sync {
     /// The kernel's name, as profiles list it.
     fn name(&self) -> &str;
 
-    /// Runs the kernel over `0..xnumel`.
+    /// Runs the kernel over `0..xnumel` on the buffers `args` point to; `len(i)` is how many
+    /// elements argument `i` has from its pointer on (the C ABI takes only the pointers).
     ///
     /// # Safety
-    /// Each argument must point to `len` valid elements, enough for the shapes the kernel was
+    /// Each argument must point to `len(i)` valid elements, enough for the shapes the kernel was
     /// generated for; the kernel writes only its output arguments, which no other argument
     /// aliases.
-    unsafe fn call(&self, args: &[HostArg], xnumel: i64);
+    unsafe fn call(&self, args: &[*mut f32], len: &dyn Fn(usize) -> usize, xnumel: i64);
 }
 
 /// A compiled graph ready to run in host memory, its kernels of type `K` (each keeps its code
@@ -95,27 +87,27 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     slots[*slot] = Some(cpu::uninit(*len));
                 }
                 Run::Kernel { kernel, args, xnumel } => {
-                    let args: Vec<HostArg> = args
+                    let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
                             // Kernels never write their inputs: the cast only fits the uniform ABI.
-                            BufferName::Input(i) => {
-                                let data = input_data(concrete[*i]);
-                                HostArg { ptr: data.as_ptr() as *mut f32, len: data.len() }
-                            }
+                            BufferName::Input(i) => input_data(concrete[*i]).as_ptr() as *mut f32,
                             BufferName::Node(n) => {
-                                let slot = slots[self.schedule.slot(*n)].as_mut().expect("allocated before use");
-                                HostArg { ptr: slot.as_mut_ptr(), len: slot.len() }
+                                slots[self.schedule.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
                             }
                         })
                         .collect();
+                    let len = |a: usize| match args[a] {
+                        BufferName::Input(i) => input_data(concrete[i]).len(),
+                        BufferName::Node(n) => slots[self.schedule.slot(n)].as_ref().map_or(0, |s| s.len()),
+                    };
                     let _launch = profiler::launch(kernel.name(), EventKind::Compiled, Device::Cpu, || {
                         vec![vec![*xnumel as usize]]
                     });
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee;
                     // its outputs are planned slots of their own, which no input shares.
-                    unsafe { kernel.call(&args, *xnumel) };
+                    unsafe { kernel.call(&ptrs, &len, *xnumel) };
                 }
                 Run::Matmul { a, b, epilogue, out, shape } => {
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");

@@ -16,7 +16,7 @@ use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::config::{Config, Printers};
 use crate::inductor::lowering::FoldFor;
 use crate::inductor::modes::{cudagraphs, gemm_epilogue};
-use crate::inductor::runtime::host::{HostArg, HostKernel, HostProgram};
+use crate::inductor::runtime::host::{HostKernel, HostProgram};
 use crate::inductor::runtime::{KernelSpec, Program};
 use crate::logs::{self, Artifact};
 use crate::parallel::{self, Disjoint};
@@ -112,15 +112,14 @@ impl HostKernel for CKernel {
     }
 
     /// Runs the kernel over `0..xnumel`, split into tasks on the pool when there is enough work.
-    unsafe fn call(&self, args: &[HostArg], xnumel: i64) {
-        let pointers: Vec<*mut f32> = args.iter().map(|a| a.ptr).collect();
+    unsafe fn call(&self, args: &[*mut f32], _len: &dyn Fn(usize) -> usize, xnumel: i64) {
         let n = xnumel.max(0) as usize;
         match self.range {
             Some(range) if n * self.work_per_x > PARALLEL_THRESHOLD => {
                 let per_task = (TASK_WORK / self.work_per_x).max(1);
                 // The tasks of a split kernel write disjoint ranges of `x`, and the pointers stay
                 // valid until every task has returned.
-                let pointers = Disjoint::new(pointers.as_ptr().cast_mut());
+                let pointers = Disjoint::new(args.as_ptr().cast_mut());
                 parallel::parallel_for(n.div_ceil(per_task), |task| {
                     let start = task * per_task;
                     let end = (start + per_task).min(n);
@@ -129,7 +128,7 @@ impl HostKernel for CKernel {
                 });
             }
             // SAFETY: forwarded to the caller.
-            _ => unsafe { (self.whole)(pointers.as_ptr(), xnumel) },
+            _ => unsafe { (self.whole)(args.as_ptr(), xnumel) },
         }
     }
 }

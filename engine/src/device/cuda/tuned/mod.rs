@@ -1,4 +1,4 @@
-//! The tuned GPU kernels, the fast paths beside the plain ones ([`Plain`](super::Plain)):
+//! The tuned GPU kernels, the fast paths beside the plain ones (`Plain`):
 //!
 //! | what | module |
 //! | --- | --- |
@@ -8,7 +8,7 @@
 //! | ... of few rows (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
 //! | ... on the tensor cores at float32 accuracy (`kernels/tf32x3_gemm.cu`) | `tf32x3_gemm` |
 //!
-//! Eager ops reach them through [`Tuned`], the GPU's default kernel provider; compiled code's
+//! Eager ops reach them through `Tuned`, the GPU's default kernel provider; compiled code's
 //! extern kernels through `extern_into`, and its GEMMs through Inductor's GEMM choice.
 
 mod attention;

@@ -8,7 +8,7 @@ use std::ops::Range;
 use crate::device::cpu::vecmath;
 use crate::inductor::ir::PointwiseOp;
 use crate::inductor::kernel::{Combine, Phase, Stmt, Value};
-use crate::inductor::runtime::host::{HostArg, HostKernel};
+use crate::inductor::runtime::host::HostKernel;
 use crate::op::{BinaryVisitor, UnaryVisitor};
 
 /// Values of `x` evaluated together.
@@ -68,19 +68,20 @@ impl HostKernel for Interpreted {
         &self.name
     }
 
-    unsafe fn call(&self, args: &[HostArg], xnumel: i64) {
+    unsafe fn call(&self, args: &[*mut f32], len: &dyn Fn(usize) -> usize, xnumel: i64) {
         debug_assert_eq!(args.len(), self.written.len(), "{}: one buffer per argument", self.name);
         let mut buffers: Vec<Buffer> = args
             .iter()
             .zip(&self.written)
-            .map(|(arg, &written)| {
-                // SAFETY: the caller guarantees `len` valid elements from `ptr`, and that the
+            .enumerate()
+            .map(|(i, (&ptr, &written))| {
+                // SAFETY: the caller guarantees `len(i)` valid elements from `ptr`, and that the
                 // outputs (the arguments this kernel stores to) alias no other argument.
                 unsafe {
                     if written {
-                        Buffer::Out(std::slice::from_raw_parts_mut(arg.ptr, arg.len))
+                        Buffer::Out(std::slice::from_raw_parts_mut(ptr, len(i)))
                     } else {
-                        Buffer::In(std::slice::from_raw_parts(arg.ptr, arg.len))
+                        Buffer::In(std::slice::from_raw_parts(ptr, len(i)))
                     }
                 }
             })

@@ -2,10 +2,8 @@
 //! loops a reader follows) and on the tuned ones (the fast paths eager runs by default), on random
 //! shapes, values and layouts; and the plain kernels alone against the float64 reference.
 
-mod common;
-
-use common::reference::{self, RefTensor};
-use common::{Layout, assert_close, gpu, layouts, make, make_on};
+use crate::common::reference::{self, RefTensor};
+use crate::common::{Layout, assert_close, gpu, layouts, make, make_on};
 use engine::device::{Kernels, kernels, with_kernels};
 use engine::op::{BinaryOp, ReduceOp, UnaryOp};
 use engine::{AttnMask, Device, Result, Tensor};

@@ -3,8 +3,6 @@
 //! eagerly, is recorded into a graph, or is compiled by any backend; and a compiler backend that
 //! returns the wrong tensors is the backend's error, said by dynamo.
 
-mod common;
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use engine::backends::{AotEager, Backend, CompiledGraph, Eager, Inductor};
