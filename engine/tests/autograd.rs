@@ -1,5 +1,12 @@
 //! Autograd's behaviour as PyTorch's: leaves accumulate, `zero_grad` clears, `no_grad` and
-//! `detach` stop recording, a second backward through freed values is an error, and so on.
+//! `detach` stop recording, a second backward through freed values is an error, and so on; every
+//! derivative formula against finite differences (`gradcheck`); the optimizers' steps (`optim`).
+
+mod common;
+#[path = "autograd/gradcheck.rs"]
+mod gradcheck;
+#[path = "autograd/optim.rs"]
+mod optim;
 
 use engine::{Error, Tensor, autograd};
 

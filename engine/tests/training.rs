@@ -1,5 +1,13 @@
 //! The engine trains the workbook's models: the MLP 512-2048-512 and the naive transformer block
-//! reach a falling loss, eagerly and compiled, and compiled gradients equal eager ones.
+//! reach a falling loss, eagerly and compiled, and compiled gradients equal eager ones; compiled
+//! gradients against eager ones on random programs (`compiled_training`); the partitioner's
+//! choices and AOT under dynamo (`partitioner`).
+
+mod common;
+#[path = "training/compiled_training.rs"]
+mod compiled_training;
+#[path = "training/partitioner.rs"]
+mod partitioner;
 
 use engine::backends::{AotEager, Backend, Inductor};
 use engine::optim::{AdamW, Optimizer, Sgd};

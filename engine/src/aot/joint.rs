@@ -8,11 +8,14 @@
 //! forward output. Outputs: the forward's outputs, then the gradient of each primal that requires
 //! grad and receives one.
 
+use std::collections::HashMap;
+
 use super::decompose_op;
 use crate::error::{Error, Result};
 use crate::fx::proxy::Tracer;
-use crate::fx::{Graph, Interpreter, NodeId};
+use crate::fx::{Arg, Graph, Interpreter, NodeId, NodeKind};
 use crate::layout::contiguous_strides;
+use crate::op::Op;
 use crate::tensor::Tensor;
 use crate::tensor::autograd;
 
@@ -98,10 +101,46 @@ pub fn joint_graph(forward: &Graph, requires_grad: &[bool]) -> Result<JointGraph
         });
     }
     Ok(JointGraph {
-        graph: traced.graph,
+        graph: without_repeats(&traced.graph)?,
         primals: primals.len(),
         forward_outputs: outputs.len(),
         differentiable,
         gradients,
     })
+}
+
+/// `graph` with each repeated computation kept once, as PyTorch runs `fx_graph_cse` on the joint
+/// graph before partitioning: a derivative formula often recomputes what the forward computed
+/// (GELU's `erf(x / sqrt(2))`), and the partitioner should see one node, saved or recomputed once.
+/// Every op of a joint graph is pure, so two calls of one op on the same arguments are one value.
+fn without_repeats(graph: &Graph) -> Result<Graph> {
+    let mut out = Graph::new();
+    let mut mapped: Vec<NodeId> = Vec::with_capacity(graph.nodes().len());
+    let mut seen: HashMap<(Op, Vec<Arg>), NodeId> = HashMap::new();
+    for node in graph.nodes() {
+        let id = match &node.kind {
+            NodeKind::Placeholder { strides } => out.add_placeholder(&node.name, node.meta.clone(), strides.clone()),
+            NodeKind::Call { op, args } => {
+                let args: Vec<Arg> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Node(i) => Arg::Node(mapped[i.index()]),
+                        Arg::Scalar(s) => Arg::Scalar(*s),
+                    })
+                    .collect();
+                match seen.get(&(op.clone(), args.clone())) {
+                    Some(&existing) => existing,
+                    None => {
+                        let location = node.location.expect("call nodes have a location");
+                        let id = out.add_call(op.clone(), args.clone(), location)?;
+                        seen.insert((op.clone(), args), id);
+                        id
+                    }
+                }
+            }
+        };
+        mapped.push(id);
+    }
+    out.set_outputs(graph.outputs().iter().map(|o| mapped[o.index()]).collect())?;
+    Ok(out)
 }

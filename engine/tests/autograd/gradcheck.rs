@@ -3,9 +3,7 @@
 //! autograd gives for `sum(f(x) * w)` (a random `w`, so that every output element matters
 //! differently) must match `(L(x + h) - L(x - h)) / 2h` of the float64 reference of `f`.
 
-mod common;
-
-use common::reference::{self, RefTensor};
+use crate::common::reference::{self, RefTensor};
 use engine::device::{Kernels, with_kernels};
 use engine::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use engine::{AttnMask, Result, SourceLocation, Tensor};

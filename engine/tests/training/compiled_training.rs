@@ -3,9 +3,7 @@
 //! graphs under `aot_eager` and `inductor`, the eager tape under `eager`), whose gradients must
 //! equal eager autograd's within float tolerance, on random programs.
 
-mod common;
-
-use common::programs::{Program, training_programs};
+use crate::common::programs::{Program, training_programs};
 use engine::backends::{AotEager, Backend, Eager, Inductor};
 use engine::{Result, Tensor, dynamo};
 use proptest::prelude::*;
