@@ -71,11 +71,16 @@ impl Runner {
         &self.program
     }
 
+    /// Where a sandboxed runner may write its results (and read files handed to it).
+    pub fn scratch(&self) -> Option<&Path> {
+        self.sandbox.as_ref().and_then(Sandbox::scratch)
+    }
+
     /// Runs check `id` with `seed` in a new process, killing its group after `limit`. With
     /// `judged`, the runner judges the record in that file instead of reporting on itself.
     pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>) -> Run {
         // A sandboxed runner can write only inside its own writable directories.
-        let made = match self.sandbox.as_ref().and_then(|s| s.writable.first()) {
+        let made = match self.scratch() {
             Some(scratch) => tempfile::tempdir_in(scratch),
             None => tempfile::tempdir(),
         };

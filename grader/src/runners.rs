@@ -14,7 +14,7 @@ use grader_harness::{Phase, Subject};
 use serde::{Deserialize, Serialize};
 
 use crate::isolation::Runner;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Places, Sandbox};
 use crate::verdict::Grading;
 use crate::workbook::Workbook;
 
@@ -54,9 +54,12 @@ impl Runners {
         }
     }
 
-    /// The runners that grade `phase` for `subject`: the subject's, confined by the sandbox that
-    /// `launcher` (this grader) sets up, and the judge's. `cache` is the subject's own kernel
-    /// cache, apart from the one the judge uses.
+    /// The runners that grade `phase` for `subject`: the subject's and the judge's, each confined
+    /// by the sandbox that `launcher` (this grader) sets up, each with a kernel cache of its own:
+    /// `cache` for the subject, a `judge-cache` beside it for the judge, which the subject cannot
+    /// write. The judge is confined too because it compiles and runs code the learner's process
+    /// wrote (a kernel's source, an exported program): an `#include` of a file outside the
+    /// sandbox fails there as it would in the learner's process.
     pub fn grading(
         &self,
         phase: &Phase,
@@ -72,11 +75,9 @@ impl Runners {
             ),
             location: failure.location,
         })?;
-        confine(&subject_exe, launcher, cache).map(|(subject, scratch)| Grading {
-            subject,
-            judge: Runner::new(judge_exe),
-            scratch: Some(scratch),
-        })
+        let (subject, subject_scratch) = confine(&subject_exe, launcher, cache)?;
+        let (judge, judge_scratch) = confine(&judge_exe, launcher, &cache.with_file_name("judge-cache"))?;
+        Ok(Grading { subject, judge, scratch: vec![subject_scratch, judge_scratch] })
     }
 }
 
@@ -97,9 +98,12 @@ fn confine(exe: &Path, launcher: &Path, cache: &Path) -> Result<(Runner, tempfil
     std::fs::copy(exe, &copy).map_err(|e| setup(&format!("copy the runner {}", exe.display()), e))?;
     let sandbox = Sandbox {
         launcher: launcher.to_path_buf(),
-        read_exec: vec![bin],
-        executables: crate::sandbox::c_toolchain(),
-        writable: vec![tmp.clone(), cache.to_path_buf()],
+        places: Places {
+            read_exec: vec![bin],
+            executables: crate::sandbox::c_toolchain(),
+            writable: vec![tmp.clone(), cache.to_path_buf()],
+            ..Places::default()
+        },
     };
     let environment =
         vec![("TMPDIR".into(), tmp.into_os_string()), ("ENGINE_CACHE_DIR".into(), cache.as_os_str().to_os_string())];

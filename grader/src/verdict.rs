@@ -23,8 +23,8 @@ pub struct Grading {
     pub subject: Runner,
     /// Runs them against the reference solution and judges the subject's records.
     pub judge: Runner,
-    /// The directories the sandboxed runner lives and writes in, removed when grading ends.
-    pub scratch: Option<tempfile::TempDir>,
+    /// The directories the sandboxed runners live and write in, removed when grading ends.
+    pub scratch: Vec<tempfile::TempDir>,
 }
 
 impl Grading {
@@ -54,10 +54,14 @@ impl Grading {
     }
 
     /// Hands `record` to the judge: a fresh file holding the record as the grader read it, in a
-    /// directory of the grader's (the subject's process is gone by now).
+    /// directory the judge may read (the subject's process is gone by now).
     fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
         let setup_error = |message: String| Outcome { status: Status::Error, message, location: None };
-        let dir = tempfile::tempdir().map_err(|e| setup_error(format!("cannot create a temporary directory: {e}")))?;
+        let made = match self.judge.scratch() {
+            Some(scratch) => tempfile::tempdir_in(scratch),
+            None => tempfile::tempdir(),
+        };
+        let dir = made.map_err(|e| setup_error(format!("cannot create a temporary directory: {e}")))?;
         let path = dir.path().join("judged.json");
         write_record(&path, record).map_err(|e| setup_error(format!("cannot write {}: {e}", path.display())))?;
         match self.judge.run(id, seed, limit, Some(&path)) {

@@ -17,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use engine::Tensor;
 use serde::{Deserialize, Serialize};
 
-use crate::close::Tolerance;
+use crate::tolerance::Tolerance;
 
 /// The most tensor elements one entry keeps; larger tensors keep an evenly strided sample plus
 /// their sum, so transcripts stay small without letting a wrong region go unseen in aggregate.
