@@ -151,6 +151,13 @@ fn main() -> ExitCode {
         eprintln!("error: {error:#}");
         return ExitCode::from(97);
     }
+    // Cargo runs the grader as its `RUSTC_WRAPPER` while the grader builds (`grader::compile`).
+    if std::env::var_os(grader::compile::CONFIG_VARIABLE).is_some() {
+        return grader::compile::wrapper(&args).unwrap_or_else(|error| {
+            eprintln!("error: the grader's compile wrapper: {error:#}");
+            ExitCode::from(101)
+        });
+    }
     let cli = Cli::parse();
     let root = cli.root.as_deref();
     let result = match cli.command {
