@@ -222,9 +222,13 @@ fn from_exit_status(status: ExitStatus, output: &Output) -> Outcome {
     if let Some(signal) = status.signal() {
         return fail(format!("the check crashed its process: {}{}", signal_name(signal), output.quote()));
     }
-    match status.code() {
-        Some(code) => fail(format!("the check's process exited with code {code} before finishing{}", output.quote())),
-        None => error(format!("the check's process ended without a status{}", output.quote())),
+    let wire = output.stderr.lines().rev().find_map(|l| l.strip_prefix(grader_harness::wires::MARKER));
+    match (status.code(), wire) {
+        (Some(grader_harness::wires::EXIT_CODE), Some(reason)) => fail(reason.to_string()),
+        (Some(code), _) => {
+            fail(format!("the check's process exited with code {code} before finishing{}", output.quote()))
+        }
+        (None, _) => error(format!("the check's process ended without a status{}", output.quote())),
     }
 }
 

@@ -24,6 +24,7 @@
 //! - [`random`]: seeded property tests whose failures show the shrunk input;
 //! - [`programs`]: random programs (static or with a dynamic batch) for checks that take a graph;
 //! - [`transcript`]: the answers a check records, which the judge compares with the reference's;
+//! - [`wires`]: the engine items an exercise forbids, armed while its checks run;
 //! - [`tolerance`]: how far a value may be from the expected one;
 //! - [`close`]: float comparison with a readable diff.
 
@@ -36,6 +37,7 @@ pub mod random;
 pub mod runner;
 pub mod tolerance;
 pub mod transcript;
+pub mod wires;
 
 pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
 pub use close::{assert_close, check_close, max_abs_diff};

@@ -43,12 +43,14 @@ static LAST_PANIC: Mutex<Option<(String, Option<String>)>> = Mutex::new(None);
 /// Runs a runner binary: `list`, or `run <check-id> [--seed N] [--result FILE] [--judge FILE]`.
 /// Exit code 0 when the command ran (whatever the check's status), 2 for a usage error or a
 /// runner that does not match its phase data.
-pub fn main(phase: &Phase, checks: &[Check]) -> ExitCode {
+pub fn main(phase: &'static Phase, checks: &[Check]) -> ExitCode {
     main_with_args(phase, checks, &std::env::args().skip(1).collect::<Vec<_>>())
 }
 
 /// [`main`] with the arguments given rather than read from the command line.
-pub fn main_with_args(phase: &Phase, checks: &[Check], args: &[String]) -> ExitCode {
+pub fn main_with_args(phase: &'static Phase, checks: &[Check], args: &[String]) -> ExitCode {
+    // Before anything runs that could reach learner code (see `wires`).
+    crate::wires::install();
     if let Err(message) = validate(phase, checks) {
         eprintln!("error: the {} runner does not match its phase data: {message}", phase.name);
         return ExitCode::from(2);
@@ -58,7 +60,7 @@ pub fn main_with_args(phase: &Phase, checks: &[Check], args: &[String]) -> ExitC
             checks.iter().for_each(|c| println!("{}", c.id));
             Ok(())
         }
-        Some("run") => run_command(checks, &args[1..]),
+        Some("run") => run_command(phase, checks, &args[1..]),
         _ => {
             Err("usage: <runner> list | <runner> run <check-id> [--seed N] [--result FILE] [--judge FILE]".to_string())
         }
@@ -86,7 +88,7 @@ pub fn validate(phase: &Phase, checks: &[Check]) -> Result<(), String> {
     }
 }
 
-fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
+fn run_command(phase: &'static Phase, checks: &[Check], args: &[String]) -> Result<(), String> {
     let (id, mut seed, mut result, mut judged) = (args.first().ok_or("run: which check?")?, 0u64, None, None);
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
@@ -108,6 +110,9 @@ fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
         transcript::judge_of(subject.transcript.clone());
     }
     RESULT_PATH.set(result).expect("run once per process");
+    if let Some((exercise, _)) = phase.checks().find(|(_, spec)| spec.id == check.id) {
+        crate::wires::arm(exercise.forbidden);
+    }
     let outcome = run_check(check, &Context { seed });
     let recorded = transcript::take();
     match judged {

@@ -2,21 +2,22 @@
 //! `explain` report.
 
 use engine::{Result, Tensor, dynamo};
-use grader_harness::{CheckResult, Context, ensure, record};
+use grader_harness::{CheckResult, Context, ensure, record, wires};
 
 use crate::subject::{Attention, CaptureSummary, example_input, summarize};
 
-/// What the summary must say, read by the grader from `explain` itself.
+/// What the summary must say, read by the grader from `explain` itself (past the wires on the
+/// report's counts, which the exercise asks the learner to take themselves).
 fn expected(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<CaptureSummary> {
     let report = dynamo::explain(f).call(x)?;
     let first = report.graphs.first();
-    Ok(CaptureSummary {
+    Ok(wires::exempt(|| CaptureSummary {
         graph_count: report.graph_count(),
         break_count: report.graph_break_count(),
         op_count: report.op_count(),
         ops: report.ops_per_graph().into_iter().map(|ops| ops.into_iter().map(str::to_string).collect()).collect(),
         inputs: first.map(|g| g.placeholders().iter().map(|&p| g.node(p).name.clone()).collect()).unwrap_or_default(),
-    })
+    }))
 }
 
 fn compare(what: &str, actual: CaptureSummary, expected: CaptureSummary) -> CheckResult {
