@@ -8,7 +8,7 @@
 //! hold the grader; the output readers have deadlines as well.
 
 use std::ffi::OsString;
-use std::io::Read;
+use std::io::{Read, Write as _};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -93,12 +93,15 @@ impl Runner {
             Some(sandbox) => sandbox.command(&self.program),
             None => Command::new(&self.program),
         };
+        // The seed goes on stdin, never on the command line: learner code must not know it (it keys
+        // the seal on the result, and every secret of the check).
         command
             .args(&self.leading_args)
-            .args(["run", id, "--seed", &seed.to_string(), "--result"])
+            .args(["run", id, "--result"])
             .arg(&result_path)
             .envs(self.environment.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .env(grader_harness::runner::SEED_ON_STDIN, "1")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -111,6 +114,11 @@ impl Runner {
                 return Run::Ended(error(format!("cannot start the check runner {}: {e}", self.program.display())));
             }
         };
+        if let Some(mut stdin) = child.stdin.take() {
+            // The runner reads one line before anything else; a runner that never reads it fails
+            // on its own.
+            let _ = writeln!(stdin, "{seed}");
+        }
         let readers = [tail_reader(child.stdout.take()), tail_reader(child.stderr.take())];
         let ended = wait_then_kill_group(&mut child, limit);
         let deadline = Instant::now() + READER_GRACE;

@@ -86,7 +86,8 @@ fn shown(outcome: Outcome) -> Outcome {
 }
 
 /// A seed for one run, drawn from the kernel's random source (or the clock, where that fails),
-/// below 2^31 so that checks may add small offsets to it.
+/// below 2^47: too many to guess or to search for from the inputs a check derives from it, and
+/// room for checks to add small offsets to it.
 pub fn fresh_seed() -> u64 {
     let mut bytes = [0u8; 8];
     // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer it is given.
@@ -96,5 +97,5 @@ pub fn fresh_seed() -> u64 {
     } else {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
     };
-    drawn % (1 << 31)
+    drawn % (1 << 47)
 }

@@ -72,6 +72,7 @@ const FIXTURE: Phase = Phase {
             hints: &["one", "two"],
             checks: &[
                 check("writes_a_pass_and_exits"),
+                check("writes_the_right_answers_and_exits"),
                 check("exit_handler_writes_a_pass"),
                 check("constructor_writes_a_pass"),
                 check("writes_a_pass_then_loops").with_timeout(LOOP_LIMIT_SECS),
@@ -148,11 +149,16 @@ fn result_path() -> PathBuf {
     PathBuf::from(&args[at + 1])
 }
 
-/// Writes a record that claims a pass, with no answers, where the grader will look.
-fn forge_a_pass() {
+/// Writes a record that claims a pass, with `answers`, where the grader will look.
+fn forge_a_pass_with(answers: Vec<grader_harness::transcript::Entry>) {
     let pass = grader_harness::Outcome { status: Status::Pass, message: "forged".into(), location: None };
-    let record = Record { outcome: Some(pass), transcript: vec![] };
+    let record = Record { outcome: Some(pass), transcript: answers, seal: None };
     std::fs::write(result_path(), serde_json::to_string(&record).unwrap()).unwrap();
+}
+
+/// Writes a record that claims a pass, with no answers.
+fn forge_a_pass() {
+    forge_a_pass_with(vec![]);
 }
 
 extern "C" fn forge_at_exit() {
@@ -311,6 +317,18 @@ const CHECKS: &[Check] = &[
         run: |ctx| {
             or_answer(ctx, |_| {
                 forge_a_pass();
+                std::process::exit(0)
+            })
+        },
+    },
+    Check {
+        id: "writes_the_right_answers_and_exits",
+        run: |ctx| {
+            or_answer(ctx, |ctx| {
+                // A forger that knows the answers (as learner code knows a check that records the
+                // same answers for every seed) writes them itself.
+                let right = grader_harness::transcript::Recorded::Text((ctx.seed * 3).to_string());
+                forge_a_pass_with(vec![grader_harness::transcript::Entry { label: "answer".into(), value: right }]);
                 std::process::exit(0)
             })
         },
@@ -625,9 +643,10 @@ fn misbehaving_checks_are_confined() {
 }
 
 fn forged_passes_fail() {
-    expect("writes_a_pass_and_exits", Status::Fail, "the first one missing is `answer`");
+    expect("writes_a_pass_and_exits", Status::Fail, "does not carry the check runner's seal");
+    expect("writes_the_right_answers_and_exits", Status::Fail, "does not carry the check runner's seal");
     expect("exit_handler_writes_a_pass", Status::Fail, "");
-    expect("constructor_writes_a_pass", Status::Fail, "the first one missing is `answer`");
+    expect("constructor_writes_a_pass", Status::Fail, "does not carry the check runner's seal");
     expect("writes_a_pass_then_loops", Status::Fail, &format!("did not finish within {LOOP_LIMIT_SECS}s"));
     expect("claims_a_pass_with_a_wrong_answer", Status::Fail, "`answer` differs from the reference solution's");
     expect("memorised_the_default_seed", Status::Fail, "`answer` differs");

@@ -24,6 +24,7 @@
 //! - [`random`]: seeded property tests whose failures show the shrunk input;
 //! - [`programs`]: random programs (static or with a dynamic batch) for checks that take a graph;
 //! - [`transcript`]: the answers a check records, which the judge compares with the reference's;
+//! - [`seal`]: the seal on a runner's result, keyed with the seed the learner's process is not given;
 //! - [`wires`]: the engine items an exercise forbids, armed while its checks run;
 //! - [`tolerance`]: how far a value may be from the expected one;
 //! - [`close`]: float comparison with a readable diff.
@@ -35,6 +36,7 @@ pub mod phase;
 pub mod programs;
 pub mod random;
 pub mod runner;
+pub mod seal;
 pub mod tolerance;
 pub mod transcript;
 pub mod wires;

@@ -32,10 +32,35 @@ pub struct Record {
     pub outcome: Option<Outcome>,
     /// The answers the check recorded, in order.
     pub transcript: Vec<Entry>,
+    /// The runner's [seal](crate::seal) on the two, keyed with the run's seed.
+    #[serde(default)]
+    pub seal: Option<String>,
 }
+
+impl Record {
+    /// A record of `outcome` and `transcript`, sealed for check `id` in a run with `seed`.
+    pub fn sealed(seed: u64, id: &str, outcome: Option<Outcome>, transcript: Vec<Entry>) -> Record {
+        let seal = crate::seal::seal(seed, id, outcome.as_ref(), &transcript);
+        Record { outcome, transcript, seal: Some(seal) }
+    }
+
+    /// Whether this record carries the seal of check `id` in a run with `seed`.
+    pub fn is_sealed(&self, seed: u64, id: &str) -> bool {
+        self.seal
+            .as_deref()
+            .is_some_and(|seal| crate::seal::verify(seal, seed, id, self.outcome.as_ref(), &self.transcript))
+    }
+}
+
+/// The environment variable by which the grader tells a runner to read its seed from stdin
+/// (one line) rather than from the command line, where any process could read it.
+pub const SEED_ON_STDIN: &str = "GRADER_SEED_ON_STDIN";
 
 /// Where the outcome goes: a file named by `--result`, or stdout when there is none.
 static RESULT_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// The running check's id and seed, which seal its record.
+static RUNNING: OnceLock<(String, u64)> = OnceLock::new();
 
 /// The message and `file:line` of the last panic that was not a `todo!()`.
 static LAST_PANIC: Mutex<Option<(String, Option<String>)>> = Mutex::new(None);
@@ -90,6 +115,11 @@ pub fn validate(phase: &Phase, checks: &[Check]) -> Result<(), String> {
 
 fn run_command(phase: &'static Phase, checks: &[Check], args: &[String]) -> Result<(), String> {
     let (id, mut seed, mut result, mut judged) = (args.first().ok_or("run: which check?")?, 0u64, None, None);
+    if std::env::var_os(SEED_ON_STDIN).is_some() {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map_err(|e| format!("cannot read the seed from stdin: {e}"))?;
+        seed = line.trim().parse().map_err(|_| format!("the seed on stdin is not a number: `{}`", line.trim()))?;
+    }
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -110,19 +140,33 @@ fn run_command(phase: &'static Phase, checks: &[Check], args: &[String]) -> Resu
         transcript::judge_of(subject.transcript.clone());
     }
     RESULT_PATH.set(result).expect("run once per process");
-    if let Some((exercise, _)) = phase.checks().find(|(_, spec)| spec.id == check.id) {
-        crate::wires::arm(exercise.forbidden);
-    }
+    RUNNING.set((check.id.to_string(), seed)).expect("run once per process");
+    crate::wires::arm(armed(phase, check.id));
     let outcome = run_check(check, &Context { seed });
     let recorded = transcript::take();
     match judged {
-        None => deliver(&Record { outcome: Some(outcome), transcript: recorded }),
+        None => deliver(Some(outcome), recorded),
         Some(subject) => {
             let verdict = judge(id, seed, outcome, &recorded, subject, transcript::artifact_used());
-            deliver(&Record { outcome: Some(verdict), transcript: vec![] });
+            deliver(Some(verdict), vec![]);
         }
     }
     Ok(())
+}
+
+/// The forbidden items to arm for check `id`: its exercise's. A runner that does not lead its
+/// process group was not started by the grader (nor by a shell) but by code running in a check,
+/// which can make no group of its own: there, every exercise's items are armed, so that a runner
+/// started for another exercise's check is no way around a wire.
+fn armed(phase: &'static Phase, id: &str) -> Vec<&'static crate::phase::Forbidden> {
+    // SAFETY: getpgrp(2) and getpid(2) take no arguments and cannot fail.
+    let leads_its_group = unsafe { libc::getpgrp() == libc::getpid() };
+    phase
+        .exercises
+        .iter()
+        .filter(|e| !leads_its_group || e.checks.iter().any(|c| c.id == id))
+        .flat_map(|e| e.forbidden.iter())
+        .collect()
 }
 
 fn read_record(path: &Path) -> Result<Record, String> {
@@ -147,6 +191,14 @@ pub fn judge(
     artifact_used: bool,
 ) -> Outcome {
     let verdict = |status, message: String| Outcome { status, message, location: None };
+    if !subject.is_sealed(seed, id) {
+        return verdict(
+            Status::Fail,
+            "the check's result does not carry the check runner's seal: something other than the check wrote it \
+             (did your code write the result file, or end the process early?)"
+                .into(),
+        );
+    }
     let Some(claim) = subject.outcome else {
         return verdict(Status::Fail, "the check's process wrote no result it could have finished with".into());
     };
@@ -244,15 +296,17 @@ fn on_panic(info: &PanicHookInfo<'_>) {
             message: format!("not started: reached the `todo!()` at {place}"),
             location,
         };
-        deliver(&Record { outcome: Some(outcome), transcript: transcript::take() });
+        deliver(Some(outcome), transcript::take());
         std::process::exit(0);
     }
     *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some((message, location));
 }
 
-/// Writes the record as JSON where the grader asked for it.
-fn deliver(record: &Record) {
-    let json = serde_json::to_string(record).expect("a record serialises");
+/// Writes the record, sealed, as JSON where the grader asked for it.
+fn deliver(outcome: Option<Outcome>, transcript: Vec<Entry>) {
+    let (id, seed) = RUNNING.get().cloned().unwrap_or_default();
+    let record = Record::sealed(seed, &id, outcome, transcript);
+    let json = serde_json::to_string(&record).expect("a record serialises");
     match RESULT_PATH.get().and_then(Option::as_deref) {
         Some(path) => write_result(path, &json),
         None => println!("{json}"),

@@ -31,7 +31,7 @@ pub const EXIT_CODE: i32 = 86;
 pub const MARKER: &str = "grader-wire: ";
 
 /// The items armed in this process: the forbidden items of the running check's exercise.
-static ARMED: OnceLock<&'static [Forbidden]> = OnceLock::new();
+static ARMED: OnceLock<Vec<&'static Forbidden>> = OnceLock::new();
 
 thread_local! {
     /// Whether this thread is running the check's own code, inside [`exempt`].
@@ -44,7 +44,7 @@ pub fn install() -> bool {
 }
 
 /// Arms `forbidden` for the rest of this process's life.
-pub fn arm(forbidden: &'static [Forbidden]) {
+pub fn arm(forbidden: Vec<&'static Forbidden>) {
     let _ = ARMED.set(forbidden);
 }
 
