@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use grader_harness::transcript::Entry;
 use grader_harness::{Outcome, Record, Status};
 
 use crate::isolation::{Run, Runner};
@@ -30,26 +31,35 @@ pub struct Grading {
 impl Grading {
     /// The verdict on check `id` with `seed`, each run bounded by `limit`.
     pub fn verdict(&self, id: &str, seed: u64, limit: Duration) -> Outcome {
+        self.verdict_and_answers(id, seed, limit).0
+    }
+
+    /// [`Grading::verdict`], and the answers the subject recorded when it passed.
+    pub fn verdict_and_answers(&self, id: &str, seed: u64, limit: Duration) -> (Outcome, Option<Vec<Entry>>) {
         let record = match self.subject.run(id, seed, limit, None) {
-            Run::Ended(outcome) => return outcome,
+            Run::Ended(outcome) => return (outcome, None),
             Run::Recorded(record) => record,
         };
         if let Some(claim) = &record.outcome
             && matches!(claim.status, Status::Fail | Status::NotStarted | Status::Error)
         {
-            return shown(claim.clone());
+            return (shown(claim.clone()), None);
         }
         let claimed_message = record.outcome.as_ref().map(|o| printable(&o.message));
         match self.judge_record(id, seed, limit, &record) {
-            Ok(Outcome { status: Status::Pass, location, .. }) => {
-                Outcome { status: Status::Pass, message: claimed_message.unwrap_or_default(), location }
-            }
-            Ok(verdict) => shown(verdict),
-            Err(outcome) => Outcome {
-                status: Status::Error,
-                message: format!("the judge (the reference solution's runner) did not finish: {}", outcome.message),
-                location: None,
-            },
+            Ok(Outcome { status: Status::Pass, location, .. }) => (
+                Outcome { status: Status::Pass, message: claimed_message.unwrap_or_default(), location },
+                Some(record.transcript),
+            ),
+            Ok(verdict) => (shown(verdict), None),
+            Err(outcome) => (
+                Outcome {
+                    status: Status::Error,
+                    message: format!("the judge (the reference solution's runner) did not finish: {}", outcome.message),
+                    location: None,
+                },
+                None,
+            ),
         }
     }
 

@@ -45,7 +45,7 @@ pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
 pub use close::{assert_close, check_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Forbidden, Phase};
-pub use random::for_all;
+pub use random::{draw, for_all, secret_duration};
 pub use runner::Record;
 pub use tolerance::Tolerance;
 pub use transcript::{judged_artifact, record, record_artifact, record_floats, record_tensor};

@@ -1,6 +1,7 @@
 //! `grader dev check`: the workbook's own checks, for its authors and CI (as rustlings' `dev
-//! check`): every check passes on the solutions, nothing passes on the stubs (every required
-//! check reads "not started" and points at its stub), a compile error in one phase is reported
+//! check`): every check passes on the solutions and records answers that depend on the seed (the
+//! reference, run again with another seed, records other answers), nothing passes on the stubs
+//! (every required check reads "not started" and points at its stub), a compile error in one phase is reported
 //! with its `file:line` and spreads to no other, and every deliberate mistake listed in
 //! `grader/checks/<phase>/mutants.json` is caught by the checks it names (`grader dev mutants`).
 //!
@@ -8,15 +9,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use grader::grade;
+use grader::isolation::Run;
 use grader::phases::PHASES;
 use grader::report::PhaseReport;
 use grader::runners::Runners;
 use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
-use grader_harness::{Phase, Status, Subject};
+use grader_harness::{Outcome, Phase, Record, Status, Subject};
 use serde::Deserialize;
 
 /// A deliberately wrong variant of a solution file (see `mutants.json`).
@@ -112,6 +115,7 @@ pub fn check(root: Option<&Path>, skip_mutants: &[String]) -> Result<ExitCode> {
                 .map(|c| format!("solutions {}/{} is {}: {}", phase.name, c.id, c.status, first_line(&c.message))),
         );
         println!("solutions, {}: {}", phase.name, summary(&report));
+        problems.extend(answers_depend_on_the_seed(&grader, phase, &report));
         let report = grader.grade(phase, Subject::Exercises);
         for c in &report.checks {
             let expected = c.status == Status::NotStarted && c.location.is_some() || c.status == Status::Skipped;
@@ -166,6 +170,57 @@ fn summary(report: &PhaseReport) -> String {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
+}
+
+/// Every check the reference solution passes records answers that depend on the seed: run again
+/// with another seed, the reference records different ones. A check whose answers were the same
+/// for every seed could be passed by a record made before the run (the seal on a record keeps the
+/// learner's code from writing one, and this keeps the answers from being known in advance).
+fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseReport) -> Vec<String> {
+    let grading = match grader.runners.grading(phase, Subject::Solutions, &grader.launcher, &grader.cache) {
+        Ok(grading) => grading,
+        Err(failure) => {
+            return vec![format!("{}: the seed-dependence proof cannot build: {}", phase.name, failure.message)];
+        }
+    };
+    let other = std::iter::repeat_with(fresh_seed).find(|&s| s != grader.seed).expect("seeds differ");
+    let mut problems = Vec::new();
+    let mut proved = 0;
+    for ((_, spec), check) in phase.checks().zip(&report.checks) {
+        let Some(answers) = &check.answers else { continue };
+        let run = match grader::gpu_lock::hold_for(phase, spec) {
+            Ok(_gpu) => grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None),
+            Err(e) => Run::Ended(Outcome { status: Status::Error, message: format!("{e:#}"), location: None }),
+        };
+        match run {
+            Run::Recorded(Record { outcome: Some(Outcome { status: Status::Pass, .. }), transcript, .. }) => {
+                if &transcript == answers {
+                    problems.push(format!(
+                        "{}/{} records the same answers with seeds {} and {other}: draw its inputs from the seed",
+                        phase.name, spec.id, grader.seed
+                    ));
+                } else {
+                    proved += 1;
+                }
+            }
+            Run::Recorded(record) => problems.push(format!(
+                "{}/{}: the reference does not pass with seed {other}: {:?}",
+                phase.name, spec.id, record.outcome
+            )),
+            Run::Ended(outcome) => problems.push(format!(
+                "{}/{}: the reference's run with seed {other} ended: {}",
+                phase.name,
+                spec.id,
+                first_line(&outcome.message)
+            )),
+        }
+    }
+    println!(
+        "solutions, {}: {proved} checks record other answers with seed {other}{}",
+        phase.name,
+        if problems.is_empty() { "" } else { "; WRONG for the others" }
+    );
+    problems
 }
 
 /// A type error added to phase 1's first stub: every phase 1 check is an error at that file, and
