@@ -140,6 +140,17 @@ enum DevCommand {
         /// `phase1`, ...; all phases when left out.
         phase: Option<String>,
     },
+    /// On a GPU: time the reference solution's challenge block and the given naive block made one
+    /// graph against the given block, as the judge does, and print the speedups that phase 5's
+    /// `GPU_SPEEDUP` bar is set from.
+    ChallengeBar {
+        /// How many runs of each.
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+        /// Print JSON (every run, and the suggested bar) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -172,6 +183,9 @@ fn main() -> ExitCode {
         }
         Command::Dev { command: DevCommand::Check { skip_mutants } } => commands::dev::check(root, &skip_mutants),
         Command::Dev { command: DevCommand::Mutants { phase } } => commands::dev::mutants(root, phase.as_deref()),
+        Command::Dev { command: DevCommand::ChallengeBar { runs, json } } => {
+            commands::dev::challenge_bar(root, runs, json)
+        }
         Command::Rollup { paths, csv, top } => commands::rollup::run(&paths, csv.as_deref(), top),
         Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
     };

@@ -45,12 +45,10 @@ impl Grading {
         {
             return (shown(claim.clone()), None);
         }
-        let claimed_message = record.outcome.as_ref().map(|o| printable(&o.message));
         match self.judge_record(id, seed, limit, &record) {
-            Ok(Outcome { status: Status::Pass, location, .. }) => (
-                Outcome { status: Status::Pass, message: claimed_message.unwrap_or_default(), location },
-                Some(record.transcript),
-            ),
+            // A pass in the judge's words: the subject's claim, or, where the judge evaluated the
+            // subject's artifact itself, its own measurement.
+            Ok(verdict) if verdict.status == Status::Pass => (shown(verdict), Some(record.transcript)),
             Ok(verdict) => (shown(verdict), None),
             Err(outcome) => (
                 Outcome {
@@ -65,7 +63,7 @@ impl Grading {
 
     /// Hands `record` to the judge: a fresh file holding the record as the grader read it, in a
     /// directory the judge may read (the subject's process is gone by now).
-    fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
+    pub fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
         let setup_error = |message: String| Outcome { status: Status::Error, message, location: None };
         let made = match self.judge.scratch() {
             Some(scratch) => tempfile::tempdir_in(scratch),

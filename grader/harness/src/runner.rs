@@ -181,7 +181,7 @@ fn read_record(path: &Path) -> Result<Record, String> {
 /// cost the subject: a failure, a `todo!()` or a set-up problem. A pass must be earned by answers
 /// that agree with the reference's, and a skip must be one the reference makes too. When the
 /// reference's run evaluated the subject's own artifact (`artifact_used`: its kernel, timed by the
-/// judge), a failure of that run is the subject's.
+/// judge), how that run went is the subject's verdict, pass or fail, in the judge's words.
 pub fn judge(
     id: &str,
     seed: u64,
@@ -216,6 +216,9 @@ pub fn judge(
             ),
         ),
         (_, Status::Pass) => match transcript::compare(recorded, &subject.transcript) {
+            // The judge evaluated the subject's own artifact (timed its kernel, say): its word, not
+            // the subject's, says how that went.
+            Ok(()) if claim.status == Status::Pass && artifact_used => reference,
             Ok(()) if claim.status == Status::Pass => claim,
             Ok(()) => verdict(Status::Fail, format!("the check's process ended as `{}`", claim.status)),
             Err(difference) => verdict(
