@@ -198,11 +198,11 @@ fn the_build_reads_no_solution() {
     let solved = scratch.read("solutions/phase1-backends/src/compare.rs");
     let routes: Vec<(&str, Vec<Put>)> = vec![
         (
-            "a #[path] made by a macro, through cfg_attr",
+            "a #[path] made by a macro, through cfg_attr and the macro's argument",
             vec![Put::Text(
                 PHASE1_COMPARE,
-                "macro_rules! from { ($p:literal) => { #[cfg_attr(all(), path = $p)] mod answer; }; }\n\
-                 from!(\"../../../solutions/phase1-backends/src/compare.rs\");\npub use answer::*;\n"
+                "macro_rules! from { ($($a:tt)*) => { #[cfg_attr(all(), $($a)*)] mod answer; }; }\n\
+                 from!(path = \"../../../solutions/phase1-backends/src/compare.rs\");\npub use answer::*;\n"
                     .into(),
             )],
         ),

@@ -1,7 +1,7 @@
 //! Checks of `recording`.
 
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, Tolerance, assert_close, ensure, record};
+use grader_harness::{CheckResult, Context, Tolerance, assert_close, ensure, record, record_tensor};
 
 use super::support::capture;
 use crate::subject::{Mlp, RecordingBackend, example_input};
@@ -46,7 +46,8 @@ pub fn keeps_one_graph_per_compile(ctx: &Context) -> CheckResult {
 pub fn graphs_print_as_captured(ctx: &Context) -> CheckResult {
     let (mlp, x) = (Mlp::new(ctx.seed), example_input(batch(ctx, 0), ctx.seed + 1));
     let recorder = RecordingBackend::new();
-    dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(recorder.clone()).call(&x)?;
+    let output = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(recorder.clone()).call(&x)?;
+    record_tensor("the output through the recording backend", &output, Tolerance::F32);
     let (expected, _) = capture(&mlp, &x)?;
     let graphs = recorder.graphs();
     record("the recorded graphs", graphs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));

@@ -10,23 +10,24 @@ use grader_harness::{CheckResult, Context, Tolerance, ensure, record, record_flo
 
 use crate::subject::{example_input, layered, measure_break_cost};
 
-/// The graph counts are those `explain` finds, for a number of breaks drawn from the seed.
+/// The graph counts are those `explain` finds, for numbers of layers and breaks drawn from the
+/// seed.
 pub fn counts_the_graphs(ctx: &Context) -> CheckResult {
     let x = example_input(2, ctx.seed);
-    let breaks = 1 + (ctx.seed % 3) as usize;
-    let cost = measure_break_cost(|x| layered(&x, 8, 0), |x| layered(&x, 8, breaks), &x, 3)?;
-    let expected = dynamo::explain(|x: Tensor| layered(&x, 8, breaks)).call(&x)?.graph_count();
+    let (layers, breaks) = (6 + (ctx.seed % 11) as usize, 1 + ((ctx.seed / 11) % 4) as usize);
+    let cost = measure_break_cost(|x| layered(&x, layers, 0), |x| layered(&x, layers, breaks), &x, 3)?;
+    let expected = dynamo::explain(|x: Tensor| layered(&x, layers, breaks)).call(&x)?.graph_count();
     record(
-        format!("graphs whole and split ({breaks} breaks asked)"),
+        format!("graphs whole and split ({layers} layers, {breaks} breaks asked)"),
         format!("{} {}", cost.graphs_whole, cost.graphs_split),
     );
     ensure(cost.graphs_whole == 1 && cost.graphs_split == expected, || {
         format!(
-            "for 8 layers with 0 and {breaks} breaks you counted {} and {} graphs; expected 1 and {expected}",
+            "for {layers} layers with 0 and {breaks} breaks you counted {} and {} graphs; expected 1 and {expected}",
             cost.graphs_whole, cost.graphs_split
         )
     })?;
-    Ok(format!("1 graph whole, {expected} graphs with {breaks} breaks asked"))
+    Ok(format!("1 graph whole, {expected} graphs with {layers} layers and {breaks} breaks asked"))
 }
 
 /// How far a median may run past the sleep in each call it timed: tracing, guards, the compiled
