@@ -117,7 +117,8 @@ pub fn timings_are_real(ctx: &Context) -> CheckResult {
     record(format!("the first call (compile and run slept {first_work:.1?}) covered"), first_ok);
     ensure(first_ok, || {
         format!(
-            "the probe backend's compile and first run slept {first_work:.1?} in all, so the first call takes {}; you              measured {:.1?}. Time the first call alone, from just before it to just after its output is read.",
+            "the probe backend's compile and first run slept {first_work:.1?} in all, so the first call takes {}; you \
+             measured {:.1?}. Time the first call alone, from just before it to just after its output is read.",
             allowed(first_work),
             latency.first_call
         )
