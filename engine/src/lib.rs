@@ -76,6 +76,7 @@ pub mod parallel;
 pub mod profiler;
 pub mod scalar;
 pub mod tensor;
+pub mod wires;
 
 pub use device::Device;
 pub use dtype::DType;

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "base types",
         &[
+            "wires",
             "scalar",
             "dtype",
             "layout",

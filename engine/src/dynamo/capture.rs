@@ -73,7 +73,7 @@ impl Capture {
             .map(|t| t.expect("every placeholder of a capture is bound"))
             .collect();
         let graph = traced.recorded();
-        if graph.op_count() == 0 {
+        if graph.calls() == 0 {
             return Ok(graph.outputs().iter().map(|&o| input_of(graph, &inputs, o)).collect());
         }
         if self.keep_graphs {

@@ -117,14 +117,14 @@ const MUTANTS: &[Mutant] = &[
         "|hs| hs[0].neg()?.sigmoid()",
         "|hs| hs[0].relu()",
     )
-    .fails(crate::check_ids![branch::gated_matches_the_original]),
+    .fails(crate::check_ids![branch::gated_matches_the_original, branch::gated_is_one_graph]),
     Mutant::new(
         "gated branches on the wrong sign",
         "src/branch.rs",
         ".gt(0.0)?",
         ".lt(0.0)?",
     )
-    .fails(crate::check_ids![branch::gated_matches_the_original]),
+    .fails(crate::check_ids![branch::gated_matches_the_original, branch::gated_is_one_graph]),
     Mutant::new(
         "normalized drops a log line",
         "src/logging.rs",
@@ -145,14 +145,14 @@ const MUTANTS: &[Mutant] = &[
         "let out = h.softmax(-1)?;",
         "let out = h.softmax(0)?;",
     )
-    .fails(crate::check_ids![logging::normalized_matches_the_original]),
+    .fails(crate::check_ids![logging::normalized_matches_the_original, logging::normalized_is_one_graph, logging::still_logs_when_eager]),
     Mutant::new(
         "standardized takes the variance of the uncentered values",
         "src/round_trip.rs",
         "let var = centered.mul(&centered)?",
         "let var = h.mul(&h)?",
     )
-    .fails(crate::check_ids![round_trip::standardized_matches_the_original]),
+    .fails(crate::check_ids![round_trip::standardized_matches_the_original, round_trip::standardized_is_one_graph, round_trip::no_recompile_for_new_values]),
     Mutant::new(
         "standardized computes the mean on the host",
         "src/round_trip.rs",
@@ -173,7 +173,7 @@ const MUTANTS: &[Mutant] = &[
         "copysignf(1.0f + logf(a), x)",
         "(1.0f + logf(a))",
     )
-    .fails(crate::check_ids![custom_op::the_kernel_computes_log_clip, custom_op::clipped_matches_the_original]),
+    .fails(crate::check_ids![custom_op::the_kernel_computes_log_clip, custom_op::clipped_matches_the_original, custom_op::clipped_is_one_graph_with_the_op]),
     Mutant::new(
         "break_cost times the whole version twice",
         "src/break_cost.rs",
