@@ -22,7 +22,7 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`], [`parallel`], [`compile_mode`];
+//!    [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (its op methods, and the dispatcher's hook for the
 //!    layers above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each
@@ -62,6 +62,7 @@ pub mod dynamo;
 mod eager;
 pub mod error;
 pub mod fx;
+pub mod host_overhead;
 pub mod inductor;
 pub mod layout;
 pub mod logs;

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use super::cache::Cache;
 use super::options::Options;
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
 use crate::fx::{Graph, NodeKind};
+use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
 
@@ -77,6 +79,7 @@ impl Capture {
         if self.keep_graphs {
             self.record.borrow_mut().graphs.push(graph.clone());
         }
+        host_overhead::pay(Cost::GraphCall, inputs.first().map_or(Device::Cpu, Tensor::device));
         if !self.timed {
             let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
             return self.checked(graph, compiled.run(&inputs)?);

@@ -1,4 +1,4 @@
-//! A place to try your phase 2 functions by hand: `cargo run -p phase2-capture --example scratch`.
+//! A place to try your phase 2 functions by hand: `cargo run -p phase2-capture --example phase2-scratch`.
 //! It calls each exercise on the phase's models and prints what it returns. A function that is
 //! still `todo!()` prints one line saying so, and the others still run. Edit freely: the grader
 //! never reads this file.
@@ -11,7 +11,7 @@ use phase2_capture::{
 
 #[path = "../../show.rs"]
 mod show;
-use show::{quiet_panics, show};
+use show::{quiet_panics, show, show_text};
 
 fn main() {
     quiet_panics();
@@ -32,11 +32,11 @@ fn main() {
         propagate(&graph, &shapes)
     });
     // The passes print the graph before and after, so the difference is there to read.
-    show("eliminate_dead_code (wasteful)", || {
+    show_text("eliminate_dead_code (wasteful)", || {
         let graph = graph_of(&|x| wasteful(&x))?;
         Ok(format!("before:\n{graph}\nafter:\n{}", eliminate_dead_code(&graph)?))
     });
-    show("eliminate_common_subexpressions (wasteful)", || {
+    show_text("eliminate_common_subexpressions (wasteful)", || {
         let graph = graph_of(&|x| wasteful(&x))?;
         Ok(format!("before:\n{graph}\nafter:\n{}", eliminate_common_subexpressions(&graph)?))
     });

@@ -1,4 +1,4 @@
-//! A place to try your phase 1 functions by hand: `cargo run -p phase1-backends --example scratch`.
+//! A place to try your phase 1 functions by hand: `cargo run -p phase1-backends --example phase1-scratch`.
 //! It calls each exercise on the phase's model and prints what it returns. A function that is
 //! still `todo!()` prints one line saying so, and the others still run. Edit freely: the grader
 //! never reads this file.

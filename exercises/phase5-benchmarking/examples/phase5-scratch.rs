@@ -1,5 +1,5 @@
 //! A place to try your phase 5 functions by hand: `cargo run -p phase5-benchmarking --example
-//! scratch` (add `--release` for numbers worth quoting). It times a known wait with your timer,
+//! phase5-scratch` (add `--release` for numbers worth quoting). It times a known wait with your timer,
 //! sweeps the MLP over batch sizes and plots it to `sweep.svg`, and measures what compiling the
 //! naive layer norm costs and when it pays back. A function that is still `todo!()` prints one
 //! line saying so, and the others still run. Edit freely: the grader never reads this file.

@@ -1,5 +1,5 @@
 //! A place to try your phase 3 functions by hand: `cargo run -p phase3-graph-breaks --example
-//! scratch`. It runs each of your versions beside the original model and prints how many graphs
+//! phase3-scratch`. It runs each of your versions beside the original model and prints how many graphs
 //! and breaks each makes and whether the outputs agree. A function that is still `todo!()` prints
 //! one line saying so, and the others still run. Edit freely: the grader never reads this file.
 
@@ -11,7 +11,7 @@ use phase3_graph_breaks::{
 
 #[path = "../../show.rs"]
 mod show;
-use show::{quiet_panics, show};
+use show::{quiet_panics, show, show_text};
 
 /// Graphs, breaks and the largest difference from the original's output, for one fix.
 fn compare(
@@ -36,13 +36,13 @@ fn main() {
     quiet_panics();
     let model = Model::new(0);
     let x = example_input(4, 1);
-    show("gated", || compare(&x, |x| gated_original(&model, &x), |x| gated(&model, &x)));
-    show("normalized", || {
+    show_text("gated", || compare(&x, |x| gated_original(&model, &x), |x| gated(&model, &x)));
+    show_text("normalized", || {
         let logger = Logger::new();
         compare(&x, |x| normalized_original(&x, &logger), |x| normalized(&x, &logger))
     });
-    show("standardized", || compare(&x, |x| standardized_original(&x), |x| standardized(&x)));
-    show("clipped", || {
+    show_text("standardized", || compare(&x, |x| standardized_original(&x), |x| standardized(&x)));
+    show_text("clipped", || {
         let op = log_clip_op()?;
         compare(&x, |x| clipped_original(&x), |x| clipped(&x, &op))
     });

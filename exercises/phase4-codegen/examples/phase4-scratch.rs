@@ -1,4 +1,4 @@
-//! A place to try your phase 4 functions by hand: `cargo run -p phase4-codegen --example scratch`.
+//! A place to try your phase 4 functions by hand: `cargo run -p phase4-codegen --example phase4-scratch`.
 //! It reads the output code of each model of the phase, compiles the MLP with your fusion
 //! decision, and prints your kernel printers' C and CUDA C. A function that is still `todo!()`
 //! prints one line saying so, and the others still run. Edit freely: the grader never reads this
@@ -12,7 +12,7 @@ use phase4_codegen::{can_fuse, catalogue, inspect, pointwise_c, pointwise_cuda, 
 
 #[path = "../../show.rs"]
 mod show;
-use show::{quiet_panics, show};
+use show::{quiet_panics, show, show_text};
 
 fn main() {
     quiet_panics();
@@ -21,11 +21,11 @@ fn main() {
     }
     let models = catalogue(0);
     let inputs_of = |wanted: &str| models.iter().find(|(name, ..)| *name == wanted).map(|(_, _, i)| i.clone());
-    show("the MLP compiled with your can_fuse: its kernels", || {
+    show_text("the MLP compiled with your can_fuse: its output code", || {
         let inductor = Inductor::with_fusion_policy(can_fuse);
         let inputs = inputs_of("mlp").expect("the catalogue has the MLP");
         dynamo::compile(mlp).backend(inductor.clone()).call(&inputs)?;
-        Ok(inductor.output_codes().iter().map(ToString::to_string).collect::<Vec<_>>())
+        Ok(inductor.output_codes().iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
     });
     // The kernel IR of a model, from the engine, handed to your printers.
     let kernel_of = |model: fn(Vec<Tensor>) -> engine::Result<Tensor>, name: &str| {
@@ -33,7 +33,7 @@ fn main() {
         let graph = dynamo::explain(model).call(&inputs)?.graphs.remove(0);
         Ok::<_, engine::Error>(kernels(&graph, &Config::default())?.remove(0))
     };
-    show("pointwise_c (add_relu_mul)", || Ok(pointwise_c(&kernel_of(add_relu_mul, "add_relu_mul")?)));
-    show("pointwise_cuda (add_relu_mul)", || Ok(pointwise_cuda(&kernel_of(add_relu_mul, "add_relu_mul")?)));
-    show("reduction_c (softmax)", || Ok(reduction_c(&kernel_of(softmax, "softmax")?)));
+    show_text("pointwise_c (add_relu_mul)", || Ok(pointwise_c(&kernel_of(add_relu_mul, "add_relu_mul")?)));
+    show_text("pointwise_cuda (add_relu_mul)", || Ok(pointwise_cuda(&kernel_of(add_relu_mul, "add_relu_mul")?)));
+    show_text("reduction_c (softmax)", || Ok(reduction_c(&kernel_of(softmax, "softmax")?)));
 }
