@@ -16,6 +16,7 @@
 
 mod compiled;
 mod eager;
+mod first_call;
 mod models;
 mod modes;
 mod roofline;

@@ -11,10 +11,11 @@
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
-//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache` |
+//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache,compile_time` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
+//! | `dynamo_timed`, `CompilationMetrics` | [`compile_time`]: where each compile's time goes, stage by stage |
 //!
 //! ## Layers
 //!
@@ -22,7 +23,7 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
+//!    [`compile_time`], [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (its op methods, and the dispatcher's hook for the
 //!    layers above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each
@@ -56,6 +57,7 @@ pub mod backends;
 pub mod bench;
 pub mod codecache;
 pub mod compile_mode;
+pub mod compile_time;
 pub mod device;
 pub mod dtype;
 pub mod dynamo;

@@ -28,6 +28,8 @@ pub enum Artifact {
     Autotuning,
     /// The FX graph cache's decision for each compile: hit, miss (and stored), or bypass and why.
     FxGraphCache,
+    /// Where each compile's time went, by stage, with every C or NVRTC compile and every load.
+    CompileTime,
     /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
     /// a missing GPU). Always printed, whatever `ENGINE_LOGS` says; [`capture`] can collect them.
     Warnings,
@@ -35,7 +37,7 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 10] = [
+    pub const ALL: [Artifact; 11] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
@@ -45,6 +47,7 @@ impl Artifact {
         Artifact::Cudagraphs,
         Artifact::Autotuning,
         Artifact::FxGraphCache,
+        Artifact::CompileTime,
         Artifact::Warnings,
     ];
 
@@ -60,6 +63,7 @@ impl Artifact {
             Artifact::Cudagraphs => "cudagraphs",
             Artifact::Autotuning => "autotuning",
             Artifact::FxGraphCache => "fx_graph_cache",
+            Artifact::CompileTime => "compile_time",
             Artifact::Warnings => "warnings",
         }
     }

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "device",
             "error",
             "logs",
+            "compile_time",
             "codecache",
             "parallel",
             "compile_mode",

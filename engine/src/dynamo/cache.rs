@@ -8,12 +8,13 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
 use super::guards::{GuardFailure, Guards, first_difference};
 use super::options::Options;
 use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
+use crate::compile_time::{self, CompileRecord, Stage, StageTimes};
 use crate::error::{Result, SourceLocation};
 use crate::fx::proxy::{InputOrigin, Traced};
 use crate::fx::{Graph, Interpreter};
@@ -93,17 +94,35 @@ impl Cache {
         (!newest.graph.is_dynamic()).then(|| newest.graph.clone())
     }
 
+    /// Counts the compiles a compiled graph made while it ran (see
+    /// [`compile_time::take_deferred`]), and logs them.
+    pub fn count_deferred(&self, name: &str) {
+        let deferred = compile_time::take_deferred();
+        if deferred.is_empty() {
+            return;
+        }
+        let mut inner = self.inner.lock().expect("cache lock");
+        for (what, record) in deferred {
+            inner.stats.specializations += 1;
+            inner.stats.compile_time += record.wall;
+            inner.stats.stages.merge(&record.stages());
+            logs::log(Artifact::CompileTime, || format!("{what} of `{name}`: {}", record.describe()));
+        }
+    }
+
     pub fn count_break(&self) {
         self.inner.lock().expect("cache lock").stats.graph_breaks += 1;
     }
 
     /// The compiled form of a traced graph: a cached one whose guards pass, a new one, or (past
     /// the recompile limit) the graph run eagerly.
+    /// `tracing` is how long the trace took (counted only if it compiles).
     pub fn lookup_or_compile(
         &self,
         traced: &Traced,
         inputs: &[Tensor],
         options: &Options,
+        tracing: Duration,
     ) -> Result<Arc<dyn CompiledGraph>> {
         let mut inner = self.inner.lock().expect("cache lock");
         let Inner { frames, stats } = &mut *inner;
@@ -182,6 +201,7 @@ impl Cache {
             }
             logs::log(Artifact::Recompiles, || lines.join("\n"));
         }
+        let traced_for = StageTimes::one(Stage::Tracing, tracing);
         let marking = frame.marking(traced, options);
         let graph = generalize(traced, &marking)
             .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
@@ -192,14 +212,26 @@ impl Cache {
             let lines: Vec<String> = guards.describe(&graph).into_iter().map(|l| format!("    {l}")).collect();
             format!("guards of graph {} of `{}`:\n{}", id(e), options.name, lines.join("\n"))
         });
-        let start = Instant::now();
-        let compiled: Arc<dyn CompiledGraph> =
-            Arc::from(options.backend.compile_in_mode(&graph, inputs, options.mode)?);
+        let (compiled, record) =
+            compile_time::record(|| options.backend.compile_in_mode(&graph, inputs, options.mode));
+        let compiled: Arc<dyn CompiledGraph> = Arc::from(compiled?);
+        let mut stages = record.stages();
+        stages.merge(&traced_for);
         stats.compiles += 1;
-        stats.compile_time += start.elapsed();
+        stats.compile_time += record.wall + traced_for.get(Stage::Tracing);
+        stats.stages.merge(&stages);
+        logs::log(Artifact::CompileTime, || {
+            format!("compile of graph {} of `{}`: {}", id(e), options.name, describe(&record, &traced_for))
+        });
         frame.entries.push(Entry { graph: Arc::new(graph), guards, compiled: compiled.clone() });
         Ok(compiled)
     }
+}
+
+/// The compile log's lines for one compile: the trace, then the backend's record.
+fn describe(record: &CompileRecord, traced: &StageTimes) -> String {
+    let tracing = traced.get(Stage::Tracing).as_secs_f64() * 1e3;
+    format!("tracing {tracing:.1} ms, then {}", record.describe())
 }
 
 /// The trace's graph with `dims` of each input symbolic (the graph itself when none are).

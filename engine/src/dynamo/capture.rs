@@ -50,6 +50,9 @@ pub(crate) struct Capture {
     timed: bool,
     /// The graph the call's trace follows, handed over when the trace starts.
     follow: Cell<Option<Arc<Graph>>>,
+    /// When tracing of the current graph began: the call's start, then the end of the last graph
+    /// run (a graph that compiles counts its tracing as compile time).
+    traced_since: Cell<Instant>,
 }
 
 impl Capture {
@@ -57,7 +60,8 @@ impl Capture {
     pub fn new(options: Arc<Options>, cache: Arc<Cache>, keep_graphs: bool, timed: bool) -> Capture {
         // `explain` shows the graphs a call traced, so it traces them whole.
         let follow = Cell::new(cache.start_call(!keep_graphs));
-        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed, follow }
+        let traced_since = Cell::new(Instant::now());
+        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed, follow, traced_since }
     }
 
     pub fn take_record(&self) -> CallRecord {
@@ -80,17 +84,23 @@ impl Capture {
             self.record.borrow_mut().graphs.push(graph.clone());
         }
         host_overhead::pay(Cost::GraphCall, inputs.first().map_or(Device::Cpu, Tensor::device));
-        if !self.timed {
-            let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
-            return self.checked(graph, compiled.run(&inputs)?);
-        }
         let start = Instant::now();
-        let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
+        let tracing = start - self.traced_since.get();
+        let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options, tracing)?;
+        if !self.timed {
+            let outputs = compiled.run(&inputs)?;
+            self.cache.count_deferred(&self.options.name);
+            self.traced_since.set(Instant::now());
+            return self.checked(graph, outputs);
+        }
         let looked_up = Instant::now();
         let outputs = compiled.run(&inputs)?;
+        let ran = Instant::now();
+        self.cache.count_deferred(&self.options.name);
+        self.traced_since.set(ran);
         let times = &mut self.record.borrow_mut().times;
         times.guards += looked_up - start;
-        times.run += looked_up.elapsed();
+        times.run += ran - looked_up;
         self.checked(graph, outputs)
     }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::call_plan::{CallPlan, Step};
 use super::ir::{BufferName, FallbackArg, LoweredGraph, NodeBody, View};
 use super::kernel::{Kernel, Origin};
+use super::target::ModuleSource;
 use crate::device::Device;
 use crate::layout::{Layout, numel};
 
@@ -117,6 +118,14 @@ impl OutputCode {
         let mut parts = vec![prelude.to_string()];
         parts.extend(self.custom_sources.iter().cloned());
         parts.join("\n")
+    }
+
+    /// The module's source in pieces (header, then each kernel), for a target to compile.
+    pub(crate) fn module(&self, prelude: &str) -> ModuleSource {
+        ModuleSource {
+            header: self.module_header(prelude),
+            kernels: self.kernels.iter().map(|k| (k.name.clone(), k.source.clone())).collect(),
+        }
     }
 
     /// The kernels' names, in launch order.

@@ -21,17 +21,17 @@ use crate::op::{BinaryOp, UnaryOp};
 const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_norm"];
 
 /// The family of the flash-attention kernels (`kernels/attention.cu`).
-const ATTENTION: &str = "attention";
+pub(crate) const ATTENTION: &str = "attention";
 
 /// The family of `cat`'s one-launch copy (`kernels/cat.cu`).
-pub(super) const CAT: &str = "cat";
+pub(crate) const CAT: &str = "cat";
 
 /// The family of the few-row matrix products compiled code runs (`kernels/skinny_gemm.cu`).
-pub(super) const SKINNY_GEMM: &str = "skinny_gemm";
+pub(crate) const SKINNY_GEMM: &str = "skinny_gemm";
 
 /// The family of the tensor-core float32 matrix products max-autotune may pick
 /// (`kernels/tf32x3_gemm.cu`).
-pub(super) const TF32X3_GEMM: &str = "tf32x3_gemm";
+pub(crate) const TF32X3_GEMM: &str = "tf32x3_gemm";
 
 /// Every eager kernel family, for tests and tools that must cover them all.
 pub fn eager_families() -> Vec<String> {
