@@ -207,6 +207,12 @@ fn library_name(path: &Path) -> String {
 
 fn probe() -> std::result::Result<CCompiler, String> {
     let program = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    found(program)
+}
+
+/// The compiler `program`, if it runs, with the flags an earlier process found it accepts, or all
+/// of them assumed.
+fn found(program: String) -> std::result::Result<CCompiler, String> {
     let output = Command::new(&program)
         .arg("--version")
         .output()
@@ -405,6 +411,30 @@ mod tests {
         assert!(!supports(cc.program(), &unknown));
         assert!(supports(cc.program(), &TUNING[0]), "GCC and Clang know -march=native");
         assert!(cc.flags().contains(&"-march=native"));
+    }
+
+    /// A compiler that refuses one of the assumed flags: the first compile fails, the flags are
+    /// probed, and the compile runs again without it.
+    #[test]
+    fn a_refused_flag_is_found_and_left_out() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("engine-cc-picky-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let wrapper = dir.join("picky-cc");
+        let script = "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -mprefer-vector-width=512 ] && { echo \"picky-cc: \
+                      unrecognized option $a\" >&2; exit 1; }; done\nexec cc \"$@\"\n";
+        std::fs::write(&wrapper, script).unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cc = found(wrapper.to_string_lossy().into_owned()).unwrap();
+        let cache = DiskCache::at(dir.join("cache"));
+        let (lib, built) = cc.compile_in(&cache, "float twice(float x) { return 2.0f * x; }\n").unwrap();
+        assert!(built);
+        // SAFETY: the signature matches the C definition above.
+        let twice = unsafe { lib.get::<unsafe extern "C" fn(f32) -> f32>("twice") }.unwrap();
+        assert_eq!(unsafe { twice(4.0) }, 8.0);
+        assert!(!cc.flags().contains(&"-mprefer-vector-width=512"), "{:?}", cc.flags());
+        assert!(cc.flags().contains(&"-march=native"));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -101,6 +101,18 @@ pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<Output
     generate_for(&decomposed, &hints, &*target, config, Some(&matched)).map(|g| g.output_code)
 }
 
+/// Compiles the CUDA C that Inductor generates for `graph` (in `config`'s mode, for its default
+/// choices) for a GPU of architecture `arch` (`sm_90`) into the disk cache, without a GPU: so that
+/// a machine with such a GPU and this cache compiles nothing on the graph's first call. What a
+/// Docker image runs at build time for the course's models.
+pub fn warm_cuda_cache(graph: &Graph, arch: &str, config: &Config) -> Result<crate::device::cuda::nvrtc::Warmed> {
+    let target = target::for_any_gpu(config.target)?;
+    let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
+    let hints = hint_bindings(&decomposed)?;
+    let generated = generate_for(&decomposed, &hints, &*target, config, Some(&matched))?;
+    target::precompile_cuda(&generated.module, arch)
+}
+
 /// The kernels Inductor generates for `graph`, in launch order, as kernel IR: what the printers
 /// are handed. `println!("{kernel}")` shows one as pseudo-code.
 pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {

@@ -65,6 +65,43 @@ pub fn compile_cubin_in(cache: &DiskCache, source: &str, arch: &str) -> Result<C
     Ok(Cubin { bytes, path, compiled })
 }
 
+/// How many CUBINs a warm-up compiled, and how many the disk cache already held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Warmed {
+    /// Compiled by NVRTC now.
+    pub compiled: usize,
+    /// Found in the disk cache.
+    pub cached: usize,
+}
+
+impl Warmed {
+    /// Counts one compile's outcome.
+    pub fn add(&mut self, compiled_now: bool) {
+        if compiled_now {
+            self.compiled += 1;
+        } else {
+            self.cached += 1;
+        }
+    }
+}
+
+/// Compiles `sources` for `arch` into the global disk cache, several at a time; needs NVRTC but
+/// no GPU. What a warm-up of the cache for another machine's GPU runs.
+pub fn warm(sources: Vec<String>, arch: &str) -> Result<Warmed> {
+    let mut warmed = Warmed::default();
+    for cubin in compile_time::parallel_jobs(sources, |source| compile_cubin(&source, arch)) {
+        warmed.add(cubin?.compiled);
+    }
+    Ok(warmed)
+}
+
+/// Compiles every eager kernel family ([`super::eager_families`]) for `arch` into the global
+/// disk cache, so that a process on a GPU of that architecture loads them without NVRTC.
+pub fn warm_eager_families(arch: &str) -> Result<Warmed> {
+    let sources = super::eager_families().iter().map(|f| super::eager_source(f).expect("a listed family")).collect();
+    warm(sources, arch)
+}
+
 /// An NVRTC program, destroyed on drop.
 struct Program(sys::nvrtcProgram);
 

@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Generated, ProgramSpec, Target, TargetChoices};
+use super::{Generated, ModuleSource, ProgramSpec, Target, TargetChoices};
 use crate::compile_mode::Mode;
 use crate::compile_time::{self, Stage};
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
 use crate::device::cuda::tuned::cublaslt::lt_version;
+use crate::device::cuda::nvrtc::{self, Warmed};
 use crate::device::cuda::tuned::extern_family;
 use crate::error::{Error, Result};
 use crate::inductor::codegen::{Renderer, cuda};
@@ -127,7 +128,7 @@ impl Target for CudaTarget {
         let CudaChoices { gemms, cuda_graph_skip } = spec.choices.read()?;
         let gpu = CudaDevice::get(self.ordinal)?;
         let (names, sources): (Vec<Vec<String>>, Vec<String>) =
-            if spec.schedule.has_kernels() { spec.module.units(spec.module.kernels.len()).into_iter().unzip() } else { Default::default() };
+            if spec.schedule.has_kernels() { units(&spec.module).into_iter().unzip() } else { Default::default() };
         let mut families: Vec<&str> = gemms.iter().filter_map(|(_, gemm)| gemm.family()).collect();
         let mut on_cublas = false;
         for step in &spec.schedule.steps {
@@ -156,6 +157,19 @@ impl Target for CudaTarget {
             Arc::new(program)
         })
     }
+}
+
+/// What NVRTC compiles for a module: each kernel after the header, in a CUBIN of its own (NVRTC
+/// compiles them in parallel threads, and a kernel whose source did not change between two
+/// graphs, or two sizes of one graph, comes from the disk cache).
+fn units(module: &ModuleSource) -> Vec<(Vec<String>, String)> {
+    module.units(module.kernels.len())
+}
+
+/// Compiles `module`'s kernels for a GPU of architecture `arch` (`sm_90`) into the disk cache, as
+/// [`CudaTarget::build`] would, without a GPU.
+pub(crate) fn precompile(module: &ModuleSource, arch: &str) -> Result<Warmed> {
+    nvrtc::warm(units(module).into_iter().map(|(_, source)| source).collect(), arch)
 }
 
 /// Max-autotune's launch for each kernel the engine's CUDA printer wrote (a learner's printer's

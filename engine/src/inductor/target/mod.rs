@@ -29,6 +29,7 @@ use super::ir::LoweredGraph;
 use super::kernel::Kernel;
 use super::launch::Launch;
 use super::lowering::FoldFor;
+pub(crate) use super::output_code::ModuleSource;
 use super::output_code::OutputCode;
 use super::runtime::{KernelSpec, Program, Schedule};
 use crate::compile_mode::Mode;
@@ -91,6 +92,18 @@ pub(crate) fn for_device(device: Device, kind: TargetKind) -> Result<Arc<dyn Tar
     }
 }
 
+/// The CUDA target for code generation alone, which needs no GPU (a warm-up of the cache for
+/// another machine's GPU).
+pub(crate) fn for_any_gpu(kind: TargetKind) -> Result<Arc<dyn Target>> {
+    for_device(Device::Cuda(0), kind)
+}
+
+/// Compiles `module` (CUDA C) for a GPU of architecture `arch` into the disk cache as the CUDA
+/// target's build would, without a GPU: a warm-up for another machine.
+pub(crate) fn precompile_cuda(module: &ModuleSource, arch: &str) -> Result<crate::device::cuda::nvrtc::Warmed> {
+    cuda::precompile(module, arch)
+}
+
 /// Everything code generation produces for one graph and one binding of its sizes, before
 /// anything is compiled: what a target tunes and builds from.
 pub(crate) struct Generated {
@@ -126,49 +139,6 @@ pub(crate) struct ProgramSpec {
     /// source (the interpreter). Not stored: the FX graph cache never holds a graph with custom ops.
     #[serde(skip)]
     pub custom_ops: Vec<CustomOp>,
-}
-
-/// The source of a compiled module, kept in pieces so that a target can compile it as one unit
-/// or as several at once: what every kernel needs (the renderer's prelude and the custom ops'
-/// sources), then each kernel.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct ModuleSource {
-    /// What precedes the kernels.
-    pub header: String,
-    /// Each kernel's name and source, in launch order.
-    pub kernels: Vec<(String, String)>,
-}
-
-impl ModuleSource {
-    /// The whole source file: the header, then every kernel.
-    pub(crate) fn whole(&self) -> String {
-        let mut parts = vec![self.header.as_str()];
-        parts.extend(self.kernels.iter().map(|(_, source)| source.as_str()));
-        parts.join("\n")
-    }
-
-    /// The kernels in at most `units` sources of their own, each the header and a run of
-    /// consecutive kernels of about equal length (so that compiling them in parallel finishes
-    /// together), with the kernels each holds: what a target compiles in parallel. With one unit,
-    /// the whole source.
-    pub(crate) fn units(&self, units: usize) -> Vec<(Vec<String>, String)> {
-        let units = units.clamp(1, self.kernels.len().max(1));
-        let total: usize = self.kernels.iter().map(|(_, s)| s.len()).sum();
-        let mut out: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
-        let mut done = 0;
-        for (name, source) in &self.kernels {
-            // Start a new unit once this one holds its share of the source.
-            let share = (total * out.len()).div_ceil(units);
-            if out.is_empty() || (done >= share && out.len() < units) {
-                out.push((Vec::new(), vec![self.header.as_str()]));
-            }
-            let last = out.last_mut().expect("pushed above");
-            last.0.push(name.clone());
-            last.1.push(source);
-            done += source.len();
-        }
-        out.into_iter().map(|(names, parts)| (names, parts.join("\n"))).collect()
-    }
 }
 
 /// A target's decisions about one program, as the target writes them (JSON, so that the FX
