@@ -111,6 +111,15 @@ enum Command {
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
+    /// Run by `models` in a fresh process to time one workload's first call against a given cache.
+    #[command(hide = true)]
+    ModelsFirstCall {
+        #[command(flatten)]
+        common: Common,
+        /// The workload's name, as `models` prints it.
+        #[arg(long)]
+        workload: String,
+    },
 }
 
 /// The options every command takes.
@@ -166,6 +175,7 @@ fn main() -> Result<()> {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
+        Command::ModelsFirstCall { common, workload } => models::first_call(&common.into(), &workload),
     }
 }
 

@@ -187,7 +187,12 @@ impl CompileRecord {
         for e in &self.events {
             if matches!(e.stage, Stage::CCompile | Stage::Nvrtc | Stage::Loading | Stage::CublasLt | Stage::Autotune) {
                 let cached = if e.cached { " (disk cache)" } else { "" };
-                lines.push(format!("    {:<20} {:>9.1} ms  {}{cached}", e.stage.name(), e.duration.as_secs_f64() * 1e3, e.what));
+                lines.push(format!(
+                    "    {:<20} {:>9.1} ms  {}{cached}",
+                    e.stage.name(),
+                    e.duration.as_secs_f64() * 1e3,
+                    e.what
+                ));
             }
         }
         lines.join("\n")
@@ -363,9 +368,13 @@ mod tests {
     #[test]
     fn a_piece_inside_another_counts_once() {
         let ((), record) = record(|| {
-            timed(Stage::Autotune, || "gemm".into(), || {
-                timed(Stage::CublasLt, || "heuristics".into(), || std::thread::sleep(Duration::from_millis(20)));
-            })
+            timed(
+                Stage::Autotune,
+                || "gemm".into(),
+                || {
+                    timed(Stage::CublasLt, || "heuristics".into(), || std::thread::sleep(Duration::from_millis(20)));
+                },
+            )
         });
         let stages = record.stages();
         assert!(stages.get(Stage::CublasLt) >= Duration::from_millis(20));
@@ -380,8 +389,7 @@ mod tests {
 
     #[test]
     fn a_nested_recording_also_counts_in_the_outer_one() {
-        let ((_, inner), outer) =
-            record(|| record(|| add(Stage::Tracing, String::new, Duration::from_millis(1))));
+        let ((_, inner), outer) = record(|| record(|| add(Stage::Tracing, String::new, Duration::from_millis(1))));
         assert_eq!(inner.events.len(), 1);
         assert_eq!(outer.events.len(), 1);
     }

@@ -141,7 +141,8 @@ impl CCompiler {
             return current;
         }
         let probes: Vec<&Probe> = std::iter::once(&OPENMP_PROBE).chain(TUNING.iter()).collect();
-        let answers = compile_time::parallel_jobs(probes, |probe| remembered_support(&self.program, &self.version, probe));
+        let answers =
+            compile_time::parallel_jobs(probes, |probe| remembered_support(&self.program, &self.version, probe));
         let support = Support {
             openmp: answers[0],
             tuning: TUNING.iter().zip(&answers[1..]).filter(|(_, ok)| **ok).map(|(p, _)| p.flag).collect(),

@@ -212,8 +212,7 @@ impl Cache {
             let lines: Vec<String> = guards.describe(&graph).into_iter().map(|l| format!("    {l}")).collect();
             format!("guards of graph {} of `{}`:\n{}", id(e), options.name, lines.join("\n"))
         });
-        let (compiled, record) =
-            compile_time::record(|| options.backend.compile_in_mode(&graph, inputs, options.mode));
+        let (compiled, record) = compile_time::record(|| options.backend.compile_in_mode(&graph, inputs, options.mode));
         let compiled: Arc<dyn CompiledGraph> = Arc::from(compiled?);
         let mut stages = record.stages();
         stages.merge(&traced_for);

@@ -61,7 +61,15 @@ impl Capture {
         // `explain` shows the graphs a call traced, so it traces them whole.
         let follow = Cell::new(cache.start_call(!keep_graphs));
         let traced_since = Cell::new(Instant::now());
-        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed, follow, traced_since }
+        Capture {
+            options,
+            cache,
+            record: RefCell::new(CallRecord::default()),
+            keep_graphs,
+            timed,
+            follow,
+            traced_since,
+        }
     }
 
     pub fn take_record(&self) -> CallRecord {

@@ -43,19 +43,25 @@ use crate::tensor::Tensor;
 pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
     let target = target::for_device(device, config.target)?;
-    let looked_up = compile_time::timed(Stage::Loading, || "FX graph cache lookup".into(), || {
-        fx_graph_cache::lookup(graph, &*target, config)
-    });
+    let looked_up = compile_time::timed(
+        Stage::Loading,
+        || "FX graph cache lookup".into(),
+        || fx_graph_cache::lookup(graph, &*target, config),
+    );
     let key = match looked_up {
         fx_graph_cache::Lookup::Hit(entry) => return from_cache(*entry, &*target, config),
         fx_graph_cache::Lookup::Miss(key) => Some(key),
         fx_graph_cache::Lookup::Bypass => None,
     };
-    let (decomposed, matched, hints) = compile_time::timed(Stage::Lowering, || "decompose, patterns".into(), || {
-        let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
-        let hints = hint_bindings(&decomposed)?;
-        Ok::<_, Error>((decomposed, matched, hints))
-    })?;
+    let (decomposed, matched, hints) = compile_time::timed(
+        Stage::Lowering,
+        || "decompose, patterns".into(),
+        || {
+            let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
+            let hints = hint_bindings(&decomposed)?;
+            Ok::<_, Error>((decomposed, matched, hints))
+        },
+    )?;
     let generated = generate_for(&decomposed, &hints, &*target, config, Some(&matched))?;
     let fusion_log = generated.fusion_log.clone();
     let (output_code, spec) = finish(generated, &*target, config, true)?;
@@ -155,18 +161,22 @@ fn generate_for(
     config: &Config,
     matched: Option<&[String]>,
 ) -> Result<Generated> {
-    let lowered = compile_time::timed(Stage::Lowering, || "loop-level IR".into(), || {
-        lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode))
-    })?;
+    let lowered = compile_time::timed(
+        Stage::Lowering,
+        || "loop-level IR".into(),
+        || lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode)),
+    )?;
     let schedule =
         compile_time::timed(Stage::Scheduling, String::new, || scheduler::schedule(&lowered, config.fusion))?;
     let fusion_log = matched.map(|matched| fusion_log(matched, &schedule)).unwrap_or_default();
     if matched.is_some() {
         logs::log(Artifact::Fusion, || fusion_log.clone());
     }
-    compile_time::timed(Stage::Codegen, || format!("{} for {}", target.language(), target.device()), || {
-        render(lowered, &schedule, target, config, fusion_log)
-    })
+    compile_time::timed(
+        Stage::Codegen,
+        || format!("{} for {}", target.language(), target.device()),
+        || render(lowered, &schedule, target, config, fusion_log),
+    )
 }
 
 /// Prints the kernels and the call plan of a scheduled graph with the target's renderer.

@@ -17,8 +17,8 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use engine::device::cuda::nvrtc::{Warmed, warm_eager_families};
-use engine::inductor::{Config, warm_cuda_cache};
 use engine::fx::{self, Graph};
+use engine::inductor::{Config, warm_cuda_cache};
 use engine::{Device, Tensor, dynamo};
 use workbook_models::phase5::{Block, BlockShape, MLP_BATCHES, MLP_FEATURES, Mlp};
 
@@ -75,7 +75,8 @@ fn model_graphs() -> Result<Vec<(String, Graph)>> {
     let shape = BlockShape::SMALL;
     let block = Block::new(shape, 0, Device::Cpu)?;
     let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1);
-    for (i, graph) in dynamo::explain(|x: Tensor| block.challenge_forward(&x)).call(&x)?.graphs.into_iter().enumerate() {
+    for (i, graph) in dynamo::explain(|x: Tensor| block.challenge_forward(&x)).call(&x)?.graphs.into_iter().enumerate()
+    {
         graphs.push((format!("challenge block {}, graph {i}", shape.label()), graph));
     }
     Ok(graphs)

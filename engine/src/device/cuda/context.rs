@@ -142,10 +142,14 @@ impl CudaDevice {
             .filter(|f| !lock(&self.eager).contains_key(**f))
             .map(|f| eager_source(f).map(|s| (f.to_string(), s)))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::Compile { tool: "nvrtc".into(), message: format!("unknown kernel family in {families:?}") })?;
+            .ok_or_else(|| Error::Compile {
+                tool: "nvrtc".into(),
+                message: format!("unknown kernel family in {families:?}"),
+            })?;
         let mut all: Vec<&str> = sources.iter().map(String::as_str).collect();
         all.extend(family_sources.iter().map(|(_, s)| s.as_str()));
-        let missing: Vec<&str> = all.iter().copied().filter(|s| !lock(&self.modules).contains_key(&cache_key(&[s.as_bytes()]))).collect();
+        let missing: Vec<&str> =
+            all.iter().copied().filter(|s| !lock(&self.modules).contains_key(&cache_key(&[s.as_bytes()]))).collect();
         let arch = self.facts.arch();
         // Compiled in parallel; a failure is reported by the load below, which compiles again.
         let _ = compile_time::parallel_jobs(missing, |source| compile_cubin(source, &arch).map(drop));
@@ -189,7 +193,8 @@ impl CudaDevice {
     /// The cuBLAS handle, bound to this device's stream; created on first use.
     pub(crate) fn blas(&self) -> std::result::Result<MutexGuard<'_, CudaBlas>, CudaError> {
         let blas = self.blas.get_or_init(|| {
-            let created = compile_time::timed(Stage::Loading, || "cuBLAS handle".into(), || CudaBlas::new(self.stream.clone()));
+            let created =
+                compile_time::timed(Stage::Loading, || "cuBLAS handle".into(), || CudaBlas::new(self.stream.clone()));
             Ok(Mutex::new(created?))
         });
         Ok(lock(blas.as_ref().map_err(Clone::clone)?))
@@ -203,7 +208,8 @@ impl CudaDevice {
     /// The cuBLASLt handle and workspace (for GEMMs with epilogues); created on first use.
     pub(crate) fn lt(&self) -> std::result::Result<&LtHandle, CudaError> {
         let hopper = self.facts.compute_capability.0 >= 9;
-        let create = || compile_time::timed(Stage::Loading, || "cuBLASLt handle".into(), || LtHandle::new(&self.stream, hopper));
+        let create =
+            || compile_time::timed(Stage::Loading, || "cuBLASLt handle".into(), || LtHandle::new(&self.stream, hopper));
         self.lt.get_or_init(create).as_ref().map_err(Clone::clone)
     }
 

@@ -71,8 +71,9 @@ impl CudaProgram {
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
         let schedule = schedule.resolve(|k, xnumel| {
-            let module = module_of.get(&k.name).ok_or_else(|| {
-                Error::Backend { backend: "inductor".into(), message: format!("no compiled module holds kernel `{}`", k.name) }
+            let module = module_of.get(&k.name).ok_or_else(|| Error::Backend {
+                backend: "inductor".into(),
+                message: format!("no compiled module holds kernel `{}`", k.name),
             })?;
             let config = LaunchConfig {
                 grid_dim: (k.launch.grid_size(xnumel as usize, sm_count), 1, 1),

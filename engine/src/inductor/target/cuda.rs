@@ -18,8 +18,8 @@ use crate::compile_mode::Mode;
 use crate::compile_time::{self, Stage};
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
-use crate::device::cuda::tuned::cublaslt::lt_version;
 use crate::device::cuda::nvrtc::{self, Warmed};
+use crate::device::cuda::tuned::cublaslt::lt_version;
 use crate::device::cuda::tuned::extern_family;
 use crate::error::{Error, Result};
 use crate::inductor::codegen::{Renderer, cuda};
@@ -28,8 +28,8 @@ use crate::inductor::ir::IrId;
 use crate::inductor::lowering::FoldFor;
 use crate::inductor::modes::gemm_choice::{self, GemmSpec};
 use crate::inductor::modes::{autotune, cudagraphs, gemm_epilogue, launch_tuning};
-use crate::inductor::runtime::{Program, Run};
 use crate::inductor::runtime::cuda::CudaProgram;
+use crate::inductor::runtime::{Program, Run};
 use crate::logs::{self, Artifact};
 
 /// CUDA C for the GPU of this ordinal.
@@ -142,7 +142,10 @@ impl Target for CudaTarget {
         families.dedup();
         let modules = gpu.load_with_families(&sources, &families)?;
         if on_cublas {
-            drop(gpu.blas().map_err(|e| Error::Backend { backend: "inductor".into(), message: format!("cuBLAS: {e}") })?);
+            drop(
+                gpu.blas()
+                    .map_err(|e| Error::Backend { backend: "inductor".into(), message: format!("cuBLAS: {e}") })?,
+            );
         }
         let module_of = names
             .into_iter()
