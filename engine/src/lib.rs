@@ -16,6 +16,7 @@
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
 //! | `dynamo_timed`, `CompilationMetrics` | [`compile_time`]: where each compile's time goes, stage by stage |
+//! | `TORCH_TRACE`, `trace_structured` | [`trace_structured`]: `ENGINE_TRACE=DIR`, a JSON record of every compile, for `compile-report` |
 //!
 //! ## Layers
 //!
@@ -23,7 +24,7 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`compile_time`], [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
+//!    [`compile_time`], [`trace_structured`], [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (its op methods, and the dispatcher's hook for the
 //!    layers above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each
@@ -73,6 +74,7 @@ pub mod parallel;
 pub mod profiler;
 pub mod scalar;
 pub mod tensor;
+pub mod trace_structured;
 
 pub use device::Device;
 pub use dtype::DType;

@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "error",
             "logs",
             "compile_time",
+            "trace_structured",
             "codecache",
             "parallel",
             "compile_mode",

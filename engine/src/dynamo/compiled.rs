@@ -140,7 +140,7 @@ where
         if is_tracing() {
             return Ok(((self.f)(I::from_vec(arguments))?, CallRecord::default()));
         }
-        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), keep_graphs, timed));
+        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), location, keep_graphs, timed));
         let tracer = Tracer::capture(capture.clone());
         // Each argument is replaced by the symbolic tensor standing for it (the tracer keeps its
         // own clone of the concrete one).

@@ -27,6 +27,8 @@ pub(crate) struct Options {
     pub recompile_limit: usize,
     /// How logs and warnings name the function.
     pub name: Arc<str>,
+    /// Where `compile` was called (the compile trace's stack starts there).
+    pub defined_at: SourceLocation,
 }
 
 impl Options {
@@ -38,6 +40,7 @@ impl Options {
             dynamic: None,
             recompile_limit: DEFAULT_RECOMPILE_LIMIT,
             name: format!("compiled function at {}", defined_at.short()).into(),
+            defined_at,
         }
     }
 }

@@ -31,6 +31,8 @@ use super::{CompiledModule, call_plan, lowering, pattern_matcher};
 use crate::aot;
 use crate::compile_mode::Mode;
 use crate::compile_time::{self, Stage};
+use crate::trace_structured;
+use serde_json::json;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
@@ -48,6 +50,12 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
         || "FX graph cache lookup".into(),
         || fx_graph_cache::lookup(graph, &*target, config),
     );
+    let result = match &looked_up {
+        fx_graph_cache::Lookup::Hit(_) => "hit",
+        fx_graph_cache::Lookup::Miss(_) => "miss",
+        fx_graph_cache::Lookup::Bypass => "bypass",
+    };
+    trace_structured::emit("fx_graph_cache", || json!({ "result": result }));
     let key = match looked_up {
         fx_graph_cache::Lookup::Hit(entry) => return from_cache(*entry, &*target, config),
         fx_graph_cache::Lookup::Miss(key) => Some(key),
@@ -62,9 +70,12 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
             Ok::<_, Error>((decomposed, matched, hints))
         },
     )?;
+    trace_structured::graph("inductor_decomposed_graph", || decomposed.to_string());
     let generated = generate_for(&decomposed, &hints, &*target, config, Some(&matched))?;
     let fusion_log = generated.fusion_log.clone();
+    trace_structured::emit("fusion", || json!({ "text": &fusion_log }));
     let (output_code, spec) = finish(generated, &*target, config, true)?;
+    trace_structured::emit("output_code", || json!({ "output_code": &output_code, "text": output_code.to_string() }));
     let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
     let encoded = key.and_then(|key| key.encode(&entry));
     let fx_graph_cache::Entry { output_code, program: spec, .. } = entry;
@@ -84,6 +95,8 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
 /// A compiled module from a cache entry: the logs a fresh compile prints, then the program built.
 fn from_cache(entry: fx_graph_cache::Entry, target: &dyn Target, config: &Config) -> Result<CompiledModule> {
     let fx_graph_cache::Entry { output_code, fusion_log, program } = entry;
+    trace_structured::emit("fusion", || json!({ "text": &fusion_log }));
+    trace_structured::emit("output_code", || json!({ "output_code": &output_code, "text": output_code.to_string() }));
     logs::log(Artifact::Fusion, || fusion_log);
     if config.mode == Mode::MaxAutotune {
         logs::log(Artifact::Autotuning, || {
