@@ -14,7 +14,8 @@
 //! | `graph_break` | dynamo, at a break | `function`, `reason`, `location`, `graph` (graphs of the call before it) |
 //! | `fusion` | Inductor | `text` (pattern rewrites and fusion decisions) |
 //! | `output_code` | Inductor | `output_code` (every kernel with the nodes it fused, their source lines, its source, the call plan) |
-//! | `compile_metrics` | dynamo, as a compile ends | `wall_ms`, `stages_ms`, `events` (each C or NVRTC compile, each load), `cache` (`hit`/`miss` of the FX graph cache), `error` if it failed |
+//! | `fx_graph_cache` | Inductor | `result`: `hit`, `miss` or `bypass` |
+//! | `compile_metrics` | dynamo, as a compile ends | `wall_ms`, `stages_ms` (`stage`, `ms` in pipeline order), `compiler_runs`, `disk_cache_hits`, `events` (each piece timed: `stage`, `what`, `ms`, `cached`), `error` if it failed |
 //! | `specialization` | dynamo, after a dynamic graph compiled for new sizes while running | `what`, `wall_ms`, `stages_ms`, `events` |
 //!
 //! Records of a compile are written while it runs on the thread that compiles it:

@@ -15,13 +15,13 @@ use super::options::Options;
 use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
 use crate::compile_time::{self, CompileRecord, Stage, StageTimes};
-use serde_json::json;
 use crate::error::{Result, SourceLocation};
-use crate::trace_structured::{self, CompileId};
 use crate::fx::proxy::{InputOrigin, Traced};
 use crate::fx::{Graph, Interpreter};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
+use crate::trace_structured::{self, CompileId};
+use serde_json::json;
 
 /// Every graph a compiled function has compiled, and its counters.
 #[derive(Default)]
@@ -246,13 +246,16 @@ impl Cache {
         let function = *function_id.get_or_insert_with(trace_structured::next_function_id);
         let compile_id = CompileId { function, resume: frame_index as u32, attempt: e as u32 };
         trace_structured::emit_for(Some(compile_id), "dynamo_start", || {
-            let mut stack = vec![format!("compiled at {}", options.defined_at), format!("called at {}", site.called_at)];
+            let mut stack =
+                vec![format!("compiled at {}", options.defined_at), format!("called at {}", site.called_at)];
             stack.extend(frame.resumed_at.map(|at| format!("resumed after the graph break at {at}")));
             json!({ "function": &*options.name, "stack": stack, "reason": reason })
         });
-        trace_structured::emit_for(Some(compile_id), "graph", || {
-            json!({ "name": "dynamo_output_graph", "text": graph.to_string() })
-        });
+        trace_structured::emit_for(
+            Some(compile_id),
+            "graph",
+            || json!({ "name": "dynamo_output_graph", "text": graph.to_string() }),
+        );
         trace_structured::emit_for(Some(compile_id), "guards", || json!({ "guards": guards.describe(&graph) }));
         let (compiled, record) = trace_structured::with_compile(compile_id, || {
             compile_time::record(|| options.backend.compile_in_mode(&graph, inputs, options.mode))
@@ -283,8 +286,8 @@ fn metrics(record: &CompileRecord, traced: &StageTimes) -> serde_json::Value {
     let mut stages = record.stages();
     stages.merge(traced);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let by_stage: serde_json::Map<String, serde_json::Value> =
-        stages.nonzero().into_iter().map(|(s, t)| (s.name().to_string(), json!(ms(t)))).collect();
+    let by_stage: Vec<serde_json::Value> =
+        stages.nonzero().into_iter().map(|(s, t)| json!({ "stage": s.name(), "ms": ms(t) })).collect();
     let events: Vec<serde_json::Value> = record
         .events
         .iter()

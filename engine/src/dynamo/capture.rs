@@ -9,13 +9,13 @@ use super::cache::{Cache, CallSite, Found};
 use super::options::Options;
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
-use crate::trace_structured::{self, CompileId};
-use serde_json::json;
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
 use crate::fx::{Graph, NodeKind};
 use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
+use crate::trace_structured::{self, CompileId};
+use serde_json::json;
 
 /// The graphs one call ran and the breaks between them, in order, and (when timed) where its
 /// host time went.
@@ -108,7 +108,8 @@ impl Capture {
         host_overhead::pay(Cost::GraphCall, inputs.first().map_or(Device::Cpu, Tensor::device));
         let start = Instant::now();
         let site = CallSite { called_at: self.called_at, tracing: start - self.traced_since.get() };
-        let Found { compiled, id, compiled_now } = self.cache.lookup_or_compile(&traced, &inputs, &self.options, &site)?;
+        let Found { compiled, id, compiled_now } =
+            self.cache.lookup_or_compile(&traced, &inputs, &self.options, &site)?;
         self.last.set((id, compiled_now));
         if !self.timed {
             let outputs = compiled.run(&inputs)?;

@@ -31,14 +31,14 @@ use super::{CompiledModule, call_plan, lowering, pattern_matcher};
 use crate::aot;
 use crate::compile_mode::Mode;
 use crate::compile_time::{self, Stage};
-use crate::trace_structured;
-use serde_json::json;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
 use crate::op::CustomOp;
 use crate::tensor::Tensor;
+use crate::trace_structured;
+use serde_json::json;
 
 /// Compiles a captured graph for the device its inputs are on, with the target `config` names,
 /// from the FX graph cache when it holds the graph.
