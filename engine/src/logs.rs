@@ -28,6 +28,9 @@ pub enum Artifact {
     Autotuning,
     /// The FX graph cache's decision for each compile: hit, miss (and stored), or bypass and why.
     FxGraphCache,
+    /// AOTAutograd's joint graph of each graph compiled for training, its forward and backward
+    /// graphs, and what the forward saves for the backward.
+    AotGraphs,
     /// Where each compile's time went, by stage, with every C or NVRTC compile and every load.
     CompileTime,
     /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
@@ -37,7 +40,7 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 11] = [
+    pub const ALL: [Artifact; 12] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
@@ -47,6 +50,7 @@ impl Artifact {
         Artifact::Cudagraphs,
         Artifact::Autotuning,
         Artifact::FxGraphCache,
+        Artifact::AotGraphs,
         Artifact::CompileTime,
         Artifact::Warnings,
     ];
@@ -63,6 +67,7 @@ impl Artifact {
             Artifact::Cudagraphs => "cudagraphs",
             Artifact::Autotuning => "autotuning",
             Artifact::FxGraphCache => "fx_graph_cache",
+            Artifact::AotGraphs => "aot_graphs",
             Artifact::CompileTime => "compile_time",
             Artifact::Warnings => "warnings",
         }

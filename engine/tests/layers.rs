@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("inductor", &["inductor"]),
     ("backends", &["backends"]),
     ("dynamo", &["dynamo"]),
+    ("optim", &["optim"]),
 ];
 
 /// The fast paths, the mode features and the codegen targets, each with the only modules outside

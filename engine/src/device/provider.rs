@@ -121,6 +121,14 @@ pub(crate) trait KernelProvider {
     /// never stores the scores.
     fn attention(&self, inputs: &[Input<Buffer<Self>>], params: AttentionParams)
     -> Result<Output<Self>, Failure<Self>>;
+    /// The gradients of attention's `q`, `k` and `v`, flattened and joined, from
+    /// `inputs = [grad_out, q, k, v, out (, mask)]`. Plain providers compose them from their own
+    /// kernels ([`composed_attention_backward`]); tuned ones recompute the scores block by block.
+    fn attention_backward(
+        &self,
+        inputs: &[Input<Buffer<Self>>],
+        params: AttentionParams,
+    ) -> Result<Output<Self>, Failure<Self>>;
 }
 
 /// Runs one non-view, non-composite op on `provider`'s kernels.
@@ -145,6 +153,9 @@ pub(crate) fn execute<P: KernelProvider>(
         Op::ScaledDotProductAttention { mask, causal, scale } => {
             provider.attention(inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 })
         }
+        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
+            provider.attention_backward(inputs, AttentionParams { mask: *mask, causal: *causal, scale: scale.0 })
+        }
         Op::Reshape { .. }
         | Op::Permute { .. }
         | Op::Expand { .. }
@@ -157,21 +168,35 @@ pub(crate) fn execute<P: KernelProvider>(
 }
 
 /// Attention composed of `provider`'s own kernels, as PyTorch's math backend
-/// (`_scaled_dot_product_attention_math`) computes it: the `[..., L, S]` scores `q @ k^T`, scaled,
-/// masked (`-inf` where a boolean mask is 0 or a key lies past the causal diagonal, or the
-/// additive mask added), their softmax over the keys, and its product with `v`. It stores the
-/// scores, which the tuned kernels never do; a fully masked row is NaN, as in PyTorch.
+/// (`_scaled_dot_product_attention_math`) computes it: the probabilities (see
+/// [`composed_probabilities`]) times `v`. It stores the scores, which the tuned kernels never do;
+/// a fully masked row is NaN, as in PyTorch.
 pub(crate) fn composed_attention<P: KernelProvider>(
     provider: &P,
     inputs: &[Input<Buffer<P>>],
     params: AttentionParams,
 ) -> Result<Output<P>, Failure<P>> {
     let as_input = <P::Device as DeviceKernels>::as_input;
-    let ((_, ql), (k, kl), v) = (inputs[0].tensor(), inputs[1].tensor(), inputs[2]);
+    let (ql, v) = (inputs[0].tensor().1, inputs[2]);
     let rank = ql.shape().len();
-    let mut dims: Vec<usize> = (0..rank).collect();
-    dims.swap(rank - 2, rank - 1);
-    let k_t = kl.permute(&dims);
+    let (probabilities, dense) = composed_probabilities(provider, inputs, params)?;
+    let out_shape = [&ql.shape()[..rank - 1], &v.tensor().1.shape()[rank - 1..]].concat();
+    provider.matmul(Input::Tensor { buffer: as_input(&probabilities), layout: &dense }, v, &out_shape)
+}
+
+/// The `[..., L, S]` attention probabilities of `inputs = [q, k, v (, mask)]` from `provider`'s
+/// kernels, with their dense layout: the scores `q @ k^T`, scaled, masked (`-inf` where a boolean
+/// mask is 0 or a key lies past the causal diagonal, or the additive mask added), and their
+/// softmax over the keys.
+fn composed_probabilities<P: KernelProvider>(
+    provider: &P,
+    inputs: &[Input<Buffer<P>>],
+    params: AttentionParams,
+) -> Result<(Output<P>, Layout), Failure<P>> {
+    let as_input = <P::Device as DeviceKernels>::as_input;
+    let ((_, ql), (k, kl)) = (inputs[0].tensor(), inputs[1].tensor());
+    let rank = ql.shape().len();
+    let k_t = kl.permute(&last_two_swapped(rank));
     let (q_len, kv_len) = (ql.shape()[rank - 2], kl.shape()[rank - 2]);
     let scores_shape = [&ql.shape()[..rank - 1], &[kv_len][..]].concat();
     let dense = Layout::contiguous(&scores_shape);
@@ -197,9 +222,68 @@ pub(crate) fn composed_attention<P: KernelProvider>(
         Some(masked) => Input::Tensor { buffer: as_input(masked), layout: &dense },
         None => scaled,
     };
-    let probabilities = provider.softmax(logits, rank - 1, false)?;
-    let out_shape = [&ql.shape()[..rank - 1], &v.tensor().1.shape()[rank - 1..]].concat();
-    provider.matmul(Input::Tensor { buffer: as_input(&probabilities), layout: &dense }, v, &out_shape)
+    Ok((provider.softmax(logits, rank - 1, false)?, dense))
+}
+
+/// `0..rank` with the last two dims swapped: the permutation of a batch of matrices' transpose.
+fn last_two_swapped(rank: usize) -> Vec<usize> {
+    let mut dims: Vec<usize> = (0..rank).collect();
+    dims.swap(rank - 2, rank - 1);
+    dims
+}
+
+/// Attention's backward composed of `provider`'s kernels, as autograd differentiates the math
+/// backend, for `inputs = [grad_out, q, k, v, out (, mask)]`: with `P` the probabilities and `g`
+/// the output's gradient, `dv = P^T g`, `dS = P * (g v^T - rowsum(g v^T * P))`,
+/// `dq = scale * dS k` and `dk = scale * dS^T q`, flattened and joined. It stores `[L, S]`
+/// matrices, which the tuned kernels never do.
+pub(crate) fn composed_attention_backward<P: KernelProvider>(
+    provider: &P,
+    inputs: &[Input<Buffer<P>>],
+    params: AttentionParams,
+) -> Result<Output<P>, Failure<P>> {
+    let as_input = <P::Device as DeviceKernels>::as_input;
+    let (g, q, k, v) = (inputs[0], inputs[1], inputs[2], inputs[3]);
+    let forward: Vec<Input<Buffer<P>>> = [q, k, v].into_iter().chain(inputs.get(5).copied()).collect();
+    let (probabilities, dense) = composed_probabilities(provider, &forward, params)?;
+    let (ql, kl, vl) = (q.tensor().1, k.tensor().1, v.tensor().1);
+    let rank = ql.shape().len();
+    let swap = last_two_swapped(rank);
+    let scores_shape = dense.shape().to_vec();
+    let transposed = dense.permute(&swap);
+    let p = Input::Tensor { buffer: as_input(&probabilities), layout: &dense };
+    let p_t = Input::Tensor { buffer: as_input(&probabilities), layout: &transposed };
+    let dv = provider.matmul(p_t, g, vl.shape())?;
+    let (v_buffer, v_layout) = v.tensor();
+    let v_t = v_layout.permute(&swap);
+    let dp = provider.matmul(g, Input::Tensor { buffer: v_buffer, layout: &v_t }, &scores_shape)?;
+    let dp = Input::Tensor { buffer: as_input(&dp), layout: &dense };
+    let weighted = provider.binary(BinaryOp::Mul, dp, p, &scores_shape)?;
+    let row_sums =
+        provider.reduce(ReduceOp::Sum, Input::Tensor { buffer: as_input(&weighted), layout: &dense }, rank - 1)?;
+    let rows_shape = [&scores_shape[..rank - 1], &[1][..]].concat();
+    let rows = Layout::contiguous(&rows_shape).expand(&scores_shape);
+    let row_sums = Input::Tensor { buffer: as_input(&row_sums), layout: &rows };
+    let centered = provider.binary(BinaryOp::Sub, dp, row_sums, &scores_shape)?;
+    let ds = provider.binary(
+        BinaryOp::Mul,
+        p,
+        Input::Tensor { buffer: as_input(&centered), layout: &dense },
+        &scores_shape,
+    )?;
+    let ds = Input::Tensor { buffer: as_input(&ds), layout: &dense };
+    let ds = provider.binary(BinaryOp::Mul, ds, Input::Scalar(params.scale), &scores_shape)?;
+    let dq = provider.matmul(Input::Tensor { buffer: as_input(&ds), layout: &dense }, k, ql.shape())?;
+    let dk = provider.matmul(Input::Tensor { buffer: as_input(&ds), layout: &transposed }, q, kl.shape())?;
+    let flat = |shape: &[usize]| Layout::contiguous(&[shape.iter().product()]);
+    let layouts = [flat(ql.shape()), flat(kl.shape()), flat(vl.shape())];
+    let total = layouts.iter().map(Layout::numel).sum();
+    let joined: Vec<Input<Buffer<P>>> = [&dq, &dk, &dv]
+        .into_iter()
+        .zip(&layouts)
+        .map(|(output, layout)| Input::Tensor { buffer: as_input(output), layout })
+        .collect();
+    provider.device().cat(&joined, 0, &[total])
 }
 
 /// Which eager kernels run: the plain ones a reader follows, or the tuned fast paths.

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::guards::{GuardFailure, Guards, first_difference};
+use super::guards::{GuardFailure, Guards, first_difference, wants_grad};
 use super::options::Options;
 use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
@@ -210,6 +210,9 @@ impl Cache {
             return Ok(Found { compiled: eager, id: None, compiled_now: false });
         }
         let mut reason = vec!["first compile".to_string()];
+        // A graph compiled with a backward has static sizes: its joint graph is traced for them.
+        let requires_grad: Vec<bool> = inputs.iter().map(wants_grad).collect();
+        let training = requires_grad.iter().any(|&r| r);
         if !failures.is_empty() {
             stats.recompiles += 1;
             let mut lines = vec![format!(
@@ -218,7 +221,9 @@ impl Cache {
                 frame.label()
             )];
             lines.extend(failures.iter().map(|(e, f)| format!("    - {}: {f}", id(*e))));
-            if options.dynamic.is_none() {
+            if training && failures.iter().any(|(_, f)| f.size.is_some()) {
+                lines.push("    the new graph has a backward, so it is compiled for these static sizes".into());
+            } else if options.dynamic.is_none() {
                 let _ = frame.marking(traced, options);
                 for (_, failure) in &failures {
                     let Some((input, dim)) = failure.size else { continue };
@@ -234,6 +239,7 @@ impl Cache {
         }
         let traced_for = StageTimes::one(Stage::Tracing, site.tracing);
         let marking = frame.marking(traced, options);
+        let marking = if training { vec![Vec::new(); marking.len()] } else { marking };
         let graph = generalize(traced, &marking)
             .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
         let guards = Guards::new(&graph, traced, inputs, marking);
@@ -258,7 +264,13 @@ impl Cache {
         );
         trace_structured::emit_for(Some(compile_id), "guards", || json!({ "guards": guards.describe(&graph) }));
         let (compiled, record) = trace_structured::with_compile(compile_id, || {
-            compile_time::record(|| options.backend.compile_in_mode(&graph, inputs, options.mode))
+            compile_time::record(|| {
+                if training {
+                    options.backend.compile_for_training(&graph, inputs, &requires_grad, options.mode)
+                } else {
+                    options.backend.compile_in_mode(&graph, inputs, options.mode)
+                }
+            })
         });
         trace_structured::emit_for(Some(compile_id), "compile_metrics", || {
             let mut fields = metrics(&record, &traced_for);

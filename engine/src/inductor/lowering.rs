@@ -198,8 +198,12 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b, epilogue: Default::default() })
             }
-            Op::ScaledDotProductAttention { .. } | Op::Cat { .. } => {
-                let kernel = if matches!(op, Op::Cat { .. }) { "cat" } else { "flash_attention" };
+            Op::ScaledDotProductAttention { .. } | Op::ScaledDotProductAttentionBackward { .. } | Op::Cat { .. } => {
+                let kernel = match op {
+                    Op::Cat { .. } => "cat",
+                    Op::ScaledDotProductAttention { .. } => "flash_attention",
+                    _ => "flash_attention_backward",
+                };
                 let inputs = node.inputs().map(|input| self.value(input).clone()).collect();
                 let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs };
                 self.push(id, op, shape, body)

@@ -74,6 +74,10 @@ pub fn run_all() -> Result<usize> {
     dynamo::compile(|x: Tensor| mlp.forward(&x))
         .name("phase5 mlp")
         .call(&Tensor::randn(&[4, phase5::MLP_FEATURES], 5))?;
+    // Compiled for training: AOTAutograd's joint, forward and backward graphs join the trace.
+    let trained = mlp.requires_grad_();
+    let loss = dynamo::compile(|x: Tensor| trained.forward(&x)?.mul(&x)?.sum_all()).name("phase5 mlp, training");
+    loss.call(&Tensor::randn(&[4, phase5::MLP_FEATURES], 11))?.backward()?;
     let shape = phase5::BlockShape { batch: 2, seq: 16, d_model: 64, heads: 4 };
     let block = phase5::Block::new(shape, 0, Device::Cpu)?;
     let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 6);
@@ -87,6 +91,6 @@ pub fn run_all() -> Result<usize> {
     dynamo::compile(|x: Tensor| phase5::add_relu_mul(&x, &x)).name("phase5 add-relu-mul").call(&flat)?;
     dynamo::compile(|x: Tensor| phase5::pointwise_chain(&x, 8)).name("phase5 pointwise chain").call(&flat)?;
     dynamo::compile(|x: Tensor| phase5::repeated_tanh(&x, 4)).name("phase5 repeated tanh").call(&flat)?;
-    functions += 9;
+    functions += 10;
     Ok(functions)
 }

@@ -17,6 +17,7 @@
 //! product whose rows all start 16 bytes past a line (where the system allocator puts large
 //! blocks) runs markedly slower than the same product on aligned rows (bench/NOTES-cpu.md).
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, OnceLock};
@@ -85,7 +86,7 @@ pub(crate) fn uninit(len: usize) -> HostBuffer {
     let memory = vec![0.0; len + SLACK];
     // Counted in elements; below `SLACK + 1`, since the vector's start is a multiple of 4 bytes.
     let start = memory.as_ptr().align_offset(ALIGN_BYTES);
-    HostBuffer { memory, start, len }
+    HostBuffer { memory: UnsafeCell::new(memory), start, len }
 }
 
 /// Keeps `buffer` for the next [`uninit`] of its length, evicting the buffers freed longest ago
@@ -112,13 +113,43 @@ fn recycle(buffer: HostBuffer) {
 /// The memory of a CPU tensor: `len` elements from a 64-byte boundary, inside a vector that goes
 /// back to the allocator's cache when the last tensor using it is dropped.
 pub(crate) struct HostBuffer {
-    memory: Vec<f32>,
+    /// In a cell: a tensor's elements are read through shared handles, and written through one
+    /// only by [`HostBuffer::write_shared`] (an optimizer updating a parameter in place).
+    memory: UnsafeCell<Vec<f32>>,
     /// Where the elements start in `memory`, in elements.
     start: usize,
     len: usize,
 }
 
+// SAFETY: shared handles only read the elements, except `write_shared`, whose callers ensure that
+// nothing reads or writes those elements meanwhile; everything else needs `&mut`.
+unsafe impl Sync for HostBuffer {}
+
 impl HostBuffer {
+    fn vector(&self) -> &Vec<f32> {
+        // SAFETY: only `write_shared` writes through a shared handle, and its callers ensure no
+        // reference from here is alive meanwhile.
+        unsafe { &*self.memory.get() }
+    }
+
+    /// Copies `values` over elements `offset..offset + values.len()` through a shared handle, so
+    /// that every tensor reading this buffer sees them: how an optimizer updates a parameter in
+    /// place (`param.copy_(new)` in PyTorch).
+    ///
+    /// # Safety
+    ///
+    /// Nothing may read or write this buffer while the copy runs (no slice of it alive on this
+    /// thread, no kernel reading it on another).
+    pub(crate) unsafe fn write_shared(&self, offset: usize, values: &[f32]) {
+        assert!(offset + values.len() <= self.len, "the write stays inside the buffer");
+        // SAFETY: the caller guarantees that no reference into the vector is alive; the range is
+        // inside the buffer's elements (checked above).
+        unsafe {
+            let vector = &mut *self.memory.get();
+            vector[self.start + offset..self.start + offset + values.len()].copy_from_slice(values);
+        }
+    }
+
     /// A new buffer holding a copy of `values`.
     pub(crate) fn copy_of(values: &[f32]) -> HostBuffer {
         let mut buffer = uninit(values.len());
@@ -129,7 +160,7 @@ impl HostBuffer {
     /// The elements as a plain vector, which no longer goes back to the cache (it becomes a
     /// caller's own, or another buffer's storage).
     pub(crate) fn into_vec(mut self) -> Vec<f32> {
-        let mut memory = std::mem::take(&mut self.memory);
+        let mut memory = std::mem::take(self.memory.get_mut());
         if self.start == 0 {
             memory.truncate(self.len);
             memory
@@ -140,12 +171,12 @@ impl HostBuffer {
 
     /// Hands the memory back to the system, not to the cache.
     fn release(mut self) {
-        drop(std::mem::take(&mut self.memory));
+        drop(std::mem::take(self.memory.get_mut()));
     }
 
     /// The bytes it holds, slack included.
     fn bytes(&self) -> usize {
-        self.memory.capacity() * size_of::<f32>()
+        self.vector().capacity() * size_of::<f32>()
     }
 }
 
@@ -155,7 +186,7 @@ impl From<Vec<f32>> for HostBuffer {
     fn from(values: Vec<f32>) -> HostBuffer {
         let len = values.len();
         if len <= SLACK || values.as_ptr().align_offset(ALIGN_BYTES) == 0 {
-            return HostBuffer { memory: values, start: 0, len };
+            return HostBuffer { memory: UnsafeCell::new(values), start: 0, len };
         }
         HostBuffer::copy_of(&values)
     }
@@ -164,23 +195,24 @@ impl From<Vec<f32>> for HostBuffer {
 impl Deref for HostBuffer {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        &self.memory[self.start..self.start + self.len]
+        &self.vector()[self.start..self.start + self.len]
     }
 }
 
 impl DerefMut for HostBuffer {
     fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.memory[self.start..self.start + self.len]
+        let (start, len) = (self.start, self.len);
+        &mut self.memory.get_mut()[start..start + len]
     }
 }
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        if self.memory.capacity() == 0 {
+        if self.memory.get_mut().capacity() == 0 {
             return; // emptied by `into_vec` or `release`
         }
-        let memory = std::mem::take(&mut self.memory);
-        recycle(HostBuffer { memory, start: self.start, len: self.len });
+        let memory = std::mem::take(self.memory.get_mut());
+        recycle(HostBuffer { memory: UnsafeCell::new(memory), start: self.start, len: self.len });
     }
 }
 

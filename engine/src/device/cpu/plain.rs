@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 
 use super::{AsWritten, Cpu, HostBuffer, Input, allocator, contiguous, max_nan, pointwise, split_at_dim};
-use crate::device::provider::{KernelProvider, composed_attention};
+use crate::device::provider::{KernelProvider, composed_attention, composed_attention_backward};
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionParams, BinaryOp, ReduceOp, UnaryOp};
 use crate::parallel;
@@ -53,6 +53,10 @@ impl KernelProvider for Plain {
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
         composed_attention(self, inputs, params)
+    }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
+        composed_attention_backward(self, inputs, params)
     }
 }
 

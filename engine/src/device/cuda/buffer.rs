@@ -70,6 +70,28 @@ impl CudaBuffer {
         Ok(())
     }
 
+    /// Queues a copy of `len` elements of `src` from `src_start` over elements `start..` of this
+    /// buffer, through a shared handle (device memory is not Rust memory: the copy is ordered on
+    /// the stream with every kernel reading the buffer). How a parameter is updated in place.
+    pub fn write_from(&self, start: usize, src: &CudaBuffer, src_start: usize, len: usize) -> Result<(), CudaError> {
+        if len == 0 {
+            return Ok(());
+        }
+        assert!(start + len <= self.len && src_start + len <= src.len, "copy within both buffers");
+        let bytes = len * std::mem::size_of::<f32>();
+        // SAFETY: both ranges lie inside live allocations of this device (checked above), and the
+        // copy is queued on the stream every kernel of the device uses, after what reads them.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                self.ptr_at(start),
+                src.ptr_at(src_start),
+                bytes,
+                self.device.stream().cu_stream(),
+            )
+        }?;
+        Ok(())
+    }
+
     /// Elements `start..start + len`, copied to the host once every queued operation is done.
     pub fn read(&self, start: usize, len: usize) -> Result<Vec<f32>, CudaError> {
         let mut host = vec![0.0; len];

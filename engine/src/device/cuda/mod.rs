@@ -54,7 +54,7 @@ use tuned::Tuned;
 
 use std::sync::Arc;
 
-use super::provider::{self, DeviceKernels, KernelProvider, composed_attention, kernels};
+use super::provider::{self, DeviceKernels, KernelProvider, composed_attention, composed_attention_backward, kernels};
 use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
@@ -144,6 +144,10 @@ impl KernelProvider for Plain<'_> {
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
         composed_attention(self, inputs, params)
+    }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        composed_attention_backward(self, inputs, params)
     }
 }
 

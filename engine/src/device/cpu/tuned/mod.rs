@@ -11,6 +11,7 @@
 //! | the microkernels' vector registers and instruction sets | `Lanes`, `Kernel` | `lanes` |
 
 mod attention;
+mod attention_backward;
 mod dot_tiles;
 mod epilogue;
 pub(crate) use epilogue::Epilogue;
@@ -81,5 +82,9 @@ impl KernelProvider for Tuned {
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
         Ok(attention::attention(inputs, params))
+    }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
+        Ok(attention_backward::attention_backward(inputs, params))
     }
 }

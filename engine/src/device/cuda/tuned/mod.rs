@@ -12,6 +12,7 @@
 //! extern kernels through `extern_into`, and its GEMMs through Inductor's GEMM choice.
 
 mod attention;
+mod attention_backward;
 pub mod cublaslt;
 pub(crate) mod linear_gemm;
 pub(crate) mod skinny_gemm;
@@ -65,6 +66,10 @@ impl KernelProvider for Tuned<'_> {
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
         attention::attention(self.0, inputs, params)
     }
+
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        attention_backward::attention_backward(self.0, inputs, params)
+    }
 }
 
 /// The eager kernel family that [`extern_into`] runs `op` with, if it has an extern kernel: what a
@@ -90,6 +95,12 @@ pub(crate) fn extern_into(
     match op {
         Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
         Op::ScaledDotProductAttention { mask, causal, scale } => attention::attention_into(
+            device,
+            inputs,
+            AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
+            out,
+        ),
+        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => attention_backward::attention_backward_into(
             device,
             inputs,
             AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },

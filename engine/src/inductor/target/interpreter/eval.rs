@@ -2,7 +2,6 @@
 //! statement computes a column of values, one per `x` of the chunk (per row in a reduction), so
 //! the interpreter's own work is done once per statement, not once per element.
 
-use std::borrow::Cow;
 use std::ops::Range;
 
 use crate::device::cpu::vecmath;
@@ -97,6 +96,22 @@ impl HostKernel for Interpreted {
     }
 }
 
+/// An operand's values for a chunk: a temporary's column, or a constant.
+#[derive(Clone, Copy)]
+enum Column<'a> {
+    Values(&'a [f32]),
+    Splat(f32),
+}
+
+impl Column<'_> {
+    fn get(self, i: usize) -> f32 {
+        match self {
+            Column::Values(values) => values[i],
+            Column::Splat(c) => c,
+        }
+    }
+}
+
 /// The temporaries of one chunk of `x`: `tmps[t]` holds `tmpt` for every `x` of the chunk.
 struct Chunk {
     xs: Range<usize>,
@@ -121,8 +136,9 @@ impl Chunk {
                     for r in 0..row_len {
                         self.run(stmts, r, buffers);
                         for (reduce, accumulator) in reductions.iter().zip(&mut accumulators) {
-                            for (acc, &v) in accumulator.iter_mut().zip(self.column(&reduce.value).iter()) {
-                                let v = f64::from(v);
+                            let values = self.column(&reduce.value);
+                            for (i, acc) in accumulator.iter_mut().enumerate() {
+                                let v = f64::from(values.get(i));
                                 *acc = match reduce.combine {
                                     Combine::Sum => *acc + v,
                                     // NaN-propagating, as the printers' `maximum`.
@@ -140,23 +156,25 @@ impl Chunk {
         }
     }
 
-    /// Runs `stmts` for every `x` of the chunk at position `r` of the row.
+    /// Runs `stmts` for every `x` of the chunk at position `r` of the row. Each temporary's column
+    /// is rewritten in place, so that a loop over a long row allocates nothing per `r`.
     fn run(&mut self, stmts: &[Stmt], r: usize, buffers: &mut [Buffer]) {
         for stmt in stmts {
             match stmt {
                 Stmt::Load { tmp, arg, index } => {
-                    let values = self.xs.clone().map(|x| buffers[*arg].read(index.at(x, r))).collect();
-                    self.set(*tmp, values);
+                    let mut out = self.take(*tmp);
+                    out.extend(self.xs.clone().map(|x| buffers[*arg].read(index.at(x, r))));
+                    self.tmps[*tmp] = out;
                 }
                 Stmt::Compute { tmp, op, operands } => {
-                    let inputs: Vec<Cow<[f32]>> = operands.iter().map(|v| self.column(v)).collect();
-                    let values = apply(op, &inputs, self.xs.len());
-                    self.set(*tmp, values);
+                    let mut out = self.take(*tmp);
+                    apply(op, |k| self.column(&operands[k]), self.xs.len(), &mut out);
+                    self.tmps[*tmp] = out;
                 }
                 Stmt::Store { arg, index, value } => {
-                    let values = self.column(value).into_owned();
-                    for (x, v) in self.xs.clone().zip(values) {
-                        buffers[*arg].write(index.at(x, r), v);
+                    let values = self.column(value);
+                    for (i, x) in self.xs.clone().enumerate() {
+                        buffers[*arg].write(index.at(x, r), values.get(i));
                     }
                 }
             }
@@ -164,50 +182,70 @@ impl Chunk {
     }
 
     /// An operand's values for the chunk.
-    fn column(&self, value: &Value) -> Cow<'_, [f32]> {
+    fn column(&self, value: &Value) -> Column<'_> {
         match value {
-            Value::Tmp(t) => Cow::Borrowed(&self.tmps[*t]),
-            Value::Constant(c) => Cow::Owned(vec![*c; self.xs.len()]),
+            Value::Tmp(t) => Column::Values(&self.tmps[*t]),
+            Value::Constant(c) => Column::Splat(*c),
         }
     }
 
-    fn set(&mut self, tmp: usize, values: Vec<f32>) {
+    /// Temporary `tmp`'s column, emptied, to be written again (its memory kept).
+    fn take(&mut self, tmp: usize) -> Vec<f32> {
         if self.tmps.len() <= tmp {
             self.tmps.resize(tmp + 1, Vec::new());
         }
+        let mut column = std::mem::take(&mut self.tmps[tmp]);
+        column.clear();
+        column
+    }
+
+    fn set(&mut self, tmp: usize, values: Vec<f32>) {
+        self.take(tmp);
         self.tmps[tmp] = values;
     }
 }
 
-/// `op` on columns of `n` values, computed as generated C computes them: the vector math for the
-/// transcendental functions, the op catalogue's reference functions for the others, a custom
-/// op's compiled C.
-fn apply(op: &PointwiseOp, inputs: &[Cow<[f32]>], n: usize) -> Vec<f32> {
-    struct Map1<'a>(&'a [f32]);
-    impl UnaryVisitor for Map1<'_> {
-        type Output = Vec<f32>;
-        fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
-            self.0.iter().map(|&x| f(x)).collect()
+/// `op` on the columns `operand(k)` of `n` values, appended to `out`, computed as generated C
+/// computes them: the vector math for the transcendental functions, the op catalogue's reference
+/// functions for the others, a custom op's compiled C.
+fn apply<'a>(op: &PointwiseOp, operand: impl Fn(usize) -> Column<'a>, n: usize, out: &mut Vec<f32>) {
+    struct Map1<'a, 'o>(Column<'a>, usize, &'o mut Vec<f32>);
+    impl UnaryVisitor for Map1<'_, '_> {
+        type Output = ();
+        fn visit(self, f: impl Fn(f32) -> f32 + Sync) {
+            let Map1(a, n, out) = self;
+            out.extend((0..n).map(|i| f(a.get(i))));
         }
     }
-    struct Map2<'a>(&'a [f32], &'a [f32]);
-    impl BinaryVisitor for Map2<'_> {
-        type Output = Vec<f32>;
-        fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
-            self.0.iter().zip(self.1).map(|(&a, &b)| f(a, b)).collect()
+    struct Map2<'a, 'o>(Column<'a>, Column<'a>, usize, &'o mut Vec<f32>);
+    impl BinaryVisitor for Map2<'_, '_> {
+        type Output = ();
+        fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) {
+            let Map2(a, b, n, out) = self;
+            out.extend((0..n).map(|i| f(a.get(i), b.get(i))));
         }
     }
     match op {
-        PointwiseOp::Copy => inputs[0].to_vec(),
-        PointwiseOp::Where => (0..n).map(|i| if inputs[0][i] != 0.0 { inputs[1][i] } else { inputs[2][i] }).collect(),
+        PointwiseOp::Copy => {
+            let a = operand(0);
+            out.extend((0..n).map(|i| a.get(i)));
+        }
+        PointwiseOp::Where => {
+            let (cond, a, b) = (operand(0), operand(1), operand(2));
+            out.extend((0..n).map(|i| if cond.get(i) != 0.0 { a.get(i) } else { b.get(i) }));
+        }
         PointwiseOp::Unary(u) => match vecmath::for_op(*u) {
-            Some((_, f)) => inputs[0].iter().map(|&x| f(x)).collect(),
-            None => u.with_fn(Map1(&inputs[0])),
+            Some((_, f)) => {
+                let a = operand(0);
+                out.extend((0..n).map(|i| f(a.get(i))));
+            }
+            None => u.with_fn(Map1(operand(0), n, out)),
         },
-        PointwiseOp::Binary(b) => b.with_fn(Map2(&inputs[0], &inputs[1])),
+        PointwiseOp::Binary(b) => b.with_fn(Map2(operand(0), operand(1), n, out)),
         PointwiseOp::Custom(custom) => {
-            let dense: Vec<Vec<f32>> = inputs.iter().map(|c| c.to_vec()).collect();
-            custom.run_cpu(&dense, n)
+            let dense: Vec<Vec<f32>> =
+                (0..custom.arity()).map(|k| (0..n).map(|i| operand(k).get(i)).collect()).collect();
+            out.extend(custom.run_cpu(&dense, n));
         }
     }
 }
