@@ -323,7 +323,8 @@ pub const LAYERS: usize = 12;
 impl Stack {
     /// `layers` blocks of `shape`, block `i` with weights drawn from `seed + i`.
     pub fn new(shape: BlockShape, layers: usize, seed: u64, device: Device) -> Result<Stack> {
-        let blocks = (0..layers as u64).map(|i| Block::new(shape, seed.wrapping_add(i), device)).collect::<Result<_>>()?;
+        let blocks =
+            (0..layers as u64).map(|i| Block::new(shape, seed.wrapping_add(i), device)).collect::<Result<_>>()?;
         Ok(Stack { blocks })
     }
 
@@ -416,7 +417,8 @@ mod tests {
             let x = Tensor::randn(&[2, seq, 32], seq as u64);
             let h = stack.blocks.iter().try_fold(x.clone(), |h, b| region.call(b, &h)).unwrap();
             let eager = stack.naive_forward(&x).unwrap();
-            let worst = eager.to_vec().unwrap().iter().zip(h.to_vec().unwrap()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            let worst =
+                eager.to_vec().unwrap().iter().zip(h.to_vec().unwrap()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
             assert!(worst < 1e-4, "length {seq}: the region differs from eager by {worst}");
             assert_eq!(region.stats().compiles, compiles, "length {seq}: {:?}", region.stats());
         }
