@@ -309,6 +309,59 @@ pub fn repeated_tanh(x: &Tensor, times: usize) -> Result<Tensor> {
     (0..times).try_fold(x.clone(), |t, _| t.tanh())
 }
 
+impl Block {
+    /// The block of `shape` whose parameters are `parameters`, in the order
+    /// [`Block::parameters`] lists them (the fields' order): its inverse, for code that hands a
+    /// block's weights around as a list of tensors.
+    pub fn from_parameters(shape: BlockShape, parameters: &[Tensor]) -> Result<Block> {
+        let [
+            ln1_weight,
+            ln1_bias,
+            wq,
+            bq,
+            wk,
+            bk,
+            wv,
+            bv,
+            wo,
+            bo,
+            ln2_weight,
+            ln2_bias,
+            fc1_weight,
+            fc1_bias,
+            fc2_weight,
+            fc2_bias,
+        ] = parameters
+        else {
+            return Err(Error::InvalidArgument {
+                op: "Block::from_parameters",
+                message: format!("a block has 16 parameters, got {}", parameters.len()),
+                location: SourceLocation::caller(),
+            });
+        };
+        let p = |t: &Tensor| t.clone();
+        Ok(Block {
+            shape,
+            ln1_weight: p(ln1_weight),
+            ln1_bias: p(ln1_bias),
+            wq: p(wq),
+            bq: p(bq),
+            wk: p(wk),
+            bk: p(bk),
+            wv: p(wv),
+            bv: p(bv),
+            wo: p(wo),
+            bo: p(bo),
+            ln2_weight: p(ln2_weight),
+            ln2_bias: p(ln2_bias),
+            fc1_weight: p(fc1_weight),
+            fc1_bias: p(fc1_bias),
+            fc2_weight: p(fc2_weight),
+            fc2_bias: p(fc2_bias),
+        })
+    }
+}
+
 /// The layers regional compilation is about: [`LAYERS`] naive blocks of one shape, each with
 /// weights of its own, applied in turn (a transformer's body).
 #[derive(Clone)]

@@ -97,6 +97,13 @@ impl Frame {
     }
 }
 
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        super::stats::count_dropped(&inner.stats);
+    }
+}
+
 impl Cache {
     pub fn stats(&self) -> CompileStats {
         self.inner.lock().expect("cache lock").stats

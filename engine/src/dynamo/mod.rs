@@ -45,7 +45,7 @@ pub use explain::{Explain, ExplainOutput, explain};
 pub use options::DEFAULT_RECOMPILE_LIMIT;
 pub use region::{Region, compile_region};
 pub use signature::{Inputs, Outputs};
-pub use stats::CompileStats;
+pub use stats::{CompileStats, counters};
 
 /// True while the code calling it is being traced by a compiled function, like
 /// `torch.compiler.is_compiling()`: guard side effects with it so they run only eagerly.

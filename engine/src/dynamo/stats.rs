@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use super::cache::Cache;
 use crate::compile_time::StageTimes;
 
 /// Counters of what a compiled function has done so far.
@@ -31,4 +34,61 @@ pub struct CompileStats {
     /// over compiles. Compiles that ran in parallel each count, so the stages may add up to more
     /// than `compile_time`. `ENGINE_LOGS=compile_time` prints each compile's stages as it ends.
     pub stages: StageTimes,
+}
+
+impl CompileStats {
+    /// Adds every counter of `other`.
+    pub fn merge(&mut self, other: &CompileStats) {
+        self.calls += other.calls;
+        self.compiles += other.compiles;
+        self.cache_hits += other.cache_hits;
+        self.recompiles += other.recompiles;
+        self.graph_breaks += other.graph_breaks;
+        self.eager_fallbacks += other.eager_fallbacks;
+        self.specializations += other.specializations;
+        self.compile_time += other.compile_time;
+        self.stages.merge(&other.stages);
+    }
+}
+
+/// Every compiled function's cache this process made, for [`counters`]; and the counters of those
+/// already dropped.
+struct Registry {
+    live: Vec<Weak<Cache>>,
+    dropped: CompileStats,
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(Registry { live: Vec::new(), dropped: CompileStats::default() }))
+}
+
+/// A new cache for a compiled function, counted by [`counters`].
+pub(crate) fn new_cache() -> Arc<Cache> {
+    let cache = Arc::new(Cache::default());
+    let mut registry = registry().lock().unwrap_or_else(|e| e.into_inner());
+    registry.live.retain(|w| w.strong_count() > 0);
+    registry.live.push(Arc::downgrade(&cache));
+    cache
+}
+
+/// A dropped cache's counters stay in [`counters`].
+pub(crate) fn count_dropped(stats: &CompileStats) {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).dropped.merge(stats);
+}
+
+/// What every compiled function of this process has done so far, summed: the analogue of
+/// `torch._dynamo.utils.counters`, which is process-wide too. A grader or a benchmark reads it
+/// before and after running code it did not write, to count that code's compiles.
+pub fn counters() -> CompileStats {
+    let (mut total, live) = {
+        let registry = registry().lock().unwrap_or_else(|e| e.into_inner());
+        (registry.dropped, registry.live.iter().filter_map(Weak::upgrade).collect::<Vec<_>>())
+    };
+    // Read with the registry unlocked: a cache dropped meanwhile (the last holder being this
+    // list) adds its counters to `dropped`, which needs the lock.
+    for cache in &live {
+        total.merge(&cache.stats());
+    }
+    total
 }
