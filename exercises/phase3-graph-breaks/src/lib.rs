@@ -33,6 +33,6 @@ pub use branch::gated;
 pub use break_cost::{BreakCost, measure_break_cost};
 pub use custom_op::{clipped, log_clip_op};
 pub use logging::normalized;
-pub use regional::RegionalStack;
 pub use models::{Logger, Model, WIDTH, example_input, layered, log_clip};
+pub use regional::RegionalStack;
 pub use round_trip::standardized;
