@@ -79,6 +79,7 @@ pub(crate) fn extern_family(op: &Op) -> Option<&'static str> {
     match op {
         Op::Cat { .. } => Some(super::source::CAT),
         Op::ScaledDotProductAttention { .. } => Some(super::source::ATTENTION),
+        Op::ScaledDotProductAttentionBackward { .. } => Some(super::source::ATTENTION_BACKWARD),
         _ => None,
     }
 }
