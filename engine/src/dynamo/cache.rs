@@ -97,6 +97,21 @@ impl Frame {
     }
 }
 
+impl Cache {
+    /// A new cache for a compiled function, counted by [`counters`](super::counters).
+    pub fn registered() -> Arc<Cache> {
+        let cache = Arc::new(Cache::default());
+        super::stats::register(&cache);
+        cache
+    }
+}
+
+impl super::stats::Counted for Cache {
+    fn stats(&self) -> CompileStats {
+        Cache::stats(self)
+    }
+}
+
 impl Drop for Cache {
     fn drop(&mut self) {
         let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());

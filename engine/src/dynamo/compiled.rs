@@ -10,7 +10,7 @@ use super::cache::Cache;
 use super::capture::{CallRecord, CallTimes, Capture};
 use super::options::{Options, options_builder};
 use super::signature::{Inputs, Outputs};
-use super::stats::{self, CompileStats};
+use super::stats::CompileStats;
 use crate::backends::Backend;
 use crate::compile_mode::Mode;
 use crate::error::{Error, Result, SourceLocation};
@@ -46,7 +46,7 @@ where
     Compiled {
         f,
         options: Arc::new(Options::new(SourceLocation::caller())),
-        cache: stats::new_cache(),
+        cache: Cache::registered(),
         _io: PhantomData,
     }
 }

@@ -17,10 +17,11 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::cache::Cache;
 use super::compiled::call_traced;
 use super::options::{Options, options_builder};
 use super::signature::{Inputs, Outputs};
-use super::stats::{self, CompileStats};
+use super::stats::CompileStats;
 use crate::backends::Backend;
 use crate::compile_mode::Mode;
 use crate::error::{Result, SourceLocation};
@@ -29,7 +30,7 @@ use crate::error::{Result, SourceLocation};
 pub struct Region<M: ?Sized, I, O, F> {
     f: F,
     options: Arc<Options>,
-    cache: Arc<super::cache::Cache>,
+    cache: Arc<Cache>,
     _io: PhantomData<fn(&M, I) -> O>,
 }
 
@@ -59,7 +60,7 @@ where
 {
     let mut options = Options::new(SourceLocation::caller());
     options.name = format!("region at {}", SourceLocation::caller().short()).into();
-    Region { f, options: Arc::new(options), cache: stats::new_cache(), _io: PhantomData }
+    Region { f, options: Arc::new(options), cache: Cache::registered(), _io: PhantomData }
 }
 
 impl<M, I, O, F> Region<M, I, O, F>

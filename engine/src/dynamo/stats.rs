@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use super::cache::Cache;
 use crate::compile_time::StageTimes;
 
 /// Counters of what a compiled function has done so far.
@@ -51,10 +50,16 @@ impl CompileStats {
     }
 }
 
+/// What keeps a compiled function's counters (its cache).
+pub(crate) trait Counted: Send + Sync {
+    /// The counters so far.
+    fn stats(&self) -> CompileStats;
+}
+
 /// Every compiled function's cache this process made, for [`counters`]; and the counters of those
 /// already dropped.
 struct Registry {
-    live: Vec<Weak<Cache>>,
+    live: Vec<Weak<dyn Counted>>,
     dropped: CompileStats,
 }
 
@@ -63,13 +68,12 @@ fn registry() -> &'static Mutex<Registry> {
     REGISTRY.get_or_init(|| Mutex::new(Registry { live: Vec::new(), dropped: CompileStats::default() }))
 }
 
-/// A new cache for a compiled function, counted by [`counters`].
-pub(crate) fn new_cache() -> Arc<Cache> {
-    let cache = Arc::new(Cache::default());
+/// Counts `counted` in [`counters`] while it lives.
+pub(crate) fn register(counted: &Arc<impl Counted + 'static>) {
+    let weak: Weak<dyn Counted> = Arc::downgrade(counted) as Weak<dyn Counted>;
     let mut registry = registry().lock().unwrap_or_else(|e| e.into_inner());
     registry.live.retain(|w| w.strong_count() > 0);
-    registry.live.push(Arc::downgrade(&cache));
-    cache
+    registry.live.push(weak);
 }
 
 /// A dropped cache's counters stay in [`counters`].

@@ -151,8 +151,11 @@ impl CudaDevice {
         let missing: Vec<&str> =
             all.iter().copied().filter(|s| !lock(&self.modules).contains_key(&cache_key(&[s.as_bytes()]))).collect();
         let arch = self.facts.arch();
-        // Compiled in parallel; a failure is reported by the load below, which compiles again.
-        let _ = compile_time::parallel_jobs(missing, |source| compile_cubin(source, &arch).map(drop));
+        let cubins = compile_time::parallel_jobs(missing.clone(), |source| compile_cubin(source, &arch));
+        for (source, cubin) in missing.into_iter().zip(cubins) {
+            let module = Arc::new(self.load_cubin(cubin?)?);
+            lock(&self.modules).entry(cache_key(&[source.as_bytes()])).or_insert(module);
+        }
         let modules = all.iter().map(|s| self.load(s)).collect::<Result<Vec<_>>>()?;
         for ((family, _), module) in family_sources.into_iter().zip(&modules[sources.len()..]) {
             lock(&self.eager).entry(family).or_insert_with(|| Ok(module.clone()));
@@ -161,7 +164,11 @@ impl CudaDevice {
     }
 
     fn load_uncached(&self, source: &str) -> Result<Module> {
-        let Cubin { bytes, path, compiled } = compile_cubin(source, &self.facts.arch())?;
+        self.load_cubin(compile_cubin(source, &self.facts.arch())?)
+    }
+
+    /// Loads a compiled CUBIN as a module.
+    fn load_cubin(&self, Cubin { bytes, path, compiled }: Cubin) -> Result<Module> {
         let what = || format!("cuModuleLoadData {}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
         let loaded = compile_time::timed(Stage::Loading, what, || self.context.load_module(Ptx::from_binary(bytes)));
         let module = loaded.map_err(|e| Error::Compile {
