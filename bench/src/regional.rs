@@ -32,10 +32,13 @@ pub enum Form {
     Regional,
 }
 
+/// A call of a stack on its input.
+type StackCall = Box<dyn Fn(&Stack, &Tensor) -> engine::Result<Tensor>>;
+
 /// A compiled stack: its blocks and how to call them.
 struct Compiled {
     stack: Stack,
-    call: Box<dyn Fn(&Stack, &Tensor) -> engine::Result<Tensor>>,
+    call: StackCall,
     stats: Box<dyn Fn() -> CompileStats>,
 }
 

@@ -323,8 +323,9 @@ fn probe_key(program: &str, version: &str, probe: &Probe) -> String {
 /// Whether `program` can build the probe's source into a shared library with its flag.
 fn supports(program: &str, probe: &Probe) -> bool {
     // One folder per probe: probes run at the same time.
-    let flag = cache_key(&[probe.flag.as_bytes()]);
-    let dir = std::env::temp_dir().join(format!("engine-cc-probe-{}-{flag:.12}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("engine-cc-probe-{}-{n}", std::process::id()));
     if std::fs::create_dir_all(&dir).is_err() {
         return false;
     }
