@@ -25,6 +25,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "device",
             "error",
             "logs",
+            "compile_time",
+            "trace_structured",
             "codecache",
             "parallel",
             "compile_mode",
