@@ -61,11 +61,13 @@ pub enum Wire {
     CudaKernel,
     /// `inductor::codegen::cuda::module` (phase 4, `pointwise_cuda`).
     CudaModule,
+    /// `dynamo::compile_region` (phase 3, `regional`).
+    CompileRegion,
 }
 
 impl Wire {
     /// Every wire.
-    pub const ALL: [Wire; 22] = [
+    pub const ALL: [Wire; 23] = [
         Wire::FxInterpreter,
         Wire::EagerBackend,
         Wire::AotEagerBackend,
@@ -88,6 +90,7 @@ impl Wire {
         Wire::Spelling,
         Wire::CudaKernel,
         Wire::CudaModule,
+        Wire::CompileRegion,
     ];
 
     /// The item's path inside the engine, its module's last part first: `fx::Interpreter`,
@@ -116,6 +119,7 @@ impl Wire {
             Wire::Spelling => "codegen::Spelling",
             Wire::CudaKernel => "cuda::kernel",
             Wire::CudaModule => "cuda::module",
+            Wire::CompileRegion => "dynamo::compile_region",
         }
     }
 }

@@ -58,6 +58,7 @@ where
     O: Outputs,
     F: Fn(&M, I) -> Result<O>,
 {
+    crate::wires::trip(crate::wires::Wire::CompileRegion);
     let mut options = Options::new(SourceLocation::caller());
     options.name = format!("region at {}", SourceLocation::caller().short()).into();
     Region { f, options: Arc::new(options), cache: Cache::registered(), _io: PhantomData }
