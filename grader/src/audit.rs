@@ -27,13 +27,16 @@ use crate::workbook::Workbook;
 /// nothing in it that could answer an exercise).
 const ALLOWED_DEPENDENCIES: &[&str] = &["engine", "workbook-models", "plotters"];
 
-/// Refuses the learner's crate of `phase` for the first reason above, if any.
-pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
+/// What the audit refuses, exercise by exercise: for each exercise whose forbidden items the crate
+/// names, the first such use, with its file and line. Those exercises' checks are not run; the
+/// others are graded as usual.
+pub type Refusals = Vec<(&'static str, BuildFailure)>;
+
+/// Audits the learner's crate of `phase`. `Err` refuses the whole crate (a build script, a changed
+/// manifest, a file that cannot be read): nothing of it is built. `Ok` lists the exercises refused
+/// for naming an engine item they forbid ([`Refusals`]), empty when there are none.
+pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<Refusals, BuildFailure> {
     let dir = workbook.path(phase.exercises_dir);
-    let refuse = |place: String, message: String| BuildFailure {
-        message: format!("refused by the grader: {message}"),
-        location: Some(place),
-    };
     let manifest = format!("{}/Cargo.toml", phase.exercises_dir);
     if dir.join("build.rs").exists() {
         return Err(refuse(
@@ -45,6 +48,7 @@ pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
     let text = std::fs::read_to_string(dir.join("Cargo.toml"))
         .map_err(|e| refuse(manifest.clone(), format!("cannot read the crate's manifest: {e}")))?;
     manifest_shape(&text).map_err(|m| refuse(manifest.clone(), m))?;
+    let mut refusals: Refusals = Vec::new();
     // Only `src/` is linked into the check runner: examples (the scratch one) are the learner's
     // to edit freely and never run under the grader.
     for file in rust_files(&dir.join("src")) {
@@ -55,17 +59,27 @@ pub fn phase(workbook: &Workbook, phase: &Phase) -> Result<(), BuildFailure> {
         }
         let source = String::from_utf8(bytes)
             .map_err(|e| refuse(relative.clone(), format!("cannot read this file as UTF-8 text: {e}")))?;
-        let own_file = phase.exercises.iter().filter(|e| dir.join(e.file) == file);
-        let forbidden: Vec<&Forbidden> = phase
-            .exercises
-            .iter()
-            .flat_map(|e| e.forbidden.iter())
-            .filter(|f| f.everywhere)
-            .chain(own_file.flat_map(|e| e.forbidden.iter().filter(|f| !f.everywhere)))
-            .collect();
-        source_rules(&source, &forbidden).map_err(|(line, m)| refuse(format!("{relative}:{line}"), m))?;
+        // Each exercise's items: those it forbids everywhere, and in its own file the others too.
+        for exercise in phase.exercises {
+            if refusals.iter().any(|(name, _)| *name == exercise.name) {
+                continue;
+            }
+            let own_file = dir.join(exercise.file) == file;
+            let forbidden: Vec<&Forbidden> = exercise.forbidden.iter().filter(|f| f.everywhere || own_file).collect();
+            if forbidden.is_empty() {
+                continue;
+            }
+            if let Err((line, message)) = source_rules(&source, &forbidden) {
+                refusals.push((exercise.name, refuse(format!("{relative}:{line}"), message)));
+            }
+        }
     }
-    Ok(())
+    Ok(refusals)
+}
+
+/// A refusal at `place` (`file` or `file:line`) saying `message`.
+fn refuse(place: String, message: String) -> BuildFailure {
+    BuildFailure { message: format!("refused by the grader: {message}"), location: Some(place) }
 }
 
 /// Fails unless the manifest has only the shipped sections and keys.
@@ -341,7 +355,7 @@ mod tests {
             ("src/interpreter.rs", "pub fn interpret() {}\n"),
             ("examples/scratch.rs", "#[path = \"../../show.rs\"]\nmod show;\nuse engine::fx::Interpreter;\n"),
         ]);
-        phase(&workbook, &PHASE).unwrap();
+        assert!(phase(&workbook, &PHASE).unwrap().is_empty());
     }
 
     #[test]
@@ -356,15 +370,33 @@ mod tests {
                 "exercises/p/Cargo.toml",
                 "`solution`",
             ),
+        ] {
+            let (_dir, workbook) = workbook(files);
+            let refusal = phase(&workbook, &PHASE).unwrap_err();
+            assert_eq!(refusal.location.as_deref(), Some(place), "{refusal:?}");
+            assert!(
+                refusal.message.starts_with("refused by the grader") && refusal.message.contains(needle),
+                "{refusal:?}"
+            );
+        }
+    }
+
+    /// A forbidden item refuses the exercise that forbids it, not the crate: the other exercises
+    /// are still graded.
+    #[test]
+    fn a_forbidden_item_refuses_its_exercise_only() {
+        for (files, place, needle) in [
             (
-                &[("src/interpreter.rs", "\nuse engine::fx::Interpreter;\n")],
+                &[("src/interpreter.rs", "\nuse engine::fx::Interpreter;\n")][..],
                 "exercises/p/src/interpreter.rs:2",
                 "off limits",
             ),
             (&[("src/helper.rs", "pub use engine::fx::Interpreter;\n")], "exercises/p/src/helper.rs:1", "off limits"),
         ] {
             let (_dir, workbook) = workbook(files);
-            let refusal = phase(&workbook, &PHASE).unwrap_err();
+            let refusals = phase(&workbook, &PHASE).unwrap();
+            let [(exercise, refusal)] = refusals.as_slice() else { panic!("one refusal: {refusals:?}") };
+            assert_eq!(*exercise, "interpreter");
             assert_eq!(refusal.location.as_deref(), Some(place), "{refusal:?}");
             assert!(
                 refusal.message.starts_with("refused by the grader") && refusal.message.contains(needle),

@@ -11,7 +11,8 @@ use crate::runners::Runners;
 use crate::workbook::Workbook;
 
 /// Grades `phase` for `subject` with `seed`: the learner's crate is audited first when cargo
-/// builds it from `workbook`; the sandbox's trampoline is `launcher`, the learner's kernel cache
+/// builds it from `workbook` (a refused crate is not built; a refused exercise's checks are not
+/// run, the others are); the sandbox's trampoline is `launcher`, the learner's kernel cache
 /// `cache`.
 pub fn phase(
     runners: &Runners,
@@ -22,13 +23,15 @@ pub fn phase(
     launcher: &Path,
     cache: &Path,
 ) -> PhaseReport {
-    let refused = match (workbook, runners, subject) {
-        (Some(workbook), Runners::Cargo { .. }, Subject::Exercises) => audit::phase(workbook, phase).err(),
-        _ => None,
+    let audit = match (workbook, runners, subject) {
+        (Some(workbook), Runners::Cargo { .. }, Subject::Exercises) => audit::phase(workbook, phase),
+        _ => Ok(Vec::new()),
     };
-    let grading = match refused {
-        Some(refusal) => Err(refusal),
-        None => runners.grading(phase, subject, launcher, cache),
-    };
-    PhaseReport::run(grading, phase, subject, seed)
+    match audit {
+        Err(refusal) => PhaseReport::run(Err(refusal), phase, subject, seed, &[]),
+        Ok(refusals) => {
+            let grading = runners.grading(phase, subject, launcher, cache);
+            PhaseReport::run(grading, phase, subject, seed, &refusals)
+        }
+    }
 }

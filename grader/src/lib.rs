@@ -61,6 +61,7 @@
 //! time at the same moment.
 
 pub mod audit;
+pub mod build_progress;
 pub mod compile;
 pub mod gpu_lock;
 pub mod grade;

@@ -83,6 +83,12 @@ impl CheckReport {
         }
     }
 
+    /// Whether this check was not run because the grader refused the crate or its exercise
+    /// (`refused by the grader: ...`).
+    pub fn is_refusal(&self) -> bool {
+        self.message.split_once(' ').is_some_and(|(_, rest)| rest.starts_with("refused by the grader"))
+    }
+
     /// Whether this result makes the run fail: a required check that did not pass or skip.
     pub fn blocks(&self) -> bool {
         !self.stretch && matches!(self.status, Status::Fail | Status::NotStarted | Status::Error)
@@ -92,17 +98,33 @@ impl CheckReport {
 impl PhaseReport {
     /// Grades every check of `phase` with `grading`, each run in its own process; when there are
     /// no runners (the crate does not compile, or was refused), every check is an `error` carrying
-    /// the reason.
-    pub fn run(grading: Result<Grading, BuildFailure>, phase: &Phase, subject: Subject, seed: u64) -> PhaseReport {
+    /// the reason. The checks of an exercise in `refused` are not run: each is an `error` carrying
+    /// its refusal.
+    pub fn run(
+        grading: Result<Grading, BuildFailure>,
+        phase: &Phase,
+        subject: Subject,
+        seed: u64,
+        refused: &[(&str, BuildFailure)],
+    ) -> PhaseReport {
         let checks = phase
             .checks()
             .map(|(exercise, spec)| {
                 // A check that needs a GPU is skipped where there is none, whether or not the
                 // crate compiles, so that the score counts the same checks either way.
                 let no_gpu = spec.needs_gpu.then(engine::device::cuda::unavailable_reason).flatten();
+                let refusal = refused.iter().find(|(name, _)| *name == exercise.name).map(|(_, r)| r);
                 let (outcome, answers) = match (&grading, no_gpu) {
                     (_, Some(reason)) => (
                         Outcome { status: Status::Skipped, message: format!("needs a GPU: {reason}"), location: None },
+                        None,
+                    ),
+                    (_, None) if let Some(refusal) = refusal => (
+                        Outcome {
+                            status: Status::Error,
+                            message: format!("{} {}", phase.name, refusal.message),
+                            location: refusal.location.clone(),
+                        },
                         None,
                     ),
                     // A check that times code on a GPU runs only while this grader holds its lock.
@@ -273,8 +295,11 @@ impl From<&CheckReport> for Row {
             Status::Error => "! error",
         };
         let exercise = if check.stretch { format!("{} (stretch)", check.exercise) } else { check.exercise.clone() };
+        let refused = check.status == Status::Error && check.is_refusal();
+        let status = if refused { "! refused" } else { status };
         let result = match (&check.status, &check.location) {
             (Status::NotStarted, Some(location)) => format!("todo!() at {location}"),
+            (Status::Error, Some(location)) if refused => format!("refused at {location}"),
             (Status::Error, Some(location)) => format!("compile error at {location}"),
             _ => check.message.lines().next().unwrap_or("").to_string(),
         };
@@ -297,6 +322,35 @@ mod tests {
             })
             .collect();
         PhaseReport { phase: phase.name.into(), subject: Subject::Solutions, seed: 0, checks }
+    }
+
+    /// An exercise refused for naming a forbidden item reads "refused" on its own rows; the other
+    /// exercises' rows are graded (here: a build that failed for another reason reads as that).
+    #[test]
+    fn a_refusal_shows_on_its_exercises_rows_only() {
+        let phase = PHASES[0];
+        let refused = phase.exercises[2].name;
+        let refusal = BuildFailure {
+            message: "refused by the grader: `fx::Interpreter` is off limits here".into(),
+            location: Some("exercises/phase1-backends/src/interpreter.rs:9".into()),
+        };
+        let other = BuildFailure { message: "does not compile".into(), location: Some("src/a.rs:1".into()) };
+        let report = PhaseReport::run(Err(other), phase, Subject::Exercises, 1, &[(refused, refusal)]);
+        for check in report.checks.iter().filter(|c| c.status != Status::Skipped) {
+            assert_eq!(check.is_refusal(), check.exercise == refused, "{check:?}");
+        }
+        let mut passed = all_passed(phase);
+        for (check, graded) in passed.checks.iter_mut().zip(&report.checks) {
+            if graded.exercise == refused {
+                *check = graded.clone();
+            }
+        }
+        let table = passed.render(phase);
+        let rows: Vec<&str> = table.lines().filter(|l| l.contains("! refused")).collect();
+        let expected = phase.checks().filter(|(e, _)| e.name == refused).count();
+        assert_eq!(rows.len(), expected, "{table}");
+        assert!(rows.iter().all(|r| r.contains(refused) && r.contains("refused at exercises/")), "{table}");
+        assert!(!table.contains("compile error"), "{table}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! runner is copied into a directory of its own and run in the [sandbox](crate::sandbox).
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -13,8 +14,8 @@ use grader_harness::{Phase, Subject};
 
 use serde::{Deserialize, Serialize};
 
-use crate::compile;
 use crate::isolation::Runner;
+use crate::{build_progress, compile};
 use crate::sandbox::{Places, Sandbox};
 use crate::verdict::Grading;
 use crate::workbook::Workbook;
@@ -136,25 +137,36 @@ pub fn build_runner(
     if release {
         args.push("--release");
     }
-    cargo_build(workbook, &args, &bin, launcher)
+    let what = match subject {
+        Subject::Exercises => format!("the {} checks of your exercises", phase.name),
+        Subject::Solutions => format!("the {} checks of the solutions (the judge)", phase.name),
+    };
+    cargo_build(workbook, &args, &bin, launcher, &what)
 }
 
 /// Runs `cargo build --message-format=json ARGS` in the workbook, compiling the learner's crates
 /// in the sandbox through `launcher` ([`crate::compile`]), and returns the executable of bin
 /// target `bin`, or the compiler's first error. A learner's crate that cargo found fresh but that
 /// was not built in the sandbox (by `cargo test`, say) is cleaned and built again, confined.
-pub fn cargo_build(workbook: &Workbook, args: &[&str], bin: &str, launcher: &Path) -> Result<PathBuf, BuildFailure> {
+/// While it builds, stderr shows the progress of building `what` ([`crate::build_progress`]).
+pub fn cargo_build(
+    workbook: &Workbook,
+    args: &[&str],
+    bin: &str,
+    launcher: &Path,
+    what: &str,
+) -> Result<PathBuf, BuildFailure> {
     let setup = |message: String| BuildFailure { message, location: None };
     let config = compile_config(workbook).map_err(|e| setup(format!("set-up problem: {e:#}")))?;
     let mut cleaned = false;
     loop {
-        let (output, messages) = cargo(workbook, "build", args, Some((&config, launcher)))?;
+        let (output, messages) = cargo(workbook, "build", args, Some((&config, launcher)), what)?;
         let unconfined = messages.learner_libraries(&config.crates).find(|l| !compile::is_stamped(&config.stamps, l));
         match (output.status.success(), unconfined, cleaned) {
             (true, Some(library), false) => {
                 // Built outside the grader: clean that crate, so that cargo compiles it again.
                 let package = package_of(&library, &config.crates).map_err(|e| setup(format!("{e:#}")))?;
-                cargo(workbook, "clean", &["-p", &package], None)?;
+                cargo(workbook, "clean", &["-p", &package], None, what)?;
                 cleaned = true;
             }
             (true, Some(library), true) => {
@@ -224,33 +236,61 @@ fn package_of(library: &Path, crates: &[PathBuf]) -> anyhow::Result<String> {
 }
 
 /// Runs `cargo COMMAND --message-format=json ARGS` in the workbook (through the compile wrapper
-/// when `wrapper` is given).
+/// when `wrapper` is given), showing the progress of building `what` on stderr as it goes.
 fn cargo(
     workbook: &Workbook,
     command: &str,
     args: &[&str],
     wrapper: Option<(&compile::Config, &Path)>,
+    what: &str,
 ) -> Result<(std::process::Output, BuildMessages), BuildFailure> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cargo = Command::new(&cargo);
     cargo.arg(command);
     if command == "build" {
         cargo.arg("--message-format=json");
+        build_progress::ask_for_progress(&mut cargo);
     }
-    cargo.args(args).current_dir(workbook.root()).stdin(Stdio::null());
+    cargo.args(args).current_dir(workbook.root()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some((config, launcher)) = wrapper {
         config
             .apply(&mut cargo, launcher)
             .map_err(|e| BuildFailure { message: format!("set-up problem: {e:#}"), location: None })?;
     }
-    let output = cargo.output().map_err(|e| BuildFailure {
+    let cannot_run = |e: std::io::Error| BuildFailure {
         message: format!(
             "cannot run cargo ({e}): install Rust (https://rustup.rs), or run checks built elsewhere with --prebuilt DIR"
         ),
         location: None,
-    })?;
-    let messages = parse_messages(&String::from_utf8_lossy(&output.stdout));
-    Ok((output, messages))
+    };
+    let mut child = cargo.spawn().map_err(cannot_run)?;
+    // stdout (the JSON messages) is read on a thread of its own while stderr feeds the progress
+    // line, so that neither pipe fills up and stalls cargo.
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        text
+    });
+    let mut stderr = Vec::new();
+    if let Some(pipe) = child.stderr.take() {
+        let mut progress = build_progress::Progress::new(what);
+        let mut lines = BufReader::new(pipe);
+        let mut line = Vec::new();
+        while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            progress.line(&String::from_utf8_lossy(&line));
+            // Only the last update of a line of progress bars is worth keeping for an error message.
+            let kept = line.rsplit(|&b| b == b'\r').next().unwrap_or(&line);
+            if build_progress::parse(&String::from_utf8_lossy(kept)).is_none() {
+                stderr.extend_from_slice(kept);
+            }
+            line.clear();
+        }
+    }
+    let status = child.wait().map_err(cannot_run)?;
+    let stdout = reader.join().unwrap_or_default();
+    let messages = parse_messages(&String::from_utf8_lossy(&stdout));
+    Ok((std::process::Output { status, stdout, stderr }, messages))
 }
 
 /// The executable of bin target `bin` from a build's output, or why there is none.

@@ -565,7 +565,7 @@ fn graded() -> (PhaseReport, Duration) {
         std::env::set_var("FIXTURE_UNIX", &unix_path);
     }
     let start = Instant::now();
-    let report = PhaseReport::run(Ok(grading(&secret)), &FIXTURE, Subject::Exercises, 1234);
+    let report = PhaseReport::run(Ok(grading(&secret)), &FIXTURE, Subject::Exercises, 1234, &[]);
     let elapsed = start.elapsed();
     let count = |recv: &dyn Fn(&mut [u8]) -> std::io::Result<usize>| {
         let mut buffer = [0u8; 64];
@@ -686,7 +686,7 @@ fn sandbox_routes_are_closed() {
 
 fn unbuilt_phase_is_all_errors() {
     let failure = BuildFailure { message: "does not compile: E0308".into(), location: Some("src/a.rs:3".into()) };
-    let unbuilt = PhaseReport::run(Err(failure), &FIXTURE, Subject::Exercises, 7);
+    let unbuilt = PhaseReport::run(Err(failure), &FIXTURE, Subject::Exercises, 7, &[]);
     // A GPU check is skipped where there is no GPU, built or not: the score's denominator holds.
     let no_gpu = engine::device::cuda::unavailable_reason().is_some();
     let gpu_status = |r: &PhaseReport| r.checks.iter().find(|c| c.id == "needs_a_gpu").unwrap().status;
@@ -705,7 +705,7 @@ fn unbuilt_phase_is_all_errors() {
 
 fn phases_are_independent() {
     let broken = BuildFailure { message: "does not compile".into(), location: None };
-    let reports = [PhaseReport::run(Err(broken), &FIXTURE, Subject::Exercises, 7), report().0.clone()];
+    let reports = [PhaseReport::run(Err(broken), &FIXTURE, Subject::Exercises, 7, &[]), report().0.clone()];
     assert!(reports[0].checks.iter().all(|c| matches!(c.status, Status::Error | Status::Skipped)));
     assert_eq!(reports[1].checks[0].status, Status::Pass);
 }

@@ -275,7 +275,7 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
             std::fs::write(exercise(mutant.file), text.replacen(mutant.find, mutant.replace, 1))?;
             let report = grader.grade(phase, Subject::Exercises);
             problems.extend(if mutant.refused {
-                judge_refused(phase, mutant.name, &report)
+                judge_refused(phase, mutant, &report)
             } else {
                 judge(phase, mutant.name, &report, mutant.fails, mutant.may_fail)
             });
@@ -312,14 +312,22 @@ fn judge(phase: &Phase, name: &str, report: &PhaseReport, fails: &[&str], may_fa
     problems
 }
 
-/// What is wrong with a run that the grader should have refused before building.
-fn judge_refused(phase: &Phase, name: &str, report: &PhaseReport) -> Vec<String> {
+/// What is wrong with a run whose mutant the grader should have refused before running it: the
+/// checks of the exercise it changes read "refused"; every other check is refused too (it forbids
+/// the same item) or passes.
+fn judge_refused(phase: &Phase, mutant: &grader_harness::Mutant, report: &PhaseReport) -> Vec<String> {
+    let name = mutant.name;
+    let own = |exercise: &str| phase.exercise(exercise).is_some_and(|e| e.file == mutant.file);
     let problems: Vec<String> = report
         .checks
         .iter()
         .filter(|c| c.status != Status::Skipped)
-        .filter(|c| c.status != Status::Error || !c.message.contains("refused by the grader"))
-        .map(|c| format!("{}: mutant `{name}`: {} is {}, expected the crate to be refused", phase.name, c.id, c.status))
+        .filter(|c| !(c.status == Status::Error && c.is_refusal()))
+        .filter(|c| own(&c.exercise) || c.status != Status::Pass)
+        .map(|c| {
+            let expected = if own(&c.exercise) { "refused" } else { "refused, or a pass" };
+            format!("{}: mutant `{name}`: {} is {}, expected {expected}", phase.name, c.id, c.status)
+        })
         .collect();
     println!("{}: {name}: {}", phase.name, if problems.is_empty() { "refused" } else { "WRONG" });
     problems
