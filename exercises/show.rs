@@ -4,6 +4,7 @@
 
 use std::fmt::{Debug, Display};
 use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
 
 /// Prints each panic as one line with its place (`panicked at src/cse.rs:17: not yet
 /// implemented`) instead of a message and a backtrace hint.
@@ -39,4 +40,17 @@ fn report<T>(label: &str, f: impl FnOnce() -> engine::Result<T>, render: impl Fn
         Ok(Err(error)) => println!("{label}: returned an error: {error}\n"),
         Err(_) => println!("{label}: not done yet (it panicked: the line above says where)\n"),
     }
+}
+
+/// Where a scratch example writes a file called `name` (a plot, a trace): `target/scratch/` of the
+/// workbook (or of `$CARGO_TARGET_DIR`), which git ignores, so that nothing lands in your checkout.
+#[allow(dead_code, reason = "the scratch examples that write no file do not call it")]
+pub fn output_file(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dir = target.join("scratch");
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(name);
+    path.canonicalize().unwrap_or(path)
 }

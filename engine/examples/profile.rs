@@ -5,7 +5,7 @@
 //! <https://ui.perfetto.dev>.
 //!
 //! ```text
-//! cargo run --release -p engine --example profile -- [--trace trace.json] [--device cpu|cuda] [--calls N]
+//! cargo run --release -p engine --example profile -- [--trace target/trace.json] [--device cpu|cuda] [--calls N]
 //!     [--model block|small-block|large-block|mlp] [--batch N]
 //! ```
 //!

@@ -115,6 +115,9 @@ enum Command {
     },
     /// Build release runners and the grader into DIR, to check on a machine without Rust.
     Pack {
+        /// `phase1`, ..., or `all` (the default): the phases to pack.
+        #[arg(default_value = "all")]
+        phase: String,
         /// Where to put them.
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
@@ -196,7 +199,7 @@ fn main() -> ExitCode {
             commands::dev::challenge_bar(root, runs, json)
         }
         Command::Rollup { paths, csv, top } => commands::rollup::run(&paths, csv.as_deref(), top),
-        Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
+        Command::Pack { phase, out, solutions } => commands::pack::run(root, &phase, &out, solutions),
     };
     match result {
         Ok(code) => code,

@@ -168,12 +168,16 @@ impl PhaseReport {
             && checks.any(|c| c.status == Status::Pass)
     }
 
-    /// The table, the details of what failed, the score and the next step.
-    pub fn render(&self, phase: &Phase) -> String {
+    /// The table, the details of what failed, the score and the next step. The table shows each
+    /// check's first line cut to 72 characters, or with `verbose` its whole message.
+    pub fn render(&self, phase: &Phase, verbose: bool) -> String {
         let mut out = format!("{} · {} ({})\n", phase.name, phase.title, self.subject_dir(phase));
-        let rows: Vec<Row> = self.checks.iter().map(Row::from).collect();
+        let rows: Vec<Row> = self.checks.iter().map(|c| Row::new(c, verbose)).collect();
         let mut table = Table::new(rows);
-        table.with(Style::rounded()).with(Modify::new(Columns::last()).with(Width::truncate(72).suffix("…")));
+        table.with(Style::rounded());
+        if !verbose {
+            table.with(Modify::new(Columns::last()).with(Width::truncate(72).suffix("…")));
+        }
         let _ = writeln!(out, "{table}");
         let mut shown: Vec<&str> = Vec::new();
         for check in self.checks.iter().filter(|c| matches!(c.status, Status::Fail | Status::Error)) {
@@ -285,8 +289,10 @@ struct Row {
     result: String,
 }
 
-impl From<&CheckReport> for Row {
-    fn from(check: &CheckReport) -> Row {
+impl Row {
+    /// The row of `check`: its result is the first line of its message, or all of it with
+    /// `verbose`.
+    fn new(check: &CheckReport, verbose: bool) -> Row {
         let status = match check.status {
             Status::Pass => "✓ pass",
             Status::Fail => "✗ fail",
@@ -301,6 +307,7 @@ impl From<&CheckReport> for Row {
             (Status::NotStarted, Some(location)) => format!("todo!() at {location}"),
             (Status::Error, Some(location)) if refused => format!("refused at {location}"),
             (Status::Error, Some(location)) => format!("compile error at {location}"),
+            _ if verbose => check.message.trim_end().to_string(),
             _ => check.message.lines().next().unwrap_or("").to_string(),
         };
         Row { exercise, check: check.id.clone(), status, result }
@@ -345,12 +352,25 @@ mod tests {
                 *check = graded.clone();
             }
         }
-        let table = passed.render(phase);
+        let table = passed.render(phase, false);
         let rows: Vec<&str> = table.lines().filter(|l| l.contains("! refused")).collect();
         let expected = phase.checks().filter(|(e, _)| e.name == refused).count();
         assert_eq!(rows.len(), expected, "{table}");
         assert!(rows.iter().all(|r| r.contains(refused) && r.contains("refused at exercises/")), "{table}");
         assert!(!table.contains("compile error"), "{table}");
+    }
+
+    /// The table cuts a long message at 72 characters; `--verbose` shows it whole.
+    #[test]
+    fn verbose_shows_messages_whole() {
+        let phase = PHASES[0];
+        let mut report = all_passed(phase);
+        let long = format!("{} the end of a long message", "word ".repeat(30));
+        report.checks[0].message = format!("{long}\nand its second line");
+        let short = report.render(phase, false);
+        assert!(!short.contains("the end of a long message") && short.contains('…'), "{short}");
+        let whole = report.render(phase, true);
+        assert!(whole.contains("the end of a long message") && whole.contains("and its second line"), "{whole}");
     }
 
     #[test]

@@ -487,8 +487,9 @@ impl Pack {
     fn runner(&self, phase: &Phase, subject: Subject) -> Result<PathBuf, BuildFailure> {
         let missing = || BuildFailure {
             message: format!(
-                "the pack in {} has no {subject} runner for {}: pack again",
+                "the pack in {} has no {subject} runner for {}: pack it (`grader pack {} --out DIR`)",
                 self.dir.display(),
+                phase.name,
                 phase.name
             ),
             location: None,

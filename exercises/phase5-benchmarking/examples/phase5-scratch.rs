@@ -1,6 +1,6 @@
 //! A place to try your phase 5 functions by hand: `cargo run -p phase5-benchmarking --example
 //! phase5-scratch` (add `--release` for numbers worth quoting). It times a known wait with your timer,
-//! sweeps the MLP over batch sizes and plots it to `sweep.svg`, and measures what compiling the
+//! sweeps the MLP over batch sizes and plots it to `target/scratch/sweep.svg`, and measures what compiling the
 //! naive layer norm costs and when it pays back. A function that is still `todo!()` prints one
 //! line saying so, and the others still run. Edit freely: the grader never reads this file.
 
@@ -14,7 +14,7 @@ use phase5_benchmarking::timer::{TimerConfig, do_bench};
 
 #[path = "../../show.rs"]
 mod show;
-use show::{quiet_panics, show};
+use show::{output_file, quiet_panics, show};
 
 fn main() {
     quiet_panics();
@@ -28,7 +28,9 @@ fn main() {
     let batches: &[usize] = if matches!(device, Device::Cuda(_)) { &[1, 16, 256, 4096] } else { &[1, 16, 64, 256] };
     show("the MLP swept over batch sizes", || {
         let points = sweep_mlp(device, batches, &config)?;
-        plot_svg(&points, &format!("MLP 512-2048-512 on {device}"), "sweep.svg".as_ref())?;
+        let path = output_file("sweep.svg");
+        plot_svg(&points, &format!("MLP 512-2048-512 on {device}"), &path)?;
+        println!("the plot is in {} (open it in a browser)", path.display());
         Ok((crossover(&points, 1.0), points))
     });
     show("the naive layer norm: costs and break-even", || {

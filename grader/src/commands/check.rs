@@ -30,13 +30,20 @@ pub struct Output {
     /// The learner's name in the JSON and JUnit results (default: the workbook's git user.name).
     #[arg(long, value_name = "NAME")]
     pub learner: Option<String>,
+    /// Show each check's whole message in the table, instead of its first line cut to fit.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// Checks the named phases; exit code 1 when a required check did not pass.
 pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, output: &Output) -> Result<ExitCode> {
     let json = output.json;
-    let phases = phases::select(phase)?;
     let (runners, workbook, subject) = runners(root, options)?;
+    let mut phases = phases::select(phase)?;
+    // `all` from a pack of some phases (`grader pack phase5`) is the phases it holds.
+    if let (Runners::Prebuilt(pack), "all") = (&runners, phase) {
+        phases.retain(|p| pack.manifest.phases.contains_key(p.name));
+    }
     if let Some(workbook) = &workbook {
         State::of(workbook).remember_pristine(workbook)?;
     }
@@ -59,7 +66,7 @@ pub fn run(root: Option<&Path>, phase: &str, options: &CheckOptions, output: &Ou
         }
         let report = grade::phase(&runners, workbook.as_ref(), phase, subject, seed, &launcher, &cache);
         if !json {
-            println!("{}", report.render(phase));
+            println!("{}", report.render(phase, output.verbose));
         }
         reports.push(report);
     }

@@ -1,26 +1,29 @@
-//! `grader pack --out DIR`: release runners for every phase plus the grader itself, in one
-//! directory that runs checks on a machine without Rust (a lab GPU server): copy DIR there and
-//! run `DIR/grader check all` from the workbook checkout.
+//! `grader pack [PHASE] --out DIR`: release runners for every phase (or one) plus the grader
+//! itself, in one directory that runs checks on a machine without Rust (a lab GPU server): copy
+//! DIR there and run `DIR/grader check all` from the workbook checkout (`all` being the phases
+//! packed).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context as _, Result, anyhow};
-use grader::phases::PHASES;
+use grader::phases;
 use grader::runners::{PACK_MANIFEST, PackManifest, PackedPhase, build_runner, cargo_build, runner_bin};
 use grader::workbook::Workbook;
 use grader_harness::Subject;
 
-/// Builds and copies; exit code 1 when a phase's runner could not be built (the pack still holds
-/// the others, and checking that phase from the pack shows its compile error).
-pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode> {
+/// Builds and copies the runners of `phase` (`phase1`, ..., or `all`); exit code 1 when a
+/// phase's runner could not be built (the pack still holds the others, and checking that phase
+/// from the pack shows its compile error).
+pub fn run(root: Option<&Path>, phase: &str, out: &Path, solutions: bool) -> Result<ExitCode> {
+    let packed = phases::select(phase)?;
     let workbook = Workbook::find(root)?;
     let launcher = std::env::current_exe().context("cannot find the grader's own executable")?;
     let subject = if solutions { Subject::Solutions } else { Subject::Exercises };
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let (mut phases, mut judges) = (BTreeMap::new(), BTreeMap::new());
-    for phase in PHASES {
+    for phase in packed {
         // Every pack carries the judges: the runners built against the solutions.
         eprintln!("Building the {} judge (release)...", phase.name);
         let judge = build_runner(&workbook, phase, Subject::Solutions, true, &launcher)
@@ -53,9 +56,10 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
     let all_built = phases.values().all(|p| matches!(p, PackedPhase::Runner(_)));
     let manifest = PackManifest { subject, phases, judges };
     std::fs::write(out.join(PACK_MANIFEST), serde_json::to_string_pretty(&manifest)?)?;
-    println!("Packed the grader and the {subject} runners into {}.", out.display());
+    let names: Vec<&str> = manifest.phases.keys().map(String::as_str).collect();
+    println!("Packed the grader and the {subject} runners of {} into {}.", names.join(", "), out.display());
     println!("On a machine without Rust, copy that directory and run, from the workbook checkout:");
-    println!("    {}/grader check all", out.display());
+    println!("    {}/grader check {}", out.display(), if names.len() == 1 { names[0] } else { "all" });
     Ok(if all_built { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
