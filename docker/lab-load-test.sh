@@ -9,7 +9,8 @@
 # PHASE defaults to phase4, whose GPU speed check takes the lock. It needs bash and python3, no
 # Rust. It prints one line per grader (exit code, wall time, verdict counts, time waited for the
 # GPU, the speed checks' results: set SPEED_CHECKS=id1,id2 to name others) and a summary; it exits
-# 1 when a grader did not finish or a verdict differs from the solo run's.
+# 1 when a grader did not finish or a verdict differs from the solo run's. The last line gives the
+# slowest grader's wall time over the solo run's (the target for 8 graders on phase 5: 1.5x).
 set -euo pipefail
 
 usage() { echo "usage: $0 N PACK_DIR [PHASE]" >&2; exit 2; }
@@ -97,7 +98,8 @@ runs = [load(f"grader{i}") for i in range(1, graders + 1)]
 walls = sorted(r["wall"] for r in runs)
 waits = sorted(sum(r["waits"]) for r in runs)
 print(f"\n{graders} graders: wall {walls[0]:.1f}-{walls[-1]:.1f}s (solo {solo['wall']:.1f}s), "
-      f"GPU lock waits {waits[0]:.1f}-{waits[-1]:.1f}s, median {waits[len(waits) // 2]:.1f}s")
+      f"GPU lock waits {waits[0]:.1f}-{waits[-1]:.1f}s, median {waits[len(waits) // 2]:.1f}s; "
+      f"the slowest took {walls[-1] / solo['wall']:.2f}x the solo run")
 if problems:
     print("\nPROBLEMS:\n  " + "\n  ".join(problems))
     sys.exit(1)

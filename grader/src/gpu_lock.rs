@@ -1,6 +1,9 @@
 //! One machine-wide lock per GPU, held by the grader while a check times code on that GPU
 //! ([`CheckSpec::gpu_timing`]), so that on a lab server shared by many learners no two timings
-//! share a device and skew each other's speed ratios. Correctness checks never take it.
+//! share a device and skew each other's speed ratios. Correctness checks never take it, and a
+//! timed check holds it only while it times: its runner asks for it around the timed part
+//! ([`grader_harness::timing`]) through two pipes the grader serves ([`LockServer`]), so that
+//! compiling, exporting and checking correctness happen while other graders time.
 //!
 //! PyTorch has no part for this: it is what a shared benchmarking box needs around
 //! `triton.testing.do_bench`. The lock is `flock(2)` on a file per GPU in a directory every
@@ -10,13 +13,16 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::ErrorKind;
+use std::io::{BufRead, BufReader, ErrorKind, Write as _};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, Result};
+use grader_harness::timing::{ACQUIRE, GRANTED, RELEASE};
 use grader_harness::{CheckSpec, Phase};
 use serde::{Deserialize, Serialize};
 
@@ -86,11 +92,26 @@ impl GpuLock {
     /// Takes the lock of GPU `gpu` in `dir`, creating both as needed, and records `me` as its
     /// holder. While another process holds it, calls `on_wait` with that holder (or `None` when
     /// it has not yet written its name) each time the holder changes, and tries again.
-    pub fn acquire(dir: &Path, gpu: &str, me: &Holder, mut on_wait: impl FnMut(Option<&Holder>)) -> Result<GpuLock> {
+    pub fn acquire(dir: &Path, gpu: &str, me: &Holder, on_wait: impl FnMut(Option<&Holder>)) -> Result<GpuLock> {
+        let lock = GpuLock::acquire_unless(dir, gpu, me, on_wait, &AtomicBool::new(false))?;
+        Ok(lock.expect("never given up"))
+    }
+
+    /// [`GpuLock::acquire`], giving up (`None`) once `give_up` is set while it waits.
+    pub fn acquire_unless(
+        dir: &Path,
+        gpu: &str,
+        me: &Holder,
+        mut on_wait: impl FnMut(Option<&Holder>),
+        give_up: &AtomicBool,
+    ) -> Result<Option<GpuLock>> {
         let file = open_lock_file(dir, gpu)?;
         let started = Instant::now();
         let mut last_seen = None;
         while !try_lock(&file).with_context(|| format!("cannot lock {}", lock_path(dir, gpu).display()))? {
+            if give_up.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
             let holder = read_holder(&file);
             if last_seen.as_ref() != Some(&holder) {
                 on_wait(holder.as_ref());
@@ -100,7 +121,7 @@ impl GpuLock {
         }
         let lock = GpuLock { file, waited: started.elapsed() };
         lock.write_holder(me);
-        Ok(lock)
+        Ok(Some(lock))
     }
 
     /// How long [`GpuLock::acquire`] waited for another holder.
@@ -176,26 +197,121 @@ fn read_holder(file: &File) -> Option<Holder> {
     serde_json::from_slice(&buffer[..n]).ok()
 }
 
-/// Takes the lock of the GPU that `spec` times code on, when it does and this machine has a
-/// usable GPU (elsewhere the check skips itself, saying why, and nothing is locked). The check's
-/// runner uses device `cuda:0`; its lock is named by the device's UUID, so that graders in
-/// containers that number GPUs differently still share one lock per physical GPU. While another
-/// grader holds it, says on stderr that it waits and for whom.
-pub fn hold_for(phase: &Phase, spec: &CheckSpec) -> Result<Option<GpuLock>> {
-    if !spec.gpu_timing {
-        return Ok(None);
+/// The GPU lock a timed check may ask for: that of the GPU its runner times on (`cuda:0`), named
+/// by the device's UUID, so that graders in containers that number GPUs differently still share
+/// one lock per physical GPU.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// What holds the lock, for the graders that wait: `phase4 pointwise_cuda_bandwidth`.
+    task: String,
+    /// The lock directory ([`lock_dir`]).
+    dir: PathBuf,
+    /// The GPU whose lock it is, when named rather than found by probing this machine.
+    gpu: Option<String>,
+}
+
+impl Timing {
+    /// The lock check `spec` of `phase` may ask for, if it times code on a GPU
+    /// ([`CheckSpec::gpu_timing`]).
+    pub fn for_check(phase: &Phase, spec: &CheckSpec) -> Option<Timing> {
+        spec.gpu_timing.then(|| Timing { task: format!("{} {}", phase.name, spec.id), dir: lock_dir(), gpu: None })
     }
-    let probe = engine::device::cuda::probe();
-    let Some(device) = probe.usable().ok().and_then(|()| probe.device(0)) else { return Ok(None) };
-    let gpu = device.uuid.clone().unwrap_or_else(|| format!("cuda{}", device.ordinal));
-    let dir = lock_dir();
-    let me = Holder::me(format!("{} {}", phase.name, spec.id));
-    let lock = GpuLock::acquire(&dir, &gpu, &me, |holder| match holder {
-        Some(holder) => eprintln!("waiting for GPU {gpu} ({}): held by {holder}", device.name),
-        None => eprintln!("waiting for GPU {gpu} ({}): held by another grader", device.name),
-    })?;
-    if lock.waited() >= POLL {
-        eprintln!("got GPU {gpu} after waiting {:.1}s; timing {} {}", lock.waited().as_secs_f64(), phase.name, spec.id);
+
+    /// The lock of the GPU called `gpu` in `dir`, whatever this machine has: what the tests of the
+    /// lock contend for on a machine without a GPU.
+    pub fn of_gpu(task: impl Into<String>, dir: &Path, gpu: &str) -> Timing {
+        Timing { task: task.into(), dir: dir.to_path_buf(), gpu: Some(gpu.into()) }
     }
-    Ok(Some(lock))
+
+    /// Takes the lock, when this machine has a usable GPU (elsewhere a check times on the CPU and
+    /// nothing is locked: `None`), saying on stderr that it waits and for whom while another
+    /// grader holds it; gives up (`None`) once `give_up` is set.
+    pub fn acquire(&self, give_up: &AtomicBool) -> Result<Option<GpuLock>> {
+        if let Some(gpu) = &self.gpu {
+            return self.acquire_named(gpu, gpu, give_up);
+        }
+        let probe = engine::device::cuda::probe();
+        let Some(device) = probe.usable().ok().and_then(|()| probe.device(0)) else { return Ok(None) };
+        let gpu = device.uuid.clone().unwrap_or_else(|| format!("cuda{}", device.ordinal));
+        self.acquire_named(&gpu, &device.name, give_up)
+    }
+
+    /// [`Timing::acquire`] of the GPU called `gpu` (`name` in messages).
+    fn acquire_named(&self, gpu: &str, name: &str, give_up: &AtomicBool) -> Result<Option<GpuLock>> {
+        let me = Holder::me(&self.task);
+        let lock = GpuLock::acquire_unless(
+            &self.dir,
+            gpu,
+            &me,
+            |holder| match holder {
+                Some(holder) => eprintln!("waiting for GPU {gpu} ({name}): held by {holder}"),
+                None => eprintln!("waiting for GPU {gpu} ({name}): held by another grader"),
+            },
+            give_up,
+        )?;
+        if let Some(lock) = &lock
+            && lock.waited() >= POLL
+        {
+            eprintln!("got GPU {gpu} after waiting {:.1}s; timing {}", lock.waited().as_secs_f64(), self.task);
+        }
+        Ok(lock)
+    }
+}
+
+/// Serves one runner's requests for the GPU lock ([`grader_harness::timing`]) on a thread of its
+/// own: takes the lock at each `acquire` and answers `granted`, drops it at `release` or when the
+/// runner's end of the pipes closes (its process ended, however it ended).
+pub struct LockServer {
+    thread: Option<std::thread::JoinHandle<()>>,
+    give_up: Arc<AtomicBool>,
+    waited: Arc<Mutex<Duration>>,
+}
+
+impl LockServer {
+    /// Serves `requests` (read) and `grants` (written), the grader's ends of the runner's pipes.
+    pub fn start(timing: Timing, requests: File, mut grants: File) -> LockServer {
+        let give_up = Arc::new(AtomicBool::new(false));
+        let waited = Arc::new(Mutex::new(Duration::ZERO));
+        let (stop, total) = (give_up.clone(), waited.clone());
+        let thread = std::thread::spawn(move || {
+            let mut held: Option<GpuLock> = None;
+            for line in BufReader::new(requests).lines() {
+                let Ok(line) = line else { break };
+                match line.trim() {
+                    ACQUIRE if held.is_none() => {
+                        let started = Instant::now();
+                        let taken = timing.acquire(&stop);
+                        *total.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed();
+                        match taken {
+                            Ok(lock) => held = lock,
+                            Err(e) => eprintln!("warning: cannot take the GPU lock ({e:#}); timing without it"),
+                        }
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        // A runner gone meanwhile cannot read it: nothing to do then.
+                        let _ = writeln!(grants, "{GRANTED}");
+                    }
+                    RELEASE => held = None,
+                    _ => {}
+                }
+            }
+            drop(held);
+        });
+        LockServer { thread: Some(thread), give_up, waited }
+    }
+
+    /// How long the runner has waited for the lock so far (not counted against its time limit).
+    pub fn waited(&self) -> Duration {
+        *self.waited.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Once the runner's process is gone: stops waiting for the lock, and returns once it is
+    /// released.
+    pub fn finish(mut self) {
+        self.give_up.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

@@ -8,15 +8,19 @@
 //! hold the grader; the output readers have deadlines as well.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::{Read, Write as _};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use grader_harness::timing::LOCK_FDS_ENV;
 use grader_harness::{Outcome, Record, Status};
 
+use crate::gpu_lock::{LockServer, Timing};
 use crate::sandbox::Sandbox;
 use crate::sanitize::printable;
 
@@ -77,8 +81,10 @@ impl Runner {
     }
 
     /// Runs check `id` with `seed` in a new process, killing its group after `limit`. With
-    /// `judged`, the runner judges the record in that file instead of reporting on itself.
-    pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>) -> Run {
+    /// `judged`, the runner judges the record in that file instead of reporting on itself. With
+    /// `timing`, the runner may ask for that GPU lock around what it times (the time it waits for
+    /// it is not counted against `limit`).
+    pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>, timing: Option<&Timing>) -> Run {
         // A sandboxed runner can write only inside its own writable directories.
         let made = match self.scratch() {
             Some(scratch) => tempfile::tempdir_in(scratch),
@@ -108,7 +114,18 @@ impl Runner {
         if let Some(judged) = judged {
             command.arg("--judge").arg(judged);
         }
-        let mut child = match command.spawn() {
+        let pipes = match timing.map(|_| LockPipes::new()).transpose() {
+            Ok(pipes) => pipes,
+            Err(e) => return Run::Ended(error(format!("cannot make the GPU lock's pipes: {e}"))),
+        };
+        if let Some(pipes) = &pipes {
+            pipes.hand_to(&mut command);
+        }
+        let spawned = command.spawn();
+        // The runner's ends now live in the runner alone: its exit closes them, which the lock
+        // server reads as the end.
+        let server = pipes.zip(timing).map(|(pipes, timing)| pipes.serve(timing.clone()));
+        let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 return Run::Ended(error(format!("cannot start the check runner {}: {e}", self.program.display())));
@@ -120,7 +137,11 @@ impl Runner {
             let _ = writeln!(stdin, "{seed}");
         }
         let readers = [tail_reader(child.stdout.take()), tail_reader(child.stderr.take())];
-        let ended = wait_then_kill_group(&mut child, limit);
+        let waited = || server.as_ref().map_or(Duration::ZERO, LockServer::waited);
+        let ended = wait_then_kill_group(&mut child, limit, &waited);
+        if let Some(server) = server {
+            server.finish();
+        }
         let deadline = Instant::now() + READER_GRACE;
         let [stdout, stderr] = readers
             .map(|reader| reader.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_default());
@@ -147,6 +168,61 @@ impl Runner {
     }
 }
 
+/// The two pipes of a runner that may ask for the GPU lock: it reads grants and writes requests
+/// on its ends, whose numbers it finds in [`LOCK_FDS_ENV`]; the grader's ends are served by a
+/// [`LockServer`].
+struct LockPipes {
+    /// The runner's ends: grants (read), requests (written).
+    runner: (OwnedFd, OwnedFd),
+    /// The grader's ends: grants (written), requests (read).
+    grader: (OwnedFd, OwnedFd),
+}
+
+impl LockPipes {
+    fn new() -> std::io::Result<LockPipes> {
+        let (grants_read, grants_write) = pipe()?;
+        let (requests_read, requests_write) = pipe()?;
+        Ok(LockPipes { runner: (grants_read, requests_write), grader: (grants_write, requests_read) })
+    }
+
+    /// Lets the runner `command` starts inherit its ends (every descriptor here is made
+    /// close-on-exec, so no other process does), and names them in its environment.
+    fn hand_to(&self, command: &mut Command) {
+        let (grants, requests) = (self.runner.0.as_raw_fd(), self.runner.1.as_raw_fd());
+        command.env(LOCK_FDS_ENV, format!("{grants},{requests}"));
+        // SAFETY: fcntl(2) on two descriptors this process owns, in the child between fork and
+        // exec, allocating nothing.
+        unsafe {
+            command.pre_exec(move || {
+                for fd in [grants, requests] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Closes the runner's ends here (the runner has its own) and serves the grader's.
+    fn serve(self, timing: Timing) -> LockServer {
+        drop(self.runner);
+        let (grants, requests) = self.grader;
+        LockServer::start(timing, File::from(requests), File::from(grants))
+    }
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// How the child process ended.
 enum Ended {
     Exited(ExitStatus),
@@ -154,14 +230,14 @@ enum Ended {
     WaitFailed(std::io::Error),
 }
 
-/// Waits for the child until `limit`, then kills its whole group, whether it ended or not: what it
-/// started must not outlive it.
-fn wait_then_kill_group(child: &mut Child, limit: Duration) -> Ended {
-    let deadline = Instant::now() + limit;
+/// Waits for the child until `limit` (plus the time `waited` says it spent waiting for the GPU
+/// lock), then kills its whole group, whether it ended or not: what it started must not outlive it.
+fn wait_then_kill_group(child: &mut Child, limit: Duration, waited: &dyn Fn() -> Duration) -> Ended {
+    let started = Instant::now();
     let ended = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ended::Exited(status),
-            Ok(None) if Instant::now() >= deadline => break Ended::TimedOut,
+            Ok(None) if started.elapsed() >= limit + waited() => break Ended::TimedOut,
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => break Ended::WaitFailed(e),
         }

@@ -127,11 +127,14 @@ impl PhaseReport {
                         },
                         None,
                     ),
-                    // A check that times code on a GPU runs only while this grader holds its lock.
-                    (Ok(grading), None) => match gpu_lock::hold_for(phase, spec) {
-                        Ok(_gpu) => grading.verdict_and_answers(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
-                        Err(e) => (Outcome { status: Status::Error, message: format!("{e:#}"), location: None }, None),
-                    },
+                    // A check that times code on a GPU times only while this grader holds its lock,
+                    // which its runners ask for around what they time.
+                    (Ok(grading), None) => grading.verdict_and_answers(
+                        spec.id,
+                        seed,
+                        Duration::from_secs(spec.timeout_secs),
+                        gpu_lock::Timing::for_check(phase, spec).as_ref(),
+                    ),
                     (Err(failure), None) => (
                         Outcome {
                             status: Status::Error,

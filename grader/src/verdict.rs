@@ -14,6 +14,7 @@ use std::time::Duration;
 use grader_harness::transcript::Entry;
 use grader_harness::{Outcome, Record, Status};
 
+use crate::gpu_lock::Timing;
 use crate::isolation::{Run, Runner};
 use crate::sanitize::printable;
 
@@ -29,14 +30,21 @@ pub struct Grading {
 }
 
 impl Grading {
-    /// The verdict on check `id` with `seed`, each run bounded by `limit`.
-    pub fn verdict(&self, id: &str, seed: u64, limit: Duration) -> Outcome {
-        self.verdict_and_answers(id, seed, limit).0
+    /// The verdict on check `id` with `seed`, each run bounded by `limit`, each runner allowed to
+    /// take the GPU lock of `timing` around what it times.
+    pub fn verdict(&self, id: &str, seed: u64, limit: Duration, timing: Option<&Timing>) -> Outcome {
+        self.verdict_and_answers(id, seed, limit, timing).0
     }
 
     /// [`Grading::verdict`], and the answers the subject recorded when it passed.
-    pub fn verdict_and_answers(&self, id: &str, seed: u64, limit: Duration) -> (Outcome, Option<Vec<Entry>>) {
-        let record = match self.subject.run(id, seed, limit, None) {
+    pub fn verdict_and_answers(
+        &self,
+        id: &str,
+        seed: u64,
+        limit: Duration,
+        timing: Option<&Timing>,
+    ) -> (Outcome, Option<Vec<Entry>>) {
+        let record = match self.subject.run(id, seed, limit, None, timing) {
             Run::Ended(outcome) => return (outcome, None),
             Run::Recorded(record) => record,
         };
@@ -45,7 +53,7 @@ impl Grading {
         {
             return (shown(claim.clone()), None);
         }
-        match self.judge_record(id, seed, limit, &record) {
+        match self.judge_record(id, seed, limit, &record, timing) {
             // A pass in the judge's words: the subject's claim, or, where the judge evaluated the
             // subject's artifact itself, its own measurement.
             Ok(verdict) if verdict.status == Status::Pass => (shown(verdict), Some(record.transcript)),
@@ -63,7 +71,14 @@ impl Grading {
 
     /// Hands `record` to the judge: a fresh file holding the record as the grader read it, in a
     /// directory the judge may read (the subject's process is gone by now).
-    pub fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
+    pub fn judge_record(
+        &self,
+        id: &str,
+        seed: u64,
+        limit: Duration,
+        record: &Record,
+        timing: Option<&Timing>,
+    ) -> Result<Outcome, Outcome> {
         let setup_error = |message: String| Outcome { status: Status::Error, message, location: None };
         let made = match self.judge.scratch() {
             Some(scratch) => tempfile::tempdir_in(scratch),
@@ -72,7 +87,7 @@ impl Grading {
         let dir = made.map_err(|e| setup_error(format!("cannot create a temporary directory: {e}")))?;
         let path = dir.path().join("judged.json");
         write_record(&path, record).map_err(|e| setup_error(format!("cannot write {}: {e}", path.display())))?;
-        match self.judge.run(id, seed, limit, Some(&path)) {
+        match self.judge.run(id, seed, limit, Some(&path), timing) {
             Run::Recorded(Record { outcome: Some(verdict), .. }) => Ok(verdict),
             Run::Recorded(Record { outcome: None, .. }) => Err(setup_error("it wrote no verdict".into())),
             Run::Ended(outcome) => Err(outcome),

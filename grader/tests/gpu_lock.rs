@@ -1,17 +1,26 @@
 //! Proves the machine-wide GPU lock between real processes: a second grader waits while the first
 //! holds the GPU, says for whom, and runs once it is released; a holder killed with SIGKILL
-//! leaves the GPU free; an unusable lock directory is a clear error.
+//! leaves the GPU free; an unusable lock directory is a clear error. And that a timed check holds
+//! the lock only while it times: eight graders checking at once, each running a check that
+//! "compiles" (sleeps) without the lock and then times (sleeps) with it, each finish within 1.5x
+//! of a grader alone, their timed parts never overlapping; holding the lock for the whole check,
+//! as the grader did before, the same eight take several times longer.
 //!
-//! This test binary is two programs. Run by `cargo test`, it is the test driver. Run with
+//! This test binary is three programs. Run by `cargo test`, it is the test driver. Run with
 //! `__hold DIR MILLIS` as its arguments, it is a grader that takes the lock, reports when it got
-//! it, holds it for MILLIS and reports when it let go.
+//! it, holds it for MILLIS and reports when it let go. Run with `__runner run ...`, it is a check
+//! runner of the fixture phase below, whose checks ask for the lock through
+//! `grader_harness::timed`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use grader::gpu_lock::{GpuLock, Holder};
+use grader::gpu_lock::{GpuLock, Holder, Timing};
+use grader::isolation::{Run, Runner};
+use grader_harness::transcript::Recorded;
+use grader_harness::{CheckResult, CheckSpec, Context, Exercise, Phase, record, timed};
 
 /// The GPU name every process in these tests locks.
 const GPU: &str = "GPU-test-0000";
@@ -103,6 +112,100 @@ fn an_unusable_directory_is_a_clear_error(dir: &Path) {
     assert!(message.contains("GRADER_LOCK_DIR") && message.contains("a-file/locks"), "{message}");
 }
 
+/// How long a fixture check works without the lock (compiling, checking correctness) and then
+/// with it (timing), in milliseconds.
+const UNTIMED_MS: u64 = 1000;
+const TIMED_MS: u64 = 40;
+
+/// Graders checking at once, as in `docker/lab-load-test.sh 8 PACK phase5`.
+const GRADERS: usize = 8;
+
+/// Microseconds since 1970, recorded by the fixture's checks (the same clock in every process).
+fn stamp(label: &str) {
+    record(label, now_micros());
+}
+
+/// The check as it is now: untimed work, then the timed part alone under the lock.
+fn times_under_the_lock(_: &Context) -> CheckResult {
+    std::thread::sleep(Duration::from_millis(UNTIMED_MS));
+    timed(|| {
+        stamp("locked");
+        std::thread::sleep(Duration::from_millis(TIMED_MS));
+        stamp("unlocked");
+    });
+    Ok("timed".into())
+}
+
+/// The check as the grader ran it before: the lock held for all of it.
+fn holds_the_lock_throughout(ctx: &Context) -> CheckResult {
+    timed(|| times_under_the_lock(ctx))
+}
+
+/// The fixture phase whose runner is this binary.
+const FIXTURE: Phase = Phase {
+    name: "fixture",
+    title: "A timed check",
+    exercises_dir: "exercises/fixture",
+    solutions_dir: "solutions/fixture",
+    runner_package: "none",
+    book_page: "book/src/grader.md",
+    exercises: &[Exercise {
+        name: "timing",
+        file: "tests/gpu_lock.rs",
+        section: "timing",
+        stretch: false,
+        hints: &["one", "two"],
+        checks: &[
+            CheckSpec::new("times_under_the_lock").runs(times_under_the_lock).timed(),
+            CheckSpec::new("holds_the_lock_throughout").runs(holds_the_lock_throughout).timed(),
+        ],
+        forbidden: &[],
+    }],
+    mutants: &[],
+};
+
+/// One grader's run of check `id` with the fake GPU's lock in `dir`: its wall time, and when its
+/// timed part held the lock (µs since 1970).
+fn grade_once(dir: &Path, id: &str) -> (Duration, (u128, u128)) {
+    let runner = Runner::new(std::env::current_exe().expect("this test binary")).with_leading_args(["__runner"]);
+    let timing = Timing::of_gpu(format!("fixture {id}"), dir, "GPU-fake-contended");
+    let started = Instant::now();
+    let run = runner.run(id, 1, Duration::from_secs(60), None, Some(&timing));
+    let elapsed = started.elapsed();
+    let Run::Recorded(record) = run else { panic!("the fixture check ended early: {run:?}") };
+    let at = |label: &str| -> u128 {
+        let entry = record.transcript.iter().find(|e| e.label == label).expect("stamped");
+        let Recorded::Text(text) = &entry.value else { panic!("a stamp is text") };
+        text.parse().expect("µs")
+    };
+    (elapsed, (at("locked"), at("unlocked")))
+}
+
+/// `GRADERS` graders running check `id` at once: each one's wall time and locked interval.
+fn grade_together(dir: &Path, id: &'static str) -> Vec<(Duration, (u128, u128))> {
+    let graders: Vec<_> =
+        (0..GRADERS).map(|_| std::thread::spawn({ let dir = dir.to_path_buf(); move || grade_once(&dir, id) })).collect();
+    graders.into_iter().map(|g| g.join().expect("a grader")).collect()
+}
+
+fn eight_graders_wait_only_for_each_others_timing(dir: &Path) {
+    let (solo, _) = grade_once(dir, "times_under_the_lock");
+    let together = grade_together(dir, "times_under_the_lock");
+    let mut held: Vec<(u128, u128)> = together.iter().map(|(_, interval)| *interval).collect();
+    held.sort();
+    for pair in held.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "two graders timed at once: {held:?}");
+    }
+    let worst = together.iter().map(|(t, _)| t.as_secs_f64()).fold(0.0, f64::max) / solo.as_secs_f64();
+    println!("{GRADERS} graders at once, the lock held while timing: the slowest took {worst:.2}x a solo run ({solo:.2?})");
+    assert!(worst <= 1.5, "the slowest of {GRADERS} graders took {worst:.2}x a solo run");
+    // The same graders, holding the lock for the whole check as before: the test tells them apart.
+    let before = grade_together(dir, "holds_the_lock_throughout");
+    let worst_before = before.iter().map(|(t, _)| t.as_secs_f64()).fold(0.0, f64::max) / solo.as_secs_f64();
+    println!("the lock held for the whole check: the slowest took {worst_before:.2}x");
+    assert!(worst_before >= 3.0, "holding the lock throughout only slowed the last grader {worst_before:.2}x");
+}
+
 /// A test's name and body, which gets a fresh lock directory.
 type Test = (&'static str, fn(&Path));
 
@@ -113,10 +216,18 @@ fn main() -> ExitCode {
     {
         return hold(dir, millis);
     }
+    if args.get(1).is_some_and(|a| a == "__runner") {
+        let checks: Vec<grader_harness::Check> = FIXTURE
+            .checks()
+            .filter_map(|(_, spec)| spec.run.map(|run| grader_harness::Check { id: spec.id, run }))
+            .collect();
+        return grader_harness::runner::main_with_args(&FIXTURE, &checks, &args[2..]);
+    }
     let tests: &[Test] = &[
         ("the_second_waits_for_the_first_then_runs", the_second_waits_for_the_first_then_runs),
         ("a_killed_holder_leaves_the_gpu_free", a_killed_holder_leaves_the_gpu_free),
         ("an_unusable_directory_is_a_clear_error", an_unusable_directory_is_a_clear_error),
+        ("eight_graders_wait_only_for_each_others_timing", eight_graders_wait_only_for_each_others_timing),
     ];
     for (name, test) in tests {
         let dir = tempfile::tempdir().expect("a temporary directory");

@@ -639,7 +639,7 @@ fn misbehaving_checks_are_confined() {
     // the readers' grace, so the whole phase takes far less than a blocked reader once did.
     assert!(*elapsed < Duration::from_secs(3 * (LOOP_LIMIT_SECS + 2) + 30), "took {elapsed:?}");
     assert!(!report.passed());
-    let table = report.render(&FIXTURE);
+    let table = report.render(&FIXTURE, false);
     assert!(table.contains("– skipped") && table.contains("no GPU on this machine"), "{table}");
 }
 
@@ -699,7 +699,7 @@ fn unbuilt_phase_is_all_errors() {
             .filter(|c| c.id != "needs_a_gpu" || !no_gpu)
             .all(|c| c.status == Status::Error && c.location.as_deref() == Some("src/a.rs:3"))
     );
-    let rendered = unbuilt.render(&FIXTURE);
+    let rendered = unbuilt.render(&FIXTURE, false);
     assert_eq!(rendered.matches("does not compile: E0308").count(), 1, "the error is shown once:\n{rendered}");
 }
 

@@ -28,6 +28,7 @@
 //! - [`transcript`]: the answers a check records, which the judge compares with the reference's;
 //! - [`seal`]: the seal on a runner's result, keyed with the seed the learner's process is not given;
 //! - [`wires`]: the engine items an exercise forbids, armed while its checks run;
+//! - [`timing`]: the timed part of a check, run while the grader holds the GPU's lock;
 //! - [`tolerance`]: how far a value may be from the expected one;
 //! - [`close`]: float comparison with a readable diff.
 
@@ -40,6 +41,7 @@ pub mod programs;
 pub mod random;
 pub mod runner;
 pub mod seal;
+pub mod timing;
 pub mod tolerance;
 pub mod transcript;
 pub mod wires;
@@ -50,5 +52,6 @@ pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Forbidden, Mutant, Phase};
 pub use random::{draw, for_all, secret_duration};
 pub use runner::Record;
+pub use timing::timed;
 pub use tolerance::Tolerance;
 pub use transcript::{judged_artifact, record, record_artifact, record_floats, record_tensor};

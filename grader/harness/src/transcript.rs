@@ -129,6 +129,13 @@ pub fn judged_artifact(label: &str) -> Option<String> {
     Some(artifact)
 }
 
+/// Whether this process judges another run's transcript: false in the run of the learner's code
+/// (or of the solutions, checked as the subject). A check whose judge measures the subject's
+/// artifact itself can skip measuring it in the subject's run, whose word on a pass is never taken.
+pub fn is_judging() -> bool {
+    JUDGED.get().is_some()
+}
+
 /// Makes this process a judge of `subject`'s transcript (see [`judged_artifact`]).
 pub(crate) fn judge_of(subject: Vec<Entry>) {
     let _ = JUDGED.set(subject);

@@ -166,10 +166,8 @@ fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseRepo
     'checks: for ((_, spec), check) in phase.checks().zip(&report.checks) {
         let Some(answers) = &check.answers else { continue };
         for &other in &others {
-            let run = match grader::gpu_lock::hold_for(phase, spec) {
-                Ok(_gpu) => grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None),
-                Err(e) => Run::Ended(Outcome { status: Status::Error, message: format!("{e:#}"), location: None }),
-            };
+            let timing = grader::gpu_lock::Timing::for_check(phase, spec);
+            let run = grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None, timing.as_ref());
             let problem = match run {
                 Run::Recorded(Record { outcome: Some(Outcome { status: Status::Pass, .. }), transcript, .. }) => {
                     if &transcript != answers {
@@ -368,9 +366,9 @@ pub fn challenge_bar(root: Option<&Path>, runs: usize, json: bool) -> Result<Exi
     let mut results = Vec::new();
     for run in 1..=runs {
         let seed = fresh_seed();
-        let _gpu = grader::gpu_lock::hold_for(phase, spec)?;
-        let solution = grading.verdict(spec.id, seed, limit);
-        let naive = grading.judge_record(spec.id, seed, limit, &naive_one_graph(seed, spec.id)?);
+        let timing = grader::gpu_lock::Timing::for_check(phase, spec);
+        let solution = grading.verdict(spec.id, seed, limit, timing.as_ref());
+        let naive = grading.judge_record(spec.id, seed, limit, &naive_one_graph(seed, spec.id)?, timing.as_ref());
         let naive = naive.unwrap_or_else(|ended| ended);
         let result = BarRun { seed, solution: speedup(&solution.message), naive_one_graph: speedup(&naive.message) };
         if !json {

@@ -120,10 +120,14 @@ pub fn regional_compiles_less_and_runs_as_fast(ctx: &Context) -> CheckResult {
     regional.forward(&stack, &x)?;
     let regional_work = since(&before).work;
     let (mut whole_times, mut regional_times) = (Vec::new(), Vec::new());
-    for _ in 0..7 {
-        whole_times.push(timed(|| whole.call(&x).map(drop))?);
-        regional_times.push(timed(|| regional.forward(&stack, &x).map(drop))?);
-    }
+    // Only the steady state is timed on the device: on a shared GPU it alone waits for the lock.
+    grader_harness::timing::timed(|| -> Result<(), Failure> {
+        for _ in 0..7 {
+            whole_times.push(timed(|| whole.call(&x).map(drop))?);
+            regional_times.push(timed(|| regional.forward(&stack, &x).map(drop))?);
+        }
+        Ok(())
+    })?;
     let (w, r) = (median(whole_times), median(regional_times));
     let less_work = regional_work * 3 <= whole_work;
     let as_fast = r.as_secs_f64() <= 1.5 * w.as_secs_f64();

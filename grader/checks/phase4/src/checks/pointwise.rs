@@ -9,8 +9,9 @@ use engine::backends::Inductor;
 use engine::bench::Bench;
 use engine::inductor::kernel::Kernel;
 use engine::inductor::{Config, Printers, compile_fx};
+use grader_harness::transcript::is_judging;
 use grader_harness::{
-    CheckResult, Context, Tolerance, assert_close, ensure, for_all, gpu, judged_artifact, record_artifact, wires,
+    CheckResult, Context, Tolerance, assert_close, ensure, for_all, gpu, judged_artifact, record_artifact, timed, wires,
 };
 
 use super::support::{PointwiseProgram, capture, matches_eager};
@@ -115,6 +116,11 @@ pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
         }
     };
     let reference = wires::exempt(|| compile_fx(&graph, &Config::default()))?;
+    // Only the judge's timing counts (it compiles and times the source your printer wrote): the
+    // learner's process times nothing, and so never waits for the GPU's lock.
+    if !is_judging() {
+        return Ok("your kernel compiles; the judge times it".into());
+    }
     // Three input sets, made on the device from the seed's, so that consecutive runs read other
     // inputs. Every timed run's output is kept and checked once timing is over, so a kernel that
     // skips its work in some runs (counting its launches in device memory, say) fails.
@@ -136,7 +142,8 @@ pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
             reference_next += 1;
             reference.run(&sets[reference_next % sets.len()]).map(drop)
         };
-        bench.run_interleaved(&mut [&mut run_reference, &mut run_yours])?
+        // The one part that holds the GPU's lock on a shared machine.
+        timed(|| bench.run_interleaved(&mut [&mut run_reference, &mut run_yours]))?
     };
     for (run, (k, output)) in outputs.iter().enumerate() {
         let worst = output.sub(&expected[*k])?.abs()?.amax(0, false)?.item()?;

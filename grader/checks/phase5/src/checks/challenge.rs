@@ -14,8 +14,9 @@ use engine::fx::export::{ExportedProgram, ProgramInput, export};
 use engine::inductor::{Config, compile_fx};
 use engine::op::Op;
 use engine::{Device, Error, Tensor, dynamo};
+use grader_harness::transcript::is_judging;
 use grader_harness::{
-    CheckResult, Context, Failure, Tolerance, check_close, ensure, gpu, judged_artifact, record_artifact,
+    CheckResult, Context, Failure, Tolerance, check_close, ensure, gpu, judged_artifact, record_artifact, timed,
 };
 
 use crate::subject::challenge::FastBlock;
@@ -209,6 +210,11 @@ pub fn challenge_is_faster(ctx: &Context) -> CheckResult {
     // Compiled before timing starts, so no sample holds a compilation.
     yours.call(&inputs[0])?;
     given.call(&inputs[0])?;
+    // Only the judge's timing counts (it times your exported block itself): the learner's process
+    // times nothing, and so never waits for the GPU's lock.
+    if !is_judging() {
+        return Ok("your block is exported and compiles; the judge times it".into());
+    }
     // Each timed run takes the next input and keeps its output, every one checked once timing is
     // over: a block that skipped its work in some runs fails.
     let mut your_outputs: Vec<(usize, Tensor)> = Vec::new();
@@ -225,17 +231,24 @@ pub fn challenge_is_faster(ctx: &Context) -> CheckResult {
     };
     let bench = Bench::new(device).warmup(3).samples(SAMPLES_PER_ROUND);
     let (mut given_samples, mut your_samples, mut ratio) = (Vec::new(), Vec::new(), 0.0);
-    for round in 0..MAX_ROUNDS {
-        let t = bench.run_interleaved(&mut [&mut run_given, &mut run_yours])?;
-        given_samples.extend_from_slice(t[0].samples());
-        your_samples.extend_from_slice(t[1].samples());
-        let previous = ratio;
-        ratio = Timing::new(given_samples.clone()).median() / Timing::new(your_samples.clone()).median();
-        // Settled: the last round moved the ratio by under 2%, and it is not within 2% of the bar.
-        if round > 0 && (ratio - previous).abs() < 0.02 * ratio && (ratio - GPU_SPEEDUP).abs() > 0.02 * GPU_SPEEDUP {
-            break;
+    // The one part that holds the GPU's lock on a shared machine.
+    timed(|| -> Result<(), Failure> {
+        for round in 0..MAX_ROUNDS {
+            let t = bench.run_interleaved(&mut [&mut run_given, &mut run_yours])?;
+            given_samples.extend_from_slice(t[0].samples());
+            your_samples.extend_from_slice(t[1].samples());
+            let previous = ratio;
+            ratio = Timing::new(given_samples.clone()).median() / Timing::new(your_samples.clone()).median();
+            // Settled: the last round moved the ratio by under 2%, and it is not within 2% of the bar.
+            if round > 0
+                && (ratio - previous).abs() < 0.02 * ratio
+                && (ratio - GPU_SPEEDUP).abs() > 0.02 * GPU_SPEEDUP
+            {
+                break;
+            }
         }
-    }
+        Ok(())
+    })?;
     let expected: Vec<Tensor> = inputs.iter().map(|x| block.naive_forward(x)).collect::<engine::Result<_>>()?;
     for (run, (i, output)) in your_outputs.iter().enumerate() {
         let what = format!("the output of your block's timed run {run}, on fresh input {i} (drawn from {salt:#x})");

@@ -5,12 +5,13 @@
 
 use std::collections::BTreeSet;
 
-use engine::Device;
+use engine::{Device, Tensor, dynamo};
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record, record_floats};
 use proptest::prelude::*;
 
 use super::support::{Timed, log2_ms, timed, wake_the_gpu};
-use crate::subject::sweep::{Point, crossover, plot_svg, sweep_mlp};
+use crate::subject::models::{MLP_FEATURES, Mlp};
+use crate::subject::sweep::{Point, SEED, crossover, plot_svg, sweep_mlp};
 
 /// The grader's crossover: the first batch after the last one where compiled is not fast enough.
 fn reference_crossover(points: &[Point], min_speedup: f64) -> Option<usize> {
@@ -138,14 +139,30 @@ pub fn plot_shows_both_series(ctx: &Context) -> CheckResult {
     Ok(format!("{cases} random sweeps plotted, each read back point by point"))
 }
 
+/// Compiles the sweep's MLP at each of `batches` once, so that the learner's compiles of the same
+/// graphs are served by the kernel cache and the FX graph cache, outside the GPU's lock.
+fn warm_caches(device: Device, batches: &[usize]) -> Result<(), Failure> {
+    let mlp = Mlp::new(SEED, device)?;
+    for &batch in batches {
+        let x = Tensor::randn(&[batch, MLP_FEATURES], batch as u64).to(device)?;
+        dynamo::compile(|x: Tensor| mlp.forward(&x)).call(&x)?;
+    }
+    Ok(())
+}
+
 /// `sweep_mlp` times the MLP at every batch, eagerly and compiled. The times are recorded as
 /// `log2` of milliseconds, so that the judge, which measures the same sweep with the reference
 /// solution in its own process, compares them as ratios.
 pub fn sweep_times_the_mlp(_ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
     let Timed { sweep, batches, steady, .. } = timed(device);
-    wake_the_gpu(device)?;
-    let points = sweep_mlp(device, batches, &sweep)?;
+    warm_caches(device, batches)?;
+    // With the kernels compiled above, the sweep's own compiles find them in the caches: what
+    // holds the GPU's lock (on a shared machine) is mostly the timing.
+    let points = grader_harness::timed(|| {
+        wake_the_gpu(device)?;
+        Ok::<_, grader_harness::Failure>(sweep_mlp(device, batches, &sweep)?)
+    })?;
     let got: Vec<usize> = points.iter().map(|p| p.batch).collect();
     record("batches", format!("{got:?}"));
     ensure(got == batches, || format!("sweep_mlp(.., {batches:?}, ..) returned points for batches {got:?}"))?;
