@@ -14,7 +14,7 @@ pub fn stamps() -> Result<()> {
     let device = Device::cuda_if_available();
     let (mut start, mut end) = (Stamp::new(device)?, Stamp::new(device)?);
     start.record()?;
-    spin(device, Duration::from_millis(5))?; // on a GPU, a kernel: this returns at once
+    spin(device, Duration::from_millis(5))?; // queued (a kernel on a GPU): this returns at once
     end.record()?;
     let seconds = end.seconds_since(&start)?; // waits until the device reaches `end`
     println!("the stamps bracket the 5 ms of work: {}", seconds >= 0.005);

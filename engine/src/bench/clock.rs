@@ -54,7 +54,12 @@ impl Stamp {
     pub fn record(&mut self) -> Result<()> {
         let location = SourceLocation::caller();
         match &mut self.clock {
-            Clock::Cpu(at) => *at = Some(Instant::now()),
+            Clock::Cpu(at) => {
+                // Taken once the CPU's queued work is done, as a GPU's event is taken when the
+                // GPU gets there (see `device::cpu::queue`).
+                crate::device::cpu::queue::wait();
+                *at = Some(Instant::now());
+            }
             Clock::Cuda { device, event, recorded } => {
                 event.record(device.stream()).map_err(|e| {
                     CudaError::from(e).at("Stamp::record", Device::Cuda(device.ordinal()), Vec::new(), location)

@@ -20,13 +20,16 @@ extern "C" __global__ void spin(unsigned long long nanoseconds) {
 }
 "#;
 
-/// Keeps `device` busy for at least `duration`: on a GPU it queues a kernel that spins that long
-/// and returns at once; on the CPU it sleeps.
+/// Keeps `device` busy for at least `duration`, and returns at once: on a GPU it queues a kernel
+/// that spins that long; on the CPU it queues that much busy time on the CPU's queue
+/// (`device::cpu::queue`), which what waits for the device (reading values, `synchronize`, a
+/// [`super::Stamp`]) waits for. So a timer that does not wait for the device measures less than
+/// the work on either.
 #[track_caller]
 pub fn spin(device: Device, duration: Duration) -> Result<()> {
     let location = SourceLocation::caller();
     let Device::Cuda(ordinal) = device else {
-        std::thread::sleep(duration);
+        crate::device::cpu::queue::busy_for(duration);
         return Ok(());
     };
     let gpu = CudaDevice::get(ordinal)?;

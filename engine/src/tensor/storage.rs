@@ -35,11 +35,15 @@ impl Storage {
     /// queued GPU operation has finished).
     pub fn gather(&self, layout: &Layout) -> Result<Vec<f32>, CudaError> {
         match self {
-            Storage::Cpu(data) => Ok(if layout.is_contiguous() {
-                data[layout.offset()..layout.offset() + layout.numel()].to_vec()
-            } else {
-                layout.offsets().map(|i| data[i]).collect()
-            }),
+            Storage::Cpu(data) => {
+                // Values are read once the device's queued work is done, as on a GPU.
+                crate::device::cpu::queue::wait();
+                Ok(if layout.is_contiguous() {
+                    data[layout.offset()..layout.offset() + layout.numel()].to_vec()
+                } else {
+                    layout.offsets().map(|i| data[i]).collect()
+                })
+            }
             Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read(layout.offset(), layout.numel()),
             Storage::Cuda(buffer) => {
                 let view = cuda::Input::Tensor { buffer, layout };

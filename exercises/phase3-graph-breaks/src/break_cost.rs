@@ -26,13 +26,18 @@ impl BreakCost {
 
 // ANCHOR: measure_break_cost
 /// **Exercise `break_cost` (stretch).** Compare two versions of a computation, `whole` and
-/// `split` (the same with graph breaks). Count the graphs each makes on `x` with `explain`. Then
-/// compile each with `dynamo::compile` (its default backend, Inductor), call each once to warm
-/// up, and time `calls` calls of each, interleaved (one call of each per round, so that a machine
-/// getting busier slows both alike). A call's time runs until its output's values are read with
-/// `.to_vec()`: that read waits for the device, so on a GPU the time includes the kernels, not
-/// only their launch. Report the median time of one call of each: the upper middle of the sorted
-/// samples.
+/// `split` (the same with graph breaks): count the graphs each makes on `x` with `explain`, then
+/// measure the median time of one call of each, compiled with `dynamo::compile` (its default
+/// backend, Inductor), over `calls` timed calls of each. Report the upper middle of the sorted
+/// samples as the median.
+///
+/// A fair measurement rules out three mistakes, and the grader watches for each from outside
+/// your code: a call that compiles is not a measurement (each version runs exactly `calls + 2`
+/// times: once under `explain`, once untimed, then `calls` timed); a machine that gets busier
+/// during the measurement must slow both versions alike (after `explain`, the versions' calls
+/// alternate, one of each per round, the untimed ones included); and a call returns before the
+/// device has done its work, as on a GPU, so a time that ends before the output's values are read
+/// (`.to_vec()`) is too short (the split version's break keeps the device busy for a secret time).
 ///
 /// Book: `book/src/phase3/exercises.md`, section "break_cost". Check: `cargo grader check phase3`.
 pub fn measure_break_cost(

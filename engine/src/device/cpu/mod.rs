@@ -16,6 +16,7 @@ mod gather;
 mod plain;
 use plain::Plain;
 mod pointwise;
+pub(crate) mod queue;
 pub(crate) mod tuned;
 use tuned::Tuned;
 pub(crate) use tuned::{Epilogue, matmul_into};

@@ -176,14 +176,18 @@ impl Device {
         }
     }
 
-    /// Waits until every operation queued on the device has finished (nothing to wait for on the
-    /// CPU, whose kernels finish before they return). GPU kernels run asynchronously: time them
-    /// with [`crate::bench`], or synchronise before reading a host clock.
+    /// Waits until every operation queued on the device has finished. GPU kernels run
+    /// asynchronously: time them with [`crate::bench`], or synchronise before reading a host
+    /// clock. CPU kernels finish before they return; on the CPU this waits only for the busy time
+    /// [`crate::bench::spin`] queued.
     #[track_caller]
     pub fn synchronize(self) -> crate::Result<()> {
         let location = crate::SourceLocation::caller();
         match self {
-            Device::Cpu => Ok(()),
+            Device::Cpu => {
+                crate::device::cpu::queue::wait();
+                Ok(())
+            }
             Device::Cuda(ordinal) => {
                 CudaDevice::get(ordinal)?.synchronize().map_err(|e| e.at("synchronize", self, Vec::new(), location))
             }

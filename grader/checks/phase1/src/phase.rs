@@ -48,7 +48,7 @@ pub const PHASE: Phase = Phase {
                 latency::median_is_the_middle,
                 latency::one_compile_then_cache_hits,
                 latency::timings_are_real,
-                latency::waits_for_the_gpu.on_gpu(),
+                latency::waits_for_the_device,
             ],
             forbidden: &[Forbidden {
                 path: "engine::bench",
@@ -152,6 +152,13 @@ const MUTANTS: &[Mutant] = &[
     )
     .fails(crate::check_ids![compare::differences_are_measured, compare::reports_every_backend]),
     Mutant::new(
+        "compare_backends keeps the sign of the difference",
+        "src/compare.rs",
+        ".map(|(a, e)| (a - e).abs())",
+        ".map(|(a, e)| a - e)",
+    )
+    .fails(crate::check_ids![compare::differences_are_measured, compare::reports_every_backend]),
+    Mutant::new(
         "compare_backends compiles with Eager whatever backend it is given",
         "src/compare.rs",
         ".backend(backend);",
@@ -181,7 +188,7 @@ const MUTANTS: &[Mutant] = &[
         "        let start = Instant::now();\n        dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(engine::backends::Eager).call(&x)?.to_vec()?;",
     )
     .fails(crate::check_ids![latency::one_compile_then_cache_hits, latency::timings_are_real])
-    .may_fail(crate::check_ids![latency::waits_for_the_gpu]),
+    .may_fail(crate::check_ids![latency::waits_for_the_device]),
     Mutant::new(
         "steady_median is the first sample",
         "src/latency.rs",
@@ -202,7 +209,7 @@ const MUTANTS: &[Mutant] = &[
         "        compiled.call(&x)?.to_vec()?;\n        Ok(start.elapsed())",
         "        let output = compiled.call(&x)?;\n        let elapsed = start.elapsed();\n        output.to_vec()?;\n        Ok(elapsed)",
     )
-    .fails(crate::check_ids![latency::waits_for_the_gpu]),
+    .fails(crate::check_ids![latency::waits_for_the_device]),
     Mutant::new(
         "interpret binds the inputs in reverse",
         "src/interpreter.rs",
@@ -252,6 +259,20 @@ const MUTANTS: &[Mutant] = &[
         "(node %{})",
     )
     .fails(crate::check_ids![deny_ops::refuses_a_denied_op]),
+    Mutant::new(
+        "DenyOps denies every op whose name holds a denied one",
+        "src/deny_ops.rs",
+        "self.denied.iter().any(|d| d == op.name())",
+        "self.denied.iter().any(|d| op.name().contains(d.as_str()))",
+    )
+    .fails(crate::check_ids![deny_ops::allows_graphs_without_denied_ops]),
+    Mutant::new(
+        "DenyOps denies every op named within a denied name",
+        "src/deny_ops.rs",
+        "self.denied.iter().any(|d| d == op.name())",
+        "self.denied.iter().any(|d| d.contains(op.name()))",
+    )
+    .fails(crate::check_ids![deny_ops::allows_graphs_without_denied_ops]),
     Mutant::new(
         "DenyOps looks at the decomposed graph",
         "src/deny_ops.rs",

@@ -26,7 +26,11 @@ pub const PHASE: Phase = Phase {
                 "The inputs are the first graph's placeholders: `graph.placeholders()` gives their ids and \
                  `graph.node(id).name` their names. `report.graphs.first()` is `None` when nothing was captured.",
             ],
-            checks: crate::checks![explain_report::summarizes_one_graph, explain_report::summarizes_graphs_and_breaks],
+            checks: crate::checks![
+                explain_report::summarizes_one_graph,
+                explain_report::summarizes_graphs_and_breaks,
+                explain_report::summarizes_breaks_at_the_edges,
+            ],
             forbidden: &[
                 Forbidden {
                     path: ".op_count",
@@ -153,6 +157,28 @@ const MUTANTS: &[Mutant] = &[
         "break_count: report.graphs.len(),",
     )
     .fails(crate::check_ids![explain_report::summarizes_one_graph, explain_report::summarizes_graphs_and_breaks]),
+    Mutant::new(
+        "summarize counts a break between every two graphs",
+        "src/explain_report.rs",
+        "break_count: report.breaks.len(),",
+        "break_count: report.graphs.len().saturating_sub(1),",
+    )
+    .fails(crate::check_ids![explain_report::summarizes_breaks_at_the_edges])
+    .may_fail(crate::check_ids![explain_report::summarizes_graphs_and_breaks]),
+    Mutant::new(
+        "summarize assumes a first graph",
+        "src/explain_report.rs",
+        "report.graphs.first().map(",
+        "Some(&report.graphs[0]).map(",
+    )
+    .fails(crate::check_ids![explain_report::summarizes_breaks_at_the_edges]),
+    Mutant::new(
+        "broadcast lets a size of 0 or 1 take the other size",
+        "src/shape_prop.rs",
+        "            (1, y) => Ok(y),\n            (x, 1) => Ok(x),\n",
+        "            (x, y) if x.min(y) <= 1 => Ok(x.max(y)),\n",
+    )
+    .fails(crate::check_ids![shape_prop::broadcast_follows_the_rules]),
     Mutant::new(
         "summarize names the last graph's inputs",
         "src/explain_report.rs",

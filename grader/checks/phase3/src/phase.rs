@@ -89,6 +89,7 @@ pub const PHASE: Phase = Phase {
             ],
             checks: crate::checks![
                 custom_op::the_kernel_computes_log_clip,
+                custom_op::the_cuda_source_computes_log_clip,
                 custom_op::clipped_is_one_graph_with_the_op,
                 custom_op::clipped_matches_the_original,
             ],
@@ -102,9 +103,11 @@ pub const PHASE: Phase = Phase {
             hints: &[
                 "Count graphs with `dynamo::explain(&whole).call(x)?.graph_count()` (a reference to a closure is a \
                  closure too), then compile each: `let whole = dynamo::compile(&whole);`.",
-                "Time one call with `let start = Instant::now(); f.call(x)?; start.elapsed()`. In each of `calls` \
-                 rounds time one call of each version, pushing into two Vecs; the median is the middle element \
-                 of a sorted Vec (`samples[samples.len() / 2]`).",
+                "Before timing anything, call each compiled version once, untimed: that call compiles. Then, in each \
+                 of `calls` rounds, time one call of each version, so that the two take turns.",
+                "A call's time ends only once its output's values are read: `let start = Instant::now(); \
+                 f.call(x)?.to_vec()?; start.elapsed()`. Do the same in the untimed calls, so that no work they \
+                 queued spills into the first timed one. The median is `samples[samples.len() / 2]` of a sorted Vec.",
             ],
             checks: crate::checks![break_cost::counts_the_graphs, break_cost::times_are_medians_of_real_calls],
             forbidden: &[],
@@ -199,17 +202,52 @@ const MUTANTS: &[Mutant] = &[
     )
     .fails(crate::check_ids![custom_op::clipped_is_one_graph_with_the_op, custom_op::clipped_matches_the_original]),
     Mutant::new(
+        "log_clip_op gives no CUDA source",
+        "src/custom_op.rs",
+        "        .cuda_source(&format!(\"__device__ float log_clip(float x) {body}\"))\n",
+        "",
+    )
+    .fails(crate::check_ids![custom_op::the_cuda_source_computes_log_clip]),
+    Mutant::new(
+        "the CUDA function clips at 2",
+        "src/custom_op.rs",
+        ".cuda_source(&format!(\"__device__ float log_clip(float x) {body}\"))",
+        ".cuda_source(\"__device__ float log_clip(float x) { float a = fabsf(x); return a <= 2.0f ? x : copysignf(2.0f + logf(a / 2.0f), x); }\")",
+    )
+    .fails(crate::check_ids![custom_op::the_cuda_source_computes_log_clip]),
+    Mutant::new(
         "the kernel forgets the sign",
         "src/custom_op.rs",
         "copysignf(1.0f + logf(a), x)",
         "(1.0f + logf(a))",
     )
-    .fails(crate::check_ids![custom_op::the_kernel_computes_log_clip, custom_op::clipped_matches_the_original, custom_op::clipped_is_one_graph_with_the_op]),
+    .fails(crate::check_ids![custom_op::the_kernel_computes_log_clip, custom_op::the_cuda_source_computes_log_clip, custom_op::clipped_matches_the_original, custom_op::clipped_is_one_graph_with_the_op]),
     Mutant::new(
         "break_cost times the whole version twice",
         "src/break_cost.rs",
         "split_samples.push(time(&|| split.call(x))?);",
         "split_samples.push(time(&|| whole.call(x))?);",
+    )
+    .fails(crate::check_ids![break_cost::times_are_medians_of_real_calls]),
+    Mutant::new(
+        "break_cost times the call that compiles",
+        "src/break_cost.rs",
+        "    whole.call(x)?.to_vec()?;\n    split.call(x)?.to_vec()?;\n",
+        "",
+    )
+    .fails(crate::check_ids![break_cost::times_are_medians_of_real_calls]),
+    Mutant::new(
+        "break_cost times one version's calls, then the other's",
+        "src/break_cost.rs",
+        "    for _ in 0..calls {\n        whole_samples.push(time(&|| whole.call(x))?);\n        split_samples.push(time(&|| split.call(x))?);\n    }",
+        "    for _ in 0..calls {\n        whole_samples.push(time(&|| whole.call(x))?);\n    }\n    for _ in 0..calls {\n        split_samples.push(time(&|| split.call(x))?);\n    }",
+    )
+    .fails(crate::check_ids![break_cost::times_are_medians_of_real_calls]),
+    Mutant::new(
+        "break_cost stops the clock before the output is read",
+        "src/break_cost.rs",
+        "        f()?.to_vec()?;\n        Ok(start.elapsed())",
+        "        let output = f()?;\n        let elapsed = start.elapsed();\n        output.to_vec()?;\n        Ok(elapsed)",
     )
     .fails(crate::check_ids![break_cost::times_are_medians_of_real_calls]),
     Mutant::new(

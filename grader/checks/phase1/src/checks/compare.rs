@@ -12,10 +12,11 @@ use crate::subject::{Mlp, backends, compare_backends, example_input};
 const MEASURED: Tolerance = Tolerance { abs: 1e-6, rel: 1e-3 };
 
 /// One report per backend of `backends()`, named and in order, and one for a probe backend
-/// that shifts every output by an amount drawn from the seed (so that the answers depend on it).
+/// that shifts every output down by an amount drawn from the seed (so that the answers depend on
+/// it, and a difference whose sign is kept reads as none).
 pub fn reports_every_backend(ctx: &Context) -> CheckResult {
     let (mlp, x) = (Mlp::new(ctx.seed), example_input(4, ctx.seed + 1));
-    let offset = (1 + ctx.seed % 97) as f32 / 256.0;
+    let offset = -((1 + ctx.seed % 97) as f32) / 256.0;
     let with_probe = || {
         let mut all = backends();
         all.push(Box::new(Probe::new().offset(offset)));
@@ -44,10 +45,12 @@ struct Case {
 }
 
 /// The reported differences are the real ones: checked against the grader's own measurement,
-/// on random models and batches, with a probe backend that shifts outputs by a known amount.
+/// on random models and batches, with a probe backend that shifts outputs by a known amount, up
+/// or down.
 pub fn differences_are_measured(ctx: &Context) -> CheckResult {
     let cases = 12;
-    let strategy = (any::<u64>(), 1usize..8, 0.001f32..0.5).prop_map(|(model_seed, batch, probe_offset)| Case {
+    let offset = prop_oneof![-0.5f32..-0.001, 0.001f32..0.5];
+    let strategy = (any::<u64>(), 1usize..8, offset).prop_map(|(model_seed, batch, probe_offset)| Case {
         model_seed,
         batch,
         probe_offset,

@@ -69,8 +69,8 @@ impl Probe {
         Probe { run_delays: delays.into(), ..self }
     }
 
-    /// After each run, `device` is kept busy for at least `busy` ([`engine::bench::spin`]); the
-    /// outputs' values are ready only after that.
+    /// After each run, `device` is kept busy for at least `busy` ([`engine::bench::spin`]: a kernel
+    /// on a GPU, queued busy time on the CPU); the outputs' values are ready only after that.
     pub fn device_work(self, device: Device, busy: Duration) -> Probe {
         Probe { device_work: Some((device, busy)), ..self }
     }

@@ -69,6 +69,29 @@ pub fn summarizes_one_graph(ctx: &Context) -> CheckResult {
     compare("a random program", summarize(&f, &x)?, expected(&f, &x)?)
 }
 
+/// Breaks at the edges: a random program (drawn from the seed) that breaks after its last op, so
+/// that no graph follows its break (graphs and breaks are then as many); and a function that
+/// captures nothing at all, only a break, whose summary has no graph and so no inputs.
+pub fn summarizes_breaks_at_the_edges(ctx: &Context) -> CheckResult {
+    let program = RandomProgram { dynamic: false, ..draw(ctx, 4, RandomProgram::strategy(8)) };
+    let inputs = program.inputs(program.rows);
+    let x = inputs[0].clone();
+    let ends_with_a_break = |x: Tensor| {
+        let mut values = inputs.clone();
+        values[0] = x;
+        let [last, middle] = program.apply(values, |_| Ok(()))?;
+        let out = last.sum_all()?.add(&middle.sum_all()?)?;
+        dynamo::graph_break()?;
+        Ok(out)
+    };
+    compare("a random program that breaks after its last op", summarize(ends_with_a_break, &x)?, expected(ends_with_a_break, &x)?)?;
+    let nothing = |x: Tensor| {
+        dynamo::graph_break()?;
+        Ok(x)
+    };
+    compare("a function that captures no op, only a break", summarize(nothing, &x)?, expected(nothing, &x)?)
+}
+
 /// A function with two breaks (a value read with `item()`, an explicit `graph_break()`): three
 /// graphs, with their ops counted separately.
 pub fn summarizes_graphs_and_breaks(ctx: &Context) -> CheckResult {

@@ -10,12 +10,14 @@ use proptest::prelude::*;
 use crate::subject::{Attention, broadcast, example_input, propagate};
 use grader_harness::programs::RandomProgram;
 
+/// Shapes of up to 3 dims, with sizes 0 (an empty dim: it broadcasts with 1 only, and stays 0),
+/// 1 and 2 to 4.
 fn shape() -> impl Strategy<Value = Vec<usize>> {
-    prop::collection::vec(prop_oneof![Just(1usize), 2usize..5], 0..4)
+    prop::collection::vec(prop_oneof![1 => Just(0usize), 2 => Just(1usize), 3 => 2usize..5], 0..4)
 }
 
-/// Broadcasting on random pairs of shapes: the same result as the engine, and an error (that
-/// names both shapes) exactly when the engine refuses.
+/// Broadcasting on random pairs of shapes, empty dims among them: the same result as the
+/// engine, and an error (that names both shapes) exactly when the engine refuses.
 pub fn broadcast_follows_the_rules(ctx: &Context) -> CheckResult {
     let cases = 300;
     for_all(ctx, cases, (shape(), shape()), |(a, b)| {

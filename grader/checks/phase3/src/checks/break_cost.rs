@@ -1,11 +1,13 @@
 //! Checks of `break_cost`. The grader never trusts reported speed: it hands the learner's
-//! function versions whose cost it knows (a host sleep at the break, of a duration drawn in secret
-//! from the run's seed, which the learner's process is not given) and whose calls it counts.
+//! function versions whose cost it knows (device work at the break, of a duration drawn in secret
+//! from the run's seed, which the learner's process is not given) and whose calls it counts and
+//! orders.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::RefCell;
 use std::time::Duration;
 
-use engine::{Result, Tensor, dynamo};
+use engine::bench::spin;
+use engine::{Device, Result, Tensor, dynamo};
 use grader_harness::{CheckResult, Context, Tolerance, ensure, record, record_floats, secret_duration};
 
 use crate::subject::{example_input, layered, measure_break_cost};
@@ -38,9 +40,12 @@ const SLACK: Duration = Duration::from_millis(60);
 /// Calls timed of each version.
 const CALLS: usize = 9;
 
-/// With a split version that sleeps at its break for a duration drawn in secret from the seed
-/// (40 to 640 ms, twice over), the split median covers that sleep and exceeds it by no more than
-/// a call's own cost, and the whole one stays below it; each version runs about `calls` times.
+/// With a split version that keeps the device busy at its break for a duration drawn in secret
+/// from the seed (40 to 640 ms, twice over; `engine::bench::spin`, which on the CPU queues that
+/// busy time as a GPU kernel would run it, so only a read of the output waits for it), the split
+/// median covers that time and exceeds it by no more than a call's own cost, and the whole one
+/// stays below it. The check watches the calls from outside: each version is called `calls + 2`
+/// times (under `explain`, to warm up, then timed), and once both are warm their calls alternate.
 /// The whole version's median is compared with the judge's own measurement of the same work.
 pub fn times_are_medians_of_real_calls(ctx: &Context) -> CheckResult {
     let mut summary = Vec::new();
@@ -51,27 +56,38 @@ pub fn times_are_medians_of_real_calls(ctx: &Context) -> CheckResult {
     Ok(summary.join("; "))
 }
 
+/// Whether the last `2 * (calls + 1)` calls of `order` (the warm-up calls and the timed ones)
+/// alternate between the two versions.
+fn interleaved(order: &[char], calls: usize) -> bool {
+    let tail = &order[order.len().saturating_sub(2 * (calls + 1))..];
+    tail.len() == 2 * (calls + 1) && tail.windows(2).all(|w| w[0] != w[1])
+}
+
 fn one_round(ctx: &Context, round: u64, delay: Duration) -> Result<String, grader_harness::Failure> {
-    let (whole_calls, split_calls) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    // Every call of either version, in order: `w` for the whole one, `s` for the split one.
+    let order = RefCell::new(Vec::new());
     let whole = |x: Tensor| -> Result<Tensor> {
-        whole_calls.fetch_add(1, Ordering::SeqCst);
+        order.borrow_mut().push('w');
         x.tanh()?.mul(2.0)
     };
     let split = |x: Tensor| -> Result<Tensor> {
-        split_calls.fetch_add(1, Ordering::SeqCst);
+        order.borrow_mut().push('s');
         let h = x.tanh()?;
         dynamo::graph_break()?;
-        std::thread::sleep(delay);
+        spin(Device::Cpu, delay)?;
         h.mul(2.0)
     };
     let cost = measure_break_cost(whole, split, &example_input(2, ctx.seed + round), CALLS)?;
-    let (w, s) = (whole_calls.load(Ordering::SeqCst), split_calls.load(Ordering::SeqCst));
-    let counted = w > CALLS && s > CALLS && w <= CALLS + 4 && s <= CALLS + 4;
+    let order = order.into_inner();
+    let count = |c: char| order.iter().filter(|&&o| o == c).count();
+    let (w, s) = (count('w'), count('s'));
+    let counted = w == CALLS + 2 && s == CALLS + 2;
+    let alternating = interleaved(&order, CALLS);
     let split_ok = cost.split >= delay && cost.split <= delay.mul_f64(SLACK_FACTOR) + SLACK;
     let whole_ok = cost.whole < delay;
     record(
-        format!("round {round}: calls counted, and the medians against a {delay:.1?} sleep"),
-        format!("{counted} {split_ok} {whole_ok}"),
+        format!("round {round}: calls counted and interleaved, and the medians against a {delay:.1?} wait"),
+        format!("{counted} {alternating} {split_ok} {whole_ok}"),
     );
     // The judge measures the same whole version itself; the two medians agree within a factor of 8.
     record_floats(
@@ -81,18 +97,27 @@ fn one_round(ctx: &Context, round: u64, delay: Duration) -> Result<String, grade
     );
     ensure(counted, || {
         format!(
-            "with calls = {CALLS}, the whole version ran {w} times and the split one {s}: expected {CALLS} timed \
-             calls plus a warm-up (and the explain run) each"
+            "with calls = {CALLS}, the whole version ran {w} times and the split one {s}: expected {} each, once \
+             under `explain`, once to warm up (the call that compiles, never timed), then {CALLS} timed calls",
+            CALLS + 2
+        )
+    })?;
+    let shown: String = order.iter().collect();
+    ensure(alternating, || {
+        format!(
+            "the versions ran in the order {shown} (w: whole, s: split): after `explain`, call them in turns, one of \
+             each per round (warm-up included), so that a machine getting busier slows both alike"
         )
     })?;
     ensure(split_ok, || {
         format!(
-            "the split version sleeps {delay:.1?} on every call, so its median is {delay:.1?} to {:.1?}; you measured \
-             {:.1?}",
+            "the split version keeps the device busy {delay:.1?} on every call, so its median is {delay:.1?} to \
+             {:.1?}; you measured {:.1?}. A call returns before the device's work is done: stop the clock after \
+             reading the output with `.to_vec()`",
             delay.mul_f64(SLACK_FACTOR) + SLACK,
             cost.split
         )
     })?;
-    ensure(whole_ok, || format!("the whole version does not sleep, but you measured a median of {:?}", cost.whole))?;
-    Ok(format!("whole {:.1?}, split {:.1?} (it sleeps {delay:.1?}): ratio {:.1}", cost.whole, cost.split, cost.ratio()))
+    ensure(whole_ok, || format!("the whole version does no such work, but you measured a median of {:?}", cost.whole))?;
+    Ok(format!("whole {:.1?}, split {:.1?} (it waits {delay:.1?}): ratio {:.1}", cost.whole, cost.split, cost.ratio()))
 }
