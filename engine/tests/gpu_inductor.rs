@@ -223,3 +223,34 @@ fn gpu_first_run_compiles_nothing_outside_the_compile() {
         assert_eq!(call.get(stage), stats.stages.get(stage), "{stage}: the first run did some outside the compile");
     }
 }
+
+/// The engine's own CUDA printer with every tail loop running one element too far.
+fn one_past_the_end(kernel: &engine::inductor::kernel::Kernel) -> String {
+    engine::inductor::codegen::cuda::kernel(kernel)
+        .source
+        .replace("x < xnumel && x < x0 + 4", "x <= xnumel && x < x0 + 4")
+}
+
+/// Guarded buffers on a GPU (`Config::guard_buffers`): the engine's kernels on guarded copies give
+/// eager's answers (ties, tails, transposed reads, reductions), and a kernel that writes one
+/// element past its output's end is an error naming the element, not a silent corruption.
+#[test]
+fn gpu_guarded_buffers_catch_a_write_past_the_end() {
+    let Some(device) = gpu() else { return };
+    let guarded = || Inductor::with_config(engine::inductor::Config { guard_buffers: true, ..Default::default() });
+    let cases: [(fn(Vec<Tensor>) -> Result<Tensor>, Vec<Tensor>); 3] = [
+        (|t| t[0].add(&t[1])?.relu()?.mul(2.0), vec![on(device, &[91], 1), on(device, &[91], 2)]),
+        (|t| t[0].add(&t[1].t()?), vec![on(device, &[37, 53], 3), on(device, &[53, 37], 4)]),
+        (|t| t[0].softmax(-1), vec![on(device, &[7, 1000], 5)]),
+    ];
+    for (f, inputs) in &cases {
+        let got = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(guarded()).call(inputs).unwrap();
+        close(&got, &f(inputs.clone()).unwrap()).unwrap();
+    }
+    let printers = engine::inductor::Printers { pointwise_cuda: Some(one_past_the_end), ..Default::default() };
+    let broken =
+        Inductor::with_config(engine::inductor::Config { printers, guard_buffers: true, ..Default::default() });
+    let (f, inputs) = &cases[0];
+    let error = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(broken).call(inputs).unwrap_err().to_string();
+    assert!(error.contains("wrote outside a buffer, past its end") && error.contains("wrote element 91 "), "{error}");
+}

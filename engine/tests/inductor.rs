@@ -422,3 +422,32 @@ fn a_bias_and_relu_fold_into_every_cpu_gemm_in_every_mode() {
         check(&[37, 40], true, mode);
     }
 }
+
+/// The engine's own C printer with a classic mistake: every loop runs one element too far.
+fn one_past_the_end(kernel: &engine::inductor::kernel::Kernel) -> String {
+    engine::inductor::codegen::c::kernel(kernel).replace("x < x1", "x <= x1")
+}
+
+/// Guarded buffers (`Config::guard_buffers`): the engine's own kernels run on guarded copies as
+/// they run without, and a kernel that writes one element past the end of its output is an error
+/// naming the kernel and the element, where unguarded it would corrupt memory silently.
+#[test]
+fn guarded_buffers_catch_a_write_past_the_end() {
+    let f = |t: Vec<Tensor>| t[0].add(&t[1])?.relu()?.mul(2.0)?.sum(-1, true)?.add(&t[0].t()?.t()?);
+    let inputs = [Tensor::randn(&[7, 13], 0), Tensor::randn(&[7, 13], 1)];
+    let expected = f(inputs.to_vec()).unwrap().to_vec().unwrap();
+    for model in snapshot_cases().into_iter().map(|(_, model, inputs)| (model, inputs)) {
+        let guarded = Inductor::with_config(Config { guard_buffers: true, ..Config::default() });
+        let (model, inputs) = model;
+        let got = dynamo::compile(|t: Vec<Tensor>| model(t)).backend(guarded).call(&inputs).unwrap();
+        close(&got.to_vec().unwrap(), &model(inputs.clone()).unwrap().to_vec().unwrap()).unwrap();
+    }
+    let guarded = Inductor::with_config(Config { guard_buffers: true, ..Config::default() });
+    let got = dynamo::compile(f).backend(guarded).call(&inputs).unwrap();
+    close(&got.to_vec().unwrap(), &expected).unwrap();
+    let printers = engine::inductor::Printers { pointwise_c: Some(one_past_the_end), ..Default::default() };
+    let broken = Inductor::with_config(Config { printers, guard_buffers: true, ..Config::default() });
+    let pointwise = |t: Vec<Tensor>| t[0].add(&t[1])?.relu()?.mul(2.0);
+    let error = dynamo::compile(pointwise).backend(broken).call(&inputs).unwrap_err().to_string();
+    assert!(error.contains("wrote outside a buffer, past its end") && error.contains("wrote element 91 "), "{error}");
+}

@@ -15,10 +15,10 @@ use grader_harness::{Phase, Subject};
 use serde::{Deserialize, Serialize};
 
 use crate::isolation::Runner;
-use crate::{build_progress, compile};
 use crate::sandbox::{Places, Sandbox};
 use crate::verdict::Grading;
 use crate::workbook::Workbook;
+use crate::{build_progress, compile};
 
 /// The file that marks a directory as a pack of prebuilt runners.
 pub const PACK_MANIFEST: &str = "grader-pack.json";

@@ -183,8 +183,14 @@ fn grade_once(dir: &Path, id: &str) -> (Duration, (u128, u128)) {
 
 /// `GRADERS` graders running check `id` at once: each one's wall time and locked interval.
 fn grade_together(dir: &Path, id: &'static str) -> Vec<(Duration, (u128, u128))> {
-    let graders: Vec<_> =
-        (0..GRADERS).map(|_| std::thread::spawn({ let dir = dir.to_path_buf(); move || grade_once(&dir, id) })).collect();
+    let graders: Vec<_> = (0..GRADERS)
+        .map(|_| {
+            std::thread::spawn({
+                let dir = dir.to_path_buf();
+                move || grade_once(&dir, id)
+            })
+        })
+        .collect();
     graders.into_iter().map(|g| g.join().expect("a grader")).collect()
 }
 
@@ -197,7 +203,9 @@ fn eight_graders_wait_only_for_each_others_timing(dir: &Path) {
         assert!(pair[0].1 <= pair[1].0, "two graders timed at once: {held:?}");
     }
     let worst = together.iter().map(|(t, _)| t.as_secs_f64()).fold(0.0, f64::max) / solo.as_secs_f64();
-    println!("{GRADERS} graders at once, the lock held while timing: the slowest took {worst:.2}x a solo run ({solo:.2?})");
+    println!(
+        "{GRADERS} graders at once, the lock held while timing: the slowest took {worst:.2}x a solo run ({solo:.2?})"
+    );
     assert!(worst <= 1.5, "the slowest of {GRADERS} graders took {worst:.2}x a solo run");
     // The same graders, holding the lock for the whole check as before: the test tells them apart.
     let before = grade_together(dir, "holds_the_lock_throughout");

@@ -79,7 +79,7 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
     let encoded = key.and_then(|key| key.encode(&entry));
     let fx_graph_cache::Entry { output_code, program: spec, .. } = entry;
-    let program = build(&*target, spec, config.mode)?;
+    let program = build(&*target, spec, config)?;
     if let Some(encoded) = encoded {
         encoded.store();
     }
@@ -107,7 +107,7 @@ fn from_cache(entry: fx_graph_cache::Entry, target: &dyn Target, config: &Config
     }
     logs::log(Artifact::OutputCode, || output_code.to_string());
     target.log_choices(&program.choices, config.mode);
-    let program = build(target, program, config.mode)?;
+    let program = build(target, program, config)?;
     Ok(CompiledModule { output_code, program, dynamic: None })
 }
 
@@ -231,8 +231,8 @@ fn finish(
 }
 
 /// The program of `spec`, compiled (its compiles timed on their own) and loaded by the target.
-fn build(target: &dyn Target, spec: ProgramSpec, mode: Mode) -> Result<Arc<dyn Program>> {
-    compile_time::timed(Stage::Loading, || format!("{} program", target.name()), || target.build(spec, mode))
+fn build(target: &dyn Target, spec: ProgramSpec, config: &Config) -> Result<Arc<dyn Program>> {
+    compile_time::timed(Stage::Loading, || format!("{} program", target.name()), || target.build(spec, config))
 }
 
 /// Every custom op the kernels call, once each.
@@ -284,7 +284,7 @@ impl Specializations {
         let sizes: Vec<String> = bindings.iter().map(|(symbol, value)| format!("{symbol}={value}")).collect();
         let (program, record) = compile_time::record(|| {
             let generated = generate_for(&self.graph, &bindings, &*self.target, &self.config, None)?;
-            build(&*self.target, finish(generated, &*self.target, &self.config, false)?.1, self.config.mode)
+            build(&*self.target, finish(generated, &*self.target, &self.config, false)?.1, &self.config)
         });
         compile_time::deferred(format!("specialization for {}", sizes.join(", ")), record);
         let program = program?;

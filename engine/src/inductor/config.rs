@@ -80,6 +80,13 @@ pub struct Config {
     pub fx_graph_cache: bool,
     /// The codegen target ([`TargetKind::Native`] by default).
     pub target: TargetKind,
+    /// Whether each generated kernel runs on copies of its buffers that sit between poisoned
+    /// guard regions, checked after every run: a kernel that writes outside a buffer (one element
+    /// past its end, a vector's width before its start) is an error naming the kernel and the
+    /// argument, and one that reads outside gets NaNs. The analogue of running under
+    /// AddressSanitizer, or CUDA's `compute-sanitizer`: slow (a copy per argument per launch), for
+    /// checking kernel printers (off by default; `inductor/runtime/guards.rs`).
+    pub guard_buffers: bool,
 }
 
 impl Default for Config {
@@ -91,6 +98,7 @@ impl Default for Config {
             gemm_backends: GemmBackends::default(),
             fx_graph_cache: true,
             target: TargetKind::Native,
+            guard_buffers: false,
         }
     }
 }

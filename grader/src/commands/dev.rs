@@ -167,7 +167,8 @@ fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseRepo
         let Some(answers) = &check.answers else { continue };
         for &other in &others {
             let timing = grader::gpu_lock::Timing::for_check(phase, spec);
-            let run = grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None, timing.as_ref());
+            let run =
+                grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None, timing.as_ref());
             let problem = match run {
                 Run::Recorded(Record { outcome: Some(Outcome { status: Status::Pass, .. }), transcript, .. }) => {
                     if &transcript != answers {

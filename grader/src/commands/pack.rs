@@ -50,8 +50,9 @@ pub fn run(root: Option<&Path>, phase: &str, out: &Path, solutions: bool) -> Res
         phases.insert(phase.name.to_string(), packed);
     }
     eprintln!("Building the grader (release)...");
-    let grader = cargo_build(&workbook, &["-p", "grader", "--bin", "grader", "--release"], "grader", &launcher, "the grader")
-        .map_err(|f| anyhow!("the grader {}", f.message))?;
+    let grader =
+        cargo_build(&workbook, &["-p", "grader", "--bin", "grader", "--release"], "grader", &launcher, "the grader")
+            .map_err(|f| anyhow!("the grader {}", f.message))?;
     copy_executable(&grader, &out.join("grader"))?;
     let all_built = phases.values().all(|p| matches!(p, PackedPhase::Runner(_)));
     let manifest = PackManifest { subject, phases, judges };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
+use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cuda::matmul::matmul_into;
 use crate::device::cuda::tuned::cublaslt::matmul_lt;
@@ -54,6 +54,8 @@ pub(crate) struct CudaProgram {
     schedule: Schedule<Launched>,
     /// The matmuls not on cuBLAS (the engine's own kernels, or cuBLASLt under max-autotune), by node.
     gemms: HashMap<IrId, GemmKernel>,
+    /// Whether each kernel runs on guarded copies of its buffers ([`super::guards`]).
+    guarded: bool,
 }
 
 fn failed(what: &str, e: impl Into<CudaError>) -> Error {
@@ -62,12 +64,14 @@ fn failed(what: &str, e: impl Into<CudaError>) -> Error {
 
 impl CudaProgram {
     /// Resolves each kernel of `schedule` in the module `module_of` gives for its name and fixes
-    /// its launch shape for the plan's sizes; `gemms` are the matmuls not on cuBLAS.
+    /// its launch shape for the plan's sizes; `gemms` are the matmuls not on cuBLAS. With
+    /// `guarded`, each kernel runs on guarded copies of its buffers.
     pub(crate) fn new(
         device: Arc<CudaDevice>,
         schedule: Schedule<KernelSpec>,
         module_of: HashMap<String, Arc<Module>>,
         gemms: HashMap<IrId, GemmKernel>,
+        guarded: bool,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
         let schedule = schedule.resolve(|k, xnumel| {
@@ -88,7 +92,7 @@ impl CudaProgram {
                 modules.push(module);
             }
         }
-        Ok(CudaProgram { device, _modules: modules, schedule, gemms })
+        Ok(CudaProgram { device, _modules: modules, schedule, gemms, guarded })
     }
 
     /// A view's buffer and its layout within that buffer.
@@ -141,6 +145,9 @@ impl CudaProgram {
                         slots[*slot] =
                             Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
                     }
+                }
+                Run::Kernel { kernel, args, xnumel } if self.guarded => {
+                    self.launch_guarded(kernel, args, *xnumel, inputs, slots)?;
                 }
                 Run::Kernel { kernel: Launched { name, function, config }, args, xnumel } => {
                     let mut launch = self.device.stream().launch_builder(function);
@@ -226,6 +233,77 @@ impl CudaProgram {
                     );
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Launches `kernel` on guarded copies of its arguments ([`super::guards`]), waits for it,
+    /// checks every guard, and copies back the copies of the plan's buffers that the kernel
+    /// changed. Slow (each argument copied twice, the guards read back): for checking printers.
+    fn launch_guarded(
+        &self,
+        kernel: &Launched,
+        args: &[BufferName],
+        xnumel: i64,
+        inputs: &[InputBuffer],
+        slots: &Slots<CudaBuffer>,
+    ) -> Result<()> {
+        let Launched { name, function, config } = kernel;
+        let guard = guards::GUARD;
+        // Each argument's buffer and its elements from the kernel's pointer on.
+        let source = |b: &BufferName| -> (&CudaBuffer, usize, usize) {
+            match b {
+                BufferName::Input(i) => {
+                    (inputs[*i].buffer, inputs[*i].offset, inputs[*i].buffer.len() - inputs[*i].offset)
+                }
+                BufferName::Node(n) => {
+                    let slot = slots[self.schedule.slot(*n)].as_ref().expect("allocated before use");
+                    (slot, 0, slot.len())
+                }
+            }
+        };
+        let copies: Vec<(CudaBuffer, usize)> = args
+            .iter()
+            .enumerate()
+            .map(|(arg, b)| {
+                let (buffer, offset, len) = source(b);
+                let copy = CudaBuffer::from_host(&self.device, &guards::guarded(&vec![0.0; len], arg))?;
+                copy.write_from(guard, buffer, offset, len)?;
+                Ok((copy, len))
+            })
+            .collect::<std::result::Result<_, CudaError>>()
+            .map_err(|e| failed("guarding a kernel's buffers", e))?;
+        let mut launch = self.device.stream().launch_builder(function);
+        let ptrs: Vec<u64> = copies.iter().map(|(copy, _)| copy.ptr_at(guard)).collect();
+        for ptr in &ptrs {
+            launch.arg(ptr);
+        }
+        launch.arg(&xnumel);
+        let _launch = profiler::launch(name, EventKind::Compiled, Device::Cuda(self.device.ordinal()), || {
+            vec![vec![xnumel as usize]]
+        });
+        // SAFETY: as an unguarded launch; each pointer has its argument's elements after it.
+        unsafe { launch.launch(*config) }.map_err(|e| failed(&format!("launching {name}"), e))?;
+        let read = |copy: &CudaBuffer, start: usize, len: usize| {
+            copy.read(start, len).map_err(|e| failed(&format!("reading the guards of {name}"), e))
+        };
+        for (arg, (copy, len)) in copies.iter().enumerate() {
+            guards::check(name, arg, *len, &read(copy, 0, guard)?, &read(copy, guard + len, guard)?)?;
+        }
+        // The copies the kernel changed go back to the plan's buffers (graph inputs are never
+        // written), each compared with its buffer before any goes back.
+        let mut changed = Vec::new();
+        for (b, (copy, len)) in args.iter().zip(&copies) {
+            if let BufferName::Node(_) = b {
+                let (buffer, _, _) = source(b);
+                let (now, before) = (read(copy, guard, *len)?, read(buffer, 0, *len)?);
+                if !now.iter().zip(&before).all(|(a, b)| a.to_bits() == b.to_bits()) {
+                    changed.push((buffer, copy, *len));
+                }
+            }
+        }
+        for (buffer, copy, len) in changed {
+            buffer.write_from(0, copy, guard, len).map_err(|e| failed("copying a guarded kernel's output back", e))?;
         }
         Ok(())
     }

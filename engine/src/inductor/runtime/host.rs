@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
+use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cpu::{self, HostBuffer, matmul_into};
 use crate::error::{Error, Result};
@@ -35,6 +35,8 @@ pub(crate) trait HostKernel: Send + Sync {
 /// loaded).
 pub(crate) struct HostProgram<K> {
     schedule: Schedule<K>,
+    /// Whether each kernel runs on guarded copies of its buffers ([`super::guards`]).
+    guarded: bool,
 }
 
 /// A graph input's elements from its first one on.
@@ -60,13 +62,33 @@ fn view_data<'s>(
 }
 
 impl<K: HostKernel> HostProgram<K> {
-    /// The program of `schedule` with each kernel resolved by `resolve`.
+    /// The program of `schedule` with each kernel resolved by `resolve`, its kernels' buffers
+    /// guarded when `guarded` is set.
     pub(crate) fn new(
         schedule: Schedule<KernelSpec>,
+        guarded: bool,
         mut resolve: impl FnMut(KernelSpec) -> Result<K>,
     ) -> Result<HostProgram<K>> {
-        Ok(HostProgram { schedule: schedule.resolve(|k, _| resolve(k))? })
+        Ok(HostProgram { schedule: schedule.resolve(|k, _| resolve(k))?, guarded })
     }
+}
+
+/// Runs `kernel` over `0..xnumel` on `copies`, each an argument's elements between two guards
+/// ([`guards::guarded`]), and checks every guard.
+///
+/// # Safety
+/// As [`HostKernel::call`]: the kernel indexes each argument within the shapes it was generated
+/// for, which each copy holds.
+unsafe fn call_guarded<K: HostKernel>(kernel: &K, copies: &mut [Vec<f32>], xnumel: i64) -> Result<()> {
+    let lens: Vec<usize> = copies.iter().map(|c| c.len() - 2 * guards::GUARD).collect();
+    // SAFETY: element GUARD of each copy is in bounds: a copy is its data with GUARD each side.
+    let ptrs: Vec<*mut f32> = copies.iter_mut().map(|c| unsafe { c.as_mut_ptr().add(guards::GUARD) }).collect();
+    // SAFETY: the caller's promise; each pointer has its argument's elements after it.
+    unsafe { kernel.call(&ptrs, &|a| lens[a], xnumel) };
+    for (arg, (copy, &len)) in copies.iter().zip(&lens).enumerate() {
+        guards::check(kernel.name(), arg, len, &copy[..guards::GUARD], &copy[guards::GUARD + len..])?;
+    }
+    Ok(())
 }
 
 impl<K: HostKernel> Program for HostProgram<K> {
@@ -85,6 +107,39 @@ impl<K: HostKernel> Program for HostProgram<K> {
                         });
                     }
                     slots[*slot] = Some(cpu::uninit(*len));
+                }
+                Run::Kernel { kernel, args, xnumel } if self.guarded => {
+                    let data = |b: &BufferName| -> &[f32] {
+                        match b {
+                            BufferName::Input(i) => input_data(concrete[*i]),
+                            BufferName::Node(n) => {
+                                slots[self.schedule.slot(*n)].as_deref().expect("allocated before use")
+                            }
+                        }
+                    };
+                    let mut copies: Vec<Vec<f32>> =
+                        args.iter().enumerate().map(|(arg, b)| guards::guarded(data(b), arg)).collect();
+                    let _launch = profiler::launch(kernel.name(), EventKind::Compiled, Device::Cpu, || {
+                        vec![vec![*xnumel as usize]]
+                    });
+                    // SAFETY: as below, each argument's copy holding what its buffer holds.
+                    unsafe { call_guarded(kernel, &mut copies, *xnumel) }?;
+                    // The copies the kernel changed go back to the plan's buffers (graph inputs
+                    // are never written), each compared with its buffer before any goes back.
+                    let changed: Vec<bool> = args
+                        .iter()
+                        .zip(&copies)
+                        .map(|(b, copy)| {
+                            let inside = &copy[guards::GUARD..copy.len() - guards::GUARD];
+                            !inside.iter().zip(data(b)).all(|(a, b)| a.to_bits() == b.to_bits())
+                        })
+                        .collect();
+                    for ((b, copy), changed) in args.iter().zip(&copies).zip(changed) {
+                        if let (BufferName::Node(n), true) = (b, changed) {
+                            let slot = slots[self.schedule.slot(*n)].as_mut().expect("allocated before use");
+                            slot.copy_from_slice(&copy[guards::GUARD..copy.len() - guards::GUARD]);
+                        }
+                    }
                 }
                 Run::Kernel { kernel, args, xnumel } => {
                     let ptrs: Vec<*mut f32> = args

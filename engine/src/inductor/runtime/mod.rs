@@ -8,6 +8,7 @@
 //! choice (`super::target`).
 
 pub(crate) mod cuda;
+pub(crate) mod guards;
 pub(crate) mod host;
 
 use std::sync::Arc;

@@ -68,7 +68,7 @@ impl Target for CTarget {
 
     /// The kernels compiled as one shared library per compile thread, at once (each a run of
     /// consecutive kernels after the prelude), loaded, and run by the host runtime.
-    fn build(&self, spec: ProgramSpec, _mode: Mode) -> Result<Arc<dyn Program>> {
+    fn build(&self, spec: ProgramSpec, config: &Config) -> Result<Arc<dyn Program>> {
         let mut library_of: HashMap<String, Arc<SharedLibrary>> = HashMap::new();
         if spec.schedule.has_kernels() {
             let (names, sources): (Vec<_>, Vec<_>) =
@@ -79,7 +79,7 @@ impl Target for CTarget {
                 library_of.extend(names.into_iter().map(|name| (name, library.clone())));
             }
         }
-        let program = HostProgram::new(spec.schedule, |k| {
+        let program = HostProgram::new(spec.schedule, config.guard_buffers, |k| {
             let library = library_of.get(&k.name).cloned().ok_or_else(|| Error::Backend {
                 backend: "inductor".into(),
                 message: format!("no compiled library holds kernel `{}`", k.name),

@@ -124,7 +124,8 @@ impl Target for CudaTarget {
     /// the disk cache, then loaded; each matmul's chosen kernel loaded, and cuBLAS's handle
     /// created if a product runs on it. Under reduce-overhead and max-autotune, a plan that can be
     /// recorded is wrapped to record and replay a CUDA graph.
-    fn build(&self, spec: ProgramSpec, mode: Mode) -> Result<Arc<dyn Program>> {
+    fn build(&self, spec: ProgramSpec, config: &Config) -> Result<Arc<dyn Program>> {
+        let mode = config.mode;
         let CudaChoices { gemms, cuda_graph_skip } = spec.choices.read()?;
         let gpu = CudaDevice::get(self.ordinal)?;
         let (names, sources): (Vec<Vec<String>>, Vec<String>) =
@@ -153,8 +154,9 @@ impl Target for CudaTarget {
             .flat_map(|(names, module)| names.into_iter().map(move |name| (name, module.clone())))
             .collect();
         let gemms = gemms.iter().map(|(id, gemm)| Ok((*id, gemm.load(&gpu)?))).collect::<Result<HashMap<_, _>>>()?;
-        let program = CudaProgram::new(gpu, spec.schedule, module_of, gemms)?;
-        Ok(if mode.records_cuda_graphs() && cuda_graph_skip.is_none() {
+        let program = CudaProgram::new(gpu, spec.schedule, module_of, gemms, config.guard_buffers)?;
+        // Guarded launches read their guards back between kernels, which a recording cannot hold.
+        Ok(if mode.records_cuda_graphs() && cuda_graph_skip.is_none() && !config.guard_buffers {
             Arc::new(cudagraphs::Graphed::new(program))
         } else {
             Arc::new(program)

@@ -71,8 +71,9 @@ pub(crate) trait Target: Send + Sync {
     fn log_choices(&self, _choices: &TargetChoices, _mode: Mode) {}
 
     /// Compiles the module (through the disk cache), loads it and resolves every kernel of the
-    /// schedule: the program, ready to run.
-    fn build(&self, spec: ProgramSpec, mode: Mode) -> Result<Arc<dyn Program>>;
+    /// schedule: the program, ready to run, in `config`'s mode (its kernels' buffers guarded where
+    /// [`Config::guard_buffers`] asks).
+    fn build(&self, spec: ProgramSpec, config: &Config) -> Result<Arc<dyn Program>>;
 }
 
 /// The target for a graph whose inputs are on `device`, as `kind` asks: the device's own

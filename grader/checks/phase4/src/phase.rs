@@ -199,6 +199,28 @@ const MUTANTS: &[Mutant] = &[
     )
     .fails(crate::check_ids![pointwise::pointwise_c_matches_eager, reduction::reduction_c_matches_eager]),
     Mutant::new(
+        "the C loop runs one element past the end",
+        "src/pointwise.rs",
+        "for (int64_t x = 0; x < xnumel; x++) {",
+        "for (int64_t x = 0; x <= xnumel; x++) {",
+    )
+    .fails(crate::check_ids![pointwise::pointwise_c_matches_eager, reduction::reduction_c_matches_eager]),
+    Mutant::new(
+        "the CUDA loop runs one element past the end",
+        "src/pointwise.rs",
+        "x < xnumel; x += stride) {",
+        "x <= xnumel; x += stride) {",
+    )
+    .fails(crate::check_ids![pointwise::pointwise_cuda_matches_eager])
+    .may_fail(crate::check_ids![pointwise::pointwise_cuda_bandwidth]),
+    Mutant::new(
+        "a reduction's accumulator starts at 0 whatever it combines",
+        "src/reduction.rs",
+        "identity(r.combine, Dialect::C)",
+        "\"0.0f\"",
+    )
+    .fails(crate::check_ids![reduction::reduction_c_matches_eager]),
+    Mutant::new(
         "every load reads element x, ignoring broadcasts and strides",
         "src/pointwise.rs",
         r#"format!("float tmp{tmp} = {}[{}];", kernel.args[*arg].name, index.to_c())"#,

@@ -72,9 +72,9 @@ impl Target for InterpreterTarget {
         cudagraphs::log_host_skip(mode);
     }
 
-    fn build(&self, spec: ProgramSpec, _mode: Mode) -> Result<Arc<dyn Program>> {
+    fn build(&self, spec: ProgramSpec, config: &Config) -> Result<Arc<dyn Program>> {
         let module = parse::module(&spec.module.whole(), &spec.custom_ops)?;
-        let program = HostProgram::new(spec.schedule, |k| module.kernel(&k.name))?;
+        let program = HostProgram::new(spec.schedule, config.guard_buffers, |k| module.kernel(&k.name))?;
         Ok(Arc::new(program))
     }
 }

@@ -1,6 +1,9 @@
 //! Checks of `pointwise_c` and `pointwise_cuda`: the printed kernels, compiled by the system C
 //! compiler or NVRTC inside a real Inductor compilation, compute what eager execution computes,
-//! on random programs whose sizes are rarely multiples of the vector width.
+//! on random programs whose sizes are rarely multiples of the vector width (a single element
+//! among them), with transposed and broadcast inputs. Every buffer a printed kernel is handed lies
+//! between poisoned guard regions, checked after each run (`Config::guard_buffers`): a kernel that
+//! writes past an end fails with the element it wrote, one that reads past one computes NaNs.
 
 use std::cell::RefCell;
 
@@ -28,10 +31,11 @@ fn your_cuda(kernel: &Kernel) -> String {
     wires::learner(|| pointwise_cuda(kernel))
 }
 
-/// Inductor with the subject's C printer for pointwise kernels.
+/// Inductor with the subject's C printer for pointwise kernels, its buffers guarded.
 fn with_c_printer() -> Inductor {
     Inductor::with_config(Config {
         printers: Printers { pointwise_c: Some(your_c), ..Printers::default() },
+        guard_buffers: true,
         ..Config::default()
     })
 }
@@ -47,8 +51,13 @@ pub fn pointwise_c_matches_eager(ctx: &Context) -> CheckResult {
     Ok(format!("{cases} random pointwise programs compiled with your C match eager"))
 }
 
+/// The subject's CUDA printer for pointwise kernels, its buffers guarded.
 fn with_cuda_printer_config() -> Config {
-    Config { printers: Printers { pointwise_cuda: Some(your_cuda), ..Printers::default() }, ..Config::default() }
+    Config {
+        printers: Printers { pointwise_cuda: Some(your_cuda), ..Printers::default() },
+        guard_buffers: true,
+        ..Config::default()
+    }
 }
 
 /// Random pointwise programs compiled with `pointwise_cuda` match eager (on a GPU).

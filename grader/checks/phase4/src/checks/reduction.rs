@@ -35,7 +35,9 @@ const MODELS: [&str; 7] = [
     "sqrt of the sum over dim 0 of x * x, times w",
 ];
 
-/// One random case: which model, over a `[rows, cols]` input (and `w: [cols]`).
+/// One case: which model, over a `[rows, cols]` input (and `w: [cols]`), with values in
+/// `-2..2`, or with no positive value at all (`negative`: a maximum then starts below 0); the
+/// input a transposed view of a `[cols, rows]` tensor where `transposed` (its rows strided).
 #[derive(Clone, Debug)]
 #[allow(dead_code)] // `model` is read through Debug, in a failure's shrunk case.
 struct Case {
@@ -43,27 +45,56 @@ struct Case {
     kind: u8,
     rows: usize,
     cols: usize,
+    negative: bool,
+    transposed: bool,
 }
 
-/// Random reduction models compiled with `reduction_c` match eager.
+/// Compiles model `kind` with `reduction_c` (its buffers guarded) and compares it with eager.
+fn matches(seed: u64, Case { kind, rows, cols, negative, transposed, .. }: Case) -> Result<(), grader_harness::Failure> {
+    let (low, high) = if negative { (-3.0, -0.5) } else { (-2.0, 2.0) };
+    let x = if transposed {
+        Tensor::uniform(&[cols, rows], low, high, seed).t()?
+    } else {
+        Tensor::uniform(&[rows, cols], low, high, seed)
+    };
+    let inputs = [x, Tensor::uniform(&[cols], 0.5, 1.5, seed + 1)];
+    let inductor = Inductor::with_config(Config {
+        printers: Printers { reduction_c: Some(reduction_c), ..Printers::default() },
+        guard_buffers: true,
+        ..Config::default()
+    });
+    matches_eager("the compiled model's output", inductor, &|t| model(kind, t), &inputs).map(|_| ())
+}
+
+/// Every reduction model on the edge cases a correct kernel must handle (rows with no positive
+/// value, a single row, strided rows, a width drawn from the seed that is no multiple of a
+/// vector), then random models, compiled with `reduction_c` (its buffers guarded), match eager.
 pub fn reduction_c_matches_eager(ctx: &Context) -> CheckResult {
-    let cases = 21;
     // Rows of at least 33 elements: GCC 12 at -O3 miscompiles some fully unrolled short rows
     // (see the book); the engine's own printer guards against it, the exercise need not.
-    let strategy = (any::<u8>(), 1usize..12, 33usize..160).prop_map(|(kind, rows, cols)| Case {
-        model: MODELS[usize::from(kind) % 7],
-        kind,
-        rows: if kind % 7 >= 5 { rows + 33 } else { rows },
-        cols,
-    });
-    for_all(ctx, cases, strategy, |Case { kind, rows, cols, .. }| {
-        let inputs =
-            [Tensor::uniform(&[rows, cols], -2.0, 2.0, ctx.seed), Tensor::uniform(&[cols], 0.5, 1.5, ctx.seed + 1)];
-        let inductor = Inductor::with_config(Config {
-            printers: Printers { reduction_c: Some(reduction_c), ..Printers::default() },
-            ..Config::default()
-        });
-        matches_eager("the compiled model's output", inductor, &|t| model(kind, t), &inputs).map(|_| ())
-    })?;
-    Ok(format!("{cases} random reduction models compiled with your C match eager"))
+    let cols = 33 + 2 * (ctx.seed % 40) as usize;
+    for kind in 0..7u8 {
+        let model = MODELS[usize::from(kind)];
+        // The models reducing over dim 0 need rows as long as the others' rows.
+        let rows = |r: usize| if kind >= 5 { r + 33 } else { r };
+        for (rows, negative, transposed) in [(rows(3), true, false), (rows(1), false, false), (rows(5), false, true)] {
+            matches(ctx.seed + u64::from(kind), Case { model, kind, rows, cols, negative, transposed })?;
+        }
+    }
+    let cases = 21;
+    let strategy = (any::<u8>(), 1usize..12, 33usize..160, any::<bool>(), any::<bool>()).prop_map(
+        |(kind, rows, cols, negative, transposed)| Case {
+            model: MODELS[usize::from(kind) % 7],
+            kind,
+            rows: if kind % 7 >= 5 { rows + 33 } else { rows },
+            cols,
+            negative,
+            transposed,
+        },
+    );
+    for_all(ctx, cases, strategy, |case| matches(ctx.seed, case))?;
+    Ok(format!(
+        "every model on rows with no positive value, a single row and strided rows ({cols} wide), then {cases} \
+         random models, compiled with your C, match eager"
+    ))
 }

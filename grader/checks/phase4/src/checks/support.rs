@@ -67,10 +67,12 @@ impl std::fmt::Debug for PointwiseProgram {
 }
 
 impl PointwiseProgram {
-    /// Programs with 1 to 8 steps over shapes up to 40 x 40.
+    /// Programs with 1 to 8 steps over shapes up to 40 x 40, a dim of 1 as often as not (so a
+    /// single element, a row, a column).
     pub fn strategy() -> impl Strategy<Value = PointwiseProgram> {
         let step = (any::<u8>(), any::<u8>(), any::<u8>(), -2.0f32..2.0);
-        (1usize..40, 1usize..40, 0u8..3, prop::collection::vec(step, 1..8))
+        let size = || prop_oneof![Just(1usize), 2usize..40];
+        (size(), size(), 0u8..3, prop::collection::vec(step, 1..8))
             .prop_map(|(rows, cols, bias, steps)| PointwiseProgram { rows, cols, bias, steps })
     }
 
