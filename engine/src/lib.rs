@@ -22,7 +22,7 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`], [`parallel`], [`compile_mode`];
+//!    [`codecache`], [`parallel`], [`compile_mode`], [`precision`] (matmul precision, autocast state);
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (its op methods, and the dispatcher's hook for the
 //!    layers above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each
@@ -67,12 +67,14 @@ pub mod layout;
 pub mod logs;
 pub mod op;
 pub mod parallel;
+pub mod precision;
 pub mod profiler;
 pub mod scalar;
 pub mod tensor;
 
 pub use device::Device;
 pub use dtype::DType;
+pub use precision::{MatmulPrecision, autocast, set_float32_matmul_precision};
 pub use error::{Error, Result, SourceLocation};
 pub use tensor::AttnMask;
 pub use tensor::{Operand, Tensor, TensorMeta};

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
-use crate::device::cuda::matmul::{Operand, sgemm};
+use crate::device::cuda::matmul::{Operand, gemm as library_gemm};
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
+use crate::device::cpu::HostBuffer;
 use crate::device::{Device, cpu};
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::tensor::Tensor;
@@ -51,9 +53,10 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
         Device::Cpu => {
             let mut c = vec![0.0f32; batch * m * n];
             let (a_layout, b_layout) = (Layout::contiguous(&[batch, m, k]), Layout::contiguous(&[batch, k, n]));
+            let (a, b) = (HostBuffer::from(a), HostBuffer::from(b));
             Ok(Box::new(move || {
-                let a = cpu::Input::Tensor { buffer: &a[..], layout: &a_layout };
-                let b = cpu::Input::Tensor { buffer: &b[..], layout: &b_layout };
+                let a = cpu::Input::Tensor { buffer: &a, layout: &a_layout };
+                let b = cpu::Input::Tensor { buffer: &b, layout: &b_layout };
                 cpu::matmul_into(a, b, &[batch, m, n], &mut c, cpu::Epilogue::NONE);
                 std::hint::black_box(&c);
                 Ok(())
@@ -75,8 +78,8 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
             let b = CudaBuffer::from_host(&gpu, &b).map_err(&fail)?;
             let c = CudaBuffer::alloc(&gpu, batch * m * n).map_err(&fail)?;
             Ok(Box::new(move || {
-                let (a_op, b_op) = (Operand::dense(a.ptr(), m, k), Operand::dense(b.ptr(), k, n));
-                sgemm(&gpu, &a_op, &b_op, c.ptr(), dims).map_err(&fail)
+                let (a_op, b_op) = (Operand::dense(a.ptr(), DType::F32, m, k), Operand::dense(b.ptr(), DType::F32, k, n));
+                library_gemm(&gpu, &a_op, &b_op, c.ptr(), dims).map_err(&fail)
             }))
         }
     }

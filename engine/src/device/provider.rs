@@ -11,6 +11,7 @@
 
 use std::cell::Cell;
 
+use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 
@@ -47,35 +48,48 @@ impl<'a, B: ?Sized> Input<'a, B> {
 }
 
 /// A device's eager kernels, plain or tuned. Each writes a fresh dense buffer of the output
-/// shape; shapes were checked by [`Op::infer_shape`] beforehand.
+/// shape; shapes and dtypes were checked by [`Op::infer_shape`] and [`Op::infer_dtype`]
+/// beforehand.
+///
+/// Buffers carry their dtype (`f32`, `f16`, `bf16`; FP8 reaches only `copy` and `scaled_mm`).
+/// Every kernel computes in `f32`, widening half-precision elements as it loads them and
+/// rounding as it stores; where the output's dtype is not the first input's (promotion, a
+/// conversion), the kernel is told it.
 pub(crate) trait KernelProvider {
-    /// What an input's buffer is (`[f32]` on the CPU).
+    /// What an input's buffer is (a host buffer on the CPU).
     type Buffer: ?Sized;
     /// The buffer a kernel returns.
     type Output;
     /// How a kernel fails (the CPU's cannot).
     type Error;
 
-    /// `op` on every element.
+    /// `op` on every element (the output has the input's dtype).
     fn unary(&self, op: UnaryOp, x: Input<Self::Buffer>, out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
-    /// `op` on every pair of broadcast elements.
+    /// `op` on every pair of broadcast elements, stored as `dtype` (the operands' promoted dtype).
     fn binary(
         &self,
         op: BinaryOp,
         a: Input<Self::Buffer>,
         b: Input<Self::Buffer>,
         out_shape: &[usize],
+        dtype: DType,
     ) -> Result<Self::Output, Self::Error>;
-    /// `a` where `cond != 0`, else `b`, all broadcast.
-    fn where_(&self, inputs: [Input<Self::Buffer>; 3], out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
-    /// A dense row-major copy of a view.
-    fn copy(&self, x: Input<Self::Buffer>, out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
-    /// A custom op's element function over broadcast inputs.
+    /// `a` where `cond != 0`, else `b`, all broadcast, stored as `dtype`.
+    fn where_(
+        &self,
+        inputs: [Input<Self::Buffer>; 3],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<Self::Output, Self::Error>;
+    /// A dense row-major copy of a view, converted to `dtype` (`contiguous`, `to_dtype`).
+    fn copy(&self, x: Input<Self::Buffer>, out_shape: &[usize], dtype: DType) -> Result<Self::Output, Self::Error>;
+    /// A custom op's element function over broadcast inputs, stored as `dtype`.
     fn custom(
         &self,
         op: &CustomOp,
         inputs: &[Input<Self::Buffer>],
         out_shape: &[usize],
+        dtype: DType,
     ) -> Result<Self::Output, Self::Error>;
     /// A reduction over `dim`.
     fn reduce(&self, kind: ReduceOp, x: Input<Self::Buffer>, dim: usize) -> Result<Self::Output, Self::Error>;
@@ -94,29 +108,44 @@ pub(crate) trait KernelProvider {
     /// compose it from their own kernels ([`composed_attention`]); tuned ones run one kernel that
     /// never stores the scores.
     fn attention(&self, inputs: &[Input<Self::Buffer>], params: AttentionParams) -> Result<Self::Output, Self::Error>;
-    /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
+    /// `inputs` joined along `dim` into a dense buffer of `out_shape` (every input already has
+    /// the output's dtype).
     fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
     -> Result<Self::Output, Self::Error>;
-    /// A buffer holding `values` (how a composed kernel makes a constant operand).
+    /// `(a * scale_a) @ (b * scale_b)` of two 8-bit-float matrices with per-tensor `f32` scales
+    /// (one-element tensors), accumulated in `f32` and stored as `dtype`: `torch._scaled_mm`.
+    /// Devices without FP8 matrix units refuse it.
+    fn scaled_mm(
+        &self,
+        inputs: [Input<Self::Buffer>; 4],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<Self::Output, Self::Error>;
+    /// An `f32` buffer holding `values` (how a composed kernel makes a constant operand).
     fn upload(&self, values: &[f32]) -> Result<Self::Output, Self::Error>;
     /// A returned buffer as the input of another kernel.
     fn as_input(output: &Self::Output) -> &Self::Buffer;
+    /// The dtype of an input's buffer.
+    fn dtype(buffer: &Self::Buffer) -> DType;
 }
 
-/// Runs one non-view, non-composite op on `provider`'s kernels.
+/// Runs one non-view, non-composite op on `provider`'s kernels, its result of dtype `dtype`
+/// (from [`Op::infer_dtype`]).
 pub(crate) fn execute<P: KernelProvider>(
     provider: &P,
     op: &Op,
     inputs: &[Input<P::Buffer>],
     out_shape: &[usize],
+    dtype: DType,
 ) -> Result<P::Output, P::Error> {
     match op {
         Op::Unary(u) => provider.unary(*u, inputs[0], out_shape),
-        Op::Binary(b) => provider.binary(*b, inputs[0], inputs[1], out_shape),
-        Op::Where => provider.where_([inputs[0], inputs[1], inputs[2]], out_shape),
-        Op::Contiguous => provider.copy(inputs[0], out_shape),
+        Op::Binary(b) => provider.binary(*b, inputs[0], inputs[1], out_shape, dtype),
+        Op::Where => provider.where_([inputs[0], inputs[1], inputs[2]], out_shape, dtype),
+        Op::Contiguous | Op::ToDtype { .. } => provider.copy(inputs[0], out_shape, dtype),
         Op::Cat { dim } => provider.cat(inputs, *dim, out_shape),
-        Op::Custom(custom) => provider.custom(custom, inputs, out_shape),
+        Op::ScaledMm { .. } => provider.scaled_mm([inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, dtype),
+        Op::Custom(custom) => provider.custom(custom, inputs, out_shape, dtype),
         Op::Reduce { kind, dim, .. } => provider.reduce(*kind, inputs[0], *dim),
         Op::Softmax { dim } => provider.softmax(inputs[0], *dim, false),
         Op::LogSoftmax { dim } => provider.softmax(inputs[0], *dim, true),
@@ -140,12 +169,30 @@ pub(crate) fn execute<P: KernelProvider>(
 /// (`_scaled_dot_product_attention_math`) computes it: the `[..., L, S]` scores `q @ k^T`, scaled,
 /// masked (`-inf` where a boolean mask is 0 or a key lies past the causal diagonal, or the
 /// additive mask added), their softmax over the keys, and its product with `v`. It stores the
-/// scores, which the tuned kernels never do; a fully masked row is NaN, as in PyTorch.
+/// scores, which the tuned kernels never do; a fully masked row is NaN, as in PyTorch. Inputs of
+/// a half-precision dtype are widened to `f32` first, and the result rounded to their dtype, so
+/// that this is the reference the tuned kernels are tested against in every dtype.
 pub(crate) fn composed_attention<P: KernelProvider>(
     provider: &P,
     inputs: &[Input<P::Buffer>],
     params: AttentionParams,
 ) -> Result<P::Output, P::Error> {
+    let dtype = P::dtype(inputs[0].tensor().0);
+    if dtype != DType::F32 {
+        let widened = inputs
+            .iter()
+            .map(|input| {
+                let (_, layout) = input.tensor();
+                Ok((provider.copy(*input, layout.shape(), DType::F32)?, Layout::contiguous(layout.shape())))
+            })
+            .collect::<Result<Vec<_>, P::Error>>()?;
+        let inputs: Vec<Input<P::Buffer>> =
+            widened.iter().map(|(buffer, layout)| Input::Tensor { buffer: P::as_input(buffer), layout }).collect();
+        let out = composed_attention(provider, &inputs, params)?;
+        let shape = attention_output_shape(&inputs);
+        let dense = Layout::contiguous(&shape);
+        return provider.copy(Input::Tensor { buffer: P::as_input(&out), layout: &dense }, &shape, dtype);
+    }
     let ((_, ql), (k, kl), v) = (inputs[0].tensor(), inputs[1].tensor(), inputs[2]);
     let rank = ql.shape().len();
     let mut dims: Vec<usize> = (0..rank).collect();
@@ -154,21 +201,24 @@ pub(crate) fn composed_attention<P: KernelProvider>(
     let (q_len, kv_len) = (ql.shape()[rank - 2], kl.shape()[rank - 2]);
     let scores_shape = [&ql.shape()[..rank - 1], &[kv_len][..]].concat();
     let dense = Layout::contiguous(&scores_shape);
+    let f32 = DType::F32;
     let scores = provider.matmul(inputs[0], Input::Tensor { buffer: k, layout: &k_t }, &scores_shape)?;
     let scores = Input::Tensor { buffer: P::as_input(&scores), layout: &dense };
-    let scaled = provider.binary(BinaryOp::Mul, scores, Input::Scalar(params.scale), &scores_shape)?;
+    let scaled = provider.binary(BinaryOp::Mul, scores, Input::Scalar(params.scale), &scores_shape, f32)?;
     let scaled = Input::Tensor { buffer: P::as_input(&scaled), layout: &dense };
     let minus_inf = Input::Scalar(f32::NEG_INFINITY);
     let causal_layout = Layout::contiguous(&[q_len, kv_len]);
     let masked = match (params.mask, inputs.get(3)) {
-        (AttentionMask::Additive, Some(&mask)) => Some(provider.binary(BinaryOp::Add, scaled, mask, &scores_shape)?),
-        (AttentionMask::Boolean, Some(&mask)) => Some(provider.where_([mask, scaled, minus_inf], &scores_shape)?),
+        (AttentionMask::Additive, Some(&mask)) => {
+            Some(provider.binary(BinaryOp::Add, scaled, mask, &scores_shape, f32)?)
+        }
+        (AttentionMask::Boolean, Some(&mask)) => Some(provider.where_([mask, scaled, minus_inf], &scores_shape, f32)?),
         _ if params.causal => {
             let values: Vec<f32> =
                 (0..q_len).flat_map(|i| (0..kv_len).map(move |j| if j <= i { 1.0 } else { 0.0 })).collect();
             let below_diagonal = provider.upload(&values)?;
             let keep = Input::Tensor { buffer: P::as_input(&below_diagonal), layout: &causal_layout };
-            Some(provider.where_([keep, scaled, minus_inf], &scores_shape)?)
+            Some(provider.where_([keep, scaled, minus_inf], &scores_shape, f32)?)
         }
         _ => None,
     };
@@ -177,8 +227,14 @@ pub(crate) fn composed_attention<P: KernelProvider>(
         None => scaled,
     };
     let probabilities = provider.softmax(logits, rank - 1, false)?;
-    let out_shape = [&ql.shape()[..rank - 1], &v.tensor().1.shape()[rank - 1..]].concat();
+    let out_shape = attention_output_shape(inputs);
     provider.matmul(Input::Tensor { buffer: P::as_input(&probabilities), layout: &dense }, v, &out_shape)
+}
+
+/// The shape of attention's output: the query's, with the value's last size.
+fn attention_output_shape<B: ?Sized>(inputs: &[Input<B>]) -> Vec<usize> {
+    let (q, v) = (inputs[0].tensor().1.shape(), inputs[2].tensor().1.shape());
+    [&q[..q.len() - 1], &v[v.len() - 1..]].concat()
 }
 
 /// Which eager kernels run: the plain ones a reader follows, or the tuned fast paths.

@@ -27,7 +27,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 
-/// An N-dimensional array of `f32` on a device, or a symbolic stand-in for one during tracing.
+/// An N-dimensional array of `f32`, `f16` or `bf16` (or, as matrix-product inputs, 8-bit floats)
+/// on a device, or a symbolic stand-in for one during tracing.
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) repr: Arc<Repr>,
@@ -77,11 +78,16 @@ impl From<f32> for Operand<'_> {
     }
 }
 
-impl Operand<'_> {
+impl<'a> Operand<'a> {
     /// The operand's shape, or `None` for a scalar.
-    pub fn shape(&self) -> Option<&[usize]> {
-        match self {
-            Operand::Tensor(t) => Some(t.shape()),
+    pub fn shape(&self) -> Option<&'a [usize]> {
+        self.tensor().map(Tensor::shape)
+    }
+
+    /// The tensor, or `None` for a scalar.
+    pub fn tensor(&self) -> Option<&'a Tensor> {
+        match *self {
+            Operand::Tensor(t) => Some(t),
             Operand::Scalar(_) => None,
         }
     }
@@ -182,8 +188,9 @@ impl Tensor {
         }
     }
 
-    /// All elements in row-major order. Inside a compiled function this needs a concrete value:
-    /// a graph break.
+    /// All elements in row-major order, as `f32` whatever the tensor's dtype (every dtype here
+    /// widens to `f32` exactly). Inside a compiled function this needs a concrete value: a graph
+    /// break.
     #[track_caller]
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         let location = SourceLocation::caller();
@@ -255,6 +262,10 @@ impl fmt::Display for Tensor {
         };
         write!(f, "tensor(")?;
         write_nested(f, self.shape(), &values)?;
+        // As PyTorch prints them: the dtype only when it is not the default one.
+        if self.dtype() != DType::F32 {
+            write!(f, ", dtype={}", self.dtype())?;
+        }
         write!(f, ")")
     }
 }

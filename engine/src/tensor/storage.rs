@@ -1,7 +1,8 @@
 //! Tensor memory on a device, the analogue of `torch.Storage`.
 
+use crate::device::cpu::{self, HostBuffer};
 use crate::device::Device;
-use crate::device::cpu::HostBuffer;
+use crate::op::Op;
 use crate::device::cuda::{self, CudaBuffer, CudaError};
 use crate::device::provider::KernelProvider;
 use crate::dtype::DType;
@@ -27,24 +28,47 @@ impl Storage {
     /// Element type of the buffer.
     pub fn dtype(&self) -> DType {
         match self {
-            Storage::Cpu(_) | Storage::Cuda(_) => DType::F32,
+            Storage::Cpu(buffer) => buffer.dtype(),
+            Storage::Cuda(buffer) => buffer.dtype(),
         }
     }
 
-    /// The elements a layout addresses, in row-major order, copied to the host (after every
-    /// queued GPU operation has finished).
+    /// The elements a layout addresses, in row-major order, widened to `f32` and copied to the
+    /// host (after every queued GPU operation has finished).
     pub fn gather(&self, layout: &Layout) -> Result<Vec<f32>, CudaError> {
         match self {
-            Storage::Cpu(data) => Ok(if layout.is_contiguous() {
-                data[layout.offset()..layout.offset() + layout.numel()].to_vec()
-            } else {
-                layout.offsets().map(|i| data[i]).collect()
-            }),
-            Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read(layout.offset(), layout.numel()),
+            Storage::Cpu(buffer) => {
+                let elements = buffer.elements();
+                Ok(if layout.is_contiguous() {
+                    (layout.offset()..layout.offset() + layout.numel()).map(|i| elements.get(i)).collect()
+                } else {
+                    layout.offsets().map(|i| elements.get(i)).collect()
+                })
+            }
+            Storage::Cuda(buffer) => {
+                let dense = self.dense_bytes(layout)?;
+                Ok(crate::device::cpu::widen_bytes(&dense, buffer.dtype()))
+            }
+        }
+    }
+
+    /// The elements a layout addresses, in row-major order, as the bytes of their own dtype on
+    /// the host: what moving a tensor to another device copies.
+    pub fn dense_bytes(&self, layout: &Layout) -> Result<Vec<u8>, CudaError> {
+        let size = self.dtype().size_in_bytes();
+        match self {
+            Storage::Cpu(buffer) if layout.is_contiguous() => {
+                Ok(buffer.bytes()[layout.offset() * size..(layout.offset() + layout.numel()) * size].to_vec())
+            }
+            Storage::Cpu(buffer) => {
+                let dense = cpu::execute(&Op::Contiguous, &[cpu::Input::Tensor { buffer, layout }], layout.shape(), buffer.dtype());
+                Ok(dense.bytes().to_vec())
+            }
+            Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read_bytes(layout.offset(), layout.numel()),
             Storage::Cuda(buffer) => {
                 let view = cuda::Input::Tensor { buffer, layout };
-                let dense = cuda::Plain(buffer.device()).copy(view, layout.shape())?;
-                dense.read(0, dense.len())
+                let dense = cuda::Plain(buffer.device()).copy(view, layout.shape(), buffer.dtype())?;
+                dense.read_bytes(0, dense.len())
             }
         }
     }

@@ -6,8 +6,12 @@
 
 use std::convert::Infallible;
 
-use super::{AsWritten, HostBuffer, Input, allocator, cat, contiguous, copy, custom, max_nan, pointwise, split_at_dim};
+use super::pointwise::input_dtype;
+use super::{
+    AsWritten, HostBuffer, Input, allocator, cat, contiguous, copy, custom, in_f32, max_nan, pointwise, split_at_dim,
+};
 use crate::device::provider::{KernelProvider, composed_attention};
+use crate::dtype::DType;
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 use crate::parallel;
@@ -16,7 +20,7 @@ use crate::parallel;
 pub(crate) struct Plain;
 
 impl KernelProvider for Plain {
-    type Buffer = [f32];
+    type Buffer = HostBuffer;
     type Output = HostBuffer;
     type Error = Infallible;
 
@@ -24,36 +28,52 @@ impl KernelProvider for Plain {
         Ok(pointwise::unary::<AsWritten>(op, x, out_shape))
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::binary::<AsWritten>(op, a, b, out_shape))
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input,
+        b: Input,
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<HostBuffer, Infallible> {
+        Ok(pointwise::binary::<AsWritten>(op, a, b, out_shape, dtype))
     }
 
-    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::where_::<AsWritten>(cond, a, b, out_shape))
+    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
+        Ok(pointwise::where_::<AsWritten>(cond, a, b, out_shape, dtype))
     }
 
-    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(copy(x))
+    fn copy(&self, x: Input, _out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
+        Ok(copy::<AsWritten>(x, dtype))
     }
 
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(custom(op, inputs, out_shape))
+    fn custom(
+        &self,
+        op: &CustomOp,
+        inputs: &[Input],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<HostBuffer, Infallible> {
+        Ok(custom::<AsWritten>(op, inputs, out_shape, dtype))
     }
+
+    // The row kernels below compute on `f32` buffers: half-precision inputs are widened first
+    // and the result rounded (`in_f32`); the tuned kernels convert a row at a time instead.
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
-        Ok(reduce(kind, x, dim))
+        Ok(in_f32::<AsWritten>(&[x], input_dtype(x), |i| reduce(kind, i[0], dim)))
     }
 
     fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<HostBuffer, Infallible> {
-        Ok(softmax(x, dim, log))
+        Ok(in_f32::<AsWritten>(&[x], input_dtype(x), |i| softmax(i[0], dim, log)))
     }
 
-    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<HostBuffer, Infallible> {
-        Ok(layer_norm(x, weight, bias, eps))
+    fn layer_norm(&self, inputs: [Input; 3], eps: f32) -> Result<HostBuffer, Infallible> {
+        Ok(in_f32::<AsWritten>(&inputs, input_dtype(inputs[0]), |i| layer_norm(i[0], i[1], i[2], eps)))
     }
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(matmul(a, b, out_shape))
+        Ok(in_f32::<AsWritten>(&[a, b], input_dtype(a), |i| matmul(i[0], i[1], out_shape)))
     }
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
@@ -64,12 +84,20 @@ impl KernelProvider for Plain {
         Ok(cat(inputs, dim, out_shape))
     }
 
+    fn scaled_mm(&self, _: [Input; 4], _: &[usize], _: DType) -> Result<HostBuffer, Infallible> {
+        unreachable!("the eager dispatcher and Inductor refuse FP8 products on the CPU before a kernel runs")
+    }
+
     fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
         Ok(values.to_vec().into())
     }
 
-    fn as_input(output: &HostBuffer) -> &[f32] {
+    fn as_input(output: &HostBuffer) -> &HostBuffer {
         output
+    }
+
+    fn dtype(buffer: &HostBuffer) -> DType {
+        buffer.dtype()
     }
 }
 

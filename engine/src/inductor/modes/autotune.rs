@@ -17,7 +17,8 @@ use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, failed, label};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
-use crate::device::cuda::matmul::{Dims, Operand, planned, sgemm};
+use crate::device::cuda::matmul::{Dims, Operand, gemm, planned};
+use crate::dtype::DType;
 use crate::device::cuda::tuned::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
 use crate::device::cuda::tuned::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::tuned::skinny_gemm;
@@ -79,7 +80,7 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
     let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
-        let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape) else { continue };
+        let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape, node.dtype) else { continue };
         let kind = match (epilogue.bias.is_some(), epilogue.relu) {
             (false, false) => Epilogue::None,
             (true, false) => Epilogue::Bias,
@@ -89,7 +90,8 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
         let label = label(i, &node.origin_name, a, b);
         let problem = Problem::new(&left, &right, dims, kind);
         let linear = LinearShape::of(&a.layout, &b.layout, &node.shape);
-        let engine = if backends.engine { engine_candidates(gpu, linear) } else { Vec::new() };
+        // The engine's own GEMMs are float32 kernels.
+        let engine = if backends.engine && node.dtype == DType::F32 { engine_candidates(gpu, linear) } else { Vec::new() };
         // With no engine kernel to time, the libraries are timed even when not allowed (the fallback).
         let libraries = backends.libraries || engine.is_empty();
         let tuning = Tuning {
@@ -230,7 +232,7 @@ impl Tuning<'_> {
             (self.libraries, p.epilogue, int(m), int(n), int(k), int(batch))
         {
             let (l, r, o) = (left.at(left_buffer.ptr()), right.at(right_buffer.ptr()), out.ptr());
-            candidates.push(Box::new(move || sgemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
+            candidates.push(Box::new(move || gemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
             choices.push(Choice::Cublas);
         }
         if let Some((a, w)) = &engine_buffers {

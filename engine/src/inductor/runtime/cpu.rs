@@ -7,7 +7,8 @@ use std::sync::Arc;
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, input_view, outputs, run_fallback};
 use crate::codecache::SharedLibrary;
 use crate::device::Device;
-use crate::device::cpu::{self, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, matmul_into};
+use crate::device::cpu::{self, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, Widened, matmul_into};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::inductor::call_plan::SlotId;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
@@ -70,26 +71,44 @@ pub(crate) struct CpuProgram {
     schedule: Schedule<CpuKernel>,
 }
 
-/// A graph input's elements from its first one on.
-fn input_data(input: &Concrete) -> &[f32] {
+/// A graph input's buffer, and the offset of its first element in it.
+fn input_data(input: &Concrete) -> (&HostBuffer, usize) {
     let Storage::Cpu(data) = &*input.storage else { unreachable!("inputs were checked to be on the CPU") };
-    &data[input.layout.offset()..]
+    (data, input.layout.offset())
 }
 
-/// The memory of a view: graph inputs are the caller's, nodes' are the plan's slots.
+/// The address of a graph input's first element, as a generated kernel takes it.
+fn input_ptr(input: &Concrete) -> *mut f32 {
+    let (data, offset) = input_data(input);
+    // Kernels never write their inputs: the cast only fits the uniform ABI.
+    data.bytes()[offset * data.dtype().size_in_bytes()..].as_ptr() as *mut f32
+}
+
+/// The memory of a view: graph inputs are the caller's, nodes' are the plan's slots. The layout
+/// is over the whole buffer.
 fn view_data<'s>(
     view: &View,
     inputs: &[&'s Concrete],
     slot_of: &PerNode<Option<SlotId>>,
     slots: &'s Slots<HostBuffer>,
-) -> (&'s [f32], Layout) {
+) -> (&'s HostBuffer, Layout) {
     match view.buffer {
-        BufferName::Input(i) => (input_data(inputs[i]), view.layout.clone()),
+        BufferName::Input(i) => {
+            let (data, offset) = input_data(inputs[i]);
+            let l = &view.layout;
+            (data, Layout::new(l.shape().to_vec(), l.strides().to_vec(), offset + l.offset()))
+        }
         BufferName::Node(n) => {
             let slot = slot_of[n].expect("buffers read from memory have a slot");
-            (slots[slot].as_deref().expect("buffers are written before they are read"), view.layout.clone())
+            (slots[slot].as_ref().expect("buffers are written before they are read"), view.layout.clone())
         }
     }
+}
+
+/// A view's elements as a dense vector of `f32`s (a half-precision GEMM's bias).
+fn data_f32(data: &HostBuffer, layout: &Layout) -> Vec<f32> {
+    let elements = data.elements();
+    layout.offsets().map(|i| elements.get(i)).collect()
 }
 
 impl CpuProgram {
@@ -115,16 +134,19 @@ impl Program for CpuProgram {
         for step in &self.schedule.steps {
             match step {
                 // Memory from the allocator's cache: every step writes its whole output.
-                Run::Alloc { slot, len } => slots[*slot] = Some(cpu::uninit(*len)),
+                Run::Alloc { slot, len, dtype } => slots[*slot] = Some(cpu::uninit_of(*dtype, *len)),
                 Run::Kernel { kernel, args, xnumel } => {
+                    // Every kernel takes its buffers as `float*`s whatever their dtype (the uniform
+                    // ABI); a kernel casts each to its element type.
                     let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
-                            // Kernels never write their inputs: the cast only fits the uniform ABI.
-                            BufferName::Input(i) => input_data(concrete[*i]).as_ptr() as *mut f32,
-                            BufferName::Node(n) => {
-                                slots[self.schedule.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
-                            }
+                            BufferName::Input(i) => input_ptr(concrete[*i]),
+                            BufferName::Node(n) => slots[self.schedule.slot(*n)]
+                                .as_mut()
+                                .expect("allocated before use")
+                                .as_mut_ptr_bytes()
+                                .cast(),
                         })
                         .collect();
                     let _launch = profiler::launch(&kernel.name, EventKind::Compiled, Device::Cpu, || {
@@ -145,22 +167,32 @@ impl Program for CpuProgram {
                     let _launch = profiler::launch("matmul", EventKind::Extern, Device::Cpu, || {
                         vec![al.shape().to_vec(), bl.shape().to_vec()]
                     });
-                    let bias = epilogue.bias.as_ref().map(|v| {
-                        let (data, layout) = view_data(v, &concrete, &self.schedule.slot_of, &slots);
-                        &data[layout.offset()..layout.offset() + layout.numel()]
-                    });
-                    matmul_into(a, b, shape, &mut result, cpu::Epilogue { bias, relu: epilogue.relu });
+                    let bias = epilogue.bias.as_ref().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots));
+                    if result.dtype() == DType::F32 && [a, b].iter().all(|i| i.tensor().0.dtype() == DType::F32) {
+                        let bias = bias.as_ref().map(|(data, layout)| &data[layout.offset()..][..layout.numel()]);
+                        matmul_into(a, b, shape, &mut result, cpu::Epilogue { bias, relu: epilogue.relu });
+                    } else {
+                        // Half-precision operands: the product in float32, rounded as it is stored.
+                        let widened = Widened::new::<cpu::AsWritten>(&[a, b]);
+                        let [a, b] = widened.inputs()[..] else { unreachable!("two operands") };
+                        let bias = bias.map(|(data, layout)| data_f32(data, &layout));
+                        let mut product = cpu::uninit(result.elements_len());
+                        let epilogue = cpu::Epilogue { bias: bias.as_deref(), relu: epilogue.relu };
+                        matmul_into(a, b, shape, &mut product, epilogue);
+                        result = product.converted::<cpu::AsWritten>(result.dtype());
+                    }
                     slots[self.schedule.slot(*out)] = Some(result);
                 }
                 Run::ExternKernel { op, inputs, out, shape } => {
-                    let views: Vec<(&[f32], Layout)> =
+                    let views: Vec<(&HostBuffer, Layout)> =
                         inputs.iter().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots)).collect();
                     let inputs: Vec<cpu::Input> =
                         views.iter().map(|(buffer, layout)| cpu::Input::Tensor { buffer, layout }).collect();
                     let _launch = profiler::launch(op.name(), EventKind::Extern, Device::Cpu, || {
                         views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                     });
-                    let value = cpu::execute(op, &inputs, shape);
+                    let dtype = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use").dtype();
+                    let value = cpu::execute(op, &inputs, shape, dtype);
                     slots[self.schedule.slot(*out)] = Some(value);
                 }
                 Run::Fallback { op, args, out, location } => {
@@ -170,14 +202,16 @@ impl Program for CpuProgram {
                             // A copy: the fallback's eager kernels take tensors, not slots.
                             BufferName::Node(_) => {
                                 let (data, _) = view_data(view, &concrete, &self.schedule.slot_of, &slots);
-                                Tensor::from_concrete(
-                                    Arc::new(Storage::Cpu(HostBuffer::copy_of(data))),
-                                    view.layout.clone(),
-                                )
+                                let copy = HostBuffer::from_bytes(data.dtype(), data.bytes());
+                                Tensor::from_concrete(Arc::new(Storage::Cpu(copy)), view.layout.clone())
                             }
                         })
                     })?;
-                    slots[self.schedule.slot(*out)].as_mut().expect("allocated before use").copy_from_slice(&value);
+                    slots[self.schedule.slot(*out)]
+                        .as_mut()
+                        .expect("allocated before use")
+                        .bytes_mut()
+                        .copy_from_slice(&value);
                 }
             }
         }

@@ -109,8 +109,9 @@ impl CudaProgram {
     pub(crate) fn static_slots(&self) -> Result<Slots<CudaBuffer>> {
         let mut slots = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
-            if let Run::Alloc { slot, len } = step {
-                slots[*slot] = Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+            if let Run::Alloc { slot, len, dtype } = step {
+                slots[*slot] =
+                    Some(CudaBuffer::alloc_of(&self.device, *dtype, *len).map_err(|e| failed("allocating", e))?);
             }
         }
         Ok(slots)
@@ -127,10 +128,11 @@ impl CudaProgram {
     ) -> Result<()> {
         for step in &self.schedule.steps {
             match step {
-                Run::Alloc { slot, len } => {
+                Run::Alloc { slot, len, dtype } => {
                     if slots[*slot].is_none() {
-                        slots[*slot] =
-                            Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+                        slots[*slot] = Some(
+                            CudaBuffer::alloc_of(&self.device, *dtype, *len).map_err(|e| failed("allocating", e))?,
+                        );
                     }
                 }
                 Run::Kernel { kernel: Launched { name, function, config }, args, xnumel } => {
@@ -212,8 +214,11 @@ impl CudaProgram {
                 Run::Fallback { op, args, out, location } => {
                     let value =
                         run_fallback(op, args, *location, |view| self.fallback_operand(view, concrete, inputs, slots))?;
-                    slots[self.schedule.slot(*out)] = Some(
-                        CudaBuffer::from_host(&self.device, &value).map_err(|e| failed("a fallback's result", e))?,
+                    let slot = self.schedule.slot(*out);
+                    let dtype = slots[slot].as_ref().expect("allocated before use").dtype();
+                    slots[slot] = Some(
+                        CudaBuffer::from_bytes(&self.device, dtype, &value)
+                            .map_err(|e| failed("a fallback's result", e))?,
                     );
                 }
             }
@@ -249,8 +254,8 @@ impl CudaProgram {
             BufferName::Input(i) => input_view(concrete[i], view),
             BufferName::Node(_) => {
                 let (buffer, layout) = self.view_buffer(view, inputs, slots);
-                let mut copy =
-                    CudaBuffer::alloc(&self.device, buffer.len()).map_err(|e| failed("a fallback's operand", e))?;
+                let mut copy = CudaBuffer::alloc_of(&self.device, buffer.dtype(), buffer.len())
+                    .map_err(|e| failed("a fallback's operand", e))?;
                 copy.copy_from(buffer).map_err(|e| failed("a fallback's operand", e))?;
                 Tensor::from_concrete(Arc::new(Storage::Cuda(copy)), layout)
             }

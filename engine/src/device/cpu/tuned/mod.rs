@@ -5,6 +5,7 @@
 //! | family | fast path | module |
 //! | --- | --- | --- |
 //! | pointwise | hot loops compiled again for AVX2/AVX-512; [`vecmath`](super::vecmath)'s polynomials for `exp`, `tanh`, `erf`... | `simd`, `super::pointwise` |
+//! | `bf16` and `f16` loads and stores | F16C, AVX-512 BF16's rounding, vectorised integer conversions | `simd` |
 //! | reductions, softmax, layer norm | eight running results per row, columns accumulated in strips | `reduce`, `normalize` |
 //! | matmul | the `gemm` crate's packed GEMM, a matrix-vector path, the engine's own dot-product tiles for linear layers, a fused bias and ReLU for compiled code | `matmul`, `dot_tiles`, `epilogue` |
 //! | attention | flash attention: tiles of keys, online softmax, outer-product tiles | `attention`, `outer_tiles` |
@@ -24,8 +25,10 @@ mod simd;
 
 use std::convert::Infallible;
 
-use super::{HostBuffer, Input, cat, copy, custom, pointwise, vecmath};
+use super::pointwise::input_dtype;
+use super::{HostBuffer, Input, cat, copy, custom, in_f32, pointwise, vecmath};
 use crate::device::provider::KernelProvider;
+use crate::dtype::DType;
 use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
 use simd::Vectorized;
 
@@ -33,44 +36,59 @@ use simd::Vectorized;
 pub(crate) struct Tuned;
 
 impl KernelProvider for Tuned {
-    type Buffer = [f32];
+    type Buffer = HostBuffer;
     type Output = HostBuffer;
     type Error = Infallible;
 
     /// Transcendental functions come from [`vecmath`], whose polynomials run in vector lanes
     /// where libm's calls cannot.
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
+        let dtype = input_dtype(x);
+        let map = |f: fn(f32) -> f32| pointwise::map1::<Vectorized>(x, out_shape, dtype, f);
         Ok(match op {
-            UnaryOp::Exp => pointwise::map1::<Vectorized>(x, out_shape, vecmath::exp),
-            UnaryOp::Log => pointwise::map1::<Vectorized>(x, out_shape, vecmath::log),
-            UnaryOp::Sin => pointwise::map1::<Vectorized>(x, out_shape, vecmath::sin),
-            UnaryOp::Cos => pointwise::map1::<Vectorized>(x, out_shape, vecmath::cos),
-            UnaryOp::Tanh => pointwise::map1::<Vectorized>(x, out_shape, vecmath::tanh),
-            UnaryOp::Erf => pointwise::map1::<Vectorized>(x, out_shape, vecmath::erf),
-            UnaryOp::Sigmoid => pointwise::map1::<Vectorized>(x, out_shape, vecmath::sigmoid),
-            UnaryOp::Gelu => pointwise::map1::<Vectorized>(x, out_shape, vecmath::gelu),
+            UnaryOp::Exp => map(vecmath::exp),
+            UnaryOp::Log => map(vecmath::log),
+            UnaryOp::Sin => map(vecmath::sin),
+            UnaryOp::Cos => map(vecmath::cos),
+            UnaryOp::Tanh => map(vecmath::tanh),
+            UnaryOp::Erf => map(vecmath::erf),
+            UnaryOp::Sigmoid => map(vecmath::sigmoid),
+            UnaryOp::Gelu => map(vecmath::gelu),
             _ => pointwise::unary::<Vectorized>(op, x, out_shape),
         })
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::binary::<Vectorized>(op, a, b, out_shape))
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input,
+        b: Input,
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<HostBuffer, Infallible> {
+        Ok(pointwise::binary::<Vectorized>(op, a, b, out_shape, dtype))
     }
 
-    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::where_::<Vectorized>(cond, a, b, out_shape))
+    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
+        Ok(pointwise::where_::<Vectorized>(cond, a, b, out_shape, dtype))
     }
 
-    fn copy(&self, x: Input, _out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(copy(x))
+    fn copy(&self, x: Input, _out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
+        Ok(copy::<Vectorized>(x, dtype))
     }
 
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(custom(op, inputs, out_shape))
+    fn custom(
+        &self,
+        op: &CustomOp,
+        inputs: &[Input],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<HostBuffer, Infallible> {
+        Ok(custom::<Vectorized>(op, inputs, out_shape, dtype))
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
-        Ok(reduce::reduce(kind, x, dim))
+        Ok(in_f32::<Vectorized>(&[x], input_dtype(x), |i| reduce::reduce(kind, i[0], dim)))
     }
 
     fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<HostBuffer, Infallible> {
@@ -82,22 +100,30 @@ impl KernelProvider for Tuned {
     }
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(matmul::matmul(a, b, out_shape))
+        Ok(in_f32::<Vectorized>(&[a, b], input_dtype(a), |i| matmul::matmul(i[0], i[1], out_shape)))
     }
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
-        Ok(attention::attention(inputs, params))
+        Ok(in_f32::<Vectorized>(inputs, input_dtype(inputs[0]), |i| attention::attention(i, params)))
     }
 
     fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(cat(inputs, dim, out_shape))
     }
 
+    fn scaled_mm(&self, _: [Input; 4], _: &[usize], _: DType) -> Result<HostBuffer, Infallible> {
+        unreachable!("the eager dispatcher and Inductor refuse FP8 products on the CPU before a kernel runs")
+    }
+
     fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
         Ok(values.to_vec().into())
     }
 
-    fn as_input(output: &HostBuffer) -> &[f32] {
+    fn as_input(output: &HostBuffer) -> &HostBuffer {
         output
+    }
+
+    fn dtype(buffer: &HostBuffer) -> DType {
+        buffer.dtype()
     }
 }

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use super::{CudaBuffer, CudaDevice, CudaError, Input, Plain, cat};
 use crate::device::provider::KernelProvider;
+use crate::dtype::DType;
 use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 
 /// A GPU's tuned kernels, what eager ops run on by default: the plain kernels, with flash
@@ -36,20 +37,33 @@ impl KernelProvider for Tuned<'_> {
         Plain(self.0).unary(op, x, out_shape)
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).binary(op, a, b, out_shape)
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input,
+        b: Input,
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).binary(op, a, b, out_shape, dtype)
     }
 
-    fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).where_(inputs, out_shape)
+    fn where_(&self, inputs: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).where_(inputs, out_shape, dtype)
     }
 
-    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).copy(x, out_shape)
+    fn copy(&self, x: Input, out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).copy(x, out_shape, dtype)
     }
 
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).custom(op, inputs, out_shape)
+    fn custom(
+        &self,
+        op: &CustomOp,
+        inputs: &[Input],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).custom(op, inputs, out_shape, dtype)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
@@ -76,12 +90,20 @@ impl KernelProvider for Tuned<'_> {
         Plain(self.0).cat(inputs, dim, out_shape)
     }
 
+    fn scaled_mm(&self, inputs: [Input; 4], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).scaled_mm(inputs, out_shape, dtype)
+    }
+
     fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
         Plain(self.0).upload(values)
     }
 
     fn as_input(output: &CudaBuffer) -> &CudaBuffer {
         output
+    }
+
+    fn dtype(buffer: &CudaBuffer) -> DType {
+        buffer.dtype()
     }
 }
 
