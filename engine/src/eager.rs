@@ -74,7 +74,12 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             run(op, &operands, location)
         }
         Op::ScaledMm { .. } => {
-            scaled_mm_support(device).map_err(|reason| Error::Unsupported { op: op.name(), device, reason, location })?;
+            scaled_mm_support(device).map_err(|reason| Error::Unsupported {
+                op: op.name(),
+                device,
+                reason,
+                location,
+            })?;
             kernel(op, operands, &out_shape, dtype, device)
                 .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location))
         }

@@ -74,7 +74,7 @@ pub mod tensor;
 
 pub use device::Device;
 pub use dtype::DType;
-pub use precision::{MatmulPrecision, autocast, set_float32_matmul_precision};
 pub use error::{Error, Result, SourceLocation};
+pub use precision::{MatmulPrecision, autocast, set_float32_matmul_precision};
 pub use tensor::AttnMask;
 pub use tensor::{Operand, Tensor, TensorMeta};

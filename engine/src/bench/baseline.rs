@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::device::cpu::HostBuffer;
 use crate::device::cuda::matmul::{Operand, gemm as library_gemm};
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
-use crate::device::cpu::HostBuffer;
 use crate::device::{Device, cpu};
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
@@ -78,7 +78,8 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
             let b = CudaBuffer::from_host(&gpu, &b).map_err(&fail)?;
             let c = CudaBuffer::alloc(&gpu, batch * m * n).map_err(&fail)?;
             Ok(Box::new(move || {
-                let (a_op, b_op) = (Operand::dense(a.ptr(), DType::F32, m, k), Operand::dense(b.ptr(), DType::F32, k, n));
+                let (a_op, b_op) =
+                    (Operand::dense(a.ptr(), DType::F32, m, k), Operand::dense(b.ptr(), DType::F32, k, n));
                 library_gemm(&gpu, &a_op, &b_op, c.ptr(), dims).map_err(&fail)
             }))
         }

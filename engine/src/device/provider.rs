@@ -212,7 +212,9 @@ pub(crate) fn composed_attention<P: KernelProvider>(
         (AttentionMask::Additive, Some(&mask)) => {
             Some(provider.binary(BinaryOp::Add, scaled, mask, &scores_shape, f32)?)
         }
-        (AttentionMask::Boolean, Some(&mask)) => Some(provider.where_([mask, scaled, minus_inf], &scores_shape, f32)?),
+        (AttentionMask::Boolean, Some(&mask)) => {
+            Some(provider.where_([mask, scaled, minus_inf], &scores_shape, f32)?)
+        }
         _ if params.causal => {
             let values: Vec<f32> =
                 (0..q_len).flat_map(|i| (0..kv_len).map(move |j| if j <= i { 1.0 } else { 0.0 })).collect();

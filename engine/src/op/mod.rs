@@ -246,9 +246,7 @@ impl Op {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) | Op::ToDtype { .. } => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
-            Op::Matmul | Op::ScaledDotProductAttention { .. } | Op::Cat { .. } | Op::ScaledMm { .. } => {
-                OpClass::Extern
-            }
+            Op::Matmul | Op::ScaledDotProductAttention { .. } | Op::Cat { .. } | Op::ScaledMm { .. } => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }

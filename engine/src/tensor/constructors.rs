@@ -136,7 +136,8 @@ mod tests {
     fn constructors_round_to_their_dtype() {
         let x = Tensor::randn_dtype(&[64], 7, DType::BF16);
         assert_eq!(x.dtype(), DType::BF16);
-        let rounded: Vec<f32> = Tensor::randn(&[64], 7).to_vec().unwrap().iter().map(|&v| DType::BF16.round(v)).collect();
+        let rounded: Vec<f32> =
+            Tensor::randn(&[64], 7).to_vec().unwrap().iter().map(|&v| DType::BF16.round(v)).collect();
         assert_eq!(x.to_vec().unwrap(), rounded);
         assert_eq!(Tensor::ones_dtype(&[2], DType::F16).to_string(), "tensor([1.0000, 1.0000], dtype=f16)");
     }

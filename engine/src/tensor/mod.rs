@@ -5,6 +5,7 @@
 //! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method on `Tensor` (defined
 //! in the private `methods` module) that returns a new tensor; views share the buffer.
 
+pub mod autocast;
 mod constructors;
 mod dims;
 pub(crate) mod dispatch;

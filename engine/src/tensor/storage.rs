@@ -1,12 +1,12 @@
 //! Tensor memory on a device, the analogue of `torch.Storage`.
 
-use crate::device::cpu::{self, HostBuffer};
 use crate::device::Device;
-use crate::op::Op;
+use crate::device::cpu::{self, HostBuffer};
 use crate::device::cuda::{self, CudaBuffer, CudaError};
 use crate::device::provider::KernelProvider;
 use crate::dtype::DType;
 use crate::layout::Layout;
+use crate::op::Op;
 
 /// A flat buffer of elements that one or more tensor views read through their layouts.
 pub(crate) enum Storage {
@@ -61,7 +61,12 @@ impl Storage {
                 Ok(buffer.bytes()[layout.offset() * size..(layout.offset() + layout.numel()) * size].to_vec())
             }
             Storage::Cpu(buffer) => {
-                let dense = cpu::execute(&Op::Contiguous, &[cpu::Input::Tensor { buffer, layout }], layout.shape(), buffer.dtype());
+                let dense = cpu::execute(
+                    &Op::Contiguous,
+                    &[cpu::Input::Tensor { buffer, layout }],
+                    layout.shape(),
+                    buffer.dtype(),
+                );
                 Ok(dense.bytes().to_vec())
             }
             Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read_bytes(layout.offset(), layout.numel()),

@@ -214,12 +214,9 @@ macro_rules! with_elements_mut {
         }
     };
 }
-pub(crate) use with_elements_mut;
 
-/// Wrapping a typed slice back into [`Elements`], for code generic over the element type.
+/// Wrapping a typed slice back into [`ElementsMut`], for code generic over the element type.
 pub(crate) trait Stored: Element {
-    /// `slice` as [`Elements`].
-    fn wrap(slice: &[Self]) -> Elements<'_>;
     /// `slice` as [`ElementsMut`].
     fn wrap_mut(slice: &mut [Self]) -> ElementsMut<'_>;
 }
@@ -227,9 +224,6 @@ pub(crate) trait Stored: Element {
 macro_rules! stored {
     ($($t:ty => $variant:ident),*) => {$(
         impl Stored for $t {
-            fn wrap(slice: &[Self]) -> Elements<'_> {
-                Elements::$variant(slice)
-            }
             fn wrap_mut(slice: &mut [Self]) -> ElementsMut<'_> {
                 ElementsMut::$variant(slice)
             }

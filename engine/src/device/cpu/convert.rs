@@ -7,8 +7,8 @@
 //! (`tuned::simd`) use the CPU's conversion instructions where it has them (F16C for `f16`,
 //! AVX-512 BF16 for rounding to `bf16`) and vectorised integer code otherwise.
 
-use super::{Elements, ElementsMut, HostBuffer, Input, Loops, allocator, with_elements, with_elements_mut};
-use crate::dtype::{DType, Element, F8E4M3, F8E5M2, bf16, f16};
+use super::{Elements, ElementsMut, HostBuffer, Input, Loops, allocator, with_elements};
+use crate::dtype::{DType, Element, bf16, f16};
 use crate::layout::Layout;
 
 /// `dst[i] = src[i]` widened to `f32` (the slices have one length).
@@ -111,24 +111,6 @@ impl<'a> Elements<'a> {
     }
 }
 
-impl<'a> ElementsMut<'a> {
-    /// Elements `start..start + len`.
-    pub(crate) fn slice(self, start: usize, len: usize) -> ElementsMut<'a> {
-        match self {
-            ElementsMut::F32(s) => ElementsMut::F32(&mut s[start..start + len]),
-            ElementsMut::F16(s) => ElementsMut::F16(&mut s[start..start + len]),
-            ElementsMut::BF16(s) => ElementsMut::BF16(&mut s[start..start + len]),
-            ElementsMut::F8E4M3(s) => ElementsMut::F8E4M3(&mut s[start..start + len]),
-            ElementsMut::F8E5M2(s) => ElementsMut::F8E5M2(&mut s[start..start + len]),
-        }
-    }
-
-    /// Number of elements.
-    pub(crate) fn len(&self) -> usize {
-        with_elements_mut!(self, s => s.len())
-    }
-}
-
 /// The inputs as `f32` views for a kernel that computes only on `f32` buffers: `f32` inputs as
 /// they are, others widened into dense copies (with dense layouts). The copies live in the
 /// returned vector, which `inputs` borrow from.
@@ -170,8 +152,13 @@ impl<'a> Widened<'a> {
 /// result rounded to `dtype`. What the kernels whose memory traffic the conversions do not
 /// dominate (matrix products, attention, custom ops, the plain reductions) do with half-precision
 /// tensors.
-pub(crate) fn in_f32<L: Loops>(inputs: &[Input], dtype: DType, kernel: impl FnOnce(&[Input]) -> HostBuffer) -> HostBuffer {
-    if dtype == DType::F32 && inputs.iter().all(|i| matches!(i, Input::Scalar(_)) || i.tensor().0.dtype() == DType::F32) {
+pub(crate) fn in_f32<L: Loops>(
+    inputs: &[Input],
+    dtype: DType,
+    kernel: impl FnOnce(&[Input]) -> HostBuffer,
+) -> HostBuffer {
+    if dtype == DType::F32 && inputs.iter().all(|i| matches!(i, Input::Scalar(_)) || i.tensor().0.dtype() == DType::F32)
+    {
         return kernel(inputs);
     }
     let widened = Widened::new::<L>(inputs);
@@ -216,6 +203,7 @@ mod tests {
 
     #[test]
     fn fp8_buffers_round_as_their_type() {
+        use crate::dtype::{F8E4M3, F8E5M2};
         let b = HostBuffer::rounded(&[1.0, 500.0, -0.3], DType::F8E4M3);
         let v = b.to_f32_vec();
         assert_eq!(v[0], 1.0);

@@ -13,9 +13,7 @@
 //! coefficients.
 
 mod allocator;
-pub(crate) use allocator::{
-    Elements, ElementsMut, HostBuffer, Stored, for_dtype, uninit, uninit_of, with_elements, with_elements_mut,
-};
+pub(crate) use allocator::{Elements, ElementsMut, HostBuffer, Stored, for_dtype, uninit, uninit_of, with_elements};
 mod convert;
 pub(crate) use convert::{Widened, bf16_bits_to_f32, f32_to_bf16_bits, in_f32, widen_bytes};
 mod gather;

@@ -101,12 +101,7 @@ fn in_chunks<T: Send>(out: &mut [T], chunk: impl Fn(usize, &mut [T]) + Sync) {
 }
 
 /// `f` applied to every element of `a` broadcast to `out_shape`, stored as `dtype`.
-pub(super) fn map1<L: Loops>(
-    a: Input,
-    out_shape: &[usize],
-    dtype: DType,
-    f: impl Fn(f32) -> f32 + Sync,
-) -> HostBuffer {
+pub(super) fn map1<L: Loops>(a: Input, out_shape: &[usize], dtype: DType, f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
     let a = Source::new(a, out_shape);
     let mut out = allocator::uninit_of(dtype, numel(out_shape));
     for_each_chunk::<L>(

@@ -85,12 +85,6 @@ impl CudaBuffer {
         Ok(())
     }
 
-    /// Elements `start..start + len` widened to `f32`, copied to the host once every queued
-    /// operation is done.
-    pub fn read(&self, start: usize, len: usize) -> Result<Vec<f32>, CudaError> {
-        Ok(crate::device::cpu::widen_bytes(&self.read_bytes(start, len)?, self.dtype))
-    }
-
     /// The bytes of elements `start..start + len`, copied to the host once every queued
     /// operation is done.
     pub fn read_bytes(&self, start: usize, len: usize) -> Result<Vec<u8>, CudaError> {

@@ -121,12 +121,7 @@ pub(crate) fn prepare(
 /// The operands and `(m, n, k, batch)` of `a @ b` read through these layouts, as [`matmul_into`]
 /// will see them (a dense copy where a layout fits no library form), without any buffer: what a
 /// GEMM is tuned for at compile time. `None` for an empty product.
-pub(crate) fn planned(
-    a: &Layout,
-    b: &Layout,
-    out_shape: &[usize],
-    dtype: DType,
-) -> Option<(Operand, Operand, Dims)> {
+pub(crate) fn planned(a: &Layout, b: &Layout, out_shape: &[usize], dtype: DType) -> Option<(Operand, Operand, Dims)> {
     let rank = out_shape.len();
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
     let k = a.shape()[a.shape().len() - 1];

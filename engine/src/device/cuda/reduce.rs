@@ -177,6 +177,9 @@ impl Plan {
         }
         // Combine the partials, laid out [splits, n_out], over their first dim.
         let partials = Layout::contiguous(&[self.splits, n_out]);
-        self.task.plan(device, out.ptr(), DType::F32, &partials, 0).expect("a dense layout always has a plan").run(device)
+        self.task
+            .plan(device, out.ptr(), DType::F32, &partials, 0)
+            .expect("a dense layout always has a plan")
+            .run(device)
     }
 }

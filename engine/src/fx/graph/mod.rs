@@ -9,7 +9,6 @@ mod shape_env;
 
 use super::symbolic::{SymInt, SymShape};
 use crate::device::Device;
-use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::contiguous_strides;
 use crate::op::Op;

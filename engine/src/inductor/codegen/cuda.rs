@@ -224,7 +224,10 @@ fn access(index: &FlatIndex, var: Var, vec: usize, dtype: DType) -> Access {
 fn load_vec(ptr: &str, index: &str, dtype: DType, vec: usize, array: &str, dst: impl Fn(usize) -> String) -> String {
     if dtype == DType::F32 {
         let lanes: Vec<String> = (0..vec).map(|j| format!("{} = v.{};", dst(j), ["x", "y", "z", "w"][j])).collect();
-        return format!("{{ const float4 v = *reinterpret_cast<const float4*>({ptr} + {index}); {} }}", lanes.join(" "));
+        return format!(
+            "{{ const float4 v = *reinterpret_cast<const float4*>({ptr} + {index}); {} }}",
+            lanes.join(" ")
+        );
     }
     format!("vload{vec}({ptr} + {index}, {array});")
 }
@@ -370,7 +373,9 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     };
     let vector_args: Vec<usize> = element_stmts()
         .filter_map(|s| match s {
-            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. } if class_of(*arg, index) == Access::Vector => {
+            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. }
+                if class_of(*arg, index) == Access::Vector =>
+            {
                 Some(*arg)
             }
             _ => None,
@@ -503,9 +508,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                             .collect();
                         // A constant stored into a 16-bit buffer goes element by element.
                         let vector = match value {
-                            Value::Tmp(t) => {
-                                store_vec(ptr, &idx, dtype, vec, &format!("tmp{t} + c * {vec}"), src)
-                            }
+                            Value::Tmp(t) => store_vec(ptr, &idx, dtype, vec, &format!("tmp{t} + c * {vec}"), src),
                             Value::Constant(_) if dtype == DType::F32 => store_vec(ptr, &idx, dtype, vec, "", src),
                             Value::Constant(_) => format!("{{ {} }}", scalars.join(" ")),
                         };

@@ -18,12 +18,12 @@ use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
 use crate::device::cuda::matmul::{Dims, Operand, gemm, planned};
-use crate::dtype::DType;
 use crate::device::cuda::tuned::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
 use crate::device::cuda::tuned::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::tuned::skinny_gemm;
 use crate::device::cuda::tuned::tf32x3_gemm::{self, Tile};
 use crate::device::cuda::{CudaBuffer, CudaDevice};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::inductor::config::GemmBackends;
 use crate::inductor::ir::{IrId, LoweredGraph, NodeBody};
@@ -91,7 +91,8 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
         let problem = Problem::new(&left, &right, dims, kind);
         let linear = LinearShape::of(&a.layout, &b.layout, &node.shape);
         // The engine's own GEMMs are float32 kernels.
-        let engine = if backends.engine && node.dtype == DType::F32 { engine_candidates(gpu, linear) } else { Vec::new() };
+        let engine =
+            if backends.engine && node.dtype == DType::F32 { engine_candidates(gpu, linear) } else { Vec::new() };
         // With no engine kernel to time, the libraries are timed even when not allowed (the fallback).
         let libraries = backends.libraries || engine.is_empty();
         let tuning = Tuning {

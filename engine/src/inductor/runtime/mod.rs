@@ -247,7 +247,9 @@ pub(crate) fn run_fallback(
         .collect();
     let value = op.apply(&operands, location)?;
     let c = value.concrete().expect("an eager op returns a concrete tensor");
-    c.storage.dense_bytes(&c.layout).map_err(|e| e.at(op.name(), value.device(), vec![value.shape().to_vec()], location))
+    c.storage
+        .dense_bytes(&c.layout)
+        .map_err(|e| e.at(op.name(), value.device(), vec![value.shape().to_vec()], location))
 }
 
 fn mismatch(message: String) -> Error {

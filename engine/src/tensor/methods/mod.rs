@@ -15,13 +15,31 @@ pub use nn::AttnMask;
 
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};
-use crate::tensor::{Operand, Tensor, dispatch};
+use crate::tensor::{Operand, Tensor, autocast, dispatch};
 
 // ANCHOR: op_apply
 impl Op {
     /// Applies the op to its operands: recorded into the active trace if there is one, run
     /// eagerly otherwise. This is how graphs are interpreted (see [`crate::fx::Interpreter`]).
     pub fn apply(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
+        // Autocast first, as PyTorch's Autocast dispatch key comes before the others: the casts
+        // it makes are ops of their own, recorded or run like any other.
+        if let Some(cast) = autocast::cast_operands(self, operands, location)? {
+            let cast: Vec<Operand> = operands
+                .iter()
+                .zip(&cast)
+                .map(|(o, t)| match t {
+                    Some(t) => Operand::Tensor(t),
+                    None => *o,
+                })
+                .collect();
+            return self.dispatch(&cast, location);
+        }
+        self.dispatch(operands, location)
+    }
+
+    /// [`Op::apply`] after autocast: recorded into the active trace, or run eagerly.
+    fn dispatch(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
         if let Some(recorded) = dispatch::mode().and_then(|mode| mode.record(self, operands, location)) {
             return recorded;
         }

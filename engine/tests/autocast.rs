@@ -1,0 +1,75 @@
+//! Autocast (`torch.autocast`): the op lists, the casts recorded into graphs, and compiled code
+//! under autocast against eager under autocast.
+
+mod common;
+
+use engine::backends::Inductor;
+use engine::precision::{AutocastGuard, autocast, autocast_state};
+use engine::{DType, Device, Tensor, dynamo};
+
+fn block(x: &Tensor, w: &Tensor, b: &Tensor, gamma: &Tensor, beta: &Tensor) -> engine::Result<Tensor> {
+    let h = x.linear(w, Some(b))?.gelu()?;
+    let scores = h.matmul(&h.t()?)?.mul(0.125)?.softmax(-1)?;
+    scores.matmul(&h)?.layer_norm(gamma, beta, 1e-5)?.sum(-1, false)
+}
+
+#[test]
+fn each_op_runs_in_its_lists_dtype() {
+    let x = Tensor::randn(&[4, 8], 0);
+    let w = Tensor::randn(&[8, 8], 1);
+    autocast(Device::Cpu, Some(DType::BF16), || {
+        let y = x.matmul(&w).unwrap();
+        assert_eq!(y.dtype(), DType::BF16, "matmul is on the lower-precision list");
+        assert_eq!(x.linear(&w, None).unwrap().dtype(), DType::BF16);
+        assert_eq!(y.add(&y).unwrap().dtype(), DType::BF16, "pointwise ops keep their operands' dtype");
+        assert_eq!(y.add(&x).unwrap().dtype(), DType::F32, "and promote as usual");
+        assert_eq!(y.softmax(-1).unwrap().dtype(), DType::F32, "softmax runs in float32");
+        assert_eq!(y.sum(-1, false).unwrap().dtype(), DType::F32, "so does sum");
+        assert_eq!(y.mean(-1, false).unwrap().dtype(), DType::BF16, "mean is on no list");
+        assert_eq!(y.exp().unwrap().dtype(), DType::F32);
+        let q = x.reshape(&[1, 4, 8]).unwrap();
+        assert_eq!(q.scaled_dot_product_attention(&q, &q, None, true, None).unwrap().dtype(), DType::BF16);
+    });
+    // Autocast for the GPU leaves CPU ops alone, and the state is restored after.
+    autocast(Device::Cuda(0), Some(DType::F16), || assert_eq!(x.matmul(&w).unwrap().dtype(), DType::F32));
+    assert!(autocast_state().is_off());
+}
+
+#[test]
+fn guards_nest_and_restore() {
+    let outer = AutocastGuard::enter(Device::Cpu, Some(DType::BF16));
+    {
+        let _inner = AutocastGuard::enter(Device::Cpu, None);
+        assert_eq!(autocast_state().cpu, None, "enabled=False inside");
+    }
+    assert_eq!(autocast_state().cpu, Some(DType::BF16));
+    drop(outer);
+    assert!(autocast_state().is_off());
+    // f32 is no autocast dtype: it means off.
+    autocast(Device::Cpu, Some(DType::F32), || assert!(autocast_state().is_off()));
+}
+
+#[test]
+fn compiled_code_under_autocast_records_the_casts_and_matches_eager() {
+    let (x, w, b) =
+        (Tensor::randn(&[16, 32], 0), Tensor::randn(&[32, 32], 1).mul(0.2).unwrap(), Tensor::randn(&[32], 2));
+    let (gamma, beta) = (Tensor::ones(&[32]), Tensor::zeros(&[32]));
+    let f = |x: Tensor| block(&x, &w, &b, &gamma, &beta);
+    let report = autocast(Device::Cpu, Some(DType::BF16), || dynamo::explain(f).call(&x)).unwrap();
+    let graph = report.graphs[0].to_string();
+    assert!(graph.contains("to_dtype(%arg0, dtype=bf16)") && graph.contains("dtype=f32)"), "{graph}");
+    let compiled = dynamo::compile(f).backend(Inductor::default());
+    let (got, expected) = autocast(Device::Cpu, Some(DType::BF16), || (compiled.call(&x), f(x.clone())));
+    let (got, expected) = (got.unwrap(), expected.unwrap());
+    assert_eq!((got.dtype(), expected.dtype()), (DType::F32, DType::F32));
+    let (g, e) = (got.to_vec().unwrap(), expected.to_vec().unwrap());
+    // Fused kernels round bf16 intermediates once, eager after every op: bf16's tolerance,
+    // relative to the row sums' size.
+    let scale = e.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1.0);
+    for (a, b) in g.iter().zip(&e) {
+        assert!((a - b).abs() <= 0.05 * scale, "compiled {a}, eager {b}");
+    }
+    // Without autocast the same function computes in float32, and differs from the bf16 run.
+    let plain = f(x.clone()).unwrap().to_vec().unwrap();
+    assert!(plain.iter().zip(&e).any(|(a, b)| a != b));
+}
