@@ -3,7 +3,7 @@
 //! compiled code against eager code timed in the same run.
 //!
 //! ```text
-//! bench eager    [--device cpu|cuda|cuda:N] [--samples N] [--warmup N] [--json]
+//! bench eager    [--device cpu|cuda|cuda:N] [--dtype f32|bf16|f16] [--samples N] [--warmup N] [--json]
 //! bench compiled [...]
 //! bench models   [...] [--only TEXT]
 //! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
@@ -24,8 +24,8 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
-use engine::Device;
 use engine::dynamo::Mode;
+use engine::{DType, Device};
 
 /// Benchmark commands for the engine.
 #[derive(Parser)]
@@ -103,6 +103,10 @@ struct Common {
     /// Print the results as JSON on stdout instead of tables (commentary goes to stderr).
     #[arg(long)]
     json: bool,
+    /// The dtype of the workloads' inputs and parameters (`models`, `roofline`, `modes`):
+    /// f32, bf16 or f16 (`model.to(dtype)` in PyTorch).
+    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    dtype: DType,
 }
 
 /// Options shared by the benchmark commands.
@@ -115,12 +119,14 @@ pub struct Options {
     pub warmup: usize,
     /// JSON on stdout instead of tables.
     pub json: bool,
+    /// The workloads' dtype.
+    pub dtype: DType,
 }
 
 impl From<Common> for Options {
     fn from(c: Common) -> Options {
         let device = c.device.unwrap_or_else(Device::cuda_if_available);
-        Options { device, samples: c.samples.max(1), warmup: c.warmup, json: c.json }
+        Options { device, samples: c.samples.max(1), warmup: c.warmup, json: c.json, dtype: c.dtype }
     }
 }
 
@@ -147,6 +153,14 @@ pub fn say(options: &Options, text: &str) {
         eprintln!("{text}");
     } else {
         println!("{text}");
+    }
+}
+
+fn parse_dtype(text: &str) -> Result<DType> {
+    match text.parse::<DType>() {
+        Ok(dtype) if !dtype.is_fp8() => Ok(dtype),
+        Ok(dtype) => bail!("{dtype} is a matrix-product input only, not a model's dtype: use f32, bf16 or f16"),
+        Err(why) => bail!(why),
     }
 }
 

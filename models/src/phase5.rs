@@ -7,7 +7,7 @@
 //! hand-written softmax. That is what a compiler is for; the fused ops (`Tensor::softmax`,
 //! `Tensor::layer_norm`) are what it should turn them into.
 
-use engine::{Device, Error, Result, SourceLocation, Tensor};
+use engine::{DType, Device, Error, Result, SourceLocation, Tensor};
 
 /// Input and output features of the benchmark MLP.
 pub const MLP_FEATURES: usize = 512;
@@ -41,6 +41,16 @@ impl Mlp {
             fc1_bias: param(&[MLP_HIDDEN], seed + 1, MLP_FEATURES, "fc1.bias", device)?,
             fc2_weight: param(&[MLP_FEATURES, MLP_HIDDEN], seed + 2, MLP_HIDDEN, "fc2.weight", device)?,
             fc2_bias: param(&[MLP_FEATURES], seed + 3, MLP_HIDDEN, "fc2.bias", device)?,
+        })
+    }
+
+    /// The same model with every parameter converted to `dtype` (`model.to(torch.bfloat16)`).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Mlp> {
+        Ok(Mlp {
+            fc1_weight: converted(&self.fc1_weight, dtype)?,
+            fc1_bias: converted(&self.fc1_bias, dtype)?,
+            fc2_weight: converted(&self.fc2_weight, dtype)?,
+            fc2_bias: converted(&self.fc2_bias, dtype)?,
         })
     }
 
@@ -149,6 +159,30 @@ impl Block {
         })
     }
 
+    /// The same block with every parameter converted to `dtype` (`block.to(torch.bfloat16)`).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Block> {
+        let c = |t: &Tensor| converted(t, dtype);
+        Ok(Block {
+            shape: self.shape,
+            ln1_weight: c(&self.ln1_weight)?,
+            ln1_bias: c(&self.ln1_bias)?,
+            wq: c(&self.wq)?,
+            bq: c(&self.bq)?,
+            wk: c(&self.wk)?,
+            bk: c(&self.bk)?,
+            wv: c(&self.wv)?,
+            bv: c(&self.bv)?,
+            wo: c(&self.wo)?,
+            bo: c(&self.bo)?,
+            ln2_weight: c(&self.ln2_weight)?,
+            ln2_bias: c(&self.ln2_bias)?,
+            fc1_weight: c(&self.fc1_weight)?,
+            fc1_bias: c(&self.fc1_bias)?,
+            fc2_weight: c(&self.fc2_weight)?,
+            fc2_bias: c(&self.fc2_bias)?,
+        })
+    }
+
     /// The block written naively: layer norms and the softmax from primitive ops, three separate
     /// projections, heads split with reshapes and transposes. `x`: `[batch, seq, d_model]`.
     pub fn naive_forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -195,6 +229,15 @@ impl Block {
         let merged = attended.transpose(1, 2)?.contiguous()?.reshape(&[batch, seq, d_model])?;
         merged.linear(&self.wo, Some(&self.bo))
     }
+}
+
+/// A parameter converted to `dtype`, keeping its name.
+fn converted(t: &Tensor, dtype: DType) -> Result<Tensor> {
+    let c = t.to_dtype(dtype)?;
+    Ok(match t.name() {
+        Some(name) => c.with_name(name),
+        None => c,
+    })
 }
 
 /// Softmax over the last dimension from primitives: `exp(x - max) / sum(exp(x - max))`.

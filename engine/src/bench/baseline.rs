@@ -42,10 +42,11 @@ pub fn copy(device: Device, n: usize) -> Result<Work> {
     }
 }
 
-/// Multiplies ready row-major `[batch, m, k] @ [batch, k, n]` buffers with the vendor SGEMM each
-/// call (cuBLAS on a GPU, the `gemm` crate on the CPU, as eager matmul calls them): `2 batch m n k` flops.
+/// Multiplies ready row-major `[batch, m, k] @ [batch, k, n]` buffers with the vendor GEMM each
+/// call (cuBLAS on a GPU, in `dtype` on the tensor cores for bf16 and f16; the `gemm` crate on
+/// the CPU, in float32 whatever `dtype`, as eager matmul calls them): `2 batch m n k` flops.
 #[track_caller]
-pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Result<Work> {
+pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize, dtype: DType) -> Result<Work> {
     let location = SourceLocation::caller();
     let a = Tensor::randn(&[batch * m * k], 2).to_vec()?;
     let b = Tensor::randn(&[batch * k * n], 3).to_vec()?;
@@ -74,12 +75,12 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
                 })
             };
             let dims = (int(m)?, int(n)?, int(k)?, int(batch)?);
-            let a = CudaBuffer::from_host(&gpu, &a).map_err(&fail)?;
-            let b = CudaBuffer::from_host(&gpu, &b).map_err(&fail)?;
-            let c = CudaBuffer::alloc(&gpu, batch * m * n).map_err(&fail)?;
+            let bytes = |values: &[f32]| HostBuffer::rounded(values, dtype).bytes().to_vec();
+            let a = CudaBuffer::from_bytes(&gpu, dtype, &bytes(&a)).map_err(&fail)?;
+            let b = CudaBuffer::from_bytes(&gpu, dtype, &bytes(&b)).map_err(&fail)?;
+            let c = CudaBuffer::alloc_of(&gpu, dtype, batch * m * n).map_err(&fail)?;
             Ok(Box::new(move || {
-                let (a_op, b_op) =
-                    (Operand::dense(a.ptr(), DType::F32, m, k), Operand::dense(b.ptr(), DType::F32, k, n));
+                let (a_op, b_op) = (Operand::dense(a.ptr(), dtype, m, k), Operand::dense(b.ptr(), dtype, k, n));
                 library_gemm(&gpu, &a_op, &b_op, c.ptr(), dims).map_err(&fail)
             }))
         }

@@ -176,16 +176,18 @@ fn generate_for(
 }
 
 /// Whether lowering folds bias adds and ReLUs into GEMM epilogues: on the CPU in every mode (its
-/// GEMMs apply them in their output loops), on a GPU under max-autotune where cuBLASLt, which
-/// applies them, can run.
+/// GEMMs apply them in their output loops), on a GPU where cuBLASLt, which applies them, can run:
+/// under max-autotune every product, in the other modes the half-precision ones (which run on
+/// cuBLASLt by default).
 fn gemm_epilogues(device: Device, mode: Mode) -> Option<FoldFor> {
-    let folds = match device {
-        Device::Cpu => true,
-        Device::Cuda(ordinal) => {
-            mode == Mode::MaxAutotune && CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok())
-        }
-    };
-    folds.then_some(gemm_epilogue::fold as FoldFor)
+    match device {
+        Device::Cpu => Some(gemm_epilogue::fold as FoldFor),
+        Device::Cuda(ordinal) if CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok()) => Some(match mode {
+            Mode::MaxAutotune => gemm_epilogue::fold as FoldFor,
+            _ => gemm_epilogue::fold_half_precision as FoldFor,
+        }),
+        Device::Cuda(_) => None,
+    }
 }
 
 /// Makes generated code runnable: under max-autotune on a GPU, each matmul's library chosen by
@@ -217,7 +219,7 @@ fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) 
             Vec::new()
         }
         (_, Device::Cuda(ordinal)) => {
-            let choices = gemm_choice::by_rule(&*CudaDevice::get(ordinal)?, &generated.lowered);
+            let choices = gemm_choice::by_rule(&CudaDevice::get(ordinal)?, &generated.lowered)?;
             generated.output_code.choices.extend(choices.notes);
             choices.gemms
         }

@@ -21,6 +21,9 @@ pub struct ArgCode {
     pub buffer: String,
     /// Elements in that buffer.
     pub elements: usize,
+    /// Their dtype.
+    #[serde(default)]
+    pub dtype: DType,
     /// Whether the kernel writes it.
     pub output: bool,
 }
@@ -79,6 +82,7 @@ impl OutputCode {
                     .map(|a| ArgCode {
                         buffer: graph.buffer_name(a.buffer),
                         elements: numel(graph.buffer_shape(a.buffer)),
+                        dtype: a.dtype,
                         output: a.output,
                     })
                     .collect(),

@@ -85,6 +85,27 @@ impl CudaBuffer {
         Ok(())
     }
 
+    /// Queues a copy of every element of `src` (of this buffer's dtype, and no longer) into the
+    /// start of this buffer: how a value computed elsewhere lands in a planned buffer that
+    /// kernels already hold the address of.
+    pub fn write_prefix(&self, src: &CudaBuffer) -> Result<(), CudaError> {
+        debug_assert!(src.dtype == self.dtype && src.len <= self.len, "the source fits the buffer");
+        let bytes = src.len * src.dtype.size_in_bytes();
+        if bytes > 0 {
+            // SAFETY: both addresses are device allocations on this device, `src` holds `bytes`
+            // and this buffer at least as many; the copy is ordered on the device's one stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    self.ptr(),
+                    src.ptr(),
+                    bytes,
+                    self.device.stream().cu_stream(),
+                )
+            }?;
+        }
+        Ok(())
+    }
+
     /// The bytes of elements `start..start + len`, copied to the host once every queued
     /// operation is done.
     pub fn read_bytes(&self, start: usize, len: usize) -> Result<Vec<u8>, CudaError> {

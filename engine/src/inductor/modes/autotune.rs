@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, failed, label};
+use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, epilogue_kind, failed, label};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
@@ -81,12 +81,7 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
         let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape, node.dtype) else { continue };
-        let kind = match (epilogue.bias.is_some(), epilogue.relu) {
-            (false, false) => Epilogue::None,
-            (true, false) => Epilogue::Bias,
-            (false, true) => Epilogue::Relu,
-            (true, true) => Epilogue::BiasRelu,
-        };
+        let kind = epilogue_kind(epilogue.bias.is_some(), epilogue.relu);
         let label = label(i, &node.origin_name, a, b);
         let problem = Problem::new(&left, &right, dims, kind);
         let linear = LinearShape::of(&a.layout, &b.layout, &node.shape);

@@ -9,11 +9,12 @@ use crate::codecache::SharedLibrary;
 use crate::device::Device;
 use crate::device::cpu::{self, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, Widened, matmul_into};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result, SourceLocation};
 use crate::inductor::call_plan::SlotId;
 use crate::inductor::codegen::c::RANGE_SUFFIX;
 use crate::inductor::ir::{BufferName, PerNode, View};
 use crate::layout::Layout;
+use crate::op::Op;
 use crate::parallel::{self, Disjoint};
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
@@ -182,6 +183,16 @@ impl Program for CpuProgram {
                         result = product.converted::<cpu::AsWritten>(result.dtype());
                     }
                     slots[self.schedule.slot(*out)] = Some(result);
+                }
+                Run::ExternKernel { op: Op::ScaledMm { .. }, .. } => {
+                    return Err(Error::Unsupported {
+                        op: "scaled_mm",
+                        device: Device::Cpu,
+                        reason: "FP8 matrix products need a GPU of compute capability 8.9 or newer; on the CPU, \
+                                 convert the operands to bf16 and use matmul"
+                            .into(),
+                        location: SourceLocation::caller(),
+                    });
                 }
                 Run::ExternKernel { op, inputs, out, shape } => {
                     let views: Vec<(&HostBuffer, Layout)> =

@@ -331,6 +331,11 @@ impl LtGemm {
         &self.problem
     }
 
+    /// The algorithm used for aligned pointers.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
     /// Up to `count` algorithms cuBLASLt's heuristics rank first for this problem, for pointers
     /// aligned to `alignment` bytes, best first.
     pub fn algorithms(&self, device: &CudaDevice, count: usize, alignment: u32) -> Result<Vec<Algorithm>, CudaError> {

@@ -124,6 +124,12 @@ pub(crate) fn extern_into(
             AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
             out,
         ),
+        // cuBLASLt writes a buffer of its own, copied into the planned one.
+        Op::ScaledMm { out_dtype } => {
+            let product =
+                cublaslt::scaled_mm(device, [inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, *out_dtype)?;
+            out.write_prefix(&product)
+        }
         other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
     }
 }
