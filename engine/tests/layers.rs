@@ -14,7 +14,10 @@ use std::path::Path;
 /// The layers, bottom first: each entry is a module path prefix (the longest one matching a
 /// module decides its layer). Keep in step with the order in `src/lib.rs`.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("base types", &["scalar", "dtype", "layout", "device", "error", "logs", "codecache", "parallel", "compile_mode"]),
+    (
+        "base types",
+        &["scalar", "dtype", "layout", "device", "error", "logs", "codecache", "parallel", "compile_mode", "precision"],
+    ),
     ("op catalogue", &["op"]),
     (
         "tensors and eager kernels",

@@ -195,6 +195,8 @@ fn key(graph: &Graph, device: Device, config: &Config) -> Result<String> {
         canonical(graph).as_bytes(),
         config.mode.name().as_bytes(),
         format!("{:?}", config.gemm_backends).as_bytes(),
+        // The GEMMs' accumulation (TF32 or not) is fixed when they are chosen.
+        crate::precision::float32_matmul_precision().name().as_bytes(),
         format!("{device:?}").as_bytes(),
         device_identity.as_bytes(),
     ]))

@@ -494,12 +494,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd128(c
 // its B words k's rows read the same way (B[d][key] = K[key][d]); and the accumulator of a score
 // tile pair (keys 16kk + 0..7 and 16kk + 8..15) is exactly the A operand of P V for those 16 keys:
 // c0, c1 of the first tile make a0, c2, c3 make a1, the second tile's make a2 and a3. V's B words
-// need two neighbouring keys of one value column, so v is stored transposed in shared memory.
+// need two neighbouring keys of one value column: `ldmatrix .trans` gathers them (v_fragment).
 //
-// Shared memory, 16-bit elements: q [64][HD + 8], k [64][HD + 8], v^T [HD][64 + 8]. Rows padded by
-// 8 elements (4 words) put the 8 row groups' word loads in distinct banks. Tiles are copied with
-// plain loads (neighbouring threads read neighbouring elements of a row) and zero padded past the
-// last query, key and head-dim element.
+// Shared memory, 16-bit elements: q, k and v, [64][HD + 8] each. Rows padded by 8 elements (16
+// bytes) keep every row 16-byte aligned and put the 8 row groups' word loads (and ldmatrix's 8 row
+// reads) in distinct banks. Tiles are copied 16 bytes a thread where the layout allows and zero
+// padded past the last query, key and head-dim element.
 
 // One 32-bit word of two neighbouring 16-bit elements in shared memory (even element offsets).
 __device__ __forceinline__ unsigned word_at(const unsigned short* p) { return *reinterpret_cast<const unsigned*>(p); }
@@ -528,35 +528,57 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     return BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
 }
 
-// Copies rows row0.. of a ROWS x COLS tile of 16-bit elements into shared memory, at
-// dst[r * ld + c], or at dst[c * ld + r] when TRANSPOSE, zero padded past `rows` rows and `cols`
-// columns. Neighbouring threads read neighbouring columns of a row.
-template <int ROWS, int COLS, bool TRANSPOSE>
+// Copies rows row0.. of a ROWS x COLS tile of 16-bit elements into shared memory at
+// dst[r * ld + c] (rows of `ld` elements, 16-byte aligned), zero padded past `rows` rows and `cols`
+// columns. Where the rows are contiguous and 16-byte aligned (a head of q, k or v split off a
+// projection's output by a reshape and a transpose is), each thread moves 8 elements with one
+// 16-byte load and store; otherwise one element at a time. Neighbouring threads take neighbouring
+// pieces of a row, so global reads are coalesced.
+template <int ROWS, int COLS>
 __device__ __forceinline__ void half_tile(unsigned short* dst, int ld, const unsigned short* src, i64 row_stride,
                                           i64 col_stride, int row0, int rows, int cols) {
+    const bool vec = col_stride == 1 && (row_stride & 7) == 0 && (cols & 7) == 0 &&
+                     (reinterpret_cast<unsigned long long>(src) & 15) == 0;
+    if (vec) {
+        constexpr int PIECES = COLS / 8;
+        for (int idx = threadIdx.x; idx < ROWS * PIECES; idx += THREADS) {
+            const int r = idx / PIECES, c = (idx % PIECES) * 8;
+            const bool valid = row0 + r < rows && c < cols;
+            const uint4 v = valid ? *reinterpret_cast<const uint4*>(src + (i64)(row0 + r) * row_stride + c)
+                                  : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
+        }
+        return;
+    }
     for (int idx = threadIdx.x; idx < ROWS * COLS; idx += THREADS) {
         const int r = idx / COLS, c = idx % COLS;
         const bool valid = row0 + r < rows && c < cols;
-        const unsigned short v = valid ? src[(i64)(row0 + r) * row_stride + (i64)c * col_stride] : (unsigned short)0;
-        if (TRANSPOSE) {
-            dst[c * ld + r] = v;
-        } else {
-            dst[r * ld + c] = v;
-        }
+        dst[r * ld + c] = valid ? src[(i64)(row0 + r) * row_stride + (i64)c * col_stride] : (unsigned short)0;
     }
+}
+
+// B fragments of the product with v for keys kk*16 .. kk*16 + 15 and value columns c*8 .. c*8 + 7,
+// from v stored row-major ([key][column]): `ldmatrix .x2 .trans` loads the two 8 x 8 matrices of
+// keys kk*16 + 0..7 and kk*16 + 8..15 (threads 0-7 and 8-15 give their rows' addresses) and
+// transposes each, so thread (g, q4) receives (keys 2q4, 2q4 + 1; column g) of each: exactly b0 and
+// b1 of the mma layout above (PTX ISA, "ldmatrix").
+__device__ __forceinline__ void v_fragment(const unsigned short* vs, int ld, int kk, int c, int lane, unsigned (&b)[2]) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(vs + (kk * 16 + (lane & 15)) * ld + c * 8);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b[0]), "=r"(b[1])
+                 : "r"(address));
 }
 
 template <int HD, bool BF16>
 __device__ void flash_attention_half(const AttnParams& p) {
     constexpr int BR = 64;       // queries per block, 16 per warp
-    constexpr int LDK = HD + 8;  // elements between rows of q and k in shared memory
-    constexpr int LDV = BC + 8;  // ... and of v^T
+    constexpr int LDK = HD + 8;  // elements between rows of q, k and v in shared memory
     constexpr int NT = BC / 8;   // 8-key tiles of a key tile
     constexpr int OT = HD / 8;   // 8-column tiles of the output
     extern __shared__ float4 shared4[];
     unsigned short* qs = reinterpret_cast<unsigned short*>(shared4);  // [BR][LDK]
     unsigned short* ks = qs + BR * LDK;                                // [BC][LDK]
-    unsigned short* vt = ks + BC * LDK;                                // [HD][LDV]
+    unsigned short* vs = ks + BC * LDK;                                // [BC][LDK]
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q4 = lane & 3;
@@ -565,7 +587,7 @@ __device__ void flash_attention_half(const AttnParams& p) {
     const Entry<unsigned short> at = entry<unsigned short>(p, n);
     const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;  // a causal block needs no later key
 
-    half_tile<BR, HD, false>(qs, LDK, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    half_tile<BR, HD>(qs, LDK, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
 
     // This thread's two rows: g and g + 8 of its warp's 16 (index h = 0, 1).
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
@@ -576,8 +598,8 @@ __device__ void flash_attention_half(const AttnParams& p) {
 
     for (int k0 = 0; k0 < kv_end; k0 += BC) {
         __syncthreads();  // the previous tile's k and v are read no more (and q is in place)
-        half_tile<BC, HD, false>(ks, LDK, at.k, p.k.row_stride, p.k.col_stride, k0, kv_end, p.head_dim);
-        half_tile<BC, HD, true>(vt, LDV, at.v, p.v.row_stride, p.v.col_stride, k0, kv_end, p.value_dim);
+        half_tile<BC, HD>(ks, LDK, at.k, p.k.row_stride, p.k.col_stride, k0, kv_end, p.head_dim);
+        half_tile<BC, HD>(vs, LDK, at.v, p.v.row_stride, p.v.col_stride, k0, kv_end, p.value_dim);
         __syncthreads();
 
         // Scores: s[t][e] is row g + 8 (e / 2), key k0 + 8 t + 2 q4 + e % 2.
@@ -646,8 +668,8 @@ __device__ void flash_attention_half(const AttnParams& p) {
                                    pack2<BF16>(s[t1][0], s[t1][1]), pack2<BF16>(s[t1][2], s[t1][3])};
 #pragma unroll
             for (int c = 0; c < OT; c++) {
-                const unsigned short* v_col = vt + (c * 8 + g) * LDV + kk * 16 + 2 * q4;
-                const unsigned b[2] = {word_at(v_col), word_at(v_col + 8)};
+                unsigned b[2];
+                v_fragment(vs, LDK, kk, c, lane, b);
                 mma_m16n8k16<BF16>(o[c], a, b);
             }
         }

@@ -373,8 +373,10 @@ __device__ __forceinline__ void reduce(const ReduceArgs& p) {
 }
 
 #ifdef REDUCTIONS
-extern "C" __global__ void reduce_sum(ReduceArgs p) { reduce<SumOp>(p); }
-extern "C" __global__ void reduce_max(ReduceArgs p) { reduce<MaxOp>(p); }
+// Launched with up to 512 threads; the bound keeps the loads of every dtype within the registers
+// of a full block.
+extern "C" __global__ void __launch_bounds__(1024) reduce_sum(ReduceArgs p) { reduce<SumOp>(p); }
+extern "C" __global__ void __launch_bounds__(1024) reduce_max(ReduceArgs p) { reduce<MaxOp>(p); }
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -413,8 +415,9 @@ struct RowTypes {
 
 #ifdef SOFTMAX
 // One block per row of `size` contiguous elements (the softmax dim is the last one): one pass for
-// the statistics, one to write, both with U loads in flight per thread.
-extern "C" __global__ void softmax_rows(const void* __restrict__ in, void* __restrict__ out, i64 rows, i64 size,
+// the statistics, one to write, both with U loads in flight per thread. Up to 1024 threads a
+// block: the bound keeps the compiler within a full block's registers.
+extern "C" __global__ void __launch_bounds__(1024) softmax_rows(const void* __restrict__ in, void* __restrict__ out, i64 rows, i64 size,
                                         int log, int vec, RowTypes t) {
     __shared__ MaxSum smem[32];
     const MaxSum empty = {NEG_INF, 0.0f};
@@ -448,7 +451,7 @@ extern "C" __global__ void softmax_rows(const void* __restrict__ in, void* __res
 // The softmax dim is not the last, so its elements are `inner` apart. Blocks of 32 x blockDim.y
 // threads: threadIdx.x takes one of 32 neighbouring lines (so loads are coalesced), threadIdx.y
 // splits the line's length, and the partial statistics meet in shared memory.
-extern "C" __global__ void softmax_columns(const void* __restrict__ in, void* __restrict__ out, i64 outer,
+extern "C" __global__ void __launch_bounds__(1024) softmax_columns(const void* __restrict__ in, void* __restrict__ out, i64 outer,
                                            i64 size, i64 inner, int log, RowTypes t) {
     __shared__ MaxSum partial[32][33];  // [threadIdx.y][threadIdx.x], padded against bank conflicts
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -486,7 +489,7 @@ extern "C" __global__ void softmax_columns(const void* __restrict__ in, void* __
 
 #ifdef LAYER_NORM
 // `affine` holds the weight's and the bias's dtypes (in, out).
-extern "C" __global__ void layer_norm_rows(const void* __restrict__ in, const void* __restrict__ weight,
+extern "C" __global__ void __launch_bounds__(1024) layer_norm_rows(const void* __restrict__ in, const void* __restrict__ weight,
                                            const void* __restrict__ bias, void* __restrict__ out, i64 rows,
                                            i64 size, float eps, int vec, RowTypes t, RowTypes affine) {
     __shared__ float smem[32];

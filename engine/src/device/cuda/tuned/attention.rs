@@ -39,8 +39,8 @@ const TC_QUERIES: usize = 64;
 fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType) -> (String, usize, usize) {
     let float = std::mem::size_of::<f32>();
     if dtype.is_half() {
-        // q and k tiles with rows of hd + 8 elements, v^T with rows of 64 + 8.
-        let shared = (TC_QUERIES * (hd + 8) + KEY_TILE * (hd + 8) + hd * (KEY_TILE + 8)) * dtype.size_in_bytes();
+        // q, k and v tiles with rows of hd + 8 elements.
+        let shared = (TC_QUERIES + 2 * KEY_TILE) * (hd + 8) * dtype.size_in_bytes();
         return (format!("flash_attention_{dtype}_hd{hd}"), TC_QUERIES, shared);
     }
     if device.facts().compute_capability.0 >= 8 {
