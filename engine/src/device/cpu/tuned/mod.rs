@@ -43,17 +43,20 @@ impl KernelProvider for Tuned {
     /// Transcendental functions come from [`vecmath`], whose polynomials run in vector lanes
     /// where libm's calls cannot.
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        let dtype = input_dtype(x);
-        let map = |f: fn(f32) -> f32| pointwise::map1::<Vectorized>(x, out_shape, dtype, f);
+        // Each function passed as its own item type (not a `fn` pointer), so that it inlines
+        // into the vectorised loop.
+        fn map(x: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
+            pointwise::map1::<Vectorized>(x, out_shape, input_dtype(x), f)
+        }
         Ok(match op {
-            UnaryOp::Exp => map(vecmath::exp),
-            UnaryOp::Log => map(vecmath::log),
-            UnaryOp::Sin => map(vecmath::sin),
-            UnaryOp::Cos => map(vecmath::cos),
-            UnaryOp::Tanh => map(vecmath::tanh),
-            UnaryOp::Erf => map(vecmath::erf),
-            UnaryOp::Sigmoid => map(vecmath::sigmoid),
-            UnaryOp::Gelu => map(vecmath::gelu),
+            UnaryOp::Exp => map(x, out_shape, vecmath::exp),
+            UnaryOp::Log => map(x, out_shape, vecmath::log),
+            UnaryOp::Sin => map(x, out_shape, vecmath::sin),
+            UnaryOp::Cos => map(x, out_shape, vecmath::cos),
+            UnaryOp::Tanh => map(x, out_shape, vecmath::tanh),
+            UnaryOp::Erf => map(x, out_shape, vecmath::erf),
+            UnaryOp::Sigmoid => map(x, out_shape, vecmath::sigmoid),
+            UnaryOp::Gelu => map(x, out_shape, vecmath::gelu),
             _ => pointwise::unary::<Vectorized>(op, x, out_shape),
         })
     }
