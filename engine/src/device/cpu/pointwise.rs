@@ -18,6 +18,10 @@ use crate::parallel;
 /// Elements per unit of parallel work; large enough to amortise gathering, small enough to fit L2.
 const CHUNK: usize = 1 << 14;
 
+/// Elements computed at a time into a narrower output: their float32 values (and the operands'
+/// widened ones) stay in the L1 cache between widening, computing and rounding.
+const NARROW_BLOCK: usize = 1 << 10;
+
 /// How one operand supplies its values for a range of output positions, as `f32`.
 enum Source<'a> {
     /// Contiguous `f32` elements, read in place.
@@ -72,22 +76,27 @@ impl<'a> Source<'a> {
 }
 
 /// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`, compiled as
-/// `L` says, computes each chunk in `f32`, which is then rounded to `out`'s dtype when it is
-/// narrower (so each chunk is read, computed and written while it sits in the core's cache).
+/// `L` says, computes each chunk in `f32`. For a narrower `out` it computes a block of
+/// [`NARROW_BLOCK`] at a time, rounded as it is stored (so each block is widened, computed and
+/// rounded while it sits in the L1 cache).
 fn for_each_chunk<L: Loops>(out: &mut HostBuffer, body: impl Fn(usize, &mut [f32]) + Sync) {
-    let body = |i: usize, c: &mut [f32]| {
+    // `body` on output positions `start..start + c.len()`, compiled as `L` says.
+    let run = |start: usize, c: &mut [f32]| {
         L::run(
             #[inline(always)]
-            || body(i * CHUNK, c),
+            || body(start, c),
         )
     };
     if out.dtype() == DType::F32 {
-        return in_chunks(out, body);
+        return in_chunks(out, |i, c| run(i * CHUNK, c));
     }
     for_dtype!(out.dtype(), T => in_chunks(out.typed_mut::<T>(), |i, c: &mut [T]| {
-        let mut wide = vec![0.0; c.len()];
-        body(i, &mut wide);
-        narrow::<L>(&wide, T::wrap_mut(c));
+        let mut wide = [0.0f32; NARROW_BLOCK];
+        for (b, block) in c.chunks_mut(NARROW_BLOCK).enumerate() {
+            let wide = &mut wide[..block.len()];
+            run(i * CHUNK + b * NARROW_BLOCK, wide);
+            narrow::<L>(wide, T::wrap_mut(block));
+        }
     }))
 }
 
