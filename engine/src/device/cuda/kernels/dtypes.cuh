@@ -67,7 +67,7 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 #else
-    return (unsigned)float_to_bf16(lo) | ((unsigned)float_to_bf16(hi) << 16);
+    return (unsigned)float_to_bf16(lo).bits | ((unsigned)float_to_bf16(hi).bits << 16);
 #endif
 }
 
@@ -77,7 +77,7 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 #else
-    return (unsigned)float_to_f16(lo) | ((unsigned)float_to_f16(hi) << 16);
+    return (unsigned)float_to_f16(lo).bits | ((unsigned)float_to_f16(hi).bits << 16);
 #endif
 }
 
