@@ -15,6 +15,7 @@
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
+//! | `torch.bfloat16`, type promotion, `torch.autocast`, `set_float32_matmul_precision` | [`dtype`], [`precision`], [`tensor::autocast`] |
 //!
 //! ## Layers
 //!

@@ -12,15 +12,18 @@
 //! | pointwise | [`BinaryOp`]: one line each in `op/binary.rs` | 2 | `binary`, the same way | `PointwiseOp::Binary` |
 //! | pointwise | `where` | 3 | `where_` | `PointwiseOp::Where` |
 //! | pointwise | [`CustomOp`] (`op/custom.rs`) | its own | `custom`: its compiled C (CPU) or CUDA C | `PointwiseOp::Custom`, its source pasted into the kernel |
+//! | pointwise | `to_dtype` | 1 | `copy` into the new dtype | `PointwiseOp::ToDtype`: a store in the new dtype (and a rounding inside a fused chain) |
 //! | reduction | `sum`, `mean`, `amax` ([`ReduceOp`]) | 1 | `reduce` | a reduction node, fused with pointwise neighbours |
 //! | view | `reshape`, `permute`, `expand`, `slice` | 1 | none: a new layout, from `Op::view_of` (`op/view.rs`) | the same `view_of`, no loop |
 //! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
 //! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
 //! | extern | `scaled_dot_product_attention` ([`AttentionMask`], `op/attention.rs`) | 3 or 4 | `attention`: blocked online softmax (CPU), a flash-attention kernel (CUDA) | an extern kernel call, `flash_attention` |
+//! | extern | `scaled_mm` (FP8 inputs, per-tensor scales) | 4 | `scaled_mm`: cuBLASLt's FP8 GEMM (GPUs of compute capability 8.9 on; refused elsewhere) | an extern kernel call, `scaled_mm` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
 //!
-//! [`Op::class`] and [`Op::infer_shape`] below hold each op's class and shape rule.
+//! [`Op::class`], [`Op::infer_shape`] and [`Op::infer_dtype`] below hold each op's class, shape
+//! rule and dtype rule.
 //!
 //! ## Adding a unary pointwise op
 //!
