@@ -2,7 +2,9 @@
 // window with the sidebar open, the way a reader sees it:
 //
 // - every page loads, and no file it asks for (script, style, picture) is missing;
-// - every relative link names a file of the built book, and every picture has loaded;
+// - every link into the book names a file of the built book, and a `#fragment` on it an element of
+//   that page; no link leads to a placeholder address (a reserved name such as `example.invalid`,
+//   which can never resolve); every picture has loaded;
 // - no code block and no table is wider than its column (nothing cut off or scrolled sideways);
 // - in a window as narrow as a phone (390 px), every picture is drawn at 75% of its size or more,
 //   so that its 12 px text stays legible (the book's pictures are drawn about 400 px wide for it).
@@ -107,8 +109,11 @@ const inspect = `(() => {
     for (const img of document.querySelectorAll("img")) {
         if (!img.complete || img.naturalWidth === 0) problems.push("picture does not load: " + img.getAttribute("src"));
     }
-    const links = [...document.querySelectorAll("a[href]")].map((a) => a.href).filter((h) => h.startsWith(location.origin));
-    return JSON.stringify({ problems, links });
+    const hrefs = [...document.querySelectorAll("a[href]")].map((a) => a.href);
+    const links = hrefs.filter((h) => h.startsWith(location.origin));
+    const external = hrefs.filter((h) => !h.startsWith(location.origin) && /^https?:/.test(h));
+    const ids = [...document.querySelectorAll("[id]")].map((el) => el.id);
+    return JSON.stringify({ problems, links, external, ids });
 })()`;
 
 const pages = [];
@@ -137,19 +142,37 @@ const shrunk = `JSON.stringify([...document.querySelectorAll("main img")]
     .map((img) => img.getAttribute("src") + " is drawn at " +
         Math.round(100 * img.getBoundingClientRect().width / img.naturalWidth) + "% of its size"))`;
 
+// Host names reserved so that they never resolve (RFC 2606, RFC 6761): a link to one is a
+// placeholder someone forgot to replace, broken wherever the book is read.
+const placeholder = (host) => /(^|\.)(invalid|example|test)$/.test(host) || /^example\.(com|net|org)$/.test(host);
+
 const report = [];
 const withPictures = [];
+const idsOf = new Map(); // page path -> its element ids
+const fragmentLinks = []; // [page, target path, fragment]
 for (const file of pages) {
     const name = relative(bookDir, file).split(sep).join("/");
     missing.clear();
-    const { problems, links } = await visit(name, inspect);
+    const { problems, links, external, ids } = await visit(name, inspect);
+    idsOf.set(`/${name}`, new Set(ids));
     if (readFileSync(file, "utf8").includes("<img")) withPictures.push(name);
     for (const link of new Set(links)) {
-        const path = decodeURIComponent(new URL(link).pathname);
+        const url = new URL(link);
+        const path = decodeURIComponent(url.pathname);
         if (!existsSync(join(bookDir, path))) problems.push(`broken link: ${path}`);
+        else if (url.hash.length > 1) fragmentLinks.push([name, path, decodeURIComponent(url.hash.slice(1))]);
+    }
+    for (const link of new Set(external)) {
+        if (placeholder(new URL(link).hostname)) problems.push(`link to a placeholder address: ${link}`);
     }
     for (const path of missing) problems.push(`requested but missing: ${path}`);
     for (const problem of problems) report.push(`${name}: ${problem}`);
+}
+// A fragment must name an element of the page it points into (pages the walk did not visit, such as
+// print.html, are not checked).
+for (const [name, path, fragment] of fragmentLinks) {
+    const ids = idsOf.get(path.endsWith("/") ? `${path}index.html` : path);
+    if (ids && !ids.has(fragment)) report.push(`${name}: broken link: ${path}#${fragment} (no element has that id)`);
 }
 await page("Emulation.setDeviceMetricsOverride", { width: PHONE, height: 800, deviceScaleFactor: 1, mobile: false });
 for (const name of withPictures) {
@@ -172,5 +195,5 @@ if (report.length) {
     console.error(`${report.length} problem(s) in the built book:\n${report.join("\n")}`);
     process.exit(1);
 }
-console.log(`${pages.length} pages load at ${WIDTH} px: no broken link or picture, no code block or table cut off; ` +
+console.log(`${pages.length} pages load at ${WIDTH} px: no broken link (${fragmentLinks.length} with a fragment) or picture, no code block or table cut off; ` +
     `the pictures of ${withPictures.length} pages stay legible at ${PHONE} px`);

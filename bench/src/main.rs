@@ -7,8 +7,8 @@
 //! bench compiled [...]
 //! bench models   [...] [--only TEXT]
 //! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
-//! bench models   [...]
 //! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
+//! bench sweep    [...] [--batches 1,4,16] [--threads 1,2] [--host-overhead python] [--load N]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -18,6 +18,7 @@ mod eager;
 mod models;
 mod modes;
 mod roofline;
+mod sweep;
 mod table;
 
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use engine::dynamo::Mode;
+use engine::host_overhead::Setting;
 use engine::{DType, Device};
 
 /// Benchmark commands for the engine.
@@ -82,6 +84,27 @@ enum Command {
         /// Run only these modes (repeatable; all three by default).
         #[arg(long, value_parser = str::parse::<Mode>)]
         mode: Vec<Mode>,
+    },
+    /// The MLP eager against compiled over batch sizes, as phase 5's sweep times it, at chosen
+    /// thread counts, with PyTorch's host overhead added on request and other threads busy beside
+    /// it, each row judged by whether the two medians' confidence intervals overlap (see
+    /// book/src/phase5/engine.md).
+    Sweep {
+        #[command(flatten)]
+        common: Common,
+        /// Batch sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256,1024")]
+        batches: Vec<usize>,
+        /// Thread counts to repeat the sweep at, comma-separated (default: the pool as it is).
+        #[arg(long, value_delimiter = ',')]
+        threads: Vec<usize>,
+        /// Host time added as PyTorch's Python adds it: `python`, `off`, or microseconds per eager
+        /// op, per compiled graph call and per compiled launch, `6,18,1`.
+        #[arg(long, default_value = "off", value_parser = parse_overhead)]
+        host_overhead: Setting,
+        /// Threads to keep busy beside the sweep, as another program would.
+        #[arg(long, default_value_t = 0)]
+        load: usize,
     },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
@@ -143,6 +166,9 @@ fn main() -> Result<()> {
             roofline::run(&common.into(), &only, svg.as_deref(), from_json.as_deref())
         }
         Command::Modes { common, only, mode } => modes::run(&common.into(), &only, &mode),
+        Command::Sweep { common, batches, threads, host_overhead, load } => {
+            sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
+        }
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }
@@ -162,6 +188,10 @@ fn parse_dtype(text: &str) -> Result<DType> {
         Ok(dtype) => bail!("{dtype} is a matrix-product input only, not a model's dtype: use f32, bf16 or f16"),
         Err(why) => bail!(why),
     }
+}
+
+fn parse_overhead(text: &str) -> Result<Setting, String> {
+    Setting::parse(text)
 }
 
 fn parse_device(text: &str) -> Result<Device> {

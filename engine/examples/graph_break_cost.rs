@@ -1,20 +1,68 @@
-//! What a graph break costs: one computation (eight layers of `mul`, `add`, `tanh`) compiled
-//! whole, split by one break, split after every layer, and split after every layer by reading a
-//! value (`item()`, which waits for the device), timed against each other and against eager on
-//! the same input. Times are medians of interleaved calls (one call of each variant per round)
-//! after a warm-up, each ended by a device synchronisation; ratios are against the unbroken
-//! compiled model measured in the same run.
+//! What a graph break costs: one computation (eight layers of `mul`, `add`, `tanh`, the phase 3
+//! models' `layered`) compiled whole, split by one break, split after every layer, and split after
+//! every layer by reading a value (`item()`, which waits for the device), timed against each other
+//! and against eager on the same input. Times are medians of interleaved calls (one call of each
+//! variant per round) after a warm-up, each ended by a device synchronisation; ratios are against
+//! the unbroken compiled model measured in the same run.
 //!
 //! ```text
-//! cargo run --release -p engine --example graph_break_cost -- [--backend eager|aot_eager] [--device cpu|cuda] [--calls N]
+//! cargo run --release -p engine --example graph_break_cost -- [--backend eager|aot-eager] [--device cpu|cuda] [--calls N]
 //! ```
 
 use std::time::{Duration, Instant};
 
+use anyhow::{Result, bail};
+use clap::{Parser, ValueEnum};
 use engine::backends::{AotEager, Backend, Eager};
-use engine::{Device, Result, Tensor, dynamo};
+use engine::device::cuda;
+use engine::{Device, Tensor, dynamo};
+use workbook_models::phase3::layered;
 
 const LAYERS: usize = 8;
+
+/// Time a computation compiled whole against the same split by graph breaks.
+#[derive(Parser)]
+struct Args {
+    /// The backend each graph is handed to.
+    #[arg(long, value_enum, default_value_t = BackendName::Eager)]
+    backend: BackendName,
+    /// Where the tensors live.
+    #[arg(long, value_enum, default_value_t = DeviceName::Cpu)]
+    device: DeviceName,
+    /// Timed calls of each variant.
+    #[arg(long, default_value_t = 200)]
+    calls: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendName {
+    /// Runs each graph op by op (`backend="eager"`).
+    Eager,
+    /// Decomposes each graph first (`backend="aot_eager"`).
+    AotEager,
+}
+
+impl BackendName {
+    fn build(self) -> Box<dyn Backend> {
+        match self {
+            BackendName::Eager => Box::new(Eager),
+            BackendName::AotEager => Box::new(AotEager),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            BackendName::Eager => "eager",
+            BackendName::AotEager => "aot_eager",
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DeviceName {
+    Cpu,
+    Cuda,
+}
 
 /// How the model is split.
 #[derive(Clone, Copy)]
@@ -37,32 +85,30 @@ impl Split {
         }
     }
 
-    fn breaks(self) -> usize {
+    fn graphs(self) -> usize {
         match self {
-            Split::Breaks(n) => n,
-            Split::ItemReads => LAYERS - 1,
+            Split::Breaks(n) => n + 1,
+            Split::ItemReads => LAYERS,
         }
     }
 }
 
 /// The eight layers, split as `split` says.
-fn model(x: &Tensor, split: Split) -> Result<Tensor> {
-    let mut h = x.clone();
-    for layer in 1..=LAYERS {
-        h = h.mul(1.01)?.add(0.1)?.tanh()?;
-        let every = (LAYERS / (split.breaks() + 1)).max(1);
-        if layer < LAYERS && split.breaks() > 0 && layer % every == 0 {
-            match split {
-                Split::Breaks(_) => dynamo::graph_break()?,
-                Split::ItemReads => {
+fn model(x: &Tensor, split: Split) -> engine::Result<Tensor> {
+    match split {
+        Split::Breaks(breaks) => layered(x, LAYERS, breaks),
+        Split::ItemReads => {
+            let mut h = x.clone();
+            for layer in 1..=LAYERS {
+                h = h.mul(1.01)?.add(0.1)?.tanh()?;
+                if layer < LAYERS {
                     h.sum_all()?.item()?;
                 }
             }
+            Ok(h)
         }
     }
-    Ok(h)
 }
-
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -70,8 +116,12 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 /// Median time of one call of each variant, interleaved so that a machine getting busier or
 /// quieter affects every variant alike. Each call ends when the device has finished its work.
-fn time_interleaved(calls: usize, device: Device, variants: &[&dyn Fn() -> Result<Tensor>]) -> Result<Vec<Duration>> {
-    let timed = |variant: &dyn Fn() -> Result<Tensor>| -> Result<Duration> {
+fn time_interleaved(
+    calls: usize,
+    device: Device,
+    variants: &[&dyn Fn() -> engine::Result<Tensor>],
+) -> engine::Result<Vec<Duration>> {
+    let timed = |variant: &dyn Fn() -> engine::Result<Tensor>| -> engine::Result<Duration> {
         let start = Instant::now();
         variant()?;
         device.synchronize()?;
@@ -91,37 +141,25 @@ fn time_interleaved(calls: usize, device: Device, variants: &[&dyn Fn() -> Resul
     Ok(samples.into_iter().map(median).collect())
 }
 
-fn backend(name: &str) -> Option<Box<dyn Backend>> {
-    match name {
-        "eager" => Some(Box::new(Eager)),
-        "aot_eager" => Some(Box::new(AotEager)),
-        _ => None,
-    }
-}
-
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let backend_name = flag("--backend").unwrap_or_else(|| "eager".into());
-    let calls: usize = flag("--calls").and_then(|c| c.parse().ok()).unwrap_or(200);
-    let device = match flag("--device").as_deref() {
-        None | Some("cpu") => Device::Cpu,
-        Some("cuda") => Device::Cuda(0),
-        Some(other) => {
-            eprintln!("unknown device `{other}`; use cpu or cuda");
-            std::process::exit(2);
-        }
+    let args = Args::parse();
+    let device = match args.device {
+        DeviceName::Cpu => Device::Cpu,
+        DeviceName::Cuda => match cuda::unavailable_reason() {
+            None => Device::Cuda(0),
+            Some(reason) => bail!("--device cuda: {reason}. Measure on the CPU with --device cpu."),
+        },
     };
-    if backend(&backend_name).is_none() {
-        eprintln!("unknown backend `{backend_name}`; use eager or aot_eager");
-        std::process::exit(2);
-    }
     for split in Split::ALL {
         let report = dynamo::explain(|x: Tensor| model(&x, split)).call(&Tensor::randn(&[2], 0))?;
-        assert_eq!(report.graph_count(), split.breaks() + 1, "{} makes {} graphs", split.label(), split.breaks() + 1);
+        if report.graph_count() != split.graphs() {
+            bail!("{} makes {} graphs, not {}", split.label(), report.graph_count(), split.graphs());
+        }
     }
+    let calls = args.calls;
     println!(
-        "graph break cost: backend {backend_name}, device {device}, {LAYERS} layers of mul/add/tanh, median of {calls} calls\n"
+        "graph break cost: backend {}, device {device}, {LAYERS} layers of mul/add/tanh, median of {calls} calls\n",
+        args.backend.label()
     );
     let labels: Vec<String> = Split::ALL.iter().map(|s| s.label()).collect();
     println!(
@@ -132,10 +170,7 @@ fn main() -> Result<()> {
         let x = Tensor::randn(&shape, 0).to(device)?;
         let compiled: Vec<_> = Split::ALL
             .iter()
-            .map(|&split| {
-                dynamo::compile(move |x: Tensor| model(&x, split))
-                    .backend(backend(&backend_name).expect("checked above"))
-            })
+            .map(|&split| dynamo::compile(move |x: Tensor| model(&x, split)).backend(args.backend.build()))
             .collect();
         let (x, compiled) = (&x, &compiled);
         let eager = || model(x, Split::Breaks(0));

@@ -7,7 +7,7 @@ use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
-use crate::layout::Layout;
+use crate::layout::{Layout, numel};
 use crate::op::Op;
 use crate::op::{BinaryOp, ViewOf};
 use crate::profiler::{self, EventKind};
@@ -99,8 +99,13 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             let mut outputs = mode.run_subgraph(branch, &inputs, location)?;
             Ok(outputs.remove(0))
         }
-        _ => kernel(op, operands, &out_shape, dtype, device)
-            .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location)),
+        _ => {
+            if device == Device::Cpu {
+                fits_in_memory(op, operands, &out_shape, location)?;
+            }
+            kernel(op, operands, &out_shape, dtype, device)
+                .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location))
+        }
     }
 }
 
@@ -180,6 +185,19 @@ fn kernel(
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))
+}
+
+/// Refuses a CPU kernel whose output, or the dense copy of an input it may make, could never fit
+/// in memory (a broadcast view can be far larger than its buffer): the allocation would abort the
+/// process instead of failing.
+fn fits_in_memory(op: &Op, operands: &[Operand], out_shape: &[usize], location: SourceLocation) -> Result<()> {
+    let largest = operands.iter().filter_map(|o| o.shape()).map(numel).chain([numel(out_shape)]).max().unwrap_or(0);
+    match cpu::too_large(largest) {
+        None => Ok(()),
+        Some(why) => {
+            Err(Error::InvalidArgument { op: op.name(), message: format!("cannot run on the CPU: {why}"), location })
+        }
+    }
 }
 
 /// The shapes of the tensor operands, in order.

@@ -205,6 +205,16 @@ pub enum Error {
         /// The line that exported or loaded it.
         location: SourceLocation,
     },
+    /// Autograd was asked for something it cannot do: a backward from a tensor that does not
+    /// require grad, an implicit gradient for a non-scalar, a second backward through saved values
+    /// already freed, an op without a derivative formula (PyTorch raises these as `RuntimeError`s).
+    #[error("autograd: {message} (at {location})")]
+    Autograd {
+        /// What was wrong and what to do instead.
+        message: String,
+        /// The line that called backward (or recorded the op).
+        location: SourceLocation,
+    },
     /// A backend could not compile or run a graph.
     #[error("backend `{backend}`: {message}")]
     Backend {

@@ -7,11 +7,13 @@
 //! | `torch.fx` | [`fx`]: graphs, printing, interpreter, tracing |
 //! | `torch.export`, `ExportedProgram` | [`fx::export`]: one graph with its constants, saved as JSON and loaded with every op checked |
 //! | TorchDynamo | [`dynamo`]: [`dynamo::compile`] captures closures into graphs |
-//! | AOTAutograd decompositions | [`aot`] |
+//! | `torch.autograd`: `backward()`, `.grad`, `no_grad`, `derivatives.yaml` | [`autograd`] |
+//! | AOTAutograd: decompositions, the joint graph, the min-cut partitioner | [`aot`] |
 //! | TorchInductor | [`inductor`]: lowering, fusion, C and CUDA C code generation, the `call` plan |
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
-//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache` |
+//! | `torch.optim.SGD`, `torch.optim.AdamW` | [`optim`] |
+//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache,aot_graphs` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
@@ -23,17 +25,20 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`], [`parallel`], [`compile_mode`], [`precision`] (matmul precision, autocast state);
+//!    [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`], [`precision`] (matmul
+//!    precision, autocast state);
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
-//! 3. tensors and eager kernels: [`tensor`] (its op methods, and the dispatcher's hook for the
-//!    layers above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each
-//!    device's plain and tuned kernels implement; `device::cpu`, [`device::cuda`]),
+//! 3. tensors and eager kernels: [`tensor`] (its op methods, [`autograd`] (the tape and the
+//!    derivative formulas, written with the op methods), and the dispatcher's hook for the layers
+//!    above, `tensor::dispatch`), the device kernels (`device::provider`, the trait each device's
+//!    plain and tuned kernels implement; `device::cpu`, [`device::cuda`]),
 //!    [`mod@bench`], [`profiler`] (which the launch paths of this layer and of inductor report to);
 //! 4. [`fx`], graphs, tracing and the interpreter;
-//! 5. [`aot`], decompositions;
+//! 5. [`aot`], decompositions, the joint forward and backward graph and its partition;
 //! 6. [`inductor`], code generation;
 //! 7. [`backends`], the `Backend` contract and `eager`, `aot_eager`, `inductor`;
-//! 8. [`dynamo`], capture, guards, the cache, `compile` (whose default backend is Inductor).
+//! 8. [`dynamo`], capture, guards, the cache, `compile` (whose default backend is Inductor);
+//! 9. [`optim`], the optimizers (on top, so that a training step can be compiled whole).
 //!
 //! Data flows dynamo → aot → inductor, but dynamo sits on top because it drives the others (it
 //! calls a backend); fx reaches the tensor layer's dispatcher by registering itself there.
@@ -63,10 +68,12 @@ pub mod dynamo;
 mod eager;
 pub mod error;
 pub mod fx;
+pub mod host_overhead;
 pub mod inductor;
 pub mod layout;
 pub mod logs;
 pub mod op;
+pub mod optim;
 pub mod parallel;
 pub mod precision;
 pub mod profiler;
@@ -78,4 +85,5 @@ pub use dtype::DType;
 pub use error::{Error, Result, SourceLocation};
 pub use precision::{MatmulPrecision, autocast, set_float32_matmul_precision};
 pub use tensor::AttnMask;
+pub use tensor::autograd;
 pub use tensor::{Operand, Tensor, TensorMeta};

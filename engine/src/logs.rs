@@ -28,6 +28,9 @@ pub enum Artifact {
     Autotuning,
     /// The FX graph cache's decision for each compile: hit, miss (and stored), or bypass and why.
     FxGraphCache,
+    /// AOTAutograd's joint graph of each graph compiled for training, its forward and backward
+    /// graphs, and what the forward saves for the backward.
+    AotGraphs,
     /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
     /// a missing GPU). Always printed, whatever `ENGINE_LOGS` says; [`capture`] can collect them.
     Warnings,
@@ -35,7 +38,7 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 10] = [
+    pub const ALL: [Artifact; 11] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
@@ -45,6 +48,7 @@ impl Artifact {
         Artifact::Cudagraphs,
         Artifact::Autotuning,
         Artifact::FxGraphCache,
+        Artifact::AotGraphs,
         Artifact::Warnings,
     ];
 
@@ -60,6 +64,7 @@ impl Artifact {
             Artifact::Cudagraphs => "cudagraphs",
             Artifact::Autotuning => "autotuning",
             Artifact::FxGraphCache => "fx_graph_cache",
+            Artifact::AotGraphs => "aot_graphs",
             Artifact::Warnings => "warnings",
         }
     }

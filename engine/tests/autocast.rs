@@ -73,3 +73,40 @@ fn compiled_code_under_autocast_records_the_casts_and_matches_eager() {
     let plain = f(x.clone()).unwrap().to_vec().unwrap();
     assert!(plain.iter().zip(&e).any(|(a, b)| a != b));
 }
+
+#[test]
+fn gradients_come_back_in_each_inputs_dtype() {
+    // Under autocast, float32 parameters are cast to bf16 for the product: the gradients flow
+    // back through the casts and arrive in float32, as in PyTorch's mixed-precision training.
+    let x = Tensor::randn(&[8, 16], 0);
+    let w = Tensor::randn(&[4, 16], 1).requires_grad_(true);
+    let b = Tensor::randn(&[4], 2).requires_grad_(true);
+    let loss = autocast(Device::Cpu, Some(DType::BF16), || {
+        let y = x.linear(&w, Some(&b)).unwrap();
+        assert_eq!(y.dtype(), DType::BF16);
+        y.softmax(-1).unwrap().mul(&Tensor::randn(&[8, 4], 3)).unwrap().sum_all().unwrap()
+    });
+    assert_eq!(loss.dtype(), DType::F32, "softmax runs in float32");
+    loss.backward().unwrap();
+    let (gw, gb) = (w.grad().unwrap(), b.grad().unwrap());
+    assert_eq!((gw.dtype(), gb.dtype()), (DType::F32, DType::F32));
+    // Against the same computation in float32 throughout: bf16's tolerance.
+    let (w32, b32) = (w.detach().requires_grad_(true), b.detach().requires_grad_(true));
+    let y = x.linear(&w32, Some(&b32)).unwrap();
+    y.softmax(-1).unwrap().mul(&Tensor::randn(&[8, 4], 3)).unwrap().sum_all().unwrap().backward().unwrap();
+    let (e, g) = (w32.grad().unwrap().to_vec().unwrap(), gw.to_vec().unwrap());
+    let scale = e.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    assert!(g.iter().zip(&e).all(|(a, b)| (a - b).abs() <= 0.05 * scale), "{g:?}\n{e:?}");
+
+    // A bf16 leaf in a float32 op (type promotion): its gradient is bf16.
+    let h = Tensor::randn_dtype(&[6], 4, DType::BF16).requires_grad_(true);
+    let z = h.mul(&Tensor::randn(&[6], 5)).unwrap();
+    assert_eq!(z.dtype(), DType::F32);
+    z.sum_all().unwrap().backward().unwrap();
+    assert_eq!(h.grad().unwrap().dtype(), DType::BF16);
+    // And through an explicit conversion.
+    let k = Tensor::randn(&[6], 6).requires_grad_(true);
+    k.to_dtype(DType::F16).unwrap().mul(2.0).unwrap().sum_all().unwrap().backward().unwrap();
+    let gk = k.grad().unwrap();
+    assert_eq!((gk.dtype(), gk.to_vec().unwrap()), (DType::F32, vec![2.0; 6]));
+}

@@ -1,5 +1,9 @@
 //! Bad or edge-case input to the public API gives PyTorch's answer or an error naming the problem,
-//! eagerly and compiled alike: overflowing shapes, reductions over an empty dimension, NaN.
+//! eagerly and compiled alike: overflowing shapes, reductions over an empty dimension, NaN; and
+//! no panic anywhere on a learner's path (`no_panics`).
+
+#[path = "bad_input/no_panics.rs"]
+mod no_panics;
 
 use engine::backends::Inductor;
 use engine::{Tensor, dynamo};

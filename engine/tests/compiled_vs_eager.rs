@@ -1,12 +1,14 @@
 //! Compiled execution against eager execution on random programs: the `eager` backend must be
 //! bit-identical (it runs the same kernels), `aot_eager` and `inductor` equal within float
-//! tolerance (decompositions and fused kernels round differently).
+//! tolerance (decompositions and fused kernels round differently). Inductor's properties hold on
+//! each CPU codegen target: generated C, and the interpreter of the kernel IR.
 
 mod common;
 
 use common::half_dtypes;
 use common::programs::{Program, programs, programs_in};
 use engine::backends::{AotEager, Eager, Inductor};
+use engine::inductor::{Config, TargetKind};
 use engine::op::{Op, UnaryOp};
 use engine::{SourceLocation, Tensor, dynamo};
 use proptest::prelude::*;
@@ -27,8 +29,13 @@ const VECTOR_MATH: [UnaryOp; 8] = [
     UnaryOp::Gelu,
 ];
 
+/// Inductor on each CPU target: generated C (the default), and the kernel-IR interpreter.
+fn inductors() -> [Inductor; 2] {
+    [Inductor::default(), Inductor::with_config(Config { target: TargetKind::Interpreter, ..Config::default() })]
+}
+
 fn close(a: &[f32], b: &[f32]) -> bool {
-    a.iter().zip(b).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-5 + 1e-4 * y.abs())
+    a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-5 + 1e-4 * y.abs())
 }
 
 proptest! {
@@ -57,12 +64,14 @@ proptest! {
         // Every case runs the C compiler; the tolerance allows for the C library's `expf` and
         // `erff` against Rust's, and for sums reassociated into vector lanes.
         let inputs = program.inputs(seed);
-        let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).backend(Inductor::default());
-        let got = compiled.call(&inputs).unwrap();
-        for (g, e) in got.iter().zip(eager(&program, &inputs)) {
-            let (g, e) = (g.to_vec().unwrap(), e);
-            let near = g.iter().zip(&e).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs());
-            prop_assert!(near, "{program:?}\ngot      {g:?}\nexpected {e:?}");
+        for inductor in inductors() {
+            let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).backend(inductor);
+            let got = compiled.call(&inputs).unwrap();
+            for (g, e) in got.iter().zip(eager(&program, &inputs)) {
+                let (g, e) = (g.to_vec().unwrap(), e);
+                let near = g.iter().zip(&e).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-3 * y.abs());
+                prop_assert!(near, "{program:?}\ngot      {g:?}\nexpected {e:?}");
+            }
         }
     }
 
@@ -76,15 +85,20 @@ proptest! {
         // `emulate_precision_casts`). So the two differ by the roundings eager makes along the way:
         // a few units in the last place of the dtype per op, grown by the ops after them. The
         // tolerance is torch.testing's for the dtype, widened for a program of up to 8 ops.
+        // Both targets: generated C, and the interpreter, whose loads widen and stores round as
+        // the C does.
         let inputs = program.inputs(seed);
-        let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).backend(Inductor::default());
-        let got = compiled.call(&inputs).unwrap();
+        let expected = eager(&program, &inputs);
         let tol = 16.0 * dtype.epsilon();
-        for (g, e) in got.iter().zip(eager(&program, &inputs)) {
-            prop_assert_eq!(g.dtype(), dtype);
-            let g = g.to_vec().unwrap();
-            let near = g.iter().zip(&e).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs()));
-            prop_assert!(near, "{dtype}: {program:?}\ngot      {g:?}\nexpected {e:?}");
+        for inductor in inductors() {
+            let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).backend(inductor);
+            let got = compiled.call(&inputs).unwrap();
+            for (g, e) in got.iter().zip(&expected) {
+                prop_assert_eq!(g.dtype(), dtype);
+                let g = g.to_vec().unwrap();
+                let near = g.iter().zip(e).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs()));
+                prop_assert!(near, "{dtype}: {program:?}\ngot      {g:?}\nexpected {e:?}");
+            }
         }
     }
 
@@ -99,12 +113,14 @@ proptest! {
         // GELU) is decomposed into a different order of operations. Past 2^15 elements the
         // runtime splits the kernel across the pool, which must not change a value either.
         let f = |x: Tensor| ops.iter().try_fold(x, |t, &op| Op::Unary(op).apply(&[(&t).into()], SourceLocation::caller())?.mul(0.9));
+        // The interpreter computes those functions with the same vector math.
         let x = Tensor::randn(&[n], seed).mul(3.0).unwrap();
-        let compiled = dynamo::compile(f).backend(Inductor::default());
-        let got = compiled.call(&x).unwrap().to_vec().unwrap();
         let expected = f(x.clone()).unwrap().to_vec().unwrap();
-        let near = got.iter().zip(&expected).all(|(g, e)| g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-6 * e.abs().max(1.0));
-        prop_assert!(near, "{ops:?}: {got:?} vs {expected:?}");
+        for inductor in inductors() {
+            let got = dynamo::compile(f).backend(inductor).call(&x).unwrap().to_vec().unwrap();
+            let near = got.iter().zip(&expected).all(|(g, e)| g == e || (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-6 * e.abs().max(1.0));
+            prop_assert!(near, "{ops:?}: {got:?} vs {expected:?}");
+        }
     }
 
     #[test]
@@ -132,10 +148,11 @@ proptest! {
             Tensor::randn(&[cols], seed + 1),
             Tensor::randn(&[rows, 1], seed + 2),
         ];
-        let compiled = dynamo::compile(f).backend(Inductor::default());
-        let got = compiled.call(&inputs).unwrap().to_vec().unwrap();
-        let expected = f(inputs).unwrap().to_vec().unwrap();
-        prop_assert!(close(&got, &expected), "program {program}, [{rows}, {cols}]");
+        let expected = f(inputs.clone()).unwrap().to_vec().unwrap();
+        for inductor in inductors() {
+            let got = dynamo::compile(f).backend(inductor).call(&inputs).unwrap().to_vec().unwrap();
+            prop_assert!(close(&got, &expected), "program {program}, [{rows}, {cols}]");
+        }
     }
 
     #[test]
@@ -163,10 +180,11 @@ proptest! {
             values[i] = f32::NAN;
         }
         let x = Tensor::from_vec(values, &[rows, row_len]).unwrap();
-        let compiled = dynamo::compile(f).backend(Inductor::default());
-        let got = compiled.call(&x).unwrap().to_vec().unwrap();
         let expected = f(x.clone()).unwrap().to_vec().unwrap();
-        prop_assert!(close(&got, &expected), "program {program}, [{rows}, {row_len}]");
+        for inductor in inductors() {
+            let got = dynamo::compile(f).backend(inductor).call(&x).unwrap().to_vec().unwrap();
+            prop_assert!(close(&got, &expected), "program {program}, [{rows}, {row_len}]");
+        }
     }
 
     #[test]
@@ -174,9 +192,10 @@ proptest! {
         // `log1p` fused into one generated C kernel with its neighbours, against its eager kernel.
         let f = |x: Tensor| x.abs()?.log1p()?.tanh();
         let x = Tensor::randn(&[n], seed);
-        let compiled = dynamo::compile(f).backend(Inductor::default());
-        let got = compiled.call(&x).unwrap().to_vec().unwrap();
         let expected = f(x.clone()).unwrap().to_vec().unwrap();
-        prop_assert!(close(&got, &expected), "got {got:?}\nexpected {expected:?}");
+        for inductor in inductors() {
+            let got = dynamo::compile(f).backend(inductor).call(&x).unwrap().to_vec().unwrap();
+            prop_assert!(close(&got, &expected), "got {got:?}\nexpected {expected:?}");
+        }
     }
 }

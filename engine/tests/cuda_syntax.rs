@@ -133,3 +133,44 @@ fn wide_rows_vector_paths_and_looped_rows_are_valid() {
         }
     }
 }
+
+#[test]
+fn generated_backward_kernels_are_valid() {
+    // The forward and backward graphs AOT makes of the workbook's models, printed as CUDA C.
+    use workbook_models::phase5::{Block, BlockShape, MLP_FEATURES, Mlp};
+    if !has_cxx() {
+        return;
+    }
+    let mlp = Mlp::new(0, Device::Cpu).unwrap();
+    let block = Block::new(BlockShape { batch: 2, seq: 16, d_model: 32, heads: 4 }, 1, Device::Cpu).unwrap();
+    let cases: Vec<(engine::fx::Graph, usize)> = vec![
+        (
+            dynamo::explain(|x: Tensor| mlp.forward(&x))
+                .call(&Tensor::randn(&[8, MLP_FEATURES], 2))
+                .unwrap()
+                .graphs
+                .remove(0),
+            4,
+        ),
+        (
+            dynamo::explain(|x: Tensor| block.naive_forward(&x))
+                .call(&Tensor::randn(&[2, 16, 32], 3))
+                .unwrap()
+                .graphs
+                .remove(0),
+            16,
+        ),
+    ];
+    for (graph, params) in cases {
+        // The input x needs no gradient; every parameter does.
+        let requires: Vec<bool> =
+            (0..graph.placeholders().len()).map(|i| i >= graph.placeholders().len() - params).collect();
+        let partition = engine::aot::min_cut_partition(&graph, &requires).unwrap();
+        for half in [&partition.forward, &partition.backward] {
+            let code = generate(half, Device::Cuda(0), &Config::default()).unwrap();
+            if let Err(why) = syntax_check(&code.module_source(&codegen::cuda::prelude())) {
+                panic!("{why}");
+            }
+        }
+    }
+}

@@ -87,3 +87,19 @@ fn registering_an_op_again_does_not_leak_its_name_again() {
     assert!(std::ptr::eq(first.name(), again.name()));
     assert_eq!(first, again);
 }
+
+#[test]
+fn the_interpreter_target_calls_a_custom_ops_c_function() {
+    use engine::backends::Inductor;
+    use engine::inductor::{Config, TargetKind};
+    let op = blend();
+    let inductor = Inductor::with_config(Config { target: TargetKind::Interpreter, ..Config::default() });
+    let f = dynamo::compile(|(a, b): (Tensor, Tensor)| op.call(&[&a.relu()?, &b])?.mul(2.0)).backend(inductor.clone());
+    let (a, b) = (Tensor::randn(&[3, 1], 1), Tensor::randn(&[4], 2));
+    let got = f.call((&a, &b)).unwrap().to_vec().unwrap();
+    let (av, bv) = (a.to_vec().unwrap(), b.to_vec().unwrap());
+    let expected: Vec<f32> = (0..12).map(|i| 2.0 * blend_reference(av[i / 4].max(0.0), bv[i % 4])).collect();
+    assert_eq!(got, expected);
+    let code = inductor.output_codes()[0].to_string();
+    assert!(code.contains("in kernel IR") && code.contains("blend(tmp"), "{code}");
+}

@@ -2,6 +2,8 @@
 //! (dense, transposed, strided), including sizes that are not multiples of the vector width.
 
 mod common;
+#[path = "eager_reference/kernel_providers.rs"]
+mod kernel_providers;
 
 use common::reference::{self, RefTensor};
 use common::{Layout, assert_close, half_dtypes, layouts, make, make_typed, shapes, tolerance, values};

@@ -593,3 +593,131 @@ fn gpu_half_precision_flash_attention_matches_the_float32_math_path() {
         Ok(())
     });
 }
+
+/// The gradients of `sum(f(inputs) * w)` with respect to every input, on `device`.
+fn gradients_on(device: Device, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>) -> Vec<Vec<f32>> {
+    let leaves: Vec<Tensor> = inputs.iter().map(|t| t.to(device).unwrap().requires_grad_(true)).collect();
+    let out = f(&leaves).unwrap();
+    let w = Tensor::uniform(out.shape(), -1.0, 1.0, 77).to(device).unwrap();
+    out.mul(&w).unwrap().reshape(&[out.numel()]).unwrap().sum(0, false).unwrap().backward().unwrap();
+    leaves.iter().map(|l| l.grad().map_or_else(|| vec![0.0; l.numel()], |g| g.to_vec().unwrap())).collect()
+}
+
+/// Gradients on the GPU equal the CPU's within f32 tolerance.
+fn gradients_agree(
+    device: Device,
+    inputs: &[Tensor],
+    f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>,
+) -> Result<(), TestCaseError> {
+    let (gpu_grads, cpu_grads) = (gradients_on(device, inputs, f), gradients_on(Device::Cpu, inputs, f));
+    for (i, (g, c)) in gpu_grads.iter().zip(&cpu_grads).enumerate() {
+        for (k, (a, b)) in g.iter().zip(c).enumerate() {
+            prop_assert!((a - b).abs() <= 1e-4 + 1e-3 * b.abs(), "input {i} element {k}: gpu {a}, cpu {b}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gpu_gradients_match_the_cpu() {
+    // Every family of derivative formulas, run by the GPU's eager kernels.
+    let Some(device) = gpu() else { return };
+    let positive = |shape: &[usize], seed| Tensor::uniform(shape, 0.5, 2.0, seed);
+    check(24, (1usize..6, 1usize..40, any::<u64>()), |(rows, cols, seed)| {
+        let (x, y) = (positive(&[rows, cols], seed), positive(&[cols], seed + 1));
+        for op in UnaryOp::ALL {
+            gradients_agree(device, std::slice::from_ref(&x), &|t| {
+                Op::Unary(op).apply(&[(&t[0]).into()], SourceLocation::caller())
+            })?;
+        }
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Pow] {
+            gradients_agree(device, &[x.clone(), y.clone()], &|t| {
+                Op::Binary(op).apply(&[(&t[0]).into(), (&t[1]).into()], SourceLocation::caller())
+            })?;
+        }
+        gradients_agree(device, std::slice::from_ref(&x), &|t| {
+            t[0].amax(1, false)?.add(&t[0].mean(0, true)?.sum(1, false)?)
+        })?;
+        gradients_agree(device, std::slice::from_ref(&x), &|t| t[0].softmax(-1)?.add(&t[0].log_softmax(0)?))?;
+        gradients_agree(device, &[x.clone(), y.clone(), y.clone()], &|t| t[0].layer_norm(&t[1], &t[2], 1e-5))?;
+        gradients_agree(device, std::slice::from_ref(&x), &|t| {
+            t[0].t()?.slice(0, 1.min(cols - 1), cols, 2)?.contiguous()
+        })?;
+        let w = Tensor::uniform(&[7, cols], -1.0, 1.0, seed + 2);
+        gradients_agree(device, &[x.clone(), w, Tensor::uniform(&[7], -1.0, 1.0, seed + 3)], &|t| {
+            t[0].linear(&t[1], Some(&t[2]))?.gelu()
+        })?;
+        gradients_agree(device, std::slice::from_ref(&x), &|t| {
+            t[0].cross_entropy(&Tensor::zeros(&[rows]).to(t[0].device())?)
+        })?;
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_attention_backward_matches_the_cpu() {
+    // The flash-style backward kernels against the CPU's, on head dims up to 128, lengths that are
+    // not multiples of 32, causal and masked attention, and heads split from a projection (q, k
+    // and v read in place through their strides).
+    let Some(device) = gpu() else { return };
+    let cases = (
+        1usize..70,
+        1usize..70,
+        prop_oneof![Just(8usize), Just(33), Just(64), Just(128)],
+        0u8..4,
+        any::<bool>(),
+        any::<u64>(),
+    );
+    check(24, cases, |(l, s, e, masking, split, seed)| {
+        let causal = masking == 1 && l <= s;
+        let qkv = |len: usize, seed| {
+            if split {
+                // [2, len, 3 heads * e] viewed as [2, 3, len, e]: a transposed view.
+                Tensor::uniform(&[2, len, 3 * e], -1.0, 1.0, seed)
+                    .reshape(&[2, len, 3, e])
+                    .unwrap()
+                    .transpose(1, 2)
+                    .unwrap()
+            } else {
+                Tensor::uniform(&[2, 3, len, e], -1.0, 1.0, seed)
+            }
+        };
+        let (q, k, v) = (qkv(l, seed), qkv(s, seed + 1), qkv(s, seed + 2));
+        let mask = Tensor::uniform(&[l, s], -1.0, 1.0, seed + 3);
+        gradients_agree(device, &[q, k, v, mask], &|t| {
+            // The mask is a constant: attention gives it no gradient.
+            let (boolean, additive) = (t[3].detach().gt(-0.5)?, t[3].detach());
+            let mask = match masking {
+                2 => Some(engine::AttnMask::Boolean(&boolean)),
+                3 => Some(engine::AttnMask::Additive(&additive)),
+                _ => None,
+            };
+            t[0].scaled_dot_product_attention(&t[1], &t[2], mask, causal, None)
+        })
+    });
+}
+
+#[test]
+fn gpu_parameters_update_in_place() {
+    let Some(device) = gpu() else { return };
+    let w = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap().to(device).unwrap().requires_grad_(true);
+    let view = w.detach();
+    let mut sgd = engine::optim::Sgd::new(std::slice::from_ref(&w), 0.5);
+    engine::optim::Optimizer::zero_grad(&sgd);
+    w.mul(&w).unwrap().sum_all().unwrap().backward().unwrap();
+    engine::optim::Optimizer::step(&mut sgd).unwrap();
+    assert_eq!(view.to_vec().unwrap(), vec![0.0, 0.0, 0.0], "every handle sees w - 0.5 * 2w");
+}
+
+#[test]
+fn gpu_moves_are_differentiable() {
+    // `to(device)` is on the tape: the gradient of a CPU leaf used on the GPU comes back to it.
+    let Some(device) = gpu() else { return };
+    let w = Tensor::from_vec(vec![1.0, -2.0], &[2]).unwrap().requires_grad_(true);
+    let on_gpu = w.to(device).unwrap();
+    assert_eq!(on_gpu.grad_fn().as_deref(), Some("ToCopyBackward"));
+    on_gpu.mul(&on_gpu).unwrap().sum_all().unwrap().backward().unwrap();
+    let grad = w.grad().unwrap();
+    assert_eq!(grad.device(), Device::Cpu);
+    assert_eq!(grad.to_vec().unwrap(), vec![2.0, -4.0]);
+}

@@ -1,7 +1,8 @@
 //! The engine's layers, checked: every `crate::` and `super::` path in `engine/src` may name only
 //! its own layer or one below (the order is written in `src/lib.rs`), no module may reach
-//! itself through imports (no loop, inside a layer either), and the fast paths and mode features
-//! are named only by the modules that plug them in (the pipeline a learner reads never names them).
+//! itself through imports (no loop, inside a layer either), the fast paths, mode features and
+//! codegen targets are named only by the modules that plug them in (the pipeline a learner reads
+//! never names them), and Inductor names devices only in its targets and their runtimes.
 //!
 //! The check reads the source as text, so it needs no tool beyond the test itself. Comments and
 //! the `#[cfg(test)]` module at the end of a file are skipped; a `pub use` in a module counts for
@@ -16,7 +17,19 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "base types",
-        &["scalar", "dtype", "layout", "device", "error", "logs", "codecache", "parallel", "compile_mode", "precision"],
+        &[
+            "scalar",
+            "dtype",
+            "layout",
+            "device",
+            "error",
+            "logs",
+            "codecache",
+            "parallel",
+            "compile_mode",
+            "host_overhead",
+            "precision",
+        ],
     ),
     ("op catalogue", &["op"]),
     (
@@ -28,21 +41,38 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("inductor", &["inductor"]),
     ("backends", &["backends"]),
     ("dynamo", &["dynamo"]),
+    ("optim", &["optim"]),
 ];
 
-/// The fast paths and the mode features, each with the only modules outside it that may import
-/// it: the registries that choose a kernel provider, and the targets' runtimes and the mode
-/// features that run the tuned kernels. An entry ending in `::*` allows a whole subtree; any
-/// other names one module exactly (`device::cpu` is the provider registry in `cpu/mod.rs`, not
-/// the plain kernels beside it).
+/// The fast paths, the mode features and the codegen targets, each with the only modules outside
+/// it that may import it: the registries that choose a kernel provider or a target, the targets
+/// and their runtimes, and the mode features that run the tuned kernels. The most specific entry
+/// that covers an imported module decides. An importer ending in `::*` allows a whole subtree; any
+/// other names one module exactly (`device::cpu` is the provider registry in `cpu/mod.rs`, not the
+/// plain kernels beside it; `inductor::target` is the target registry in `target/mod.rs`).
 const GUARDED: &[(&str, &str, &[&str])] = &[
-    ("fast path", "device::cpu::tuned", &["device::cpu", "inductor::modes::*", "inductor::runtime::cpu"]),
-    ("fast path", "device::cuda::tuned", &["device::cuda", "inductor::modes::*", "inductor::runtime::cuda"]),
+    ("fast path", "device::cpu::tuned", &["device::cpu", "inductor::modes::*", "inductor::runtime::host"]),
     (
-        "mode feature",
-        "inductor::modes",
-        &["inductor::compile_fx", "inductor::runtime::cuda", "inductor::runtime::spec"],
+        "fast path",
+        "device::cuda::tuned",
+        &["device::cuda", "inductor::modes::*", "inductor::runtime::cuda", "inductor::target::cuda"],
     ),
+    ("mode feature", "inductor::modes", &["inductor::target::*", "inductor::runtime::cuda"]),
+    ("mode feature", "inductor::modes::fx_graph_cache", &["inductor::compile_fx"]),
+    ("codegen target", "inductor::target::c", &["inductor::target"]),
+    ("codegen target", "inductor::target::cuda", &["inductor::target"]),
+    ("codegen target", "inductor::target::interpreter", &["inductor::target"]),
+];
+
+/// The only Inductor modules that may name a device (`Device::Cpu`, `Device::Cuda`): the targets,
+/// their runtimes and the GPU's mode features. Everything else asks the target.
+const NAMES_DEVICES: &[&str] = &[
+    "inductor::target",
+    "inductor::runtime::host",
+    "inductor::runtime::cuda",
+    "inductor::modes::autotune",
+    "inductor::modes::launch_tuning",
+    "inductor::modes::cudagraphs",
 ];
 
 /// One source file: its module path (`fx::proxy`, or `` for `lib.rs`) and code lines.
@@ -247,7 +277,7 @@ fn no_import_loops() {
 }
 
 #[test]
-fn fast_paths_and_mode_features_are_named_only_where_they_plug_in() {
+fn fast_paths_mode_features_and_targets_are_named_only_where_they_plug_in() {
     let within = |module: &str, prefix: &str| module == prefix || module.starts_with(&format!("{prefix}::"));
     let allowed = |module: &str, entry: &str| match entry.strip_suffix("::*") {
         Some(prefix) => within(module, prefix),
@@ -255,11 +285,34 @@ fn fast_paths_and_mode_features_are_named_only_where_they_plug_in() {
     };
     let mut violations = BTreeSet::new();
     for (from, to, _) in imports() {
-        for (kind, guarded, importers) in GUARDED {
-            if within(&to, guarded) && !within(&from, guarded) && !importers.iter().any(|e| allowed(&from, e)) {
-                violations.insert(format!("{from} imports {to}, a {kind}; only {} may", importers.join(", ")));
-            }
+        let rule = GUARDED.iter().filter(|(_, guarded, _)| within(&to, guarded)).max_by_key(|(_, g, _)| g.len());
+        if let Some((kind, guarded, importers)) = rule
+            && !within(&from, guarded)
+            && !importers.iter().any(|e| allowed(&from, e))
+        {
+            violations.insert(format!("{from} imports {to}, a {kind}; only {} may", importers.join(", ")));
         }
     }
     assert!(violations.is_empty(), "seam violations:\n{}", violations.into_iter().collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn inductor_asks_its_target_instead_of_matching_on_devices() {
+    let mut modules = Vec::new();
+    load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &[], &mut modules);
+    let offenders: Vec<String> = modules
+        .iter()
+        .filter(|m| m.path.starts_with("inductor"))
+        .filter(|m| !NAMES_DEVICES.iter().any(|n| m.path == *n || m.path.starts_with(&format!("{n}::"))))
+        .filter(|m| m.lines.iter().any(|l| l.contains("Device::Cpu") || l.contains("Device::Cuda")))
+        .map(|m| m.path.clone())
+        .collect();
+    assert!(offenders.is_empty(), "modules that match on devices instead of asking the target: {offenders:?}");
+}
+
+#[test]
+fn the_interpreter_target_is_at_most_six_files() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/inductor/target/interpreter");
+    let files = std::fs::read_dir(&dir).expect("the interpreter target is a folder").count();
+    assert!(files <= 6, "the interpreter target has {files} files; the seam promises a target in at most six");
 }

@@ -383,6 +383,7 @@ mod tests {
             checks: &[],
             forbidden: &[INTERPRETER],
         }],
+        mutants: &[],
     };
 
     /// A workbook holding the fixture's crate with `files` (path, text) over a shipped manifest.

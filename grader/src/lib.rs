@@ -20,24 +20,38 @@
 //!    learners' results into one class table ([`rollup`]).
 //!
 //! The checks themselves live in `grader/checks/phaseN/`, which the grader knows through each
-//! runner crate's `PHASE` constant (see [`phases`]).
+//! check crate's `PHASE` constant (see [`phases`]). The exercise crates' sources are generated
+//! from the solutions ([`stubs`]).
+//!
+//! # Changing or adding an exercise
+//!
+//! The solution file is the exercise's one source: its doc comments are the stub's, and what the
+//! learner writes sits between `// ANCHOR: solution` and `// ANCHOR_END: solution` (see
+//! [`stubs`] for the markers). Edit it, then run `cargo grader dev stubs`, which writes the stub
+//! and `grader/shipped-stubs.sha256`; CI's `cargo grader dev stubs --check` fails on a stub that
+//! differs from its solution. A new exercise also needs its `pub mod` line in the solution's
+//! `lib.rs`, an `Exercise` in its phase's `grader/checks/phaseN/src/phase.rs` (its checks named by
+//! their functions in `src/checks/`), a section of that name on the phase's book page, and
+//! mutants that prove the checks catch what they are for.
 //!
 //! # Adding a phase
 //!
-//! 1. Create `exercises/phaseN-topic/` and `solutions/phaseN-topic/`: packages `phaseN-topic` and
-//!    `phaseN-topic-solution`, both with `[lib] name = "phaseN_topic"` and the same public API.
+//! 1. Create `solutions/phaseN-topic/` (package `phaseN-topic-solution`) and
+//!    `exercises/phaseN-topic/` (package `phaseN-topic`), both with `[lib] name = "phaseN_topic"`.
+//!    Write the solution, marking what the learner writes (`// ANCHOR: solution`, see [`stubs`]);
+//!    `cargo grader dev stubs` writes the exercise crate's `src/` from it.
 //! 2. Copy `grader/checks/phase1/` to `grader/checks/phaseN/`, rename the package `checks-phaseN`,
 //!    its bins `phaseN-exercises` / `phaseN-solutions`, and point its `exercise` / `solution`
 //!    dependencies at the new crates.
-//! 3. In its `src/lib.rs`, describe the phase in `PHASE` (exercises, stub files, book sections,
-//!    hints, check ids); write the checks in `src/checks/` against `crate::subject` and list them
-//!    in `CHECKS` with the same ids. A unit test there keeps both lists in step.
+//! 3. Write the checks in its `src/checks/` against `crate::subject`, and declare the phase once
+//!    in its `src/phase.rs` (see `grader_harness::declare`): exercises, stub files, book sections,
+//!    hints, the checks named by their functions, and the mutants below.
 //! 4. Add the three crates to the root `Cargo.toml`'s members, `checks-phaseN` (with
 //!    `default-features = false`) to `grader/Cargo.toml`, and one line to [`phases::PHASES`].
-//! 5. Prove the checks catch real mistakes: list deliberately wrong variants of the solution in
-//!    `grader/checks/phaseN/mutants.json`; `grader dev mutants` (part of `grader dev check`, which
-//!    CI runs) runs each one and expects the named checks to fail and all others to pass, or, for
-//!    a mutant that delegates to a forbidden engine item, the crate to be refused.
+//! 5. Prove the checks catch real mistakes: declare deliberately wrong variants of the solution
+//!    in `PHASE`'s `mutants`; `grader dev mutants` (part of `grader dev check`, which CI runs)
+//!    runs each one and expects the named checks to fail and all others to pass, or, for a mutant
+//!    that delegates to a forbidden engine item, the crate to be refused.
 //!
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
 //! `skipped` with the reason, and they never fail a run. A check that times code on a GPU is

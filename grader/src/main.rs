@@ -128,7 +128,7 @@ enum Command {
 #[derive(Subcommand)]
 enum DevCommand {
     /// Every check passes on the solutions, none on the stubs, a compile error stays in its
-    /// phase, and every mutant in grader/checks/*/mutants.json is caught.
+    /// phase, and every mutant a phase declares (grader/checks/*/src/phase.rs) is caught.
     Check {
         /// Leave out this phase's mutants (repeatable): phase 5's grade timed checks, about 40
         /// minutes on a 2-core machine, so CI runs them as `grader dev mutants phase5` elsewhere.
@@ -139,6 +139,14 @@ enum DevCommand {
     Mutants {
         /// `phase1`, ...; all phases when left out.
         phase: Option<String>,
+    },
+    /// Write exercises/*/src from solutions/*/src (the marked solution regions become `todo!()`)
+    /// and grader/shipped-stubs.sha256.
+    Stubs {
+        /// Write nothing: show each file that differs from what would be written, and fail if any
+        /// does.
+        #[arg(long)]
+        check: bool,
     },
 }
 
@@ -165,6 +173,7 @@ fn main() -> ExitCode {
         }
         Command::Dev { command: DevCommand::Check { skip_mutants } } => commands::dev::check(root, &skip_mutants),
         Command::Dev { command: DevCommand::Mutants { phase } } => commands::dev::mutants(root, phase.as_deref()),
+        Command::Dev { command: DevCommand::Stubs { check } } => commands::stubs::run(root, check),
         Command::Rollup { paths, csv, top } => commands::rollup::run(&paths, csv.as_deref(), top),
         Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
     };

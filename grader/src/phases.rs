@@ -62,6 +62,100 @@ mod tests {
     }
 
     #[test]
+    fn check_ids_are_unique_within_a_phase() {
+        for phase in PHASES {
+            let ids: Vec<&str> = phase.checks().map(|(_, c)| c.id).collect();
+            assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "{}: {ids:?}", phase.name);
+        }
+    }
+
+    /// The runners prove at compile time that a mutant names check functions; this proves they
+    /// are checks of the mutant's own phase, and that its text is in its solution file, without
+    /// running it (phase 5's take 40 minutes).
+    #[test]
+    fn mutants_name_checks_and_files_of_their_phase() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
+        for phase in PHASES {
+            let names: Vec<&str> = phase.mutants.iter().map(|m| m.name).collect();
+            assert_eq!(names.iter().collect::<HashSet<_>>().len(), names.len(), "{}: {names:?}", phase.name);
+            for mutant in phase.mutants {
+                for id in mutant.fails.iter().chain(mutant.may_fail) {
+                    assert!(
+                        phase.checks().any(|(_, c)| c.id == *id),
+                        "{}: mutant `{}` names `{id}`",
+                        phase.name,
+                        mutant.name
+                    );
+                }
+                assert!(mutant.refused || !mutant.fails.is_empty(), "mutant `{}` fails no check", mutant.name);
+                let solution = std::fs::read_to_string(root.join(phase.solutions_dir).join(mutant.file))
+                    .unwrap_or_else(|e| panic!("mutant `{}`: {}: {e}", mutant.name, mutant.file));
+                assert!(
+                    solution.contains(mutant.find),
+                    "mutant `{}`: its text is not in {} any more",
+                    mutant.name,
+                    mutant.file
+                );
+            }
+        }
+    }
+
+    /// Each exercise's stub is generated from a solution file (`grader::stubs`).
+    #[test]
+    fn every_exercise_file_has_its_solution() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
+        for phase in PHASES {
+            for exercise in phase.exercises {
+                let solution = root.join(phase.solutions_dir).join(exercise.file);
+                assert!(solution.is_file(), "{}: {} does not exist", exercise.name, solution.display());
+            }
+        }
+    }
+
+    /// Each exercise's `section` is the anchor of a heading on its phase's book page, as mdBook
+    /// makes it (`## compare_backends` is `#compare_backends`), so the links the grader prints land.
+    #[test]
+    fn every_section_is_a_heading_of_the_book_page() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
+        for phase in PHASES {
+            let page = std::fs::read_to_string(root.join(phase.book_page)).expect("the phase's book page");
+            let anchors: Vec<String> = page.lines().filter_map(heading_anchor).collect();
+            for exercise in phase.exercises {
+                assert!(
+                    anchors.iter().any(|a| a == exercise.section),
+                    "{}: no heading of {} has the anchor `{}` (it has {anchors:?})",
+                    exercise.name,
+                    phase.book_page,
+                    exercise.section
+                );
+            }
+        }
+    }
+
+    /// The anchor mdBook gives a Markdown heading line: an explicit `{#id}`, else the heading's
+    /// text lowercased, spaces as `-`, and only letters, digits, `_` and `-` kept.
+    fn heading_anchor(line: &str) -> Option<String> {
+        let text = line.strip_prefix('#')?.trim_start_matches('#').trim();
+        if let Some((_, id)) = text.strip_suffix('}').and_then(|t| t.rsplit_once("{#")) {
+            return Some(id.to_string());
+        }
+        let kept = text.chars().filter_map(|c| match c {
+            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
+            c if c.is_whitespace() => Some('-'),
+            _ => None,
+        });
+        Some(kept.collect())
+    }
+
+    #[test]
+    fn headings_get_mdbook_anchors() {
+        assert_eq!(heading_anchor("## compare_backends").as_deref(), Some("compare_backends"));
+        assert_eq!(heading_anchor("### The `can_fuse` rule!").as_deref(), Some("the-can_fuse-rule"));
+        assert_eq!(heading_anchor("## Timer {#timer}").as_deref(), Some("timer"));
+        assert_eq!(heading_anchor("not a heading"), None);
+    }
+
+    #[test]
     fn unknown_names_list_the_valid_ones() {
         let error = select("phase9").unwrap_err().to_string();
         assert!(error.starts_with("unknown phase `phase9`; valid: phase1, ") && error.ends_with(", all"), "{error}");

@@ -196,7 +196,14 @@ impl PhaseReport {
         let (unchecked, order): (Vec<_>, Vec<_>) = order.into_iter().partition(|e| self.exercise_unchecked(e.name));
         let Some(exercise) = order.into_iter().find(|e| !self.exercise_done(e.name)) else {
             if unchecked.is_empty() {
-                return format!("Next: {} is complete. On to the next phase!", phase.name);
+                return match crate::phases::PHASES.last() {
+                    Some(last) if last.name == phase.name => format!(
+                        "Next: {} is complete, and it is the last phase: the workbook is done. The instructor guide's \
+                         key questions make a good review.",
+                        phase.name
+                    ),
+                    _ => format!("Next: {} is complete. On to the next phase!", phase.name),
+                };
             }
             let names: Vec<String> = unchecked.iter().map(|e| format!("`{}`", e.name)).collect();
             return format!(
@@ -262,5 +269,31 @@ impl From<&CheckReport> for Row {
             _ => check.message.lines().next().unwrap_or("").to_string(),
         };
         Row { exercise, check: check.id.clone(), status, result }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::phases::PHASES;
+
+    /// A report of `phase` with every check passed.
+    fn all_passed(phase: &Phase) -> PhaseReport {
+        let checks = phase
+            .checks()
+            .map(|(exercise, spec)| {
+                let outcome = Outcome { status: Status::Pass, message: String::new(), location: None };
+                CheckReport::new(phase, spec.id, exercise.name, outcome)
+            })
+            .collect();
+        PhaseReport { phase: phase.name.into(), subject: Subject::Solutions, seed: 0, checks }
+    }
+
+    #[test]
+    fn a_finished_phase_points_at_the_next_one_unless_it_is_the_last() {
+        let (first, last) = (PHASES[0], PHASES[PHASES.len() - 1]);
+        assert_eq!(all_passed(first).next_step(first), "Next: phase1 is complete. On to the next phase!");
+        let end = all_passed(last).next_step(last);
+        assert!(end.contains("last phase") && !end.contains("next phase"), "{end}");
     }
 }

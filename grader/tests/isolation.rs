@@ -94,6 +94,7 @@ const FIXTURE: Phase = Phase {
             forbidden: &[],
         },
     ],
+    mutants: &[],
 };
 
 /// Which program this process is.

@@ -107,15 +107,36 @@ pub fn clipped_original(x: &Tensor) -> Result<Tensor> {
 
 // ANCHOR: layered
 /// `layers` pointwise layers with `breaks` explicit graph breaks spread evenly between them: the
-/// same arithmetic whatever `breaks` is, split into `breaks + 1` graphs.
+/// same arithmetic whatever `breaks` is, split into `breaks + 1` graphs. There is room for a break
+/// after every layer but the last, so `breaks` above `layers - 1` counts as `layers - 1`.
 pub fn layered(x: &Tensor, layers: usize, breaks: usize) -> Result<Tensor> {
+    let pieces = breaks.min(layers.saturating_sub(1)) + 1;
     let mut h = x.clone();
     for layer in 1..=layers {
         h = h.mul(1.01)?.add(0.1)?.tanh()?;
-        if layer < layers && breaks > 0 && layer % (layers / (breaks + 1)).max(1) == 0 {
+        // A break goes where `layer * pieces / layers`, rounded down, steps up: evenly spread.
+        if layer < layers && layer * pieces / layers > (layer - 1) * pieces / layers {
             engine::dynamo::graph_break()?;
         }
     }
     Ok(h)
 }
 // ANCHOR_END: layered
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layered_makes_one_graph_more_than_its_breaks() -> Result<()> {
+        let x = Tensor::randn(&[2], 0);
+        for layers in 1..=9 {
+            for breaks in 0..=layers + 1 {
+                let report = engine::dynamo::explain(|x: Tensor| layered(&x, layers, breaks)).call(&x)?;
+                let expected = breaks.min(layers - 1) + 1;
+                assert_eq!(report.graph_count(), expected, "layered(x, {layers}, {breaks})");
+            }
+        }
+        Ok(())
+    }
+}

@@ -54,6 +54,21 @@ impl Mlp {
         })
     }
 
+    /// The parameters, in the order of the fields (`model.parameters()`).
+    pub fn parameters(&self) -> Vec<Tensor> {
+        vec![self.fc1_weight.clone(), self.fc1_bias.clone(), self.fc2_weight.clone(), self.fc2_bias.clone()]
+    }
+
+    /// The same model with every parameter a leaf that requires grad (for training).
+    pub fn requires_grad_(&self) -> Mlp {
+        Mlp {
+            fc1_weight: self.fc1_weight.requires_grad_(true),
+            fc1_bias: self.fc1_bias.requires_grad_(true),
+            fc2_weight: self.fc2_weight.requires_grad_(true),
+            fc2_bias: self.fc2_bias.requires_grad_(true),
+        }
+    }
+
     /// `fc2(gelu(fc1(x)))` for `x` of shape `[batch, MLP_FEATURES]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         x.linear(&self.fc1_weight, Some(&self.fc1_bias))?.gelu()?.linear(&self.fc2_weight, Some(&self.fc2_bias))
@@ -181,6 +196,55 @@ impl Block {
             fc2_weight: c(&self.fc2_weight)?,
             fc2_bias: c(&self.fc2_bias)?,
         })
+    }
+
+    /// The parameters, in the order of the fields (`model.parameters()`).
+    pub fn parameters(&self) -> Vec<Tensor> {
+        [
+            &self.ln1_weight,
+            &self.ln1_bias,
+            &self.wq,
+            &self.bq,
+            &self.wk,
+            &self.bk,
+            &self.wv,
+            &self.bv,
+            &self.wo,
+            &self.bo,
+            &self.ln2_weight,
+            &self.ln2_bias,
+            &self.fc1_weight,
+            &self.fc1_bias,
+            &self.fc2_weight,
+            &self.fc2_bias,
+        ]
+        .into_iter()
+        .cloned()
+        .collect()
+    }
+
+    /// The same block with every parameter a leaf that requires grad (for training).
+    pub fn requires_grad_(&self) -> Block {
+        let p = |t: &Tensor| t.requires_grad_(true);
+        Block {
+            shape: self.shape,
+            ln1_weight: p(&self.ln1_weight),
+            ln1_bias: p(&self.ln1_bias),
+            wq: p(&self.wq),
+            bq: p(&self.bq),
+            wk: p(&self.wk),
+            bk: p(&self.bk),
+            wv: p(&self.wv),
+            bv: p(&self.bv),
+            wo: p(&self.wo),
+            bo: p(&self.bo),
+            ln2_weight: p(&self.ln2_weight),
+            ln2_bias: p(&self.ln2_bias),
+            fc1_weight: p(&self.fc1_weight),
+            fc1_bias: p(&self.fc1_bias),
+            fc2_weight: p(&self.fc2_weight),
+            fc2_bias: p(&self.fc2_bias),
+        }
     }
 
     /// The block written naively: layer norms and the softmax from primitive ops, three separate

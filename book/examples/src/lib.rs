@@ -56,6 +56,7 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase4_output_code_cuda", run: phase4::output_code_cuda },
     Section { name: "phase4_kernel_ir", run: phase4::kernel_ir },
     Section { name: "phase4_fusion", run: phase4::fusion },
+    Section { name: "phase4_concat_linear", run: phase4::concat_linear },
     Section { name: "phase5_stamps", run: phase5::stamps },
     Section { name: "phase5_interleaved", run: phase5::interleaved },
     Section { name: "phase5_profile", run: phase5::profile },

@@ -3,7 +3,9 @@
 
 use engine::backends::Inductor;
 use engine::inductor::{Config, generate, kernels, lowering, scheduler};
+use engine::logs::{self, Artifact};
 use engine::{Device, Result, Tensor, aot, dynamo};
+use workbook_models::phase5::{Block, BlockShape};
 
 use crate::mlp::Mlp;
 
@@ -69,5 +71,21 @@ pub fn fusion() -> Result<()> {
         println!("-> {} kernels and extern calls\n", schedule.groups.len());
     }
     // ANCHOR_END: fusion
+    Ok(())
+}
+
+/// The pattern matcher joining the naive block's three attention projections (attention page).
+pub fn concat_linear() -> Result<()> {
+    // ANCHOR: concat_linear
+    let shape = BlockShape { batch: 1, seq: 8, d_model: 32, heads: 4 };
+    let block = Block::new(shape, 0, Device::Cpu)?;
+    let x = Tensor::randn(&[1, 8, 32], 1);
+    let compiled = dynamo::compile(|x: Tensor| block.naive_forward(&x)).backend(Inductor::default());
+    let (result, log) = logs::capture(&[Artifact::Fusion], || compiled.call(&x));
+    result?;
+    for line in log.lines().filter(|l| l.contains("concat linear")) {
+        println!("{line}");
+    }
+    // ANCHOR_END: concat_linear
     Ok(())
 }

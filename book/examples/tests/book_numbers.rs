@@ -189,3 +189,27 @@ fn the_rust_version_asked_for_is_the_workspace_s() {
         "README.md must ask for Rust {version} or newer, the workspace's rust-version"
     );
 }
+
+/// The host costs the phase 5 engine page gives for PyTorch on a GPU are the engine's preset.
+#[test]
+fn the_python_overhead_the_book_quotes_is_the_engine_s() {
+    use engine::host_overhead::HostOverhead;
+    let cuda = HostOverhead::PYTHON_CUDA;
+    let micros = [cuda.eager_op, cuda.graph_call, cuda.compiled_launch].map(|d| d.as_micros().to_string());
+    let phrase = format!("`--host-overhead {}`", micros.join(","));
+    assert!(page_text("phase5/engine.md").contains(&phrase), "book/src/phase5/engine.md must show {phrase}");
+}
+
+/// The phase list the README gives reaches the last phase the grader knows.
+#[test]
+fn the_readme_names_every_phase() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let last = fs::read_dir(root.join("exercises"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.split('-').next().map(str::to_string))
+        .filter(|name| name.starts_with("phase"))
+        .max()
+        .expect("exercise crates");
+    assert!(readme.contains(&format!("… `{last}`, or `all`")), "README.md's phase list must end at {last}");
+}

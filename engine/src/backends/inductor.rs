@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::{Backend, CompiledGraph};
+use crate::aot;
 use crate::compile_mode::Mode;
 use crate::error::Result;
 use crate::fx::Graph;
@@ -61,8 +62,32 @@ impl Backend for Inductor {
     /// A mode other than the default replaces the configured one (`torch.compile(mode=...)`
     /// overrides the inductor config it implies).
     fn compile_in_mode(&self, graph: &Graph, inputs: &[Tensor], mode: Mode) -> Result<Box<dyn CompiledGraph>> {
-        let config = Config { mode: if mode == Mode::Default { self.config.mode } else { mode }, ..self.config };
-        Inductor { config, generated: self.generated.clone() }.compile(graph, inputs)
+        Inductor { config: self.config_for(mode), generated: self.generated.clone() }.compile(graph, inputs)
+    }
+
+    /// The joint graph partitioned, and each half compiled by [`compile_fx`] (fused backward
+    /// kernels); both output codes are recorded, forward first.
+    fn compile_for_training(
+        &self,
+        graph: &Graph,
+        _inputs: &[Tensor],
+        requires_grad: &[bool],
+        mode: Mode,
+    ) -> Result<Box<dyn CompiledGraph>> {
+        let config = self.config_for(mode);
+        let compile = |g: &Graph| -> Result<aot::CompiledFn> {
+            let module = compile_fx(g, &config)?;
+            self.generated.lock().expect("output code lock").push(module.output_code().clone());
+            Ok(Arc::new(move |inputs: &[Tensor]| module.run(inputs)))
+        };
+        Ok(Box::new(aot::aot_module(graph, requires_grad, compile, compile)?))
+    }
+}
+
+impl Inductor {
+    /// The config for `mode`: a mode other than the default replaces the configured one.
+    fn config_for(&self, mode: Mode) -> Config {
+        Config { mode: if mode == Mode::Default { self.config.mode } else { mode }, ..self.config }
     }
 }
 

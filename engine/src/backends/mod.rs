@@ -39,6 +39,23 @@ pub trait Backend: Send + Sync {
         }
         self.compile(graph, example_inputs)
     }
+
+    /// Compiles `graph` for training: input `i` requires grad when `requires_grad[i]`, and the
+    /// compiled graph must give its outputs a backward (`torch.compile` of a function used under
+    /// autograd). By default the graph is compiled as for inference and the compiled graph is
+    /// trusted to run engine ops, which autograd's tape records (the `eager` backend does; an
+    /// opaque compiled graph would lose the gradients). `aot_eager` and `inductor` compile a
+    /// forward and a backward graph instead, through [`aot::aot_module`](crate::aot::aot_module).
+    fn compile_for_training(
+        &self,
+        graph: &Graph,
+        example_inputs: &[Tensor],
+        requires_grad: &[bool],
+        mode: Mode,
+    ) -> Result<Box<dyn CompiledGraph>> {
+        let _ = requires_grad;
+        self.compile_in_mode(graph, example_inputs, mode)
+    }
 }
 
 /// A boxed backend is a backend, so a list of backends (`Vec<Box<dyn Backend>>`) can be handed to
@@ -54,6 +71,24 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
 
     fn compile_in_mode(&self, graph: &Graph, example_inputs: &[Tensor], mode: Mode) -> Result<Box<dyn CompiledGraph>> {
         (**self).compile_in_mode(graph, example_inputs, mode)
+    }
+
+    fn compile_for_training(
+        &self,
+        graph: &Graph,
+        example_inputs: &[Tensor],
+        requires_grad: &[bool],
+        mode: Mode,
+    ) -> Result<Box<dyn CompiledGraph>> {
+        (**self).compile_for_training(graph, example_inputs, requires_grad, mode)
+    }
+}
+
+/// A forward and a backward graph compiled together run as a compiled graph: the outputs carry the
+/// compiled backward.
+impl CompiledGraph for crate::aot::AotModule {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        crate::aot::AotModule::run(self, inputs)
     }
 }
 

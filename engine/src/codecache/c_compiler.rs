@@ -27,9 +27,10 @@ impl CCompiler {
         static DETECTED: OnceLock<std::result::Result<CCompiler, String>> = OnceLock::new();
         DETECTED.get_or_init(probe).as_ref().map_err(|problem| Error::Setup {
             problem: problem.clone(),
-            fix:
-                "install a C compiler (Debian/Ubuntu: `apt install gcc`) or set CC to one; `grader doctor` checks this"
-                    .into(),
+            fix: "install a C compiler (Debian/Ubuntu: `apt install gcc`) or set CC to one (`grader doctor` checks \
+                  this); compiled graphs also run without one on Inductor's interpreter target \
+                  (`inductor::Config { target: TargetKind::Interpreter, .. }`)"
+                .into(),
         })
     }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::guards::{GuardFailure, Guards, first_difference};
+use super::guards::{GuardFailure, Guards, first_difference, wants_grad};
 use super::options::Options;
 use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
@@ -161,6 +161,9 @@ impl Cache {
             }
             return Ok(Arc::new(Interpreter::new(traced.recorded().clone())));
         }
+        // A graph compiled with a backward has static sizes: its joint graph is traced for them.
+        let requires_grad: Vec<bool> = inputs.iter().map(wants_grad).collect();
+        let training = requires_grad.iter().any(|&r| r);
         if !failures.is_empty() {
             stats.recompiles += 1;
             let mut lines = vec![format!(
@@ -169,7 +172,9 @@ impl Cache {
                 frame.label()
             )];
             lines.extend(failures.iter().map(|(e, f)| format!("    - {}: {f}", id(*e))));
-            if options.dynamic.is_none() {
+            if training && failures.iter().any(|(_, f)| f.size.is_some()) {
+                lines.push("    the new graph has a backward, so it is compiled for these static sizes".into());
+            } else if options.dynamic.is_none() {
                 let _ = frame.marking(traced, options);
                 for (_, failure) in &failures {
                     let Some((input, dim)) = failure.size else { continue };
@@ -183,6 +188,7 @@ impl Cache {
             logs::log(Artifact::Recompiles, || lines.join("\n"));
         }
         let marking = frame.marking(traced, options);
+        let marking = if training { vec![Vec::new(); marking.len()] } else { marking };
         let graph = generalize(traced, &marking)
             .map_err(|message| crate::error::Error::Backend { backend: options.backend.name().to_string(), message })?;
         let guards = Guards::new(&graph, traced, inputs, marking);
@@ -193,8 +199,11 @@ impl Cache {
             format!("guards of graph {} of `{}`:\n{}", id(e), options.name, lines.join("\n"))
         });
         let start = Instant::now();
-        let compiled: Arc<dyn CompiledGraph> =
-            Arc::from(options.backend.compile_in_mode(&graph, inputs, options.mode)?);
+        let compiled: Arc<dyn CompiledGraph> = Arc::from(if training {
+            options.backend.compile_for_training(&graph, inputs, &requires_grad, options.mode)?
+        } else {
+            options.backend.compile_in_mode(&graph, inputs, options.mode)?
+        });
         stats.compiles += 1;
         stats.compile_time += start.elapsed();
         frame.entries.push(Entry { graph: Arc::new(graph), guards, compiled: compiled.clone() });

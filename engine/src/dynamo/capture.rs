@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use super::cache::Cache;
 use super::options::Options;
-use crate::error::Result;
+use crate::device::Device;
+use crate::error::{Error, Result};
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
 use crate::fx::{Graph, NodeKind};
+use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
 
@@ -77,9 +79,10 @@ impl Capture {
         if self.keep_graphs {
             self.record.borrow_mut().graphs.push(graph.clone());
         }
+        host_overhead::pay(Cost::GraphCall, inputs.first().map_or(Device::Cpu, Tensor::device));
         if !self.timed {
             let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
-            return compiled.run(&inputs);
+            return self.checked(graph, compiled.run(&inputs)?);
         }
         let start = Instant::now();
         let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
@@ -88,6 +91,38 @@ impl Capture {
         let times = &mut self.record.borrow_mut().times;
         times.guards += looked_up - start;
         times.run += looked_up.elapsed();
+        self.checked(graph, outputs)
+    }
+
+    /// What a compiled graph returned, checked against the graph: one concrete tensor per output,
+    /// each of the traced shape. A backend is user code (phase 1 writes some), and what it returns
+    /// stands in for the traced values from here on, so a wrong count or shape is the backend's
+    /// error, said here, not a panic further on.
+    fn checked(&self, graph: &Graph, outputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let wrong = |message: String| Error::Backend { backend: self.options.backend.name().to_string(), message };
+        if outputs.len() != graph.outputs().len() {
+            return Err(wrong(format!(
+                "the compiled graph returned {} tensor(s) for a graph with {} output(s); return one tensor per \
+                 output of the graph, in order (`graph.outputs()`)",
+                outputs.len(),
+                graph.outputs().len()
+            )));
+        }
+        for (i, (tensor, &node)) in outputs.iter().zip(graph.outputs()).enumerate() {
+            let expected = &graph.node(node).meta.shape;
+            if tensor.is_symbolic() || tensor.shape() != expected.as_slice() {
+                let what = if tensor.is_symbolic() {
+                    "a symbolic tensor".to_string()
+                } else {
+                    format!("shape {:?}", tensor.shape())
+                };
+                return Err(wrong(format!(
+                    "output {i} of the compiled graph is {what}, but the graph's output `{}` is a concrete tensor \
+                     of shape {expected:?}",
+                    graph.node(node).name
+                )));
+            }
+        }
         Ok(outputs)
     }
 

@@ -48,6 +48,16 @@ struct InputGuard {
     /// Exact strides of a static input; `None` for an input with symbolic sizes, which must be
     /// contiguous.
     strides: Option<Vec<usize>>,
+    /// Whether gradients flow to the input (it requires grad and grad mode is on): a graph
+    /// compiled with a backward serves only calls that want one, as Dynamo guards on
+    /// `requires_grad` and on grad mode.
+    requires_grad: bool,
+}
+
+/// Whether `tensor` needs a backward from a graph it enters now: it requires grad and grad mode
+/// is on.
+pub(crate) fn wants_grad(tensor: &Tensor) -> bool {
+    tensor.requires_grad() && crate::tensor::autograd::is_grad_enabled()
 }
 
 /// The guards of one cached graph.
@@ -75,6 +85,7 @@ impl Guards {
                 dtype: tensor.dtype(),
                 device: tensor.device(),
                 strides: node.sym_shape.is_static().then(|| tensor.strides().unwrap_or_default().to_vec()),
+                requires_grad: wants_grad(tensor),
             }
         });
         Guards {
@@ -122,6 +133,14 @@ impl Guards {
                     "input {i}: device mismatch, expected {}, got {}",
                     guard.device,
                     tensor.device()
+                )));
+            }
+            if wants_grad(tensor) != guard.requires_grad {
+                return Err(GuardFailure::new(format!(
+                    "input {i}: requires_grad mismatch, expected {}, got {} (with grad mode {})",
+                    guard.requires_grad,
+                    tensor.requires_grad(),
+                    if crate::tensor::autograd::is_grad_enabled() { "on" } else { "off" }
                 )));
             }
         }
@@ -174,7 +193,8 @@ impl Guards {
                 None => "contiguous".into(),
             };
             let meta = graph.node(p).meta_text();
-            lines.push(format!("input {i} `{}` ({origin}): {meta} on {}, {layout}", guard.name, guard.device));
+            let grad = if guard.requires_grad { ", requires grad" } else { "" };
+            lines.push(format!("input {i} `{}` ({origin}): {meta} on {}, {layout}{grad}", guard.name, guard.device));
         }
         for (symbol, info) in graph.symbols() {
             let input = graph.placeholders().iter().position(|&p| p == info.placeholder).unwrap_or_default();

@@ -451,7 +451,8 @@ fn written_as(op: &Op) -> Result<(&'static str, Params), String> {
         }
         Op::LayerNorm { eps } => Params { eps: Some(eps.0), ..none },
         Op::Cat { dim } => Params { dim: Some(*dim), ..none },
-        Op::ScaledDotProductAttention { mask, causal, scale } => {
+        Op::ScaledDotProductAttention { mask, causal, scale }
+        | Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
             Params { mask: Some(mask.name().to_string()), causal: Some(*causal), scale: Some(scale.0), ..none }
         }
         Op::ToDtype { dtype } | Op::ScaledMm { out_dtype: dtype } => Params { dtype: Some(*dtype), ..none },
@@ -492,15 +493,18 @@ fn op_of(target: &str, params: Params) -> Result<Op, String> {
         "cat" => Op::Cat { dim: dim()? },
         "to_dtype" => Op::ToDtype { dtype: params.dtype.ok_or_else(|| missing("dtype"))? },
         "scaled_mm" => Op::ScaledMm { out_dtype: params.dtype.ok_or_else(|| missing("dtype"))? },
-        "scaled_dot_product_attention" => {
+        "scaled_dot_product_attention" | "scaled_dot_product_attention_backward" => {
             let mask = params.mask.as_deref().ok_or_else(|| missing("mask"))?;
-            Op::ScaledDotProductAttention {
-                mask: [AttentionMask::None, AttentionMask::Boolean, AttentionMask::Additive]
-                    .into_iter()
-                    .find(|m| m.name() == mask)
-                    .ok_or_else(|| format!("`{target}`'s mask is none, boolean or additive, not `{mask}`"))?,
-                causal: params.causal.ok_or_else(|| missing("causal"))?,
-                scale: Scalar(params.scale.ok_or_else(|| missing("scale"))?),
+            let mask = [AttentionMask::None, AttentionMask::Boolean, AttentionMask::Additive]
+                .into_iter()
+                .find(|m| m.name() == mask)
+                .ok_or_else(|| format!("`{target}`'s mask is none, boolean or additive, not `{mask}`"))?;
+            let causal = params.causal.ok_or_else(|| missing("causal"))?;
+            let scale = Scalar(params.scale.ok_or_else(|| missing("scale"))?);
+            if target == "scaled_dot_product_attention" {
+                Op::ScaledDotProductAttention { mask, causal, scale }
+            } else {
+                Op::ScaledDotProductAttentionBackward { mask, causal, scale }
             }
         }
         name => {

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use super::graph::Graph;
 use crate::op::{Subgraph, SubgraphBody};
 
+impl crate::op::subgraph::sealed::Sealed for Graph {}
+
 impl SubgraphBody for Graph {
     fn input_count(&self) -> usize {
         self.placeholders().len()

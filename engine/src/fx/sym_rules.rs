@@ -88,6 +88,15 @@ impl Graph {
                 dims.push(v.dims()[last].clone());
                 SymShape(dims)
             }
+            Op::ScaledDotProductAttentionBackward { .. } => {
+                // The packed gradients' length is a sum of products of sizes: every size is fixed.
+                for t in &tensors {
+                    for d in t.dims() {
+                        self.specialize(d, "scaled_dot_product_attention_backward: its sizes are fixed", loc);
+                    }
+                }
+                SymShape::from_static(out)
+            }
             Op::Reshape { shape } => self.reshape(x, shape, loc),
             Op::Expand { shape } => self.expand(x, shape),
             Op::Slice { dim, .. } => {

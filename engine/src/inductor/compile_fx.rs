@@ -9,81 +9,67 @@
 //! library already compiled: the size is passed at run time. A size that changes the source (a
 //! stride inside an index) is baked in, and that source is compiled once for its size.
 //!
-//! A static graph compiled before is read from the [FX graph cache](super::modes::fx_graph_cache)
-//! instead: only its program is built, through the same [`ProgramSpec::build`] as a fresh one.
+//! Everything that depends on the kernels' language and device is the target's
+//! ([`super::target`]): its renderer prints the kernels, its `tune` makes the mode's decisions,
+//! its `build` compiles, loads and wraps the program. A static graph compiled before is read from
+//! the [FX graph cache](super::modes::fx_graph_cache) instead: only its program is built, by the
+//! same `Target::build` as a fresh one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::call_plan;
-use super::codegen::{Renderer, cuda};
+use super::codegen::Renderer;
 use super::config::Config;
 use super::ir::{LoweredGraph, NodeBody, PointwiseOp};
 use super::kernel::{self, Kernel};
-use super::launch::Launch;
-use super::lowering::FoldFor;
-use super::modes::{autotune, cudagraphs, fx_graph_cache, gemm_choice, gemm_epilogue, launch_tuning};
+use super::modes::fx_graph_cache;
 use super::output_code::OutputCode;
-use super::runtime::spec::ProgramSpec;
-use super::runtime::{self, Program};
+use super::runtime::Program;
 use super::scheduler::{self, Schedule};
-use super::{CompiledModule, lowering, pattern_matcher};
+use super::target::{self, Generated, ProgramSpec, Target};
+use super::{CompiledModule, call_plan, lowering, pattern_matcher};
 use crate::aot;
 use crate::compile_mode::Mode;
 use crate::device::Device;
-use crate::device::cuda::CudaDevice;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
+use crate::op::CustomOp;
 use crate::tensor::Tensor;
 
-/// Everything code generation produces for one graph and one binding of its sizes, before
-/// anything is compiled.
-struct Generated {
-    lowered: LoweredGraph,
-    kernels: Vec<Kernel>,
-    /// How each kernel is launched (used on a GPU).
-    launches: Vec<Launch>,
-    plan: call_plan::CallPlan,
-    output_code: OutputCode,
-    /// The whole source to compile: the renderer's prelude, then every kernel.
-    module_source: String,
-    /// What `ENGINE_LOGS=fusion` prints for it.
-    fusion_log: String,
-}
-
-/// Compiles a captured graph for the device its inputs are on, from the FX graph cache when it
-/// holds the graph.
+/// Compiles a captured graph for the device its inputs are on, with the target `config` names,
+/// from the FX graph cache when it holds the graph.
 pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
-    let key = match fx_graph_cache::lookup(graph, device, config) {
-        fx_graph_cache::Lookup::Hit(entry) => return from_cache(*entry, device, config),
+    let target = target::for_device(device, config.target)?;
+    let key = match fx_graph_cache::lookup(graph, &*target, config) {
+        fx_graph_cache::Lookup::Hit(entry) => return from_cache(*entry, &*target, config),
         fx_graph_cache::Lookup::Miss(key) => Some(key),
         fx_graph_cache::Lookup::Bypass => None,
     };
     let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
-    let generated = generate_for(&decomposed, &hints, device, config, Some(&matched))?;
+    let generated = generate_for(&decomposed, &hints, &*target, config, Some(&matched))?;
     let fusion_log = generated.fusion_log.clone();
-    let (output_code, spec) = finish(generated, device, config, true)?;
+    let (output_code, spec) = finish(generated, &*target, config, true)?;
     let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
     let encoded = key.and_then(|key| key.encode(&entry));
     let fx_graph_cache::Entry { output_code, program: spec, .. } = entry;
-    let program = spec.build(device, config.mode)?;
+    let program = target.build(spec, config.mode)?;
     if let Some(encoded) = encoded {
         encoded.store();
     }
     let dynamic = decomposed.is_dynamic().then(|| Specializations {
         programs: Mutex::new(HashMap::from([(binding_key(&hints), program.clone())])),
         graph: decomposed,
-        device,
+        target: target.clone(),
         config: *config,
     });
     Ok(CompiledModule { output_code, program, dynamic })
 }
 
 /// A compiled module from a cache entry: the logs a fresh compile prints, then the program built.
-fn from_cache(entry: fx_graph_cache::Entry, device: Device, config: &Config) -> Result<CompiledModule> {
+fn from_cache(entry: fx_graph_cache::Entry, target: &dyn Target, config: &Config) -> Result<CompiledModule> {
     let fx_graph_cache::Entry { output_code, fusion_log, program } = entry;
     logs::log(Artifact::Fusion, || fusion_log);
     if config.mode == Mode::MaxAutotune {
@@ -93,28 +79,19 @@ fn from_cache(entry: fx_graph_cache::Entry, device: Device, config: &Config) -> 
                 .into()
         });
     }
-    log_compiled(&output_code, program.cuda_graph_skip.as_deref(), config.mode);
-    let program = program.build(device, config.mode)?;
-    Ok(CompiledModule { output_code, program, dynamic: None })
-}
-
-/// The logs of a compiled graph, fresh or cached: its output code, and reduce-overhead's
-/// decision not to record it.
-fn log_compiled(output_code: &OutputCode, cuda_graph_skip: Option<&str>, mode: Mode) {
     logs::log(Artifact::OutputCode, || output_code.to_string());
-    if mode.records_cuda_graphs()
-        && let Some(reason) = cuda_graph_skip
-    {
-        cudagraphs::log_skip(reason);
-    }
+    target.log_choices(&program.choices, config.mode);
+    let program = target.build(program, config.mode)?;
+    Ok(CompiledModule { output_code, program, dynamic: None })
 }
 
 /// The output code Inductor would compile for `graph` on `device`, without compiling it: how
 /// to read the CUDA C for a model on a machine with no GPU.
 pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<OutputCode> {
+    let target = target::for_device(device, config.target)?;
     let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
-    generate_for(&decomposed, &hints, device, config, Some(&matched)).map(|g| g.output_code)
+    generate_for(&decomposed, &hints, &*target, config, Some(&matched)).map(|g| g.output_code)
 }
 
 /// The kernels Inductor generates for `graph`, in launch order, as kernel IR: what the printers
@@ -155,11 +132,11 @@ fn binding_key(bindings: &SymBindings) -> Vec<usize> {
 fn generate_for(
     graph: &Graph,
     bindings: &SymBindings,
-    device: Device,
+    target: &dyn Target,
     config: &Config,
     matched: Option<&[String]>,
 ) -> Result<Generated> {
-    let lowered = lowering::lower_with(graph, bindings, gemm_epilogues(device, config.mode))?;
+    let lowered = lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode))?;
     let schedule = scheduler::schedule(&lowered, config.fusion)?;
     let fusion_log = matched.map(|matched| fusion_log(matched, &schedule)).unwrap_or_default();
     if matched.is_some() {
@@ -167,105 +144,51 @@ fn generate_for(
     }
     let kernels = build_kernels(&lowered, &schedule)?;
     let plan = call_plan::plan(&lowered, &schedule);
-    let renderer = config.renderer(device);
+    let renderer = target.renderer(&config.printers);
     let (sources, launches) = kernels.iter().map(|k| renderer.kernel(k)).map(|r| (r.source, r.launch)).unzip();
     let custom = custom_sources(&lowered, renderer.as_ref())?;
-    let output_code = OutputCode::new(device, &lowered, &kernels, sources, custom, &plan);
+    let output_code = OutputCode::new(target.device(), target.language(), &lowered, &kernels, sources, custom, &plan);
     let module_source = output_code.module_source(&renderer.prelude());
     Ok(Generated { lowered, kernels, launches, plan, output_code, module_source, fusion_log })
 }
 
-/// Whether lowering folds bias adds and ReLUs into GEMM epilogues: on the CPU in every mode (its
-/// GEMMs apply them in their output loops), on a GPU where cuBLASLt, which applies them, can run:
-/// under max-autotune every product, in the other modes the half-precision ones (which run on
-/// cuBLASLt by default).
-fn gemm_epilogues(device: Device, mode: Mode) -> Option<FoldFor> {
-    match device {
-        Device::Cpu => Some(gemm_epilogue::fold as FoldFor),
-        Device::Cuda(ordinal) if CudaDevice::get(ordinal).is_ok_and(|gpu| gpu.lt().is_ok()) => Some(match mode {
-            Mode::MaxAutotune => gemm_epilogue::fold as FoldFor,
-            _ => gemm_epilogue::fold_half_precision as FoldFor,
-        }),
-        Device::Cuda(_) => None,
-    }
-}
-
-/// Makes generated code runnable: under max-autotune on a GPU, each matmul's library chosen by
-/// timing (and noted in the output code); the output code logged (with reduce-overhead's decision)
-/// when `log` is set. Returns the output code and the program as data.
-fn finish(mut generated: Generated, device: Device, config: &Config, log: bool) -> Result<(OutputCode, ProgramSpec)> {
-    let gemms = match (config.mode, device) {
-        (Mode::MaxAutotune, Device::Cuda(ordinal)) => {
-            let gpu = CudaDevice::get(ordinal)?;
-            match gpu.lt() {
-                Err(e) => {
-                    logs::log(Artifact::Autotuning, || {
-                        format!("cuBLASLt cannot run ({e}): every matmul stays on cuBLAS, untimed")
-                    });
-                    Vec::new()
-                }
-                Ok(_) => {
-                    let choices = autotune::choose_gemms(&gpu, &generated.lowered, config.gemm_backends)?;
-                    generated.output_code.choices.extend(choices.notes.iter().map(|n| format!("max-autotune: {n}")));
-                    choices.gemms
-                }
-            }
-        }
-        (Mode::MaxAutotune, Device::Cpu) if log => {
-            logs::log(Artifact::Autotuning, || {
-                "max-autotune on cpu: no GEMM choice to time on the CPU; the kernels compile as in the default mode"
-                    .into()
-            });
-            Vec::new()
-        }
-        (_, Device::Cuda(ordinal)) => {
-            let choices = gemm_choice::by_rule(&CudaDevice::get(ordinal)?, &generated.lowered)?;
-            generated.output_code.choices.extend(choices.notes);
-            choices.gemms
-        }
-        (_, Device::Cpu) => Vec::new(),
-    };
-    if let (Mode::MaxAutotune, Device::Cuda(ordinal)) = (config.mode, device) {
-        tune_launches(&CudaDevice::get(ordinal)?, &mut generated)?;
-    }
+/// Makes generated code runnable: the target's decisions for the mode (noted in the output code),
+/// the output code logged when `log` is set. Returns the output code and the program as data.
+fn finish(
+    mut generated: Generated,
+    target: &dyn Target,
+    config: &Config,
+    log: bool,
+) -> Result<(OutputCode, ProgramSpec)> {
+    let choices = target.tune(&mut generated, config, log)?;
+    let custom_ops = custom_ops(&generated.lowered);
     let Generated { lowered, kernels, launches, plan, output_code, module_source, .. } = generated;
-    let cuda_graph_skip = cudagraphs::skip_reason(device, &lowered);
     if log {
-        log_compiled(&output_code, cuda_graph_skip.as_deref(), config.mode);
+        logs::log(Artifact::OutputCode, || output_code.to_string());
+        target.log_choices(&choices, config.mode);
     }
-    let schedule = runtime::Schedule::new(&lowered, &plan, &kernels, &launches);
-    Ok((output_code, ProgramSpec { module_source, schedule, gemms, cuda_graph_skip }))
+    let schedule = super::runtime::Schedule::new(&lowered, &plan, &kernels, &launches);
+    Ok((output_code, ProgramSpec { module_source, schedule, choices, custom_ops }))
 }
 
-/// Max-autotune's launch for each kernel the engine's CUDA printer wrote (a learner's printer's
-/// kernels keep theirs): the chosen block size printed into the kernel's source and noted, with
-/// its times, in the output code.
-fn tune_launches(gpu: &Arc<CudaDevice>, generated: &mut Generated) -> Result<()> {
-    let prelude = cuda::prelude();
-    let header = generated.output_code.module_header(&prelude);
-    for (i, k) in generated.kernels.iter().enumerate() {
-        let printed = cuda::kernel(k);
-        if generated.output_code.kernels[i].source != printed.source {
-            continue;
+/// Every custom op the kernels call, once each.
+fn custom_ops(lowered: &LoweredGraph) -> Vec<CustomOp> {
+    let mut ops: Vec<CustomOp> = Vec::new();
+    for node in &lowered.nodes {
+        if let NodeBody::Pointwise { op: PointwiseOp::Custom(custom), .. } = &node.body
+            && !ops.contains(custom)
+        {
+            ops.push(custom.clone());
         }
-        let Some((launch, note)) = launch_tuning::choose_launch(gpu, &generated.lowered, k, &printed.source, &header)?
-        else {
-            continue;
-        };
-        generated.output_code.kernels[i].source = cuda::kernel_for(k, &k.name, launch).source;
-        generated.launches[i] = launch;
-        generated.output_code.choices.push(format!("max-autotune: {note}"));
     }
-    generated.module_source = generated.output_code.module_source(&prelude);
-    Ok(())
+    ops
 }
 
 /// The source of every custom op the kernels call, once each, in the renderer's language.
 fn custom_sources(lowered: &LoweredGraph, renderer: &dyn Renderer) -> Result<Vec<String>> {
     let mut sources: Vec<String> = Vec::new();
-    for node in &lowered.nodes {
-        let NodeBody::Pointwise { op: PointwiseOp::Custom(custom), .. } = &node.body else { continue };
-        let source = renderer.custom_source(custom)?;
+    for custom in custom_ops(lowered) {
+        let source = renderer.custom_source(&custom)?;
         if !sources.contains(&source) {
             sources.push(source);
         }
@@ -276,7 +199,7 @@ fn custom_sources(lowered: &LoweredGraph, renderer: &dyn Renderer) -> Result<Vec
 /// The programs of a dynamic graph, one per binding of its sizes seen so far.
 pub(crate) struct Specializations {
     graph: Graph,
-    device: Device,
+    target: Arc<dyn Target>,
     config: Config,
     programs: Mutex<HashMap<Vec<usize>, Arc<dyn Program>>>,
 }
@@ -294,8 +217,8 @@ impl Specializations {
         if let Some(program) = self.programs.lock().expect("programs lock").get(&key) {
             return Ok(program.clone());
         }
-        let generated = generate_for(&self.graph, &bindings, self.device, &self.config, None)?;
-        let program = finish(generated, self.device, &self.config, false)?.1.build(self.device, self.config.mode)?;
+        let generated = generate_for(&self.graph, &bindings, &*self.target, &self.config, None)?;
+        let program = self.target.build(finish(generated, &*self.target, &self.config, false)?.1, self.config.mode)?;
         self.programs.lock().expect("programs lock").insert(key, program.clone());
         Ok(program)
     }

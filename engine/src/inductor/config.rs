@@ -1,6 +1,7 @@
 //! Settings of one Inductor compilation, the analogue of `torch._inductor.config`: which fusion
 //! decision to use, optionally replacement kernel printers, the compile [`Mode`] (what
-//! `torch.compile(mode=...)` sets) and which GEMMs max-autotune may time ([`GemmBackends`]). The
+//! `torch.compile(mode=...)` sets), which GEMMs max-autotune may time ([`GemmBackends`]) and
+//! which codegen target compiles ([`TargetKind`]). The
 //! defaults are the engine's own; the workbook's phase 4 plugs a learner's fusion decision and
 //! printers in here.
 
@@ -44,8 +45,24 @@ impl Default for GemmBackends {
     }
 }
 
-/// How to compile: the fusion decision, the printers, the mode, max-autotune's GEMMs and whether
-/// the FX graph cache may serve the compile.
+// ANCHOR: target_kind
+/// Which codegen target compiles a graph (see `inductor::target`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    /// The device's own compiled code: C built by the system C compiler on the CPU, CUDA C built
+    /// by NVRTC on a GPU.
+    #[default]
+    Native,
+    /// An interpreter of the kernel IR on the CPU: the kernels are printed as kernel IR, parsed
+    /// back and run by the engine itself, with no compiler at all. Slower than C, the same
+    /// answers: a reference for tests, and a way to run compiled graphs where there is no C
+    /// compiler.
+    Interpreter,
+}
+// ANCHOR_END: target_kind
+
+/// How to compile: the fusion decision, the printers, the mode, max-autotune's GEMMs, the target
+/// and whether the FX graph cache may serve the compile.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// Decides each fusion (the engine's [`can_fuse`] by default).
@@ -61,6 +78,8 @@ pub struct Config {
     /// process). A config with replacement printers or another fusion decision is never cached
     /// whatever this says (see [`super::modes::fx_graph_cache`]).
     pub fx_graph_cache: bool,
+    /// The codegen target ([`TargetKind::Native`] by default).
+    pub target: TargetKind,
 }
 
 impl Default for Config {
@@ -71,6 +90,7 @@ impl Default for Config {
             mode: Mode::Default,
             gemm_backends: GemmBackends::default(),
             fx_graph_cache: true,
+            target: TargetKind::Native,
         }
     }
 }

@@ -226,6 +226,19 @@ impl FlatIndex {
         self.join(terms.collect())
     }
 
+    /// The element the index addresses at `x` and `r`: what generated code computes, evaluated
+    /// (the interpreter target's reading of it).
+    pub fn at(&self, x: usize, r: usize) -> usize {
+        let term = |t: &Term| {
+            let v = match t.var {
+                Var::X => x,
+                Var::R => r,
+            } / t.div;
+            t.modulo.map_or(v, |m| v % m) * t.coeff
+        };
+        self.offset + self.terms.iter().map(term).sum::<usize>()
+    }
+
     /// Whether the index uses loop variable `var`.
     pub fn uses(&self, var: Var) -> bool {
         self.terms.iter().any(|t| t.var == var)

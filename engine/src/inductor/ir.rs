@@ -196,7 +196,7 @@ pub enum NodeBody {
 }
 
 /// What a GEMM applies to its product before writing it: `relu(a @ b + bias)`, the bias one
-/// value per column (see [`super::gemm_epilogue`]).
+/// value per column (see `modes::gemm_epilogue`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Epilogue {
     /// The bias vector added, a view of `[columns]` elements.

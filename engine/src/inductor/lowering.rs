@@ -218,11 +218,15 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b, epilogue: Default::default() })
             }
-            Op::ScaledDotProductAttention { .. } | Op::Cat { .. } | Op::ScaledMm { .. } => {
+            Op::ScaledDotProductAttention { .. }
+            | Op::ScaledDotProductAttentionBackward { .. }
+            | Op::Cat { .. }
+            | Op::ScaledMm { .. } => {
                 let kernel = match op {
                     Op::Cat { .. } => "cat",
                     Op::ScaledMm { .. } => "scaled_mm",
-                    _ => "flash_attention",
+                    Op::ScaledDotProductAttention { .. } => "flash_attention",
+                    _ => "flash_attention_backward",
                 };
                 let inputs: Vec<(NodeId, View)> =
                     node.inputs().map(|input| (input, self.value(input).clone())).collect();

@@ -14,10 +14,14 @@
 //!   ──lowering::lower──▶ ir::LoweredGraph      loop-level IR: pointwise, reduction, extern nodes
 //!   ──scheduler::schedule──▶ scheduler::Schedule   nodes fused into groups, each decision logged
 //!   ──kernel::build──▶ kernel::Kernel          one per group, numbered in launch order
-//!   ──codegen::Renderer──▶ Rendered            C or CUDA C source, and its launch::Launch
+//!   ──codegen::Renderer──▶ Rendered            the target's source (C, CUDA C, kernel IR), its launch
 //!   ──call_plan::plan──▶ call_plan::CallPlan     buffers, their reuse, the calls in order
 //!   ──output_code / runtime──▶ CompiledModule  the readable output code; the compiled program
 //! ```
+//!
+//! The stages never name a device: what depends on the kernels' language and where they run is
+//! the codegen target's (`target`: C, CUDA C, or an interpreter of the kernel IR, chosen by
+//! [`Config::target`]), and what a mode adds is in [`modes`].
 //!
 //! | TorchInductor | here |
 //! | --- | --- |
@@ -33,6 +37,7 @@
 //! | `codegen/wrapper.py` (the `call` function) | [`call_plan`] |
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
+//! | a backend per device (`CppScheduling`, `TritonScheduling`); tinygrad's renderer + compiler + runtime | `target` (internal): C, CUDA C, and an interpreter of the kernel IR, chosen by [`Config::target`] |
 //! | max-autotune, reduce-overhead, `FxGraphCache` | [`modes`]: GEMM choice and epilogues, autotuning, CUDA graphs, the FX graph cache |
 //!
 //! ```
@@ -76,12 +81,15 @@ pub mod call_plan;
 pub mod output_code;
 mod runtime;
 
+// The codegen targets: rendering, compiling, loading and running, one per target.
+mod target;
+
 // What the modes add (GEMM choice and epilogues, autotuning, CUDA graphs) and the FX graph cache.
 pub mod modes;
 
 pub use crate::compile_mode::Mode;
 pub use compile_fx::{compile_fx, generate, kernels};
-pub use config::{Config, GemmBackends, Printers};
+pub use config::{Config, GemmBackends, Printers, TargetKind};
 pub use output_code::OutputCode;
 
 use crate::error::Result;

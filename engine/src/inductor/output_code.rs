@@ -44,8 +44,10 @@ pub struct KernelCode {
 /// The generated module: kernels and the call plan, as text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputCode {
-    /// Where the kernels run: C on the CPU, CUDA C on a GPU.
+    /// Where the kernels run.
     pub device: Device,
+    /// The language the kernels are printed in (`C`, `CUDA C`, `kernel IR`): the target's.
+    pub language: String,
     /// The kernels, in launch order.
     pub kernels: Vec<KernelCode>,
     /// Extern calls made by the plan (`matmul`, eager fallbacks), in order.
@@ -63,6 +65,7 @@ impl OutputCode {
     /// Builds the output code for a planned graph; `sources[i]` is kernel `i`'s source.
     pub fn new(
         device: Device,
+        language: &str,
         graph: &LoweredGraph,
         kernels: &[Kernel],
         sources: Vec<String>,
@@ -98,6 +101,7 @@ impl OutputCode {
             .collect();
         OutputCode {
             device,
+            language: language.to_string(),
             kernels: kernels_code,
             extern_calls,
             custom_sources,
@@ -128,11 +132,11 @@ impl OutputCode {
 
 impl fmt::Display for OutputCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let language = if self.device == Device::Cpu { "C" } else { "CUDA C" };
         writeln!(
             f,
-            "// Output code: {} kernel(s) in {language} for {}, {} extern call(s)",
+            "// Output code: {} kernel(s) in {} for {}, {} extern call(s)",
             self.kernels.len(),
+            self.language,
             self.device,
             self.extern_calls.len()
         )?;

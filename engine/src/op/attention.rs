@@ -126,3 +126,23 @@ pub(super) fn output_shape(shapes: &[&[usize]], mask: AttentionMask, causal: boo
     out[rank - 1] = v[rank - 1];
     Ok(out)
 }
+
+/// The packed output shape of the attention backward, `[q.numel() + k.numel() + v.numel()]`, for
+/// operands `(grad_out, q, k, v, out [, mask])`, or what is wrong: `q`, `k`, `v` (and the mask)
+/// follow the forward's rules, and `grad_out` and `out` have the forward output's shape.
+pub(super) fn backward_output_shape(
+    shapes: &[&[usize]],
+    mask: AttentionMask,
+    causal: bool,
+) -> Result<Vec<usize>, String> {
+    let forward: Vec<&[usize]> = shapes[1..].iter().enumerate().filter(|&(i, _)| i != 3).map(|(_, s)| *s).collect();
+    let out = output_shape(&forward, mask, causal)?;
+    if shapes[0] != out.as_slice() || shapes[4] != out.as_slice() {
+        return Err(format!(
+            "grad_out {:?} and out {:?} must have the attention output's shape {out:?}",
+            shapes[0], shapes[4]
+        ));
+    }
+    let total: usize = shapes[1..4].iter().map(|s| s.iter().product::<usize>()).sum();
+    Ok(vec![total])
+}

@@ -18,6 +18,7 @@
 //! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
 //! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
 //! | extern | `scaled_dot_product_attention` ([`AttentionMask`], `op/attention.rs`) | 3 or 4 | `attention`: blocked online softmax (CPU), a flash-attention kernel (CUDA) | an extern kernel call, `flash_attention` |
+//! | extern | `scaled_dot_product_attention_backward` (its gradients, for autograd) | 5 or 6 | `attention_backward`: the scores recomputed block by block (CPU), a flash-attention backward (CUDA) | an extern kernel call, `flash_attention_backward` |
 //! | extern | `scaled_mm` (FP8 inputs, per-tensor scales) | 4 | `scaled_mm`: cuBLASLt's FP8 GEMM (GPUs of compute capability 8.9 on; refused elsewhere) | an extern kernel call, `scaled_mm` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
@@ -45,7 +46,7 @@ use std::fmt;
 mod attention;
 mod binary;
 mod custom;
-mod subgraph;
+pub(crate) mod subgraph;
 mod unary;
 mod view;
 
@@ -179,6 +180,20 @@ pub enum Op {
         /// Multiplies `q @ k^T` (PyTorch's default is `1/sqrt(head_dim)`).
         scale: Scalar,
     },
+    /// The gradients of [`Op::ScaledDotProductAttention`]'s `q`, `k` and `v` in one kernel that
+    /// recomputes the scores block by block (the flash-attention backward, as ATen's
+    /// `_scaled_dot_product_flash_attention_backward`): arguments `(grad_out, q, k, v, out)` or
+    /// `(grad_out, q, k, v, out, mask)`. The engine's ops have one output, so the three gradients
+    /// come packed, flattened and joined in that order: a 1-d tensor of
+    /// `q.numel() + k.numel() + v.numel()` elements that autograd slices apart.
+    ScaledDotProductAttentionBackward {
+        /// How the sixth operand, if any, is read.
+        mask: AttentionMask,
+        /// Query `i` saw only keys `j <= i`.
+        causal: bool,
+        /// Multiplied `q @ k^T`.
+        scale: Scalar,
+    },
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
     Custom(CustomOp),
@@ -237,6 +252,7 @@ impl Op {
             Op::Linear => "linear",
             Op::Cond { .. } => "cond",
             Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
+            Op::ScaledDotProductAttentionBackward { .. } => "scaled_dot_product_attention_backward",
             Op::Custom(custom) => custom.name(),
             Op::ToDtype { .. } => "to_dtype",
             Op::ScaledMm { .. } => "scaled_mm",
@@ -249,7 +265,11 @@ impl Op {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) | Op::ToDtype { .. } => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
-            Op::Matmul | Op::ScaledDotProductAttention { .. } | Op::Cat { .. } | Op::ScaledMm { .. } => OpClass::Extern,
+            Op::Matmul
+            | Op::ScaledDotProductAttention { .. }
+            | Op::ScaledDotProductAttentionBackward { .. }
+            | Op::Cat { .. }
+            | Op::ScaledMm { .. } => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }
@@ -267,6 +287,8 @@ impl Op {
             Op::Linear => 2..=3,
             Op::ScaledDotProductAttention { mask: AttentionMask::None, .. } => 3..=3,
             Op::ScaledDotProductAttention { .. } => 4..=4,
+            Op::ScaledDotProductAttentionBackward { mask: AttentionMask::None, .. } => 5..=5,
+            Op::ScaledDotProductAttentionBackward { .. } => 6..=6,
             Op::Cond { true_graph, .. } => {
                 let n = 1 + true_graph.body().input_count();
                 n..=n
@@ -420,6 +442,9 @@ impl Op {
             }
             Op::ScaledDotProductAttention { mask, causal, .. } => {
                 attention::output_shape(&shapes, *mask, *causal).map_err(|m| shape_error(&m))
+            }
+            Op::ScaledDotProductAttentionBackward { mask, causal, .. } => {
+                attention::backward_output_shape(&shapes, *mask, *causal).map_err(|m| shape_error(&m))
             }
             Op::Cond { true_graph, false_graph } => cond_shape(true_graph, false_graph, &shapes).map_err(&invalid),
             Op::Cat { dim } => {
@@ -597,7 +622,8 @@ impl Op {
                 ("step", step.to_string()),
             ],
             Op::LayerNorm { eps } => vec![("eps", eps.to_string())],
-            Op::ScaledDotProductAttention { mask, causal, scale } => {
+            Op::ScaledDotProductAttention { mask, causal, scale }
+            | Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
                 vec![("mask", mask.to_string()), ("causal", causal.to_string()), ("scale", scale.to_string())]
             }
             Op::ToDtype { dtype } => vec![("dtype", dtype.to_string())],

@@ -12,8 +12,23 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// What the op catalogue asks of a subgraph; implemented by `fx::Graph`.
-pub trait SubgraphBody: fmt::Debug + Send + Sync + 'static {
+/// What the op catalogue asks of a subgraph; implemented by `fx::Graph` alone. The trait is
+/// sealed: every layer above gets a subgraph's fx graph back from it, so a body of another type
+/// would have nothing to give back. Build a subgraph from a graph with `Subgraph::from(graph)`;
+/// implementing the trait for a type of your own does not compile:
+///
+/// ```compile_fail
+/// #[derive(Debug)]
+/// struct MyBody;
+/// impl engine::op::SubgraphBody for MyBody {
+///     fn input_count(&self) -> usize { 1 }
+///     fn output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String> { Ok(inputs[0].to_vec()) }
+///     fn same_as(&self, _: &dyn engine::op::SubgraphBody) -> bool { false }
+///     fn hash_into(&self, _: &mut dyn std::hash::Hasher) {}
+///     fn as_any(&self) -> &dyn std::any::Any { self }
+/// }
+/// ```
+pub trait SubgraphBody: sealed::Sealed + fmt::Debug + Send + Sync + 'static {
     /// How many inputs the subgraph takes.
     fn input_count(&self) -> usize;
     /// The shape of the subgraph's single output for inputs of these shapes, or what is wrong.
@@ -26,6 +41,12 @@ pub trait SubgraphBody: fmt::Debug + Send + Sync + 'static {
     fn hash_into(&self, state: &mut dyn Hasher);
     /// The concrete type, for the layer that built it to get it back.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// What makes [`SubgraphBody`] sealed: a trait only this crate can implement (for `fx::Graph`).
+pub(crate) mod sealed {
+    /// Implemented by the types that may be a subgraph's body.
+    pub trait Sealed {}
 }
 
 /// A shared, immutable subgraph of a higher-order op. Cheap to clone.

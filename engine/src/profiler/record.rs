@@ -18,6 +18,7 @@ use cudarc::driver::sys::CUevent_flags;
 use crate::device::Device;
 use crate::device::cuda::{CudaDevice, CudaError};
 use crate::error::{Error, Result, SourceLocation};
+use crate::host_overhead::{self, Cost};
 
 /// Profiles running, on any thread: the one branch a launch pays when it is zero.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
@@ -94,6 +95,9 @@ impl Drop for Span {
 /// duration: `let _launch = profiler::launch(...);`.
 #[inline]
 pub(crate) fn launch(name: &str, kind: EventKind, device: Device, shapes: impl FnOnce() -> Vec<Vec<usize>>) -> Span {
+    // Every launch passes here, so here it pays the host time an interpreter would add (none
+    // unless `ENGINE_HOST_OVERHEAD` or `host_overhead::set` asks for it).
+    host_overhead::pay(if kind == EventKind::Eager { Cost::EagerOp } else { Cost::CompiledLaunch }, device);
     if ACTIVE.load(Ordering::Relaxed) == 0 {
         return Span(None);
     }

@@ -8,18 +8,22 @@ use super::{Storage, Tensor};
 use crate::device::cpu::HostBuffer;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
-use crate::layout::{Layout, numel};
+use crate::layout::{Layout, MAX_NUMEL, checked_numel, numel};
 
 impl Tensor {
     /// A CPU tensor holding `data` in row-major order with the given shape.
     #[track_caller]
     pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
-        if data.len() != numel(shape) {
-            return Err(Error::InvalidArgument {
-                op: "from_vec",
-                message: format!("{} values cannot fill shape {shape:?} ({} elements)", data.len(), numel(shape)),
-                location: SourceLocation::caller(),
-            });
+        let invalid =
+            |message: String| Error::InvalidArgument { op: "from_vec", message, location: SourceLocation::caller() };
+        let Some(elements) = checked_numel(shape) else {
+            return Err(invalid(format!(
+                "shape {shape:?} has more elements than a tensor can hold (at most {MAX_NUMEL}); {} values were given",
+                data.len()
+            )));
+        };
+        if data.len() != elements {
+            return Err(invalid(format!("{} values cannot fill shape {shape:?} ({elements} elements)", data.len())));
         }
         Ok(Tensor::from_concrete(Arc::new(Storage::Cpu(data.into())), Layout::contiguous(shape)))
     }
@@ -140,6 +144,14 @@ mod tests {
             Tensor::randn(&[64], 7).to_vec().unwrap().iter().map(|&v| DType::BF16.round(v)).collect();
         assert_eq!(x.to_vec().unwrap(), rounded);
         assert_eq!(Tensor::ones_dtype(&[2], DType::F16).to_string(), "tensor([1.0000, 1.0000], dtype=f16)");
+    }
+
+    #[test]
+    fn from_vec_rejects_a_shape_whose_size_overflows() {
+        for shape in [vec![usize::MAX, 2], vec![1 << 40, 1 << 40], vec![MAX_NUMEL + 1]] {
+            let err = Tensor::from_vec(vec![1.0; 4], &shape).unwrap_err().to_string();
+            assert!(err.contains("has more elements than a tensor can hold"), "{shape:?}: {err}");
+        }
     }
 
     #[test]

@@ -31,6 +31,38 @@ pub(crate) trait DispatchMode: Sync {
 
     /// Runs a subgraph on concrete inputs (a `cond` branch, run eagerly).
     fn run_subgraph(&self, graph: &Subgraph, inputs: &[Tensor], location: SourceLocation) -> Result<Vec<Tensor>>;
+
+    /// Stops the innermost trace on this thread from recording, if one is recording; returns
+    /// whether it did (then [`Mode::resume`] undoes it).
+    fn pause(&self) -> bool;
+
+    /// Lets the innermost trace record again after [`Mode::pause`].
+    fn resume(&self);
+
+    /// Makes the innermost trace record every op with `location` (or with its own caller's
+    /// line again, for `None`); returns the setting it replaces.
+    fn override_location(&self, location: Option<SourceLocation>) -> Option<SourceLocation>;
+}
+
+/// While it lives, ops run on the eager kernels even inside a trace: autograd's backward of
+/// concrete values run from traced code (a `backward()` that broke the graph) computes them now.
+pub(crate) struct Untraced {
+    paused: bool,
+}
+
+/// Pauses the trace recording on this thread, if any, until the guard drops.
+pub(crate) fn untraced() -> Untraced {
+    Untraced { paused: mode().is_some_and(|m| m.pause()) }
+}
+
+impl Drop for Untraced {
+    fn drop(&mut self) {
+        if self.paused
+            && let Some(mode) = mode()
+        {
+            mode.resume();
+        }
+    }
 }
 
 static MODE: OnceLock<&'static dyn DispatchMode> = OnceLock::new();

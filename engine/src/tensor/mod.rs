@@ -6,9 +6,11 @@
 //! in the private `methods` module) that returns a new tensor; views share the buffer.
 
 pub mod autocast;
+pub mod autograd;
 mod constructors;
 mod dims;
 pub(crate) mod dispatch;
+mod inplace;
 mod meta;
 mod methods;
 mod random;
@@ -27,12 +29,16 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
+use autograd::AutogradMeta;
 
 /// An N-dimensional array of `f32`, `f16` or `bf16` (or, as matrix-product inputs, 8-bit floats)
 /// on a device, or a symbolic stand-in for one during tracing.
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) repr: Arc<Repr>,
+    /// Autograd's record of this handle: a leaf that requires grad, or the node of the tape that
+    /// computed it (see [`crate::tensor::autograd`]); `None` for a tensor outside autograd.
+    pub(crate) autograd: Option<Arc<AutogradMeta>>,
 }
 
 /// The two kinds of tensor.
@@ -96,11 +102,11 @@ impl<'a> Operand<'a> {
 
 impl Tensor {
     pub(crate) fn from_concrete(storage: Arc<Storage>, layout: Layout) -> Tensor {
-        Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage, layout, name: None })) }
+        Tensor { repr: Arc::new(Repr::Concrete(Concrete { storage, layout, name: None })), autograd: None }
     }
 
     pub(crate) fn from_symbolic(symbolic: Symbolic) -> Tensor {
-        Tensor { repr: Arc::new(Repr::Symbolic(symbolic)) }
+        Tensor { repr: Arc::new(Repr::Symbolic(symbolic)), autograd: None }
     }
 
     /// The concrete parts, or `None` for a symbolic tensor.
@@ -184,9 +190,29 @@ impl Tensor {
                     layout: c.layout.clone(),
                     name: Some(name.into()),
                 })),
+                autograd: self.autograd.clone(),
             },
             Repr::Symbolic(_) => self.clone(),
         }
+    }
+
+    /// This tensor with exactly row-major strides: itself, or a view of the same memory when only
+    /// the strides of size-1 dims differ (they address nothing), else a dense copy. Compiled code
+    /// checks its inputs' strides exactly; AOT hands it values from elsewhere this way.
+    pub(crate) fn with_dense_strides(&self) -> Result<Tensor> {
+        let Some(c) = self.concrete() else { return Ok(self.clone()) };
+        let dense = crate::layout::contiguous_strides(self.shape());
+        if c.layout.strides() == dense.as_slice() {
+            return Ok(self.clone());
+        }
+        if c.layout.is_contiguous() {
+            let layout = Layout::new(self.shape().to_vec(), dense, c.layout.offset());
+            return Ok(Tensor {
+                repr: Arc::new(Repr::Concrete(Concrete { storage: c.storage.clone(), layout, name: None })),
+                autograd: None,
+            });
+        }
+        self.contiguous()
     }
 
     /// All elements in row-major order, as `f32` whatever the tensor's dtype (every dtype here
@@ -217,7 +243,7 @@ impl Tensor {
 
     /// This tensor with values: itself when concrete; for a symbolic one, what the tracer's mode
     /// gives (a graph break) or its error. `reason` says what needs the values.
-    fn concretize(&self, reason: &str, location: SourceLocation) -> Result<Tensor> {
+    pub(crate) fn concretize(&self, reason: &str, location: SourceLocation) -> Result<Tensor> {
         match dispatch::mode() {
             Some(mode) => mode.concretize(self, reason, location),
             // No trace has ever started, so no symbolic tensor exists.
@@ -228,6 +254,10 @@ impl Tensor {
     /// A concrete tensor's elements on the host; CUDA failures name `op` and `location`.
     fn values(&self, op: &'static str, location: SourceLocation) -> Result<Vec<f32>> {
         let c = self.concrete().expect("callers concretize first");
+        if let Some(why) = crate::device::cpu::too_large(self.numel()) {
+            let message = format!("the values of a tensor of shape {:?} cannot be copied out: {why}", self.shape());
+            return Err(Error::InvalidArgument { op, message, location });
+        }
         c.storage.gather(&c.layout).map_err(|e| e.at(op, self.device(), vec![self.shape().to_vec()], location))
     }
 }

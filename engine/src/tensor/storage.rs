@@ -3,7 +3,7 @@
 use crate::device::Device;
 use crate::device::cpu::{self, HostBuffer};
 use crate::device::cuda::{self, CudaBuffer, CudaError};
-use crate::device::provider::KernelProvider;
+use crate::device::provider::DeviceKernels;
 use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::op::Op;
@@ -72,7 +72,7 @@ impl Storage {
             Storage::Cuda(buffer) if layout.is_contiguous() => buffer.read_bytes(layout.offset(), layout.numel()),
             Storage::Cuda(buffer) => {
                 let view = cuda::Input::Tensor { buffer, layout };
-                let dense = cuda::Plain(buffer.device()).copy(view, layout.shape(), buffer.dtype())?;
+                let dense = buffer.device().copy(view, layout.shape(), buffer.dtype())?;
                 dense.read_bytes(0, dense.len())
             }
         }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Storage, Tensor};
+use super::{Storage, Tensor, autograd};
 use crate::device::Device;
 use crate::device::cpu::HostBuffer;
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
@@ -50,9 +50,27 @@ impl Tensor {
             }
         };
         let moved = Tensor::from_concrete(Arc::new(storage), Layout::contiguous(self.shape()));
-        Ok(match self.name() {
+        let moved = match self.name() {
             Some(name) => moved.with_name(name),
             None => moved,
-        })
+        };
+        // Differentiable, as PyTorch's `to`: the gradient goes back to where the tensor came from.
+        let source = self.device();
+        Ok(autograd::attach(CopyBackward { to: source }, std::slice::from_ref(self), vec![moved], &[true]).remove(0))
+    }
+}
+
+/// The backward of a move between devices (PyTorch's `ToCopyBackward`): the gradient moved back.
+struct CopyBackward {
+    to: Device,
+}
+
+impl autograd::Function for CopyBackward {
+    fn name(&self) -> String {
+        "ToCopyBackward".into()
+    }
+
+    fn backward(&self, grad_outputs: Vec<Tensor>) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![Some(grad_outputs[0].to(self.to)?)])
     }
 }

@@ -33,7 +33,9 @@ pub struct Step {
 
 /// A program over four inputs: `x[m, n]`, `y[m, n]`, `row[n]` and `col[m, 1]`. Besides
 /// pointwise ops and reductions it takes views (transposes, slices, flattening), layer norms and
-/// matrix products, so that a compiler meets strided reads and extern calls.
+/// matrix products, so that a compiler meets strided reads and extern calls. An `extended`
+/// program (from [`training_programs`]) also draws what models train with: log-softmax, linear
+/// layers, attention and a rational function of a value.
 #[derive(Clone, Debug)]
 pub struct Program {
     pub m: usize,
@@ -41,6 +43,7 @@ pub struct Program {
     /// The dtype of its inputs and parameters.
     pub dtype: DType,
     steps: Vec<Step>,
+    extended: bool,
 }
 
 pub fn programs(max_steps: usize) -> impl Strategy<Value = Program> {
@@ -56,7 +59,13 @@ pub fn programs_in(dtype: DType, max_steps: usize) -> impl Strategy<Value = Prog
         n,
         dtype,
         steps,
+        extended: false,
     })
+}
+
+/// Programs that also draw the ops of the extended set (see [`Program`]), for gradient tests.
+pub fn training_programs(max_steps: usize) -> impl Strategy<Value = Program> {
+    programs(max_steps).prop_map(|program| Program { extended: true, ..program })
 }
 
 impl Program {
@@ -78,7 +87,8 @@ impl Program {
         for step in &self.steps {
             let pick = |i: u8| &pool[i as usize % pool.len()];
             let a = pick(step.a);
-            let value = match step.kind % 13 {
+            let kinds = if self.extended { 17 } else { 13 };
+            let value = match step.kind % kinds {
                 0 | 1 => {
                     // No log or sqrt (negative inputs would turn everything after them into NaN),
                     // and a tanh after each op so that chains of exp cannot overflow.
@@ -130,6 +140,20 @@ impl Program {
                     let weight = Tensor::uniform_dtype(&shape, -0.5, 0.5, 9, a.dtype()).to(a.device())?;
                     a.matmul(&weight)?.tanh()?
                 }
+                13 if a.rank() > 0 => a.log_softmax(-1)?,
+                14 if a.rank() == 2 => {
+                    let k = a.shape()[1];
+                    let out = 1 + step.variant as usize % 9;
+                    let weight = Tensor::uniform(&[out, k], -0.5, 0.5, 10).to(a.device())?;
+                    let bias = Tensor::uniform(&[out], -0.5, 0.5, 11).to(a.device())?;
+                    a.linear(&weight, Some(&bias))?.tanh()?
+                }
+                // Self-attention of the rows of `a`, causal or not.
+                15 if a.rank() == 2 => {
+                    let causal = step.variant % 2 == 0;
+                    a.scaled_dot_product_attention(a, a, None, causal, None)?
+                }
+                16 => a.div(&a.mul(a)?.add(1.0)?)?,
                 _ => continue,
             };
             pool.push(value);

@@ -151,6 +151,99 @@ impl RefTensor {
     }
 }
 
+impl RefTensor {
+    /// The same elements with a new shape.
+    pub fn reshape(&self, shape: &[usize]) -> RefTensor {
+        RefTensor::new(shape.to_vec(), self.data.clone())
+    }
+
+    /// Broadcast to `shape`.
+    pub fn expand(&self, shape: &[usize]) -> RefTensor {
+        let target = RefTensor::new(shape.to_vec(), vec![0.0; shape.iter().product()]);
+        RefTensor::zip(&[self, &target], |v| v[0])
+    }
+
+    /// Every `step`-th element of `start..end` along `dim`.
+    pub fn slice(&self, dim: usize, start: usize, end: usize, step: usize) -> RefTensor {
+        let mut shape = self.shape.clone();
+        shape[dim] = (end - start).div_ceil(step);
+        let st = strides(&self.shape);
+        let data = (0..shape.iter().product())
+            .map(|flat| {
+                let mut index = unravel(flat, &shape);
+                index[dim] = start + index[dim] * step;
+                self.data[index.iter().zip(&st).map(|(i, s)| i * s).sum::<usize>()]
+            })
+            .collect();
+        RefTensor::new(shape, data)
+    }
+
+    /// `tensors` joined along `dim`.
+    pub fn cat(tensors: &[&RefTensor], dim: usize) -> RefTensor {
+        let mut shape = tensors[0].shape.clone();
+        shape[dim] = tensors.iter().map(|t| t.shape[dim]).sum();
+        let data = (0..shape.iter().product())
+            .map(|flat| {
+                let mut index = unravel(flat, &shape);
+                let mut t = 0;
+                while index[dim] >= tensors[t].shape[dim] {
+                    index[dim] -= tensors[t].shape[dim];
+                    t += 1;
+                }
+                let st = strides(&tensors[t].shape);
+                tensors[t].data[index.iter().zip(&st).map(|(i, s)| i * s).sum::<usize>()]
+            })
+            .collect();
+        RefTensor::new(shape, data)
+    }
+
+    /// `x @ weight^T (+ bias)`.
+    pub fn linear(&self, weight: &RefTensor, bias: Option<&RefTensor>) -> RefTensor {
+        let product = self.matmul(&weight.permute(&[1, 0]));
+        match bias {
+            Some(b) => RefTensor::zip(&[&product, b], |v| v[0] + v[1]),
+            None => product,
+        }
+    }
+
+    /// `softmax(q @ k^T * scale + mask) @ v` over the last two dims, from the definition (the
+    /// scores materialized); `mask` is `(values, additive)`: a boolean mask keeps nonzero
+    /// entries, an additive one is added. `causal` hides keys after each query.
+    pub fn attention(
+        q: &RefTensor,
+        k: &RefTensor,
+        v: &RefTensor,
+        mask: Option<(&RefTensor, bool)>,
+        causal: bool,
+        scale: f64,
+    ) -> RefTensor {
+        let rank = q.shape.len();
+        let mut dims: Vec<usize> = (0..rank).collect();
+        dims.swap(rank - 2, rank - 1);
+        let scores = q.matmul(&k.permute(&dims)).map(|s| s * scale);
+        let (l, s) = (scores.shape[rank - 2], scores.shape[rank - 1]);
+        let mut masked = scores.clone();
+        for (flat, value) in masked.data.iter_mut().enumerate() {
+            let (i, j) = ((flat / s) % l, flat % s);
+            if causal && j > i {
+                *value = f64::NEG_INFINITY;
+            }
+        }
+        if let Some((m, additive)) = mask {
+            masked = RefTensor::zip(&[&masked, m], |x| {
+                if additive {
+                    x[0] + x[1]
+                } else if x[1] != 0.0 {
+                    x[0]
+                } else {
+                    f64::NEG_INFINITY
+                }
+            });
+        }
+        masked.softmax(rank - 1, false).matmul(v)
+    }
+}
+
 pub fn unary(op: UnaryOp, x: f64) -> f64 {
     match op {
         UnaryOp::Neg => -x,

@@ -12,7 +12,7 @@ use crate::models::{Block, BlockShape, LAYER_NORM_EPS};
 /// in the ways real code often is. The grader exports your `forward` as one graph (a graph break
 /// fails the challenge), checks it on inputs of its own against the naive block, then compiles it
 /// with the engine's Inductor and times it against the naive block compiled. Keep the fields
-/// you need; replace `block` if you like.
+/// you need (the stub starts with the given `block`).
 pub struct FastBlock {
     block: Block,
 }

@@ -16,7 +16,9 @@
 //! reference solution, decides (see [`runner::judge`]).
 //!
 //! Modules:
-//! - [`phase`]: the per-phase data (exercises, hints, book section, checks), one `const` per phase;
+//! - [`phase`]: the per-phase data (exercises, hints, book section, checks, mutants), one `const`
+//!   per phase;
+//! - [`declare`]: how a phase is declared once, for the grader and for its two runners;
 //! - [`check`]: what a check is and how it reports (pass message, [`Failure`]);
 //! - [`outcome`]: the result a runner writes, with its [`Status`];
 //! - [`runner`]: the `main` of every runner, with the panic hook that turns `todo!()` into
@@ -28,6 +30,7 @@
 
 pub mod check;
 pub mod close;
+pub mod declare;
 pub mod outcome;
 pub mod phase;
 pub mod programs;
@@ -38,7 +41,7 @@ pub mod transcript;
 pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
 pub use close::{Tolerance, assert_close, check_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
-pub use phase::{CheckSpec, Exercise, Forbidden, Phase};
+pub use phase::{CheckSpec, Exercise, Forbidden, Mutant, Phase};
 pub use random::for_all;
 pub use runner::Record;
 pub use transcript::{judged_artifact, record, record_artifact, record_floats, record_tensor};

@@ -1,9 +1,14 @@
 //! Per-phase data: which crate a phase tests, its exercises in the order a learner does them,
-//! their hints and book sections, and the checks that grade each one.
+//! their hints and book sections, the checks that grade each one, and the mistakes those checks
+//! must catch.
 //!
-//! Each phase keeps this in one `const PHASE: Phase` in its runner crate's `lib.rs`
-//! (`grader/checks/phaseN/src/lib.rs`). The grader links that library (without the crate under
-//! test) to know a phase's checks even when the learner's crate does not compile.
+//! Each phase declares this once, in one `const PHASE: Phase` in its check crate's `phase.rs`
+//! (`grader/checks/phaseN/src/phase.rs`), with every check named by its function (see
+//! [`crate::declare`]). The grader links the crate's library, which holds that declaration without
+//! the crate under test, to know a phase's checks even when the learner's crate does not compile;
+//! the phase's two runner binaries compile the same declaration with the check functions linked.
+
+use crate::check::{CheckResult, Context};
 
 /// One phase of the course.
 #[derive(Debug)]
@@ -22,6 +27,9 @@ pub struct Phase {
     pub book_page: &'static str,
     /// The exercises, core ones first, in the order the book presents them.
     pub exercises: &'static [Exercise],
+    /// Deliberately wrong variants of the solutions, each caught by the checks it names
+    /// (`grader dev mutants`).
+    pub mutants: &'static [Mutant],
 }
 
 /// One exercise: a function or trait impl the learner writes.
@@ -74,6 +82,9 @@ pub struct CheckSpec {
     /// The check runs only on a GPU: where there is none it is skipped, also when the crate does
     /// not compile, so that a score counts the same checks either way.
     pub needs_gpu: bool,
+    /// The function that runs it, where it is linked: in a phase's runner binaries, not in the
+    /// phase data the grader links (see [`crate::declare`]).
+    pub run: Option<fn(&Context) -> CheckResult>,
 }
 
 impl CheckSpec {
@@ -82,7 +93,12 @@ impl CheckSpec {
 
     /// A check with the default time limit, that times nothing on a GPU.
     pub const fn new(id: &'static str) -> CheckSpec {
-        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS, gpu_timing: false, needs_gpu: false }
+        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS, gpu_timing: false, needs_gpu: false, run: None }
+    }
+
+    /// The same check, run by `run`.
+    pub const fn runs(self, run: fn(&Context) -> CheckResult) -> CheckSpec {
+        CheckSpec { run: Some(run), ..self }
     }
 
     /// The same check with a time limit of `secs` seconds.
@@ -106,6 +122,50 @@ impl CheckSpec {
     /// The same check, marked as needing a GPU (see [`CheckSpec::needs_gpu`]).
     pub const fn on_gpu(self) -> CheckSpec {
         CheckSpec { needs_gpu: true, ..self }
+    }
+}
+
+/// A deliberately wrong variant of a solution file: the solution with the first occurrence of
+/// `find` replaced by `replace`. `grader dev mutants` copies the solution into the exercise crate,
+/// applies the mistake and expects exactly the checks in `fails` to fail (or, for a mutant that is
+/// `refused`, the grader to refuse the crate before building it).
+#[derive(Debug)]
+pub struct Mutant {
+    /// What the mistake is, in a few words: `median does not sort`.
+    pub name: &'static str,
+    /// The solution file it changes, relative to the solution crate: `src/latency.rs`.
+    pub file: &'static str,
+    /// The text it replaces, as it is in the solution file.
+    pub find: &'static str,
+    /// What it puts there instead.
+    pub replace: &'static str,
+    /// The ids of the checks that must fail.
+    pub fails: &'static [&'static str],
+    /// The ids of checks that may fail too (their verdict depends on timings the mistake changes).
+    pub may_fail: &'static [&'static str],
+    /// The grader must refuse the crate before building it (the mistake delegates the exercise).
+    pub refused: bool,
+}
+
+impl Mutant {
+    /// The mistake `name`: `find` replaced by `replace` in `file`, failing no check yet.
+    pub const fn new(name: &'static str, file: &'static str, find: &'static str, replace: &'static str) -> Mutant {
+        Mutant { name, file, find, replace, fails: &[], may_fail: &[], refused: false }
+    }
+
+    /// The same mistake, failing the checks `ids` (written `crate::check_ids![module::check]`).
+    pub const fn fails(self, ids: &'static [&'static str]) -> Mutant {
+        Mutant { fails: ids, ..self }
+    }
+
+    /// The same mistake, which may also fail the checks `ids`.
+    pub const fn may_fail(self, ids: &'static [&'static str]) -> Mutant {
+        Mutant { may_fail: ids, ..self }
+    }
+
+    /// The same mistake, which the grader must refuse before building.
+    pub const fn refused(self) -> Mutant {
+        Mutant { refused: true, ..self }
     }
 }
 

@@ -40,6 +40,14 @@ static RESULT_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
 /// The message and `file:line` of the last panic that was not a `todo!()`.
 static LAST_PANIC: Mutex<Option<(String, Option<String>)>> = Mutex::new(None);
 
+/// The `main` of a phase's runner binary ([`crate::runner!`]): the checks are the phase's own,
+/// each run by the function its declaration links.
+pub fn main_of(phase: &Phase) -> ExitCode {
+    let checks: Vec<Check> =
+        phase.checks().filter_map(|(_, spec)| spec.run.map(|run| Check { id: spec.id, run })).collect();
+    main(phase, &checks)
+}
+
 /// Runs a runner binary: `list`, or `run <check-id> [--seed N] [--result FILE] [--judge FILE]`.
 /// Exit code 0 when the command ran (whatever the check's status), 2 for a usage error or a
 /// runner that does not match its phase data.

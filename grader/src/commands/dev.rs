@@ -1,8 +1,8 @@
 //! `grader dev check`: the workbook's own checks, for its authors and CI (as rustlings' `dev
 //! check`): every check passes on the solutions, nothing passes on the stubs (every required
 //! check reads "not started" and points at its stub), a compile error in one phase is reported
-//! with its `file:line` and spreads to no other, and every deliberate mistake listed in
-//! `grader/checks/<phase>/mutants.json` is caught by the checks it names (`grader dev mutants`).
+//! with its `file:line` and spreads to no other, and every deliberate mistake a phase declares
+//! ([`Phase::mutants`]) is caught by the checks it names (`grader dev mutants`).
 //!
 //! The learner's files it changes on the way are restored byte for byte, whatever happens.
 
@@ -17,32 +17,6 @@ use grader::runners::Runners;
 use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
 use grader_harness::{Phase, Status, Subject};
-use serde::Deserialize;
-
-/// A deliberately wrong variant of a solution file (see `mutants.json`).
-#[derive(Debug, Deserialize)]
-struct Mutant {
-    name: String,
-    /// The file, relative to the exercise and solution crates.
-    file: String,
-    find: String,
-    replace: String,
-    /// Checks that must fail.
-    #[serde(default)]
-    fails: Vec<String>,
-    /// Checks that may fail too (their verdict depends on timings the mistake changes).
-    #[serde(default)]
-    may_fail: Vec<String>,
-    /// The grader must refuse the crate before building it (the mistake delegates the exercise).
-    #[serde(default)]
-    refused: bool,
-}
-
-/// A phase's `mutants.json`.
-#[derive(Debug, Deserialize)]
-struct Mutants {
-    mutants: Vec<Mutant>,
-}
 
 /// Grading that the `dev` checks run, in this process, with one seed for the whole run.
 struct Grader {
@@ -201,15 +175,12 @@ fn a_compile_error_stays_in_its_phase(grader: &Grader) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-/// For each phase with a `mutants.json` (or only `only`): the solution's files copied into the
-/// exercise crate pass; each mutant fails exactly the checks it names, or is refused.
+/// For each phase with mutants (or only `only`): the solution's files copied into the exercise
+/// crate pass; each mutant fails exactly the checks it names, or is refused.
 fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>> {
     let mut problems = Vec::new();
-    for phase in PHASES.iter().filter(|p| only.is_none_or(|name| p.name == name)) {
-        let spec = grader.workbook.path(&format!("grader/checks/{}/mutants.json", phase.name));
-        let Ok(text) = std::fs::read_to_string(&spec) else { continue };
-        let spec: Mutants = serde_json::from_str(&text).with_context(|| format!("{} is unreadable", spec.display()))?;
-        let mut files: Vec<&str> = spec.mutants.iter().map(|m| m.file.as_str()).collect();
+    for phase in PHASES.iter().filter(|p| only.is_none_or(|name| p.name == name) && !p.mutants.is_empty()) {
+        let mut files: Vec<&str> = phase.mutants.iter().map(|m| m.file).collect();
         files.sort_unstable();
         files.dedup();
         let exercise = |file: &str| grader.workbook.path(phase.exercises_dir).join(file);
@@ -229,19 +200,19 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
             &[],
             &[],
         ));
-        for mutant in &spec.mutants {
+        for mutant in phase.mutants {
             solved()?;
-            let text = std::fs::read_to_string(solution(&mutant.file))?;
-            if !text.contains(&mutant.find) {
+            let text = std::fs::read_to_string(solution(mutant.file))?;
+            if !text.contains(mutant.find) {
                 problems.push(format!("mutant `{}`: its text is not in {} any more", mutant.name, mutant.file));
                 continue;
             }
-            std::fs::write(exercise(&mutant.file), text.replacen(&mutant.find, &mutant.replace, 1))?;
+            std::fs::write(exercise(mutant.file), text.replacen(mutant.find, mutant.replace, 1))?;
             let report = grader.grade(phase, Subject::Exercises);
             problems.extend(if mutant.refused {
-                judge_refused(phase, &mutant.name, &report)
+                judge_refused(phase, mutant.name, &report)
             } else {
-                judge(phase, &mutant.name, &report, &mutant.fails, &mutant.may_fail)
+                judge(phase, mutant.name, &report, mutant.fails, mutant.may_fail)
             });
         }
     }
@@ -250,14 +221,14 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
 
 /// What is wrong with one mutant's run: a named check that did not fail, or another that did
 /// not pass. A skip (no GPU here) is neither a catch nor a miss.
-fn judge(phase: &Phase, name: &str, report: &PhaseReport, fails: &[String], may_fail: &[String]) -> Vec<String> {
+fn judge(phase: &Phase, name: &str, report: &PhaseReport, fails: &[&str], may_fail: &[&str]) -> Vec<String> {
     let mut problems = Vec::new();
     for c in &report.checks {
-        let named = fails.contains(&c.id);
+        let named = fails.contains(&c.id.as_str());
         let fine = match c.status {
             Status::Skipped => true,
             Status::Fail if named => true,
-            Status::Fail => may_fail.contains(&c.id),
+            Status::Fail => may_fail.contains(&c.id.as_str()),
             Status::Pass => !named,
             _ => false,
         };

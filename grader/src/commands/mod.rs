@@ -9,4 +9,5 @@ pub mod pack;
 pub mod regrade;
 pub mod reset;
 pub mod rollup;
+pub mod stubs;
 pub mod watch;

@@ -15,6 +15,7 @@ pub struct BackendDiff {
     pub max_abs_diff: f32,
 }
 
+// ANCHOR: compare_backends
 /// **Exercise `compare_backends`.** For each backend in `backends`, in order: compile
 /// `mlp.forward` with it (`dynamo::compile(...).backend(backend)`), call it on `x`, and compare
 /// the output with `mlp.forward(x)` run eagerly, without compiling. Return one [`BackendDiff`]
@@ -23,6 +24,7 @@ pub struct BackendDiff {
 /// Book: `book/src/phase1/exercises.md`, section "compare_backends".
 /// Check: `cargo grader check phase1`.
 pub fn compare_backends(mlp: &Mlp, x: &Tensor, backends: Vec<Box<dyn Backend>>) -> Result<Vec<BackendDiff>> {
+    // ANCHOR: solution
     let expected = mlp.forward(x)?.to_vec()?;
     backends
         .into_iter()
@@ -34,4 +36,6 @@ pub fn compare_backends(mlp: &Mlp, x: &Tensor, backends: Vec<Box<dyn Backend>>) 
             Ok(BackendDiff { backend: name, max_abs_diff })
         })
         .collect()
+    // ANCHOR_END: solution
 }
+// ANCHOR_END: compare_backends

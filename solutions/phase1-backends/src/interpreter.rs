@@ -6,6 +6,7 @@ use engine::backends::{Backend, CompiledGraph};
 use engine::fx::{Arg, Graph, NodeId, NodeKind};
 use engine::{Error, Operand, Result, SourceLocation, Tensor};
 
+// ANCHOR: interpret
 /// **Exercise `interpreter`, part 1.** Run `graph` on `inputs`: bind the placeholders to
 /// `inputs` in order, then walk the nodes in order, applying each call node's op
 /// ([`engine::op::Op::apply`]) to its arguments, and keep every value in an environment keyed by
@@ -19,6 +20,7 @@ use engine::{Error, Operand, Result, SourceLocation, Tensor};
 ///
 /// Book: `book/src/phase1/exercises.md`, section "interpreter". Check: `cargo grader check phase1`.
 pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    // ANCHOR: solution
     let here = SourceLocation::caller();
     if inputs.len() != graph.placeholders().len() {
         return Err(Error::Backend {
@@ -48,8 +50,11 @@ pub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         env.insert(id, value);
     }
     Ok(graph.outputs().iter().map(|id| env[id].clone()).collect())
+    // ANCHOR_END: solution
 }
+// ANCHOR_END: interpret
 
+// ANCHOR: graph_interpreter
 /// **Exercise `interpreter`, part 2.** A backend whose compiled graphs run through
 /// [`interpret`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -63,7 +68,10 @@ impl Backend for GraphInterpreter {
     /// Returns something that runs `graph` with [`interpret`]: a closure taking `&[Tensor]` is a
     /// [`CompiledGraph`].
     fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        // ANCHOR: solution
         let graph = graph.clone();
         Ok(Box::new(move |inputs: &[Tensor]| interpret(&graph, inputs)))
+        // ANCHOR_END: solution
     }
 }
+// ANCHOR_END: graph_interpreter

@@ -26,12 +26,14 @@ pub struct Latency {
     pub stats: CompileStats,
 }
 
+// ANCHOR: median
 /// **Exercise `latency`, part 1.** The median of `samples`: the middle value once sorted, or
 /// the mean of the two middle values when there is an even number of them. Returns
 /// `Duration::ZERO` for no samples.
 ///
 /// Book: `book/src/phase1/exercises.md`, section "latency". Check: `cargo grader check phase1`.
 pub fn median(samples: &[Duration]) -> Duration {
+    // ANCHOR: solution
     let mut sorted = samples.to_vec();
     sorted.sort();
     match sorted.len() {
@@ -39,8 +41,11 @@ pub fn median(samples: &[Duration]) -> Duration {
         n if n % 2 == 1 => sorted[n / 2],
         n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
     }
+    // ANCHOR_END: solution
 }
+// ANCHOR_END: median
 
+// ANCHOR: measure_latency
 /// **Exercise `latency`, part 2.** Build the model and a batch of [`BATCH`] rows on `device`
 /// with [`workload`], compile `mlp.forward` with `backend`, then time `1 + steady_calls` calls
 /// with [`Instant`]: the first call alone, then each of `steady_calls` more. Stop each clock only
@@ -49,6 +54,7 @@ pub fn median(samples: &[Duration]) -> Duration {
 ///
 /// Book: `book/src/phase1/exercises.md`, section "latency". Check: `cargo grader check phase1`.
 pub fn measure_latency(backend: Box<dyn Backend>, device: Device, steady_calls: usize) -> Result<Latency> {
+    // ANCHOR: solution
     let (mlp, x) = workload(device, BATCH)?;
     let name = backend.name().to_string();
     let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(backend);
@@ -60,4 +66,6 @@ pub fn measure_latency(backend: Box<dyn Backend>, device: Device, steady_calls: 
     let first_call = timed_call()?;
     let steady = (0..steady_calls).map(|_| timed_call()).collect::<Result<Vec<_>>>()?;
     Ok(Latency { backend: name, first_call, steady_median: median(&steady), steady, stats: compiled.stats() })
+    // ANCHOR_END: solution
 }
+// ANCHOR_END: measure_latency

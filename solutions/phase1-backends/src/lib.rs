@@ -11,7 +11,12 @@
 //! | `deny_ops` (stretch) | [`deny_ops`] | a backend that refuses graphs calling given ops |
 //!
 //! Read `book/src/phase1/exercises.md`, then check your work with `cargo grader check phase1`.
+//! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
 
+// stub: // The stubs do not use their parameters and imports yet. Delete this line once you are done, to
+// stub: // get the compiler's warnings about your own code back.
+// stub: #![allow(unused_variables, unused_imports, dead_code)]
+// stub:
 pub mod compare;
 pub mod deny_ops;
 pub mod interpreter;

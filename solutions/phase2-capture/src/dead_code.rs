@@ -13,6 +13,7 @@ use engine::{Result, SourceLocation};
 ///
 /// Book: `book/src/phase2/exercises.md`, section "dead_code". Check: `cargo grader check phase2`.
 pub fn eliminate_dead_code(graph: &Graph) -> Result<Graph> {
+    // ANCHOR: solution
     let ids: Vec<NodeId> = graph.ids().collect();
     let mut live = vec![false; ids.len()];
     for &output in graph.outputs() {
@@ -51,5 +52,6 @@ pub fn eliminate_dead_code(graph: &Graph) -> Result<Graph> {
     }
     pass.set_outputs(graph.outputs().iter().map(|o| new_ids[o.index()].expect("outputs are live")).collect())?;
     Ok(pass)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: dead_code

@@ -24,6 +24,7 @@ pub struct CaptureSummary {
 ///
 /// Book: `book/src/phase2/exercises.md`, section "explain_report". Check: `cargo grader check phase2`.
 pub fn summarize(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<CaptureSummary> {
+    // ANCHOR: solution
     let report = dynamo::explain(f).call(x)?;
     let ops: Vec<Vec<String>> = report
         .graphs
@@ -38,5 +39,6 @@ pub fn summarize(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<Cap
         ops,
         inputs: inputs.unwrap_or_default(),
     })
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: summarize

@@ -13,6 +13,10 @@
 //! Read `book/src/phase2/exercises.md`, then check your work with `cargo grader check phase2`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
 
+// stub: // The stubs do not use their parameters and imports yet. Delete this line once you are done, to
+// stub: // get the compiler's warnings about your own code back.
+// stub: #![allow(unused_variables, unused_imports, dead_code)]
+// stub:
 pub mod cse;
 pub mod dead_code;
 pub mod explain_report;

@@ -18,6 +18,7 @@ pub struct LineOps {
 ///
 /// Book: `book/src/phase2/exercises.md`, section "line_table". Check: `cargo grader check phase2`.
 pub fn line_table(graph: &Graph) -> Vec<LineOps> {
+    // ANCHOR: solution
     let mut rows: Vec<LineOps> = Vec::new();
     for node in graph.nodes() {
         let (Some(op), Some(location)) = (node.op(), node.location) else { continue };
@@ -28,5 +29,6 @@ pub fn line_table(graph: &Graph) -> Vec<LineOps> {
         }
     }
     rows
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: line_table

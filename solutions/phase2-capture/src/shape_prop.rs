@@ -15,6 +15,7 @@ use crate::model::shape_rule;
 ///
 /// Book: `book/src/phase2/exercises.md`, section "shape_propagation". Check: `cargo grader check phase2`.
 pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
+    // ANCHOR: solution
     let rank = a.len().max(b.len());
     let size = |s: &[usize], i: usize| if i < rank - s.len() { 1 } else { s[i - (rank - s.len())] };
     (0..rank)
@@ -25,6 +26,7 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
             (x, y) => Err(format!("shapes {a:?} and {b:?} do not broadcast: sizes {x} and {y} at dim {i}")),
         })
         .collect()
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: broadcast
 
@@ -38,6 +40,7 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
 ///
 /// Book: `book/src/phase2/exercises.md`, section "shape_propagation". Check: `cargo grader check phase2`.
 pub fn propagate(graph: &Graph, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>> {
+    // ANCHOR: solution
     let here = engine::SourceLocation::caller();
     if inputs.len() != graph.placeholders().len() {
         return Err(Error::Backend {
@@ -72,5 +75,6 @@ pub fn propagate(graph: &Graph, inputs: &[Vec<usize>]) -> Result<Vec<Vec<usize>>
         shapes.push(shape);
     }
     Ok(shapes)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: propagate

@@ -41,6 +41,7 @@ pub fn measure_break_cost(
     x: &Tensor,
     calls: usize,
 ) -> Result<BreakCost> {
+    // ANCHOR: solution
     let graphs_whole = dynamo::explain(&whole).call(x)?.graph_count();
     let graphs_split = dynamo::explain(&split).call(x)?.graph_count();
     let (whole, split) = (dynamo::compile(&whole), dynamo::compile(&split));
@@ -61,5 +62,6 @@ pub fn measure_break_cost(
         samples[samples.len() / 2]
     };
     Ok(BreakCost { graphs_whole, graphs_split, whole: median(whole_samples), split: median(split_samples) })
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: measure_break_cost

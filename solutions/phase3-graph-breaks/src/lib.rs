@@ -14,6 +14,10 @@
 //! Read `book/src/phase3/exercises.md`, then check your work with `cargo grader check phase3`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
 
+// stub: // The stubs do not use their parameters and imports yet. Delete this line once you are done, to
+// stub: // get the compiler's warnings about your own code back.
+// stub: #![allow(unused_variables, unused_imports, dead_code)]
+// stub:
 pub mod branch;
 pub mod break_cost;
 pub mod custom_op;

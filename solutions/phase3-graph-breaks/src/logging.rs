@@ -11,6 +11,7 @@ use crate::models::Logger;
 ///
 /// Book: `book/src/phase3/exercises.md`, section "logging". Check: `cargo grader check phase3`.
 pub fn normalized(x: &Tensor, logger: &Logger) -> Result<Tensor> {
+    // ANCHOR: solution
     let h = x.tanh()?;
     if !dynamo::is_compiling() {
         logger.log(format!("tanh done, shape {:?}", h.shape()))?;
@@ -20,5 +21,6 @@ pub fn normalized(x: &Tensor, logger: &Logger) -> Result<Tensor> {
         logger.log("softmax done".to_string())?;
     }
     Ok(out)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: normalized

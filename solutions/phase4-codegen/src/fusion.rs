@@ -26,6 +26,7 @@ use engine::inductor::scheduler::{Access, Decision, FusionCandidate, FusionKind,
 /// Book: `book/src/phase4/exercises.md`, section "can_fuse".
 /// Check: `cargo grader check phase4`.
 pub fn can_fuse(c: &FusionCandidate) -> Decision {
+    // ANCHOR: solution
     if c.own == LoopKind::Extern {
         return Decision::Refuse(format!("{} is an extern library call: it cannot be fused", c.op));
     }
@@ -58,5 +59,6 @@ pub fn can_fuse(c: &FusionCandidate) -> Decision {
         ));
     }
     Decision::Fuse(kind)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: can_fuse

@@ -44,6 +44,7 @@ pub struct KernelSummary {
 /// Book: `book/src/phase4/exercises.md`, section "inspect".
 /// Check: `cargo grader check phase4`.
 pub fn parse_kernel_name(name: &str) -> Option<(KernelKind, Vec<String>)> {
+    // ANCHOR: solution
     let (prefix, rest) = name.split_once("_fused_")?;
     let kind = match prefix {
         "poi" => KernelKind::Pointwise,
@@ -57,6 +58,7 @@ pub fn parse_kernel_name(name: &str) -> Option<(KernelKind, Vec<String>)> {
         return None;
     }
     Some((kind, ops.split('_').map(String::from).collect()))
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: parse_kernel_name
 
@@ -69,6 +71,7 @@ pub fn parse_kernel_name(name: &str) -> Option<(KernelKind, Vec<String>)> {
 /// Book: `book/src/phase4/exercises.md`, section "inspect".
 /// Check: `cargo grader check phase4`.
 pub fn inspect(model: Model, inputs: &[Tensor]) -> Result<Vec<KernelSummary>> {
+    // ANCHOR: solution
     let inductor = Inductor::default();
     dynamo::compile(model).backend(inductor.clone()).call(inputs)?;
     let code = inductor.output_codes().pop().ok_or_else(|| Error::Backend {
@@ -76,9 +79,11 @@ pub fn inspect(model: Model, inputs: &[Tensor]) -> Result<Vec<KernelSummary>> {
         message: "the model was called but nothing was compiled".into(),
     })?;
     code.kernels.iter().map(summarise).collect()
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: inspect
 
+// ANCHOR: solution-only
 fn summarise(kernel: &KernelCode) -> Result<KernelSummary> {
     let (kind, ops) = parse_kernel_name(&kernel.name).ok_or_else(|| Error::Backend {
         backend: "inductor".into(),
@@ -92,3 +97,4 @@ fn summarise(kernel: &KernelCode) -> Result<KernelSummary> {
         bytes: kernel.args.iter().map(|a| a.elements * 4).sum(),
     })
 }
+// ANCHOR_END: solution-only

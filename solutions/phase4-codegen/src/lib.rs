@@ -1,4 +1,4 @@
-//! Phase 4 of the workbook: the code Inductor generates, read and written (reference solutions).
+//! Phase 4 of the workbook: the code Inductor generates, read and written.
 //!
 //! [`models`] gives the models the exercises compile. The exercises, in order:
 //!
@@ -13,6 +13,10 @@
 //! Read `book/src/phase4/exercises.md`, then check your work with `cargo grader check phase4`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
 
+// stub: // The stubs do not use their parameters and imports yet. Delete this line once you are done, to
+// stub: // get the compiler's warnings about your own code back.
+// stub: #![allow(unused_variables, unused_imports, dead_code)]
+// stub:
 pub mod fusion;
 pub mod inspect;
 // The given models live once in the shared `workbook-models` crate, for both this crate and its

@@ -25,6 +25,7 @@ use engine::inductor::kernel::{Kernel, KernelBody, Stmt, Value};
 /// Book: `book/src/phase4/exercises.md`, section "pointwise_c".
 /// Check: `cargo grader check phase4`.
 pub fn pointwise_c(kernel: &Kernel) -> String {
+    // ANCHOR: solution
     let KernelBody::Pointwise(stmts) = &kernel.body else {
         panic!("pointwise_c prints pointwise kernels; {} is a reduction", kernel.name)
     };
@@ -34,6 +35,7 @@ pub fn pointwise_c(kernel: &Kernel) -> String {
     }
     out.push_str("    }\n}\n");
     out
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: pointwise_c
 
@@ -54,6 +56,7 @@ pub fn pointwise_c(kernel: &Kernel) -> String {
 /// Book: `book/src/phase4/exercises.md`, section "pointwise_cuda".
 /// Check: `cargo grader check phase4` (on a GPU; elsewhere the check is skipped).
 pub fn pointwise_cuda(kernel: &Kernel) -> String {
+    // ANCHOR: solution
     let KernelBody::Pointwise(stmts) = &kernel.body else {
         panic!("pointwise_cuda prints pointwise kernels; {} is a reduction", kernel.name)
     };
@@ -73,9 +76,11 @@ pub fn pointwise_cuda(kernel: &Kernel) -> String {
     }
     out.push_str("    }\n}\n");
     out
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: pointwise_cuda
 
+// ANCHOR: solution-only
 /// A C kernel's signature, its argument pointers and the start of its parallel loop over `x`.
 pub(crate) fn c_header(kernel: &Kernel) -> String {
     let mut out = format!("void {}(float* const* args, int64_t xnumel) {{\n", kernel.name);
@@ -108,3 +113,4 @@ pub(crate) fn line(kernel: &Kernel, stmt: &Stmt, dialect: Dialect) -> String {
         Stmt::Store { arg, index, value: v } => format!("{}[{}] = {};", kernel.args[*arg].name, index.to_c(), value(v)),
     }
 }
+// ANCHOR_END: solution-only

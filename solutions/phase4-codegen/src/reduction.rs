@@ -1,10 +1,14 @@
 //! Exercise `reduction_c` (stretch): print a row-reduction kernel, the kind softmax and layer
 //! norm become, as C.
 
+// ANCHOR: solution
+// stub: use engine::inductor::codegen::{Dialect, constant, identity, op_expr};
+// stub: use engine::inductor::kernel::{Combine, Kernel, KernelBody, Phase, Stmt, Value};
 use engine::inductor::codegen::{Dialect, identity};
 use engine::inductor::kernel::{Combine, Kernel, KernelBody, Phase};
 
 use crate::pointwise::{c_header, line, value};
+// ANCHOR_END: solution
 
 // ANCHOR: reduction_c
 /// **Exercise `reduction_c` (stretch).** Print `kernel` (a reduction kernel: its body is
@@ -23,6 +27,7 @@ use crate::pointwise::{c_header, line, value};
 /// Book: `book/src/phase4/exercises.md`, section "reduction_c".
 /// Check: `cargo grader check phase4`.
 pub fn reduction_c(kernel: &Kernel) -> String {
+    // ANCHOR: solution
     let KernelBody::Reduction { row_len, phases, .. } = &kernel.body else {
         panic!("reduction_c prints reduction kernels; {} is pointwise", kernel.name)
     };
@@ -55,5 +60,6 @@ pub fn reduction_c(kernel: &Kernel) -> String {
     }
     out.push_str("    }\n}\n");
     out
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: reduction_c

@@ -26,6 +26,7 @@ pub struct Costs {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "break_even". Check: `cargo grader check phase5`.
 pub fn break_even(costs: &Costs) -> Option<u64> {
+    // ANCHOR: solution
     let Costs { first_call, compiled, eager } = *costs;
     if first_call <= eager {
         return Some(1);
@@ -35,6 +36,7 @@ pub fn break_even(costs: &Costs) -> Option<u64> {
     }
     // first_call + (n - 1) c <= n e  <=>  n >= (first_call - c) / (e - c)
     Some(((first_call - compiled) / (eager - compiled)).ceil().max(1.0) as u64)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: break_even
 
@@ -50,6 +52,7 @@ pub fn break_even(costs: &Costs) -> Option<u64> {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "break_even". Check: `cargo grader check phase5`.
 pub fn measure_costs(device: Device, rows: usize, cols: usize, config: &TimerConfig) -> Result<Costs> {
+    // ANCHOR: solution
     let x = Tensor::randn(&[rows, cols], 1).to(device)?;
     let (weight, bias) = (Tensor::randn(&[cols], 2).to(device)?, Tensor::randn(&[cols], 3).to(device)?);
     let eager = |x: Tensor| naive_layer_norm(&x, &weight, &bias);
@@ -62,5 +65,6 @@ pub fn measure_costs(device: Device, rows: usize, cols: usize, config: &TimerCon
     let steady = do_bench(device, config, || compiled.call(&x).map(drop))?;
     let eager = do_bench(device, config, || eager(x.clone()).map(drop))?;
     Ok(Costs { first_call, compiled: steady.median(), eager: eager.median() })
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: measure_costs

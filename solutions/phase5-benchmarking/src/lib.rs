@@ -1,4 +1,4 @@
-//! Phase 5 of the workbook: benchmarking, measured honestly (reference solutions).
+//! Phase 5 of the workbook: benchmarking, measured honestly.
 //!
 //! [`models`] gives the workloads the course times: the MLP 512-2048-512, the naive transformer
 //! block, naive softmax and layer norm. The exercises, in order:
@@ -15,6 +15,10 @@
 //! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
 
+// stub: // The stubs do not use their parameters and imports yet. Delete this line once you are done, to
+// stub: // get the compiler's warnings about your own code back.
+// stub: #![allow(unused_variables, unused_imports, unused_mut, dead_code)]
+// stub:
 pub mod break_even;
 pub mod challenge;
 // The given workloads live once in the shared `workbook-models` crate, for both this crate and its

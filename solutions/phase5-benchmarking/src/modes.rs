@@ -29,6 +29,7 @@ pub struct ModeCosts {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "modes". Check: `cargo grader check phase5`.
 pub fn measure_modes(device: Device, batch: usize, config: &TimerConfig) -> Result<Vec<ModeCosts>> {
+    // ANCHOR: solution
     let mlp = Mlp::new(SEED, device)?;
     let x = Tensor::randn(&[batch, MLP_FEATURES], batch as u64).to(device)?;
     let eager = do_bench(device, config, || mlp.forward(&x).map(drop))?.median();
@@ -44,6 +45,7 @@ pub fn measure_modes(device: Device, batch: usize, config: &TimerConfig) -> Resu
         rows.push(ModeCosts { mode, costs: Costs { first_call, compiled: steady, eager } });
     }
     Ok(rows)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: measure_modes
 
@@ -53,6 +55,8 @@ pub fn measure_modes(device: Device, batch: usize, config: &TimerConfig) -> Resu
 ///
 /// Book: `book/src/phase5/exercises.md`, section "modes". Check: `cargo grader check phase5`.
 pub fn fastest(rows: &[ModeCosts]) -> Option<Mode> {
+    // ANCHOR: solution
     rows.iter().reduce(|best, row| if row.costs.compiled < best.costs.compiled { row } else { best }).map(|r| r.mode)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: fastest

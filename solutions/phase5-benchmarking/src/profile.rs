@@ -28,6 +28,7 @@ pub struct KernelShare {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "profile". Check: `cargo grader check phase5`.
 pub fn top_kernels(forward: impl Fn(&Tensor) -> Result<Tensor>, x: &Tensor, calls: usize) -> Result<Vec<KernelShare>> {
+    // ANCHOR: solution
     let device = x.device();
     let compiled = dynamo::compile(|x: Tensor| forward(&x));
     compiled.call(x)?;
@@ -51,5 +52,6 @@ pub fn top_kernels(forward: impl Fn(&Tensor) -> Result<Tensor>, x: &Tensor, call
     let total: f64 = kernels.iter().map(|r| time(r)).sum();
     let top = kernels.iter().take(TOP);
     Ok(top.map(|r| KernelShare { name: r.name.clone(), kind: r.kind, share: time(r) / total }).collect())
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: top_kernels

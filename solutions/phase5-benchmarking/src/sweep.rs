@@ -40,6 +40,7 @@ impl Point {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "sweep". Check: `cargo grader check phase5`.
 pub fn sweep_mlp(device: Device, batches: &[usize], config: &TimerConfig) -> Result<Vec<Point>> {
+    // ANCHOR: solution
     let mlp = Mlp::new(SEED, device)?;
     let mut points = Vec::with_capacity(batches.len());
     for &batch in batches {
@@ -50,6 +51,7 @@ pub fn sweep_mlp(device: Device, batches: &[usize], config: &TimerConfig) -> Res
         points.push(Point { batch, eager: eager.median(), compiled: compiled.median() });
     }
     Ok(points)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: sweep_mlp
 
@@ -60,9 +62,11 @@ pub fn sweep_mlp(device: Device, batches: &[usize], config: &TimerConfig) -> Res
 ///
 /// Book: `book/src/phase5/exercises.md`, section "sweep". Check: `cargo grader check phase5`.
 pub fn crossover(points: &[Point], min_speedup: f64) -> Option<usize> {
+    // ANCHOR: solution
     let losing = points.iter().rposition(|p| p.speedup() < min_speedup);
     let first_winning = losing.map_or(0, |i| i + 1);
     points.get(first_winning).map(|p| p.batch)
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: crossover
 
@@ -74,10 +78,13 @@ pub fn crossover(points: &[Point], min_speedup: f64) -> Option<usize> {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "sweep". Check: `cargo grader check phase5`.
 pub fn plot_svg(points: &[Point], title: &str, path: &Path) -> Result<()> {
+    // ANCHOR: solution
     draw(points, title, path).map_err(|e| Error::Io { path: path.to_path_buf(), message: e.to_string() })
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: plot_svg
 
+// ANCHOR: solution-only
 fn draw(points: &[Point], title: &str, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let milliseconds = points.iter().flat_map(|p| [p.eager * 1e3, p.compiled * 1e3]);
     let (low, high) = milliseconds.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
@@ -107,3 +114,4 @@ fn draw(points: &[Point], title: &str, path: &Path) -> std::result::Result<(), B
     root.present()?;
     Ok(())
 }
+// ANCHOR_END: solution-only

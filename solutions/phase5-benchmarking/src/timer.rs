@@ -53,6 +53,7 @@ impl Measurement {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "timer". Check: `cargo grader check phase5`.
 pub fn quantile(samples: &[f64], q: f64) -> f64 {
+    // ANCHOR: solution
     if samples.is_empty() {
         return f64::NAN;
     }
@@ -62,6 +63,7 @@ pub fn quantile(samples: &[f64], q: f64) -> f64 {
     let (low, high) = (position.floor() as usize, position.ceil() as usize);
     let fraction = position - low as f64;
     sorted[low] + (sorted[high] - sorted[low]) * fraction
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: quantile
 
@@ -73,6 +75,7 @@ pub fn quantile(samples: &[f64], q: f64) -> f64 {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "timer". Check: `cargo grader check phase5`.
 pub fn is_stable(samples: &[f64], config: &TimerConfig) -> bool {
+    // ANCHOR: solution
     let n = samples.len();
     if n >= config.max_samples {
         return true;
@@ -83,6 +86,7 @@ pub fn is_stable(samples: &[f64], config: &TimerConfig) -> bool {
     let all = quantile(samples, 0.5);
     let before = quantile(&samples[..n - config.round], 0.5);
     (all - before).abs() <= config.stable_within * all
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: is_stable
 
@@ -98,6 +102,7 @@ pub fn is_stable(samples: &[f64], config: &TimerConfig) -> bool {
 ///
 /// Book: `book/src/phase5/exercises.md`, section "timer". Check: `cargo grader check phase5`.
 pub fn do_bench(device: Device, config: &TimerConfig, mut f: impl FnMut() -> Result<()>) -> Result<Measurement> {
+    // ANCHOR: solution
     for _ in 0..config.warmup {
         f()?;
     }
@@ -121,5 +126,6 @@ pub fn do_bench(device: Device, config: &TimerConfig, mut f: impl FnMut() -> Res
         }
     }
     Ok(Measurement { samples })
+    // ANCHOR_END: solution
 }
 // ANCHOR_END: do_bench

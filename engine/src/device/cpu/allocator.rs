@@ -17,6 +17,7 @@
 //! product whose rows all start 16 bytes past a line (where the system allocator puts large
 //! blocks) runs markedly slower than the same product on aligned rows (bench/NOTES-cpu.md).
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, OnceLock};
@@ -46,12 +47,33 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache { free: VecDeque::new(), bytes: 0 
 /// model whose buffers do not all fit (eager attention's `[8, 12, 1024, 1024]` scores are 400 MB
 /// each) evicts the buffers freed longest ago.
 fn capacity() -> usize {
-    static CAPACITY: OnceLock<usize> = OnceLock::new();
-    *CAPACITY.get_or_init(|| {
+    (machine_memory() / 8).clamp(256 << 20, 4 << 30)
+}
+
+/// The machine's physical memory in bytes (0 when the system does not say).
+fn machine_memory() -> usize {
+    static MEMORY: OnceLock<usize> = OnceLock::new();
+    *MEMORY.get_or_init(|| {
         // SAFETY: sysconf only reads system configuration.
         let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-        let memory = usize::try_from(pages).unwrap_or(0).saturating_mul(usize::try_from(page).unwrap_or(0));
-        (memory / 8).clamp(256 << 20, 4 << 30)
+        usize::try_from(pages).unwrap_or(0).saturating_mul(usize::try_from(page).unwrap_or(0))
+    })
+}
+
+/// Why a buffer of `len` elements cannot be allocated, if it is larger than the machine's memory
+/// (counted as `f32`s, the widest dtype a kernel computes in): Rust aborts the whole process when
+/// an allocation fails, so a kernel's output (or a dense copy of an input) that could never fit
+/// is refused before it is asked for, as PyTorch's `DefaultCPUAllocator` refuses it with an
+/// error.
+pub(crate) fn too_large(len: usize) -> Option<String> {
+    let (bytes, memory) = (len.saturating_mul(size_of::<f32>()), machine_memory());
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+    (memory > 0 && bytes > memory).then(|| {
+        format!(
+            "it needs a buffer of {len} elements ({:.1} GiB), more than this machine's {:.1} GiB",
+            gib(bytes),
+            gib(memory)
+        )
     })
 }
 
@@ -71,10 +93,10 @@ pub(crate) fn uninit_of(dtype: DType, len: usize) -> HostBuffer {
             && let Some(memory) = cache.free.remove(at)
         {
             cache.bytes -= lines * ALIGN_BYTES;
-            return HostBuffer { memory, len, dtype };
+            return HostBuffer { memory: UnsafeCell::new(memory), len, dtype };
         }
     }
-    HostBuffer { memory: zeroed_lines(lines), len, dtype }
+    HostBuffer { memory: UnsafeCell::new(zeroed_lines(lines)), len, dtype }
 }
 
 /// `lines` zeroed lines from the system allocator, which hands large requests out as untouched
@@ -123,7 +145,9 @@ fn recycle(memory: Vec<Line>) {
 /// An `f32` buffer dereferences to `[f32]`, which is how the `f32` kernels read and write it;
 /// [`HostBuffer::elements`] gives any buffer's elements in their own type.
 pub(crate) struct HostBuffer {
-    memory: Vec<Line>,
+    /// In a cell: a tensor's elements are read through shared handles, and written through one
+    /// only by [`HostBuffer::write_shared`] (an optimizer updating a parameter in place).
+    memory: UnsafeCell<Vec<Line>>,
     len: usize,
     dtype: DType,
 }
@@ -232,7 +256,25 @@ macro_rules! stored {
 }
 stored!(f32 => F32, f16 => F16, bf16 => BF16, F8E4M3 => F8E4M3, F8E5M2 => F8E5M2);
 
-impl Elements<'_> {
+impl<'a> Elements<'a> {
+    /// The `len` elements of `dtype` from `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to `len` elements of `dtype`, aligned for it, valid and unwritten for `'a`.
+    pub(crate) unsafe fn from_raw(ptr: *const u8, len: usize, dtype: DType) -> Elements<'a> {
+        // SAFETY: forwarded to the caller; every bit pattern is a valid element.
+        unsafe {
+            match dtype {
+                DType::F32 => Elements::F32(std::slice::from_raw_parts(ptr.cast(), len)),
+                DType::F16 => Elements::F16(std::slice::from_raw_parts(ptr.cast(), len)),
+                DType::BF16 => Elements::BF16(std::slice::from_raw_parts(ptr.cast(), len)),
+                DType::F8E4M3 => Elements::F8E4M3(std::slice::from_raw_parts(ptr.cast(), len)),
+                DType::F8E5M2 => Elements::F8E5M2(std::slice::from_raw_parts(ptr.cast(), len)),
+            }
+        }
+    }
+
     /// Element `i` as an `f32`.
     pub(crate) fn get(&self, i: usize) -> f32 {
         with_elements!(self, s => s[i].to_f32())
@@ -250,7 +292,73 @@ impl Elements<'_> {
     }
 }
 
+impl<'a> ElementsMut<'a> {
+    /// The `len` elements of `dtype` from `ptr`, writable.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to `len` elements of `dtype`, aligned for it, valid for `'a` and accessed
+    /// through nothing else meanwhile.
+    pub(crate) unsafe fn from_raw(ptr: *mut u8, len: usize, dtype: DType) -> ElementsMut<'a> {
+        // SAFETY: forwarded to the caller; every bit pattern is a valid element.
+        unsafe {
+            match dtype {
+                DType::F32 => ElementsMut::F32(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+                DType::F16 => ElementsMut::F16(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+                DType::BF16 => ElementsMut::BF16(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+                DType::F8E4M3 => ElementsMut::F8E4M3(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+                DType::F8E5M2 => ElementsMut::F8E5M2(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+            }
+        }
+    }
+
+    /// Element `i` as an `f32`.
+    pub(crate) fn get(&self, i: usize) -> f32 {
+        with_elements_mut!(self, s => s[i].to_f32())
+    }
+
+    /// Stores `value` as element `i`, rounded to nearest (ties to even).
+    pub(crate) fn set(&mut self, i: usize, value: f32) {
+        with_elements_mut!(self, s => s[i] = Element::from_f32(value))
+    }
+}
+
+// SAFETY: shared handles only read the elements, except `write_shared`, whose callers ensure that
+// nothing reads or writes those elements meanwhile; everything else needs `&mut`.
+unsafe impl Sync for HostBuffer {}
+
 impl HostBuffer {
+    /// The lines, read through a shared handle.
+    fn lines(&self) -> &Vec<Line> {
+        // SAFETY: only `write_shared` writes through a shared handle, and its callers ensure no
+        // reference from here is alive meanwhile.
+        unsafe { &*self.memory.get() }
+    }
+
+    /// Copies `values`, rounded to the buffer's dtype, over elements
+    /// `offset..offset + values.len()` through a shared handle, so that every tensor reading this
+    /// buffer sees them: how an optimizer updates a parameter in place (`param.copy_(new)` in
+    /// PyTorch).
+    ///
+    /// # Safety
+    ///
+    /// Nothing may read or write this buffer while the copy runs (no slice of it alive on this
+    /// thread, no kernel reading it on another).
+    pub(crate) unsafe fn write_shared(&self, offset: usize, values: &[f32]) {
+        assert!(offset + values.len() <= self.len, "the write stays inside the buffer");
+        let (dtype, len) = (self.dtype, self.len);
+        // SAFETY: the caller guarantees that no reference into the memory is alive; the lines
+        // hold `len` elements of `dtype`, and the range is inside them (checked above).
+        let lines = unsafe { &mut *self.memory.get() };
+        for_dtype!(dtype, T => {
+            // SAFETY: as above; every bit pattern is a valid element.
+            let elements = unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<T>(), len) };
+            for (e, &v) in elements[offset..offset + values.len()].iter_mut().zip(values) {
+                *e = T::from_f32(v);
+            }
+        })
+    }
+
     /// A new buffer holding a copy of `values`.
     pub(crate) fn copy_of(values: &[f32]) -> HostBuffer {
         let mut buffer = uninit(values.len());
@@ -309,19 +417,19 @@ impl HostBuffer {
     /// The raw bytes of the elements.
     pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: the lines hold at least `len * size` initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.memory.as_ptr().cast(), self.len * self.dtype.size_in_bytes()) }
+        unsafe { std::slice::from_raw_parts(self.lines().as_ptr().cast(), self.len * self.dtype.size_in_bytes()) }
     }
 
     /// The raw bytes, writable.
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         let n = self.len * self.dtype.size_in_bytes();
         // SAFETY: as for `bytes`, with the borrow exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.memory.as_mut_ptr().cast(), n) }
+        unsafe { std::slice::from_raw_parts_mut(self.memory.get_mut().as_mut_ptr().cast(), n) }
     }
 
     /// The address of element 0, for generated kernels.
     pub(crate) fn as_mut_ptr_bytes(&mut self) -> *mut u8 {
-        self.memory.as_mut_ptr().cast()
+        self.memory.get_mut().as_mut_ptr().cast()
     }
 
     /// The elements as `T`, which must be the buffer's element type.
@@ -329,14 +437,14 @@ impl HostBuffer {
         assert_eq!(T::DTYPE, self.dtype, "a {} buffer read as {}", self.dtype, T::DTYPE);
         // SAFETY: the memory is 64-byte aligned, holds `len` elements of T (every bit pattern is
         // a valid value of each element type), and lives as long as the borrow.
-        unsafe { std::slice::from_raw_parts(self.memory.as_ptr().cast(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.lines().as_ptr().cast(), self.len) }
     }
 
     /// The elements as `T`, writable; `T` must be the buffer's element type.
     pub(crate) fn typed_mut<T: Element>(&mut self) -> &mut [T] {
         assert_eq!(T::DTYPE, self.dtype, "a {} buffer written as {}", self.dtype, T::DTYPE);
         // SAFETY: as for `typed`, with the borrow exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.memory.as_mut_ptr().cast(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.memory.get_mut().as_mut_ptr().cast(), self.len) }
     }
 }
 
@@ -363,7 +471,7 @@ impl DerefMut for HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        recycle(std::mem::take(&mut self.memory));
+        recycle(std::mem::take(self.memory.get_mut()));
     }
 }
 

@@ -7,13 +7,15 @@
 //!   GEMMs, flash attention.
 //!
 //! What both share is here and beside it: the allocator, strided gathers, the elementwise
-//! kernels (`pointwise.rs`), `cat`, `copy` and custom ops, and the conversions between a
-//! buffer's dtype and the `f32` every kernel computes in (`convert.rs`). [`vecmath`] is the
-//! vector math the tuned kernels and the C that Inductor generates both call, from one set of
-//! coefficients.
+//! kernels (`pointwise.rs`), what the device has once ([`Cpu`]: `copy`, `cat`, custom ops), and
+//! the conversions between a buffer's dtype and the `f32` every kernel computes in
+//! (`convert.rs`). [`vecmath`] is the vector math the tuned kernels and the C that Inductor
+//! generates both call, from one set of coefficients.
 
 mod allocator;
-pub(crate) use allocator::{Elements, ElementsMut, HostBuffer, Stored, for_dtype, uninit, uninit_of, with_elements};
+pub(crate) use allocator::{
+    Elements, ElementsMut, HostBuffer, Stored, for_dtype, too_large, uninit, uninit_of, with_elements,
+};
 mod convert;
 pub(crate) use convert::{Widened, bf16_bits_to_f32, f32_to_bf16_bits, in_f32, widen_bytes};
 mod gather;
@@ -25,7 +27,10 @@ use tuned::Tuned;
 pub(crate) use tuned::{Epilogue, matmul_into};
 pub(crate) mod vecmath;
 
-use super::provider::{self, Kernels, kernels};
+use std::convert::Infallible;
+use std::marker::PhantomData;
+
+use super::provider::{self, DeviceKernels, Kernels, kernels};
 use crate::dtype::{DType, bf16, f16};
 use crate::layout::{Layout, numel};
 use crate::op::{CustomOp, Op};
@@ -88,6 +93,58 @@ impl Loops for AsWritten {
     #[inline(always)]
     fn run<R>(f: impl FnOnce() -> R) -> R {
         f()
+    }
+}
+
+/// The CPU: host memory, and the kernels both of its providers share, their conversions
+/// between dtypes compiled as `L` says (element by element for the plain provider, in vectors for
+/// the tuned one).
+pub(crate) struct Cpu<L>(PhantomData<L>);
+
+impl<L> Cpu<L> {
+    /// The CPU, converting as `L` does.
+    pub(crate) const NEW: Self = Cpu(PhantomData);
+}
+
+impl<L: Loops> DeviceKernels for Cpu<L> {
+    type Buffer = HostBuffer;
+    type Output = HostBuffer;
+    type Error = Infallible;
+
+    fn copy(&self, x: Input, _out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
+        Ok(copy::<L>(x, dtype))
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
+        Ok(cat(inputs, dim, out_shape))
+    }
+
+    /// The op's compiled C loop over the inputs (widened to `f32`), made dense at the output's
+    /// shape, stored as `dtype`.
+    fn custom(
+        &self,
+        op: &CustomOp,
+        inputs: &[Input],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<HostBuffer, Infallible> {
+        Ok(custom::<L>(op, inputs, out_shape, dtype))
+    }
+
+    fn scaled_mm(&self, _: [Input; 4], _: &[usize], _: DType) -> Result<HostBuffer, Infallible> {
+        unreachable!("the eager dispatcher and Inductor refuse FP8 products on the CPU before a kernel runs")
+    }
+
+    fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
+        Ok(values.to_vec().into())
+    }
+
+    fn as_input(output: &HostBuffer) -> &HostBuffer {
+        output
+    }
+
+    fn dtype(buffer: &HostBuffer) -> DType {
+        buffer.dtype()
     }
 }
 

@@ -1,28 +1,29 @@
 //! The plain CPU kernels: each op family as the loop a reader would write first, walking every
 //! line of the input once with one accumulator and libm's functions, attention composed of two
 //! products and a softmax. What an eager op computes can be read here without the fast paths
-//! (`tuned/`); the tuned kernels are tested against these (`tests/kernel_providers.rs`), and
+//! (`tuned/`); the tuned kernels are tested against these
+//! (`tests/eager_reference/kernel_providers.rs`), and
 //! [`with_kernels`](crate::device::with_kernels) runs a program on them.
 
 use std::convert::Infallible;
 
 use super::pointwise::input_dtype;
-use super::{
-    AsWritten, HostBuffer, Input, allocator, cat, contiguous, copy, custom, in_f32, max_nan, pointwise, split_at_dim,
-};
-use crate::device::provider::{KernelProvider, composed_attention};
+use super::{AsWritten, Cpu, HostBuffer, Input, allocator, contiguous, in_f32, max_nan, pointwise, split_at_dim};
+use crate::device::provider::{KernelProvider, composed_attention, composed_attention_backward};
 use crate::dtype::DType;
 use crate::layout::{Layout, numel};
-use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, ReduceOp, UnaryOp};
 use crate::parallel;
 
 /// The CPU's plain kernels.
 pub(crate) struct Plain;
 
 impl KernelProvider for Plain {
-    type Buffer = HostBuffer;
-    type Output = HostBuffer;
-    type Error = Infallible;
+    type Device = Cpu<AsWritten>;
+
+    fn device(&self) -> &Cpu<AsWritten> {
+        &Cpu::NEW
+    }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::unary::<AsWritten>(op, x, out_shape))
@@ -41,20 +42,6 @@ impl KernelProvider for Plain {
 
     fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::where_::<AsWritten>(cond, a, b, out_shape, dtype))
-    }
-
-    fn copy(&self, x: Input, _out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
-        Ok(copy::<AsWritten>(x, dtype))
-    }
-
-    fn custom(
-        &self,
-        op: &CustomOp,
-        inputs: &[Input],
-        out_shape: &[usize],
-        dtype: DType,
-    ) -> Result<HostBuffer, Infallible> {
-        Ok(custom::<AsWritten>(op, inputs, out_shape, dtype))
     }
 
     // The row kernels below compute on `f32` buffers: half-precision inputs are widened first
@@ -80,24 +67,8 @@ impl KernelProvider for Plain {
         composed_attention(self, inputs, params)
     }
 
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(cat(inputs, dim, out_shape))
-    }
-
-    fn scaled_mm(&self, _: [Input; 4], _: &[usize], _: DType) -> Result<HostBuffer, Infallible> {
-        unreachable!("the eager dispatcher and Inductor refuse FP8 products on the CPU before a kernel runs")
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
-        Ok(values.to_vec().into())
-    }
-
-    fn as_input(output: &HostBuffer) -> &HostBuffer {
-        output
-    }
-
-    fn dtype(buffer: &HostBuffer) -> DType {
-        buffer.dtype()
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
+        composed_attention_backward(self, inputs, params)
     }
 }
 

@@ -232,19 +232,28 @@ fn c_float(v: f32) -> String {
     format!("{v:?}f")
 }
 
-/// The C function [`c_source`] defines for `op`, where it has one.
-pub(crate) fn c_function(op: UnaryOp) -> Option<&'static str> {
+/// A vector-math function: the name [`c_source`] defines it by, and the Rust function that
+/// computes the same values.
+pub(crate) type Function = (&'static str, fn(f32) -> f32);
+
+/// The vector-math function for `op`, where there is one.
+pub(crate) fn for_op(op: UnaryOp) -> Option<Function> {
     Some(match op {
-        UnaryOp::Exp => "vm_exp",
-        UnaryOp::Log => "vm_log",
-        UnaryOp::Sin => "vm_sin",
-        UnaryOp::Cos => "vm_cos",
-        UnaryOp::Tanh => "vm_tanh",
-        UnaryOp::Erf => "vm_erf",
-        UnaryOp::Sigmoid => "vm_sigmoid",
-        UnaryOp::Gelu => "vm_gelu",
+        UnaryOp::Exp => ("vm_exp", exp),
+        UnaryOp::Log => ("vm_log", log),
+        UnaryOp::Sin => ("vm_sin", sin),
+        UnaryOp::Cos => ("vm_cos", cos),
+        UnaryOp::Tanh => ("vm_tanh", tanh),
+        UnaryOp::Erf => ("vm_erf", erf),
+        UnaryOp::Sigmoid => ("vm_sigmoid", sigmoid),
+        UnaryOp::Gelu => ("vm_gelu", gelu),
         _ => return None,
     })
+}
+
+/// The C function [`c_source`] defines for `op`, where it has one.
+pub(crate) fn c_function(op: UnaryOp) -> Option<&'static str> {
+    for_op(op).map(|(name, _)| name)
 }
 
 /// The same functions in C (`vm_exp`, `vm_log`, `vm_sin`, `vm_cos`, `vm_tanh`, `vm_erf`,

@@ -90,19 +90,30 @@ impl CudaBuffer {
     /// kernels already hold the address of.
     pub fn write_prefix(&self, src: &CudaBuffer) -> Result<(), CudaError> {
         debug_assert!(src.dtype == self.dtype && src.len <= self.len, "the source fits the buffer");
-        let bytes = src.len * src.dtype.size_in_bytes();
-        if bytes > 0 {
-            // SAFETY: both addresses are device allocations on this device, `src` holds `bytes`
-            // and this buffer at least as many; the copy is ordered on the device's one stream.
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    self.ptr(),
-                    src.ptr(),
-                    bytes,
-                    self.device.stream().cu_stream(),
-                )
-            }?;
+        self.write_from(0, src, 0, src.len)
+    }
+
+    /// Queues a copy of `len` elements of `src` (of this buffer's dtype) from `src_start` over
+    /// elements `start..` of this buffer, through a shared handle (device memory is not Rust
+    /// memory: the copy is ordered on the stream with every kernel reading the buffer). How a
+    /// parameter is updated in place.
+    pub fn write_from(&self, start: usize, src: &CudaBuffer, src_start: usize, len: usize) -> Result<(), CudaError> {
+        if len == 0 {
+            return Ok(());
         }
+        assert!(start + len <= self.len && src_start + len <= src.len, "copy within both buffers");
+        assert_eq!(src.dtype, self.dtype, "a copy between buffers of one dtype");
+        let bytes = len * self.dtype.size_in_bytes();
+        // SAFETY: both ranges lie inside live allocations of this device (checked above), and the
+        // copy is queued on the stream every kernel of the device uses, after what reads them.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                self.ptr_at(start),
+                src.ptr_at(src_start),
+                bytes,
+                self.device.stream().cu_stream(),
+            )
+        }?;
         Ok(())
     }
 

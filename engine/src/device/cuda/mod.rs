@@ -14,7 +14,7 @@
 //! | tensor memory and host transfers | `buffer` |
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
-//! | kernel launchers: the plain kernels ([`Plain`]), in every dtype | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS; FP8 through `tuned::cublaslt`) |
+//! | kernel launchers: the plain kernels (`Plain`), in every dtype | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS; FP8 through `tuned::cublaslt`) |
 //! | the fast paths ([`tuned`]): flash attention, and compiled code's GEMMs (cuBLASLt with epilogues, the engine's few-row and tensor-core kernels) | `tuned::*` |
 //! | the cuBLASLt handle | `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
@@ -54,7 +54,7 @@ use tuned::Tuned;
 
 use std::sync::Arc;
 
-use super::provider::{self, KernelProvider, composed_attention, kernels};
+use super::provider::{self, DeviceKernels, KernelProvider, composed_attention, composed_attention_backward, kernels};
 use crate::dtype::DType;
 use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 use pointwise::Kernels;
@@ -79,14 +79,58 @@ pub(crate) fn execute(
     }
 }
 
+/// A GPU: its memory, and the kernels both of its providers share.
+impl DeviceKernels for Arc<CudaDevice> {
+    type Buffer = CudaBuffer;
+    type Output = CudaBuffer;
+    type Error = CudaError;
+
+    fn copy(&self, x: Input, out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager("copy"), &[x], out_shape, dtype)
+    }
+
+    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
+        cat::cat(self, inputs, dim, out_shape)
+    }
+
+    fn custom(
+        &self,
+        op: &CustomOp,
+        inputs: &[Input],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Custom(op), inputs, out_shape, dtype)
+    }
+
+    /// cuBLAS has no FP8 products: both providers take cuBLASLt's.
+    fn scaled_mm(&self, inputs: [Input; 4], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        tuned::cublaslt::scaled_mm(self, inputs, out_shape, dtype)
+    }
+
+    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
+        CudaBuffer::from_host(self, values)
+    }
+
+    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
+        output
+    }
+
+    fn dtype(buffer: &CudaBuffer) -> DType {
+        buffer.dtype()
+    }
+}
+
 /// A GPU's plain kernels: the eager CUDA C kernels (one launch per op, reading any strided
 /// layout), cuBLAS for products, attention composed of two products and a softmax.
 pub(crate) struct Plain<'a>(pub(crate) &'a Arc<CudaDevice>);
 
 impl KernelProvider for Plain<'_> {
-    type Buffer = CudaBuffer;
-    type Output = CudaBuffer;
-    type Error = CudaError;
+    type Device = Arc<CudaDevice>;
+
+    fn device(&self) -> &Arc<CudaDevice> {
+        self.0
+    }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         let dtype = x.tensor().0.dtype();
@@ -106,20 +150,6 @@ impl KernelProvider for Plain<'_> {
 
     fn where_(&self, inputs: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
         pointwise::run(self.0, Kernels::Eager("where"), &inputs, out_shape, dtype)
-    }
-
-    fn copy(&self, x: Input, out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Eager("copy"), &[x], out_shape, dtype)
-    }
-
-    fn custom(
-        &self,
-        op: &CustomOp,
-        inputs: &[Input],
-        out_shape: &[usize],
-        dtype: DType,
-    ) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Custom(op), inputs, out_shape, dtype)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
@@ -142,25 +172,8 @@ impl KernelProvider for Plain<'_> {
         composed_attention(self, inputs, params)
     }
 
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        cat::cat(self.0, inputs, dim, out_shape)
-    }
-
-    /// cuBLAS has no FP8 products: the plain kernels take cuBLASLt's, as the tuned ones do.
-    fn scaled_mm(&self, inputs: [Input; 4], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
-        tuned::cublaslt::scaled_mm(self.0, inputs, out_shape, dtype)
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
-        CudaBuffer::from_host(self.0, values)
-    }
-
-    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
-        output
-    }
-
-    fn dtype(buffer: &CudaBuffer) -> DType {
-        buffer.dtype()
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        composed_attention_backward(self, inputs, params)
     }
 }
 

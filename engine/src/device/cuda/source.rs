@@ -23,6 +23,9 @@ const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_
 /// The family of the flash-attention kernels (`kernels/attention.cu`).
 const ATTENTION: &str = "attention";
 
+/// The family of the attention backward kernels (`kernels/attention_backward.cu`).
+const ATTENTION_BACKWARD: &str = "attention_backward";
+
 /// The family of `cat`'s one-launch copy (`kernels/cat.cu`).
 pub(super) const CAT: &str = "cat";
 
@@ -37,7 +40,10 @@ pub(super) const TF32X3_GEMM: &str = "tf32x3_gemm";
 pub fn eager_families() -> Vec<String> {
     let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
     let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
-    let others = OTHER_FAMILIES.iter().chain([&ATTENTION, &CAT, &SKINNY_GEMM, &TF32X3_GEMM]).map(|f| f.to_string());
+    let others = OTHER_FAMILIES
+        .iter()
+        .chain([&ATTENTION, &ATTENTION_BACKWARD, &CAT, &SKINNY_GEMM, &TF32X3_GEMM])
+        .map(|f| f.to_string());
     unary.chain(binary).chain(others).collect()
 }
 
@@ -45,6 +51,9 @@ pub fn eager_families() -> Vec<String> {
 pub fn eager_source(family: &str) -> Option<String> {
     if family == CAT {
         return Some(include_str!("kernels/cat.cu").to_string());
+    }
+    if family == ATTENTION_BACKWARD {
+        return Some(include_str!("kernels/attention_backward.cu").to_string());
     }
     let tf32x3 = include_str!("kernels/tf32x3.cuh");
     if family == ATTENTION {
@@ -130,7 +139,7 @@ mod tests {
             let source = eager_source(&format!("unary_{}", op.name())).unwrap();
             assert!(source.contains(&op.c_expr("x")));
         }
-        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 4);
+        assert_eq!(families.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len() + 5);
         assert!(eager_source("no_such_family").is_none());
     }
 

@@ -2,7 +2,7 @@
 //! that `make_fx` pushes: while a trace is active ops are recorded, symbolic tensors are made
 //! concrete by graph breaks, and `cond` branches run through the interpreter.
 
-use super::{concretize, record, values_for_display};
+use super::{concretize, record, replace_override, set_paused, values_for_display};
 use crate::error::{Result, SourceLocation};
 use crate::fx::interpreter::run_graph;
 use crate::op::{Op, Subgraph};
@@ -26,6 +26,18 @@ impl DispatchMode for FxMode {
 
     fn run_subgraph(&self, graph: &Subgraph, inputs: &[Tensor], location: SourceLocation) -> Result<Vec<Tensor>> {
         run_graph(graph, inputs, location)
+    }
+
+    fn pause(&self) -> bool {
+        set_paused(true)
+    }
+
+    fn resume(&self) {
+        set_paused(false);
+    }
+
+    fn override_location(&self, location: Option<SourceLocation>) -> Option<SourceLocation> {
+        replace_override(location)
     }
 }
 

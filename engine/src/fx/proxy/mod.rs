@@ -540,6 +540,16 @@ fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<O
     Ok(Op::Cond { true_graph: fit(true_graph)?, false_graph: fit(false_graph)? })
 }
 
+/// Pauses (or resumes) the innermost trace on this thread; returns whether its state changed.
+pub(crate) fn set_paused(paused: bool) -> bool {
+    TRACES.with(|t| t.borrow_mut().last_mut().filter(|s| s.paused != paused).map(|s| s.paused = paused).is_some())
+}
+
+/// Sets the innermost trace's location override, returning the one it had.
+pub(crate) fn replace_override(location: Option<SourceLocation>) -> Option<SourceLocation> {
+    TRACES.with(|t| t.borrow_mut().last_mut().and_then(|top| std::mem::replace(&mut top.location_override, location)))
+}
+
 fn set_override(location: Option<SourceLocation>) {
     TRACES.with(|t| {
         if let Some(top) = t.borrow_mut().last_mut() {

@@ -70,7 +70,7 @@ impl Values {
         let tensor = match self.spare.pop() {
             Some(mut repr) => {
                 *Arc::get_mut(&mut repr).expect("nothing else holds a spare allocation") = Repr::Symbolic(symbolic);
-                Tensor { repr }
+                Tensor { repr, autograd: None }
             }
             None => Tensor::from_symbolic(symbolic),
         };

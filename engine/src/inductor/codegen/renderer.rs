@@ -3,13 +3,12 @@
 //! a target's code generator is the header every module starts with, each kernel's source with
 //! its launch, and a custom op's element function in the target's language.
 //!
-//! [`Config::renderer`](crate::inductor::Config::renderer) picks the renderer for a device and
-//! puts a learner's replacement printers ([`Printers`]) in front of it.
+//! Each codegen target (`inductor::target`) picks its renderer and puts a learner's replacement
+//! printers ([`Printers`]) in front of it.
 
 use super::{c, cuda};
-use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::inductor::config::{Config, Printers};
+use crate::inductor::config::Printers;
 use crate::inductor::kernel::{Kernel, KernelBody};
 use crate::inductor::launch::Launch;
 use crate::op::CustomOp;
@@ -103,25 +102,14 @@ impl<R: Renderer> Renderer for WithPrinters<R> {
     }
 }
 
-impl Config {
-    /// The renderer for `device`: the engine's C or CUDA C printer, with this configuration's
-    /// replacement printers in front of it.
-    pub fn renderer(&self, device: Device) -> Box<dyn Renderer> {
-        match device {
-            Device::Cpu => Box::new(self.printers.for_c()),
-            Device::Cuda(_) => Box::new(self.printers.for_cuda()),
-        }
-    }
-}
-
 impl Printers {
     /// The printers a renderer for C uses.
-    fn for_c(&self) -> WithPrinters<CRenderer> {
+    pub(crate) fn for_c(&self) -> WithPrinters<CRenderer> {
         WithPrinters { target: CRenderer, pointwise: self.pointwise_c, reduction: self.reduction_c }
     }
 
     /// The printers a renderer for CUDA C uses.
-    fn for_cuda(&self) -> WithPrinters<CudaRenderer> {
+    pub(crate) fn for_cuda(&self) -> WithPrinters<CudaRenderer> {
         WithPrinters { target: CudaRenderer, pointwise: self.pointwise_cuda, reduction: None }
     }
 }

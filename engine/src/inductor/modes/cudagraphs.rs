@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::compile_mode::Mode;
 use crate::device::Device;
 use crate::device::cuda::{CudaBuffer, CudaError, Recording};
 use crate::error::{Error, Result};
@@ -21,11 +22,8 @@ use crate::logs::{self, Artifact};
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
-/// Why a plan on `device` cannot be recorded as a CUDA graph; `None` when it can.
-pub(crate) fn skip_reason(device: Device, graph: &LoweredGraph) -> Option<String> {
-    if device == Device::Cpu {
-        return Some("cpu device (a CUDA graph records GPU work; the default plan runs)".into());
-    }
+/// Why a GPU plan cannot be recorded as a CUDA graph; `None` when it can.
+pub(crate) fn skip_reason(graph: &LoweredGraph) -> Option<String> {
     graph.nodes.iter().find(|n| matches!(n.body, NodeBody::Fallback { .. })).map(|node| {
         let at = node.location.map(|l| format!(" at {}", l.short())).unwrap_or_default();
         format!(
@@ -33,6 +31,13 @@ pub(crate) fn skip_reason(device: Device, graph: &LoweredGraph) -> Option<String
             node.op_name
         )
     })
+}
+
+/// Says, under a mode that records CUDA graphs, that a plan running on the CPU is not recorded.
+pub(crate) fn log_host_skip(mode: Mode) {
+    if mode.records_cuda_graphs() {
+        log_skip("cpu device (a CUDA graph records GPU work; the default plan runs)");
+    }
 }
 
 /// Logs the skip, once per compiled graph: the decision is made at compile time, never per call.

@@ -7,16 +7,16 @@
 //! **Key** ([`disk::cache_key`](crate::codecache::cache_key)): a canonical text of the graph (every
 //! node's name, op with its parameters, arguments, shape, symbolic shape, dtype, device and source
 //! location; each placeholder's shape, strides and device; the outputs), the mode, the GEMM
-//! backends, the device (the C compiler's identity on the CPU; the GPU's name, compute capability
-//! and cuBLASLt version on a GPU) and the engine's build identity (a hash of its source, from
-//! `build.rs`). Names and locations are in the key because the output code prints them.
+//! backends, the target and its identity (the C compiler's on the CPU; the GPU's name, compute
+//! capability and cuBLASLt version on a GPU; the interpreter's) and the engine's build identity (a
+//! hash of its source, from `build.rs`). Names and locations are in the key because the output code prints them.
 //!
 //! **Bypass** (never cached, each logged under `ENGINE_LOGS=fx_graph_cache`): dynamic graphs,
 //! custom ops, `cond`, and any [`Config`] with a replacement printer or a fusion decision other
 //! than the engine's [`can_fuse`].
 //!
-//! **Value**: the output code (so logs and [`super::CompiledModule::output_code`] are the same on
-//! a hit), the fusion log, and the program as data ([`ProgramSpec`]), stored as JSON through the
+//! **Value**: the output code (so logs and [`crate::inductor::CompiledModule::output_code`] are the same on
+//! a hit), the fusion log, and the program as data (the target's program spec), stored as JSON through the
 //! [`DiskCache`], whose checksums turn a corrupt entry into a warning and a fresh compile.
 //!
 //! Off with [`Config::fx_graph_cache`] or `ENGINE_FX_GRAPH_CACHE=0` (PyTorch's
@@ -29,17 +29,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::codecache::{CCompiler, DiskCache, cache_key};
-use crate::device::Device;
-use crate::device::cuda::CudaDevice;
-use crate::device::cuda::tuned::cublaslt::lt_version;
+use crate::codecache::{DiskCache, cache_key};
 use crate::error::Result;
 use crate::fx::{Graph, NodeKind};
 use crate::inductor::config::Config;
 use crate::inductor::output_code::OutputCode;
-use crate::inductor::runtime::spec::ProgramSpec;
 use crate::inductor::scheduler::{FusionPolicy, can_fuse};
 use crate::inductor::serde_refs;
+use crate::inductor::target::{ProgramSpec, Target};
 use crate::logs::{self, Artifact};
 use crate::op::Op;
 
@@ -53,7 +50,7 @@ pub(crate) struct Entry {
     pub output_code: OutputCode,
     /// What `ENGINE_LOGS=fusion` printed for it, printed again on a hit.
     pub fusion_log: String,
-    /// The program, built by [`ProgramSpec::build`] on a hit as on a miss.
+    /// The program, built by the target on a hit as on a miss.
     pub program: ProgramSpec,
 }
 
@@ -110,8 +107,8 @@ fn log(message: impl FnOnce() -> String) {
     logs::log(Artifact::FxGraphCache, message);
 }
 
-/// Looks `graph`, compiled for `device` with `config`, up in the cache.
-pub(crate) fn lookup(graph: &Graph, device: Device, config: &Config) -> Lookup {
+/// Looks `graph`, compiled for `target` with `config`, up in the cache.
+pub(crate) fn lookup(graph: &Graph, target: &dyn Target, config: &Config) -> Lookup {
     if !config.fx_graph_cache || off_by_env() {
         return Lookup::Bypass;
     }
@@ -120,7 +117,7 @@ pub(crate) fn lookup(graph: &Graph, device: Device, config: &Config) -> Lookup {
         log(|| format!("bypass: {reason}"));
         return Lookup::Bypass;
     }
-    let key = match key(graph, device, config) {
+    let key = match key(graph, target, config) {
         Ok(key) => key,
         Err(e) => {
             BYPASSES.fetch_add(1, Ordering::Relaxed);
@@ -177,28 +174,19 @@ fn bypass_reason(graph: &Graph, config: &Config) -> Option<String> {
     })
 }
 
-/// The key of `graph` compiled for `device` with `config`: see the module comment.
-fn key(graph: &Graph, device: Device, config: &Config) -> Result<String> {
-    let device_identity = match device {
-        Device::Cpu => CCompiler::detect()?.identity(),
-        Device::Cuda(ordinal) => {
-            let gpu = CudaDevice::get(ordinal)?;
-            let facts = gpu.facts();
-            // Max-autotune's cuBLASLt algorithms, and whether epilogues fold, depend on it.
-            let lt = lt_version(&gpu).ok();
-            format!("{} {} cublaslt {lt:?}", facts.name, facts.arch())
-        }
-    };
+/// The key of `graph` compiled for `target` with `config`: see the module comment.
+fn key(graph: &Graph, target: &dyn Target, config: &Config) -> Result<String> {
     Ok(cache_key(&[
-        b"fx-graph-cache-1",
+        b"fx-graph-cache-2",
         env!("ENGINE_SOURCE_HASH").as_bytes(),
         canonical(graph).as_bytes(),
         config.mode.name().as_bytes(),
         format!("{:?}", config.gemm_backends).as_bytes(),
         // The GEMMs' accumulation (TF32 or not) is fixed when they are chosen.
         crate::precision::float32_matmul_precision().name().as_bytes(),
-        format!("{device:?}").as_bytes(),
-        device_identity.as_bytes(),
+        target.name().as_bytes(),
+        format!("{:?}", target.device()).as_bytes(),
+        target.identity()?.as_bytes(),
     ]))
 }
 

@@ -2,12 +2,13 @@
 //! module. Every decision (buffers, slots, kernel arguments, launch shapes) was made at compile
 //! time; a call checks its inputs, walks the steps and wraps the results as tensors.
 //!
-//! [`cpu`] calls the kernels of a shared library built by the system C compiler; [`cuda`]
-//! launches the kernels of a CUBIN built by NVRTC on the device's stream. What they share is here.
+//! [`host`] runs a plan in host memory, calling each kernel through [`host::HostKernel`] (a C
+//! function of a shared library, or the interpreter); [`cuda`] launches the kernels of a CUBIN on
+//! the device's stream. What they share is here. Which runtime a program uses is its target's
+//! choice (`super::target`).
 
-pub(crate) mod cpu;
 pub(crate) mod cuda;
-pub(crate) mod spec;
+pub(crate) mod host;
 
 use std::sync::Arc;
 
@@ -24,8 +25,8 @@ use crate::layout::Layout;
 use crate::op::Op;
 use crate::tensor::{Concrete, Operand, Storage, Tensor};
 
-/// A compiled graph ready to run on its device: what a target builds from a [`spec::ProgramSpec`]
-/// (the loaded module's `call` in TorchInductor).
+/// A compiled graph ready to run on its device: what a target builds from a program spec (the
+/// loaded module's `call` in TorchInductor).
 pub(crate) trait Program: Send + Sync {
     /// Runs the plan on `inputs`, which must have the shapes and strides it was compiled for.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;

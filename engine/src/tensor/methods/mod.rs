@@ -6,6 +6,7 @@
 //! Methods are `#[track_caller]`, so errors and graph nodes name the learner's line.
 
 mod cat;
+mod loss;
 mod nn;
 mod pointwise;
 mod reduce;
@@ -15,15 +16,17 @@ pub use nn::AttnMask;
 
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};
-use crate::tensor::{Operand, Tensor, autocast, dispatch};
+use crate::tensor::{Operand, Tensor, autocast, autograd, dispatch};
 
 // ANCHOR: op_apply
 impl Op {
     /// Applies the op to its operands: recorded into the active trace if there is one, run
     /// eagerly otherwise. This is how graphs are interpreted (see [`crate::fx::Interpreter`]).
+    /// When an operand requires grad (and grad mode is on), the op also goes on autograd's tape,
+    /// as PyTorch's autograd dispatch key does before the kernel below it runs.
     pub fn apply(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
-        // Autocast first, as PyTorch's Autocast dispatch key comes before the others: the casts
-        // it makes are ops of their own, recorded or run like any other.
+        // Autocast first, as PyTorch's Autocast dispatch key comes before autograd's: the casts it
+        // makes are ops of their own, taped, recorded or run like any other.
         if let Some(cast) = autocast::cast_operands(self, operands, location)? {
             let cast: Vec<Operand> = operands
                 .iter()
@@ -33,12 +36,24 @@ impl Op {
                     None => *o,
                 })
                 .collect();
-            return self.dispatch(&cast, location);
+            return self.apply_taped(&cast, location);
+        }
+        self.apply_taped(operands, location)
+    }
+
+    /// [`Op::apply`] after autocast: on autograd's tape when an operand requires grad, then
+    /// recorded into the active trace or run eagerly.
+    fn apply_taped(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
+        let tracked = operands.iter().any(|o| matches!(o, Operand::Tensor(t) if t.requires_grad()));
+        if tracked && autograd::is_grad_enabled() {
+            // What runs below (a decomposition, a cond branch) is not recorded a second time.
+            let output = autograd::no_grad(|| self.dispatch(operands, location))?;
+            return Ok(autograd::record_op(self, operands, output, location));
         }
         self.dispatch(operands, location)
     }
 
-    /// [`Op::apply`] after autocast: recorded into the active trace, or run eagerly.
+    /// [`Op::apply`] after autocast and autograd: recorded into the active trace, or run eagerly.
     fn dispatch(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
         if let Some(recorded) = dispatch::mode().and_then(|mode| mode.record(self, operands, location)) {
             return recorded;

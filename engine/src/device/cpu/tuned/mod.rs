@@ -12,6 +12,7 @@
 //! | the microkernels' vector registers and instruction sets | `Lanes`, `Kernel` | `lanes` |
 
 mod attention;
+mod attention_backward;
 mod dot_tiles;
 mod epilogue;
 pub(crate) use epilogue::Epilogue;
@@ -26,19 +27,21 @@ mod simd;
 use std::convert::Infallible;
 
 use super::pointwise::input_dtype;
-use super::{HostBuffer, Input, cat, copy, custom, in_f32, pointwise, vecmath};
+use super::{Cpu, HostBuffer, Input, in_f32, pointwise, vecmath};
 use crate::device::provider::KernelProvider;
 use crate::dtype::DType;
-use crate::op::{AttentionParams, BinaryOp, CustomOp, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, ReduceOp, UnaryOp};
 use simd::Vectorized;
 
 /// The CPU's tuned kernels, what eager ops run on by default.
 pub(crate) struct Tuned;
 
 impl KernelProvider for Tuned {
-    type Buffer = HostBuffer;
-    type Output = HostBuffer;
-    type Error = Infallible;
+    type Device = Cpu<Vectorized>;
+
+    fn device(&self) -> &Cpu<Vectorized> {
+        &Cpu::NEW
+    }
 
     /// Transcendental functions come from [`vecmath`], whose polynomials run in vector lanes
     /// where libm's calls cannot.
@@ -76,20 +79,6 @@ impl KernelProvider for Tuned {
         Ok(pointwise::where_::<Vectorized>(cond, a, b, out_shape, dtype))
     }
 
-    fn copy(&self, x: Input, _out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
-        Ok(copy::<Vectorized>(x, dtype))
-    }
-
-    fn custom(
-        &self,
-        op: &CustomOp,
-        inputs: &[Input],
-        out_shape: &[usize],
-        dtype: DType,
-    ) -> Result<HostBuffer, Infallible> {
-        Ok(custom::<Vectorized>(op, inputs, out_shape, dtype))
-    }
-
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
         Ok(in_f32::<Vectorized>(&[x], input_dtype(x), |i| reduce::reduce(kind, i[0], dim)))
     }
@@ -110,23 +99,7 @@ impl KernelProvider for Tuned {
         Ok(in_f32::<Vectorized>(inputs, input_dtype(inputs[0]), |i| attention::attention(i, params)))
     }
 
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(cat(inputs, dim, out_shape))
-    }
-
-    fn scaled_mm(&self, _: [Input; 4], _: &[usize], _: DType) -> Result<HostBuffer, Infallible> {
-        unreachable!("the eager dispatcher and Inductor refuse FP8 products on the CPU before a kernel runs")
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<HostBuffer, Infallible> {
-        Ok(values.to_vec().into())
-    }
-
-    fn as_input(output: &HostBuffer) -> &HostBuffer {
-        output
-    }
-
-    fn dtype(buffer: &HostBuffer) -> DType {
-        buffer.dtype()
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {
+        Ok(in_f32::<Vectorized>(inputs, input_dtype(inputs[1]), |i| attention_backward::attention_backward(i, params)))
     }
 }

@@ -57,7 +57,7 @@ fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType) -> (Str
 /// `AttnOperand`: a batch of matrices read through strides.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct AttnOperand {
+pub(super) struct AttnOperand {
     ptr: u64,
     outer_stride: i64,
     inner_stride: i64,
@@ -105,7 +105,7 @@ fn batch_strides(layout: &Layout) -> Option<(i64, i64)> {
 
 /// The kernel's view of one operand expanded to `shape` (q's batch dims, its own last two),
 /// read in place when its batch dims allow, else from a dense copy kept alive in `copies`.
-fn operand(
+pub(super) fn operand(
     device: &Arc<CudaDevice>,
     input: Input,
     shape: &[usize],

@@ -1,4 +1,4 @@
-//! The tuned GPU kernels, the fast paths beside the plain ones ([`Plain`](super::Plain)):
+//! The tuned GPU kernels, the fast paths beside the plain ones (`Plain`):
 //!
 //! | what | module |
 //! | --- | --- |
@@ -8,10 +8,11 @@
 //! | ... of few rows (`kernels/skinny_gemm.cu`) | `skinny_gemm` |
 //! | ... on the tensor cores at float32 accuracy (`kernels/tf32x3_gemm.cu`) | `tf32x3_gemm` |
 //!
-//! Eager ops reach them through [`Tuned`], the GPU's default kernel provider; compiled code's
+//! Eager ops reach them through `Tuned`, the GPU's default kernel provider; compiled code's
 //! extern kernels through `extern_into`, and its GEMMs through Inductor's GEMM choice.
 
 mod attention;
+mod attention_backward;
 pub mod cublaslt;
 pub(crate) mod linear_gemm;
 pub(crate) mod skinny_gemm;
@@ -20,18 +21,20 @@ pub(crate) mod tf32x3_gemm;
 use std::sync::Arc;
 
 use super::{CudaBuffer, CudaDevice, CudaError, Input, Plain, cat};
-use crate::device::provider::KernelProvider;
+use crate::device::provider::{KernelProvider, composed_attention_backward};
 use crate::dtype::DType;
-use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
+use crate::op::{AttentionParams, BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A GPU's tuned kernels, what eager ops run on by default: the plain kernels, with flash
 /// attention in one launch instead of a product, a softmax and a product.
 pub(crate) struct Tuned<'a>(pub(crate) &'a Arc<CudaDevice>);
 
 impl KernelProvider for Tuned<'_> {
-    type Buffer = CudaBuffer;
-    type Output = CudaBuffer;
-    type Error = CudaError;
+    type Device = Arc<CudaDevice>;
+
+    fn device(&self) -> &Arc<CudaDevice> {
+        self.0
+    }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         Plain(self.0).unary(op, x, out_shape)
@@ -50,20 +53,6 @@ impl KernelProvider for Tuned<'_> {
 
     fn where_(&self, inputs: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
         Plain(self.0).where_(inputs, out_shape, dtype)
-    }
-
-    fn copy(&self, x: Input, out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).copy(x, out_shape, dtype)
-    }
-
-    fn custom(
-        &self,
-        op: &CustomOp,
-        inputs: &[Input],
-        out_shape: &[usize],
-        dtype: DType,
-    ) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).custom(op, inputs, out_shape, dtype)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
@@ -86,24 +75,13 @@ impl KernelProvider for Tuned<'_> {
         attention::attention(self.0, inputs, params)
     }
 
-    fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).cat(inputs, dim, out_shape)
-    }
-
-    fn scaled_mm(&self, inputs: [Input; 4], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).scaled_mm(inputs, out_shape, dtype)
-    }
-
-    fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).upload(values)
-    }
-
-    fn as_input(output: &CudaBuffer) -> &CudaBuffer {
-        output
-    }
-
-    fn dtype(buffer: &CudaBuffer) -> DType {
-        buffer.dtype()
+    /// The recomputing kernel runs on `f32` operands; half-precision ones take the composed
+    /// backward, which widens them.
+    fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        if inputs[1].tensor().0.dtype() != DType::F32 {
+            return composed_attention_backward(self, inputs, params);
+        }
+        attention_backward::attention_backward(self.0, inputs, params)
     }
 }
 
@@ -129,6 +107,16 @@ pub(crate) fn extern_into(
             let product =
                 cublaslt::scaled_mm(device, [inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, *out_dtype)?;
             out.write_prefix(&product)
+        }
+        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
+            let params = AttentionParams { mask: *mask, causal: *causal, scale: scale.0 };
+            if inputs[1].tensor().0.dtype() != DType::F32 {
+                // The recomputing kernel reads `f32`: half-precision operands take the composed
+                // backward, written into the planned buffer.
+                let gradients = composed_attention_backward(&Tuned(device), inputs, params)?;
+                return out.write_prefix(&gradients);
+            }
+            attention_backward::attention_backward_into(device, inputs, params, out)
         }
         other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
     }

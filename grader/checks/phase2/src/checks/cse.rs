@@ -68,7 +68,7 @@ pub fn merges_repeated_expressions(ctx: &Context) -> CheckResult {
 }
 
 /// Random graphs with repeated steps: the same outputs, every repeat merged.
-pub fn keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
+pub fn cse_keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
     let cases = 64;
     for_all(ctx, cases, RandomProgram::strategy(16), |program| {
         let (graph, _) = program.trace()?;

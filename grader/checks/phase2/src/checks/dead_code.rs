@@ -45,7 +45,7 @@ pub fn removes_unused_nodes(ctx: &Context) -> CheckResult {
 }
 
 /// Random graphs, most of whose nodes are dead: the same outputs, only live nodes left.
-pub fn keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
+pub fn dead_code_keeps_outputs_on_random_graphs(ctx: &Context) -> CheckResult {
     let cases = 64;
     for_all(ctx, cases, RandomProgram::strategy(16), |program| {
         let (graph, _) = program.trace()?;

@@ -5,36 +5,9 @@
 //! (the engine's `explain`, the recorded shapes, its own liveness), and every graph pass is run
 //! against the original on the same inputs.
 
-mod cse;
-mod dead_code;
-mod explain_report;
-mod line_table;
-mod shape_prop;
+pub mod cse;
+pub mod dead_code;
+pub mod explain_report;
+pub mod line_table;
+pub mod shape_prop;
 mod support;
-
-use grader_harness::Check;
-
-/// Every check of the phase, with the id the phase data gives it.
-pub const CHECKS: &[Check] = &[
-    Check { id: "summarizes_one_graph", run: explain_report::summarizes_one_graph },
-    Check { id: "summarizes_graphs_and_breaks", run: explain_report::summarizes_graphs_and_breaks },
-    Check { id: "groups_the_captured_graph", run: line_table::groups_the_captured_graph },
-    Check { id: "groups_the_decomposed_graph", run: line_table::groups_the_decomposed_graph },
-    Check { id: "groups_random_graphs", run: line_table::groups_random_graphs },
-    Check { id: "broadcast_follows_the_rules", run: shape_prop::broadcast_follows_the_rules },
-    Check { id: "propagates_every_node", run: shape_prop::propagates_every_node },
-    Check { id: "propagates_new_input_shapes", run: shape_prop::propagates_new_input_shapes },
-    Check { id: "rejects_bad_input_shapes", run: shape_prop::rejects_bad_input_shapes },
-    Check { id: "removes_unused_nodes", run: dead_code::removes_unused_nodes },
-    Check { id: "dead_code_keeps_outputs_on_random_graphs", run: dead_code::keeps_outputs_on_random_graphs },
-    Check { id: "merges_repeated_expressions", run: cse::merges_repeated_expressions },
-    Check { id: "cse_keeps_outputs_on_random_graphs", run: cse::keeps_outputs_on_random_graphs },
-];
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_check_in_the_phase_data_has_one_function() {
-        grader_harness::runner::validate(&checks_phase2::PHASE, super::CHECKS).unwrap();
-    }
-}

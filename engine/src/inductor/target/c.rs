@@ -1,0 +1,134 @@
+//! The C target, the analogue of Inductor's C++ backend (`codegen/cpp.py` with `codecache.py`'s
+//! `CppCodeCache`): kernels printed as C ([`codegen::c`](crate::inductor::codegen::c)), compiled
+//! by the system C compiler into a shared library (cached on disk), loaded, and called by the host
+//! runtime on chunks of their `x` range from the engine's thread pool.
+
+use std::sync::Arc;
+
+use super::{Generated, ProgramSpec, Target, TargetChoices};
+use crate::codecache::{CCompiler, SharedLibrary};
+use crate::compile_mode::Mode;
+use crate::device::Device;
+use crate::device::cpu::{PARALLEL_THRESHOLD, TASK_WORK};
+use crate::error::Result;
+use crate::inductor::codegen::Renderer;
+use crate::inductor::codegen::c::RANGE_SUFFIX;
+use crate::inductor::config::{Config, Printers};
+use crate::inductor::lowering::FoldFor;
+use crate::inductor::modes::{cudagraphs, gemm_epilogue};
+use crate::inductor::runtime::host::{HostKernel, HostProgram};
+use crate::inductor::runtime::{KernelSpec, Program};
+use crate::logs::{self, Artifact};
+use crate::parallel::{self, Disjoint};
+
+/// C for the CPU.
+pub(crate) struct CTarget;
+
+impl Target for CTarget {
+    fn name(&self) -> &'static str {
+        "c"
+    }
+
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    fn language(&self) -> &'static str {
+        "C"
+    }
+
+    fn renderer(&self, printers: &Printers) -> Box<dyn Renderer> {
+        Box::new(printers.for_c())
+    }
+
+    fn identity(&self) -> Result<String> {
+        Ok(CCompiler::detect()?.identity())
+    }
+
+    /// Always: the CPU's GEMMs apply a bias and a ReLU in their output loops.
+    fn gemm_epilogues(&self, _mode: Mode) -> Option<FoldFor> {
+        Some(gemm_epilogue::fold)
+    }
+
+    fn tune(&self, _generated: &mut Generated, config: &Config, log: bool) -> Result<TargetChoices> {
+        if config.mode == Mode::MaxAutotune && log {
+            logs::log(Artifact::Autotuning, || {
+                "max-autotune on cpu: no GEMM choice to time on the CPU; the kernels compile as in the default mode"
+                    .into()
+            });
+        }
+        Ok(TargetChoices::none())
+    }
+
+    fn log_choices(&self, _choices: &TargetChoices, mode: Mode) {
+        cudagraphs::log_host_skip(mode);
+    }
+
+    fn build(&self, spec: ProgramSpec, _mode: Mode) -> Result<Arc<dyn Program>> {
+        let has_kernels = spec.schedule.has_kernels();
+        let library =
+            if has_kernels { Some(Arc::new(CCompiler::detect()?.compile(&spec.module_source)?)) } else { None };
+        let program = HostProgram::new(spec.schedule, |k| {
+            let library = library.clone().expect("a plan with kernels has a library");
+            CKernel::load(library, k)
+        })?;
+        Ok(Arc::new(program))
+    }
+}
+
+/// The ABI of every generated C kernel: the argument pointers, then the extent of `x`.
+type KernelFn = unsafe extern "C" fn(*const *mut f32, i64);
+/// The ABI of the engine's range entry points: the argument pointers, then `x0` and `x1`.
+type RangeFn = unsafe extern "C" fn(*const *mut f32, i64, i64);
+
+/// A kernel of a loaded library, as the host runtime calls it.
+struct CKernel {
+    /// The whole range.
+    whole: KernelFn,
+    /// A range of `x`; only the engine's own printer writes it (replacement printers need not).
+    range: Option<RangeFn>,
+    /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions.
+    work_per_x: usize,
+    /// The kernel's name, as profiles list it.
+    name: String,
+    /// Keeps the code loaded while the function pointers above are called.
+    _library: Arc<SharedLibrary>,
+}
+
+impl CKernel {
+    /// Kernel `k` of `library` (compiled from the kernels' C source).
+    fn load(library: Arc<SharedLibrary>, k: KernelSpec) -> Result<CKernel> {
+        // SAFETY: every generated kernel has exactly the `KernelFn` signature, and a range entry
+        // point, where there is one, the `RangeFn` signature.
+        let whole = unsafe { *library.get::<KernelFn>(&k.name)? };
+        let range = unsafe { library.get::<RangeFn>(&format!("{}{RANGE_SUFFIX}", k.name)) }.ok().map(|f| *f);
+        Ok(CKernel { whole, range, work_per_x: k.work_per_x, name: k.name, _library: library })
+    }
+}
+
+impl HostKernel for CKernel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs the kernel over `0..xnumel`, split into tasks on the pool when there is enough work.
+    unsafe fn call(&self, args: &[*mut f32], _len: &dyn Fn(usize) -> usize, xnumel: i64) {
+        let n = xnumel.max(0) as usize;
+        match self.range {
+            Some(range) if n * self.work_per_x > PARALLEL_THRESHOLD => {
+                let per_task = (TASK_WORK / self.work_per_x).max(1);
+                // The tasks of a split kernel write disjoint ranges of `x`, and the pointers stay
+                // valid until every task has returned.
+                let pointers = Disjoint::new(args.as_ptr().cast_mut());
+                parallel::parallel_for(n.div_ceil(per_task), |task| {
+                    let start = task * per_task;
+                    let end = (start + per_task).min(n);
+                    // SAFETY: as for the whole range; tasks cover disjoint `x`.
+                    unsafe { range(pointers.get(), start as i64, end as i64) };
+                });
+            }
+            // SAFETY: forwarded to the caller.
+            _ => unsafe { (self.whole)(args.as_ptr(), xnumel) },
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Phase 4 (codegen inspection): everything the grader knows about the phase, declared once (see
+//! `grader_harness::declare`): its exercises, their hints and book sections, the checks grading
+//! each one, named by their functions in `src/checks/`, and the mistakes those checks must catch.
+
+use grader_harness::{Exercise, Forbidden, Mutant, Phase};
+
+/// Checks that compile many programs with the system C compiler get more time than the default.
+const COMPILES: u64 = 180;
+
+/// Phase 4: reading the code Inductor generates, deciding fusions, printing kernels.
+pub const PHASE: Phase = Phase {
+    name: "phase4",
+    title: "Codegen inspection",
+    exercises_dir: "exercises/phase4-codegen",
+    solutions_dir: "solutions/phase4-codegen",
+    runner_package: env!("CARGO_PKG_NAME"),
+    book_page: "book/src/phase4/exercises.md",
+    exercises: &[
+        Exercise {
+            name: "inspect",
+            file: "src/inspect.rs",
+            section: "inspect",
+            stretch: false,
+            hints: &[
+                "`parse_kernel_name` first: `name.split_once(\"_fused_\")` gives the prefix and the rest; \
+                 `rest.rsplit_once('_')` splits off the position, which must be all digits.",
+                "In `inspect`, keep a clone of the backend to read it afterwards: `let inductor = \
+                 Inductor::default(); dynamo::compile(model).backend(inductor.clone()).call(inputs)?;` then \
+                 `inductor.output_codes()` holds one `OutputCode` per compiled graph.",
+                "Each `KernelCode` has `name`, `origins` (the graph nodes: `o.node`) and `args` (`a.elements` \
+                 floats each). Bytes are `4 * Σ elements`: every argument read or written once.",
+            ],
+            checks: crate::checks![inspect::names_are_read, inspect::kernels_are_summarised],
+            forbidden: &[],
+        },
+        Exercise {
+            name: "can_fuse",
+            file: "src/fusion.rs",
+            section: "can_fuse",
+            stretch: false,
+            hints: &[
+                "Match on the pair `(&c.group, &c.own)`. The extern cases come first: a candidate whose \
+                 `group` or whose `own` kind is `LoopKind::Extern` is always a refusal.",
+                "Shapes decide the kind: same shape as a pointwise group is `Pointwise`; a reduction of the \
+                 group's shape is `ReductionPrologue`; in a reduction group, the full shape is `RowEpilogue`, \
+                 a shape `is_row_shape` accepts is `PerRow`, the same reduction shape and dim is \
+                 `AnotherReduction`.",
+                "Before saying `Fuse`, look at `c.reads`: one read with `Access::Other` means the value must be \
+                 in memory, so refuse and name `read.buffer` in the reason.",
+            ],
+            checks: crate::checks![
+                fusion::decides_known_cases,
+                fusion::refusals_give_reasons,
+                fusion::fuses_as_much_as_inductor.with_timeout(COMPILES),
+            ],
+            forbidden: &[Forbidden {
+                path: "scheduler::can_fuse",
+                everywhere: true,
+                why: "this exercise asks you to write the fusion decision yourself",
+            }],
+        },
+        Exercise {
+            name: "pointwise_c",
+            file: "src/pointwise.rs",
+            section: "pointwise_c",
+            stretch: false,
+            hints: &[
+                "The header is `void NAME(float* const* args, int64_t xnumel) {`, then one line per argument: \
+                 `const float* in_ptr0 = args[0];` (no `const` for outputs).",
+                "The loop is `for (int64_t x = 0; x < xnumel; x++) { ... }`. Inside, match each `Stmt`: a \
+                 `Load` is `float tmpN = in_ptr0[index];` with `index.to_c()`; a `Store` is \
+                 `out_ptr0[index] = value;`.",
+                "A `Compute` is `float tmpN = EXPR;` where `EXPR = op_expr(op, &args, Dialect::C)` and each \
+                 operand prints as `tmpN` or `constant(c, Dialect::C)`.",
+            ],
+            checks: crate::checks![pointwise::pointwise_c_matches_eager.with_timeout(COMPILES)],
+            forbidden: &[
+                Forbidden {
+                    path: "c::kernel",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "c::module",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "scalar_spelling",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "Spelling",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+            ],
+        },
+        Exercise {
+            name: "pointwise_cuda",
+            file: "src/pointwise.rs",
+            section: "pointwise_cuda",
+            stretch: false,
+            hints: &[
+                "The statements print exactly as in C (with `Dialect::Cuda`); what changes is the signature \
+                 and the loop.",
+                "Signature: `extern \"C\" __global__ void NAME(const float* in_ptr0, ..., float* out_ptr0, \
+                 long long xnumel)`, one parameter per `kernel.args` entry, in order.",
+                "The loop: `for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < xnumel; \
+                 x += (long long)blockDim.x * gridDim.x)`. Consecutive threads take consecutive `x`, so a \
+                 warp's loads are coalesced.",
+            ],
+            checks: crate::checks![
+                pointwise::pointwise_cuda_matches_eager.with_timeout(COMPILES).on_gpu(),
+                pointwise::pointwise_cuda_bandwidth.with_timeout(COMPILES).timed_on_gpu(),
+            ],
+            forbidden: &[
+                Forbidden {
+                    path: "cuda::kernel",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+                Forbidden {
+                    path: "cuda::module",
+                    everywhere: true,
+                    why: "this exercise asks you to print the kernel yourself; `op_expr` and `constant` are yours to use",
+                },
+            ],
+        },
+        Exercise {
+            name: "reduction_c",
+            file: "src/reduction.rs",
+            section: "reduction_c",
+            stretch: true,
+            hints: &[
+                "Same signature and argument lines as `pointwise_c`; the outer loop is over rows, \
+                 `for (int64_t x = 0; x < xnumel; x++)`.",
+                "Inside, walk `phases`: a `Phase::Row` prints its statements once; a `Phase::Loop` declares \
+                 `float tmpN = identity(r.combine, Dialect::C);` for each reduction before \
+                 `for (int64_t r = 0; r < row_len; r++) {`.",
+                "At the end of the loop body fold each value in: `tmpN = tmpN + tmpV;` for a sum, \
+                 `tmpN = maximum(tmpN, tmpV);` for a max. Statements after the loop read `tmpN` as the row's \
+                 result.",
+            ],
+            checks: crate::checks![reduction::reduction_c_matches_eager.with_timeout(COMPILES)],
+            forbidden: &[],
+        },
+    ],
+    mutants: MUTANTS,
+};
+
+/// Deliberately wrong variants of the solutions, and the checks that catch each one.
+const MUTANTS: &[Mutant] = &[
+    Mutant::new(
+        "parse_kernel_name reads per_ as a looped reduction",
+        "src/inspect.rs",
+        r#""per" => KernelKind::PersistentReduction,"#,
+        r#""per" => KernelKind::LoopedReduction,"#,
+    )
+    .fails(crate::check_ids![inspect::names_are_read, inspect::kernels_are_summarised]),
+    Mutant::new(
+        "parse_kernel_name keeps the kernel's position as an op",
+        "src/inspect.rs",
+        "let (ops, position) = rest.rsplit_once('_')?;",
+        r#"let (ops, position) = (rest, "0");"#,
+    )
+    .fails(crate::check_ids![inspect::names_are_read, inspect::kernels_are_summarised]),
+    Mutant::new(
+        "inspect counts only the bytes read",
+        "src/inspect.rs",
+        "bytes: kernel.args.iter().map(|a| a.elements * 4).sum(),",
+        "bytes: kernel.args.iter().filter(|a| !a.output).map(|a| a.elements * 4).sum(),",
+    )
+    .fails(crate::check_ids![inspect::kernels_are_summarised]),
+    Mutant::new(
+        "can_fuse ignores how the group's buffers are read",
+        "src/fusion.rs",
+        "if let Some(read) = c.reads.iter().find(|r| r.access == Access::Other) {",
+        "if let Some(read) = c.reads.iter().find(|r| r.access == Access::Other && r.buffer.is_empty()) {",
+    )
+    .fails(crate::check_ids![
+        fusion::decides_known_cases,
+        fusion::refusals_give_reasons,
+        fusion::fuses_as_much_as_inductor
+    ]),
+    Mutant::new(
+        "can_fuse never puts a second reduction in a kernel",
+        "src/fusion.rs",
+        "if own == shape && d == dim =>",
+        "if own == shape && d == dim && c.reads.is_empty() =>",
+    )
+    .fails(crate::check_ids![fusion::decides_known_cases, fusion::fuses_as_much_as_inductor]),
+    Mutant::new(
+        "the C loop skips the first element",
+        "src/pointwise.rs",
+        "for (int64_t x = 0; x < xnumel; x++) {",
+        "for (int64_t x = 1; x < xnumel; x++) {",
+    )
+    .fails(crate::check_ids![pointwise::pointwise_c_matches_eager, reduction::reduction_c_matches_eager]),
+    Mutant::new(
+        "every load reads element x, ignoring broadcasts and strides",
+        "src/pointwise.rs",
+        r#"format!("float tmp{tmp} = {}[{}];", kernel.args[*arg].name, index.to_c())"#,
+        r#"format!("float tmp{tmp} = {}[x];", kernel.args[*arg].name)"#,
+    )
+    .fails(crate::check_ids![pointwise::pointwise_c_matches_eager, reduction::reduction_c_matches_eager]),
+    Mutant::new(
+        "a max reduction takes the minimum",
+        "src/reduction.rs",
+        "tmp{0} = maximum(tmp{0}, {value});",
+        "tmp{0} = fminf(tmp{0}, {value});",
+    )
+    .fails(crate::check_ids![reduction::reduction_c_matches_eager]),
+    Mutant::new(
+        "can_fuse delegates to the scheduler",
+        "src/fusion.rs",
+        "pub fn can_fuse(c: &FusionCandidate) -> Decision {\n",
+        "pub fn can_fuse(c: &FusionCandidate) -> Decision {\n    return engine::inductor::scheduler::can_fuse(c);\n",
+    )
+    .refused(),
+    Mutant::new(
+        "pointwise_c prints with the engine's printer",
+        "src/pointwise.rs",
+        "pub fn pointwise_c(kernel: &Kernel) -> String {\n",
+        "pub fn pointwise_c(kernel: &Kernel) -> String {\n    return engine::inductor::codegen::c::kernel(kernel);\n",
+    )
+    .refused(),
+];

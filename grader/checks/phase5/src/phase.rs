@@ -1,0 +1,379 @@
+//! Phase 5 (benchmarking): everything the grader knows about the phase, declared once (see
+//! `grader_harness::declare`): its exercises, their hints and book sections, the checks grading
+//! each one, named by their functions in `src/checks/`, and the mistakes those checks must catch.
+
+use grader_harness::{Exercise, Forbidden, Mutant, Phase};
+
+/// Phase 5: timing code honestly, eager against compiled, the cost of compiling.
+pub const PHASE: Phase = Phase {
+    name: "phase5",
+    title: "Benchmarking",
+    exercises_dir: "exercises/phase5-benchmarking",
+    solutions_dir: "solutions/phase5-benchmarking",
+    runner_package: env!("CARGO_PKG_NAME"),
+    book_page: "book/src/phase5/exercises.md",
+    exercises: EXERCISES,
+    mutants: MUTANTS,
+};
+
+/// Timed checks run the MLP or compile cold, in the grader's debug build: more than the default
+/// time.
+const TIMED: u64 = 300;
+
+/// What the engine already has that times code: refused in every file of the crate, since the
+/// sweep and the break-even are to be timed with the learner's own timer.
+const TIMERS: &[Forbidden] = &[
+    Forbidden { path: "Bench", everywhere: true, why: "this phase asks you to time code with your own `do_bench`" },
+    Forbidden {
+        path: "Timing",
+        everywhere: true,
+        why: "this phase asks you to take medians and quantiles yourself, with your own `quantile`",
+    },
+    Forbidden {
+        path: "time_once",
+        everywhere: true,
+        why: "this phase asks you to time a first call yourself, with `Instant` and `device.synchronize()`",
+    },
+    Forbidden { path: "baseline", everywhere: true, why: "this phase asks you to time code with your own `do_bench`" },
+];
+
+/// The exercises, core ones first. The speed challenge (`src/challenge.rs`, its checks in
+/// `checks/challenge.rs`) is the last core exercise; the stretch exercise, `profile`, follows it.
+const EXERCISES: &[Exercise] = &[
+    Exercise {
+        name: "timer",
+        file: "src/timer.rs",
+        section: "timer",
+        stretch: false,
+        hints: &[
+            "`quantile` first: copy and sort (`sort_by(f64::total_cmp)`), then `position = q.clamp(0.0, 1.0) * (len - 1) \
+             as f64`; the samples at `position.floor()` and `position.ceil()` are the two to interpolate between.",
+            "`is_stable`: check `max_samples` first, then fewer than `2 * round` samples, then compare \
+             `quantile(samples, 0.5)` with `quantile(&samples[..n - round], 0.5)`.",
+            "`do_bench`: the warm-up loop, `device.synchronize()?`, a `CacheFlush::new(device)`, then `while \
+             !is_stable(&samples, config)`: make `count` pairs of `Stamp::new(device)?`, and for each pair `flush.run()?; \
+             start.record()?; f()?; end.record()?;`, then push every `end.seconds_since(&start)?`.",
+        ],
+        checks: crate::checks![
+            timer::quantile_matches_the_engine,
+            timer::stopping_rule_is_followed,
+            timer::times_known_work.timed(),
+        ],
+        forbidden: TIMERS,
+    },
+    Exercise {
+        name: "sweep",
+        file: "src/sweep.rs",
+        section: "sweep",
+        stretch: false,
+        hints: &[
+            "`crossover`: walk the points from the largest batch down while the speedup is at least `min_speedup`; \
+             the last batch you reach is the answer (`rposition` of the last losing point does it in one line).",
+            "`sweep_mlp`: one `Mlp::new(SEED, device)?` before the loop; per batch, the input, `do_bench` of \
+             `|| mlp.forward(&x).map(drop)`, then `let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x));` and \
+             `do_bench` of `|| compiled.call(&x).map(drop)`. `config.warmup` covers the compiling call.",
+            "`plot_svg`: `SVGBackend::new(path, (720, 480)).into_drawing_area()`, a `ChartBuilder` with \
+             `.caption(title, ..)` and `build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())`, \
+             `configure_mesh().x_desc(\"batch\").y_desc(\"ms per call\")`, one `LineSeries` per time with \
+             `.label(..)` and `.legend(..)`, then `configure_series_labels().draw()` and `root.present()`. Turn \
+             plotters' errors into `Error::Io` with `map_err`.",
+        ],
+        checks: crate::checks![
+            sweep::crossover_is_found,
+            sweep::plot_shows_both_series,
+            sweep::sweep_times_the_mlp.with_timeout(TIMED).timed(),
+        ],
+        forbidden: TIMERS,
+    },
+    Exercise {
+        name: "break_even",
+        file: "src/break_even.rs",
+        section: "break_even",
+        stretch: false,
+        hints: &[
+            "`break_even`: `n` calls cost `first_call + (n - 1) * compiled` compiled and `n * eager` eagerly. Solve \
+             `first_call + (n - 1) c <= n e` for `n`: `n >= (first_call - c) / (e - c)` when `e > c`.",
+            "Mind the two easy cases before dividing: a first call no slower than an eager call repays at once \
+             (`Some(1)`); a compiled call no faster than eager never repays (`None`). Round up with `ceil()`.",
+            "`measure_costs`: `device.synchronize()?; let start = Instant::now(); compiled.call(&x)?; \
+             device.synchronize()?;` then `start.elapsed().as_secs_f64()`. Only then `do_bench` the compiled and \
+             the eager function.",
+        ],
+        checks: crate::checks![
+            break_even::break_even_is_counted,
+            break_even::costs_are_measured.with_timeout(TIMED).timed(),
+        ],
+        forbidden: TIMERS,
+    },
+    Exercise {
+        name: "modes",
+        file: "src/modes.rs",
+        section: "modes",
+        stretch: false,
+        hints: &[
+            "`fastest`: `rows.iter().reduce(..)` keeping the row with the smaller `costs.compiled`, keeping the \
+             earlier one on a tie (replace only when strictly smaller), then `.map(|r| r.mode)`.",
+            "`measure_modes`: like `measure_costs`, once per mode: `for mode in Mode::ALL`, \
+             `dynamo::compile(|x: Tensor| mlp.forward(&x)).mode(mode)`, the first call timed with `Instant` \
+             between two `device.synchronize()?`, then `do_bench` of the steady state.",
+            "Time eager once, before the loop, and put the same median in every row's `Costs`. Each row's \
+             break-even is then your own `break_even(&row.costs)`.",
+        ],
+        checks: crate::checks![modes::fastest_is_picked, modes::modes_are_measured.with_timeout(TIMED).timed()],
+        forbidden: TIMERS,
+    },
+    CHALLENGE,
+    Exercise {
+        name: "profile",
+        file: "src/profile.rs",
+        section: "profile",
+        stretch: true,
+        hints: &[
+            "Compile with `let compiled = dynamo::compile(|x: Tensor| forward(&x));`, call it once, \
+             `x.device().synchronize()?`, then `let ((), profile) = profiler::profile(|| { ... })?;` around a loop of \
+             `calls` calls that ends with `device.synchronize()`, so the last kernels finish inside the profile.",
+            "`profile.key_averages()` groups the launches by name; its `rows()` have `self_host_total` and \
+             `self_device_total`. Use device time when any row has some (a GPU), else host time, and `sort_by` the \
+             matching `SortBy` column.",
+            "Leave out the rows of kind `EventKind::Range`, sum the chosen time over the other rows for the total, \
+             then `take(TOP)` and divide each row's time by that total for its share.",
+        ],
+        checks: crate::checks![profile::top_kernels_are_named.with_timeout(COMPILES).timed()],
+        forbidden: &[],
+    },
+];
+
+/// The speed challenge: correctness on any machine; speed, timed by the judge, on a GPU.
+const CHALLENGE: Exercise = Exercise {
+    name: "challenge",
+    file: "src/challenge.rs",
+    section: "challenge",
+    stretch: false,
+    hints: &[
+        "Start by copying `Block::challenge_forward` and its helpers into `forward`, keeping `block` as the only \
+         field: check that it passes `challenge_matches_block` once the graph break is gone (the finite-scores \
+         check reads a value back to the host; drop it).",
+        "Three projections of the same input are one GEMM with the weights stacked: build `wqkv` \
+         (`[3 * d_model, d_model]`) and `bqkv` once in `new` (there is no `cat` op: stack the values of \
+         `to_vec()` and `Tensor::from_vec`), then `linear` once and split the result with `reshape`, `permute` and \
+         `slice`, all views. `x.layer_norm` and `softmax(-1)` are one op each.",
+        "Fold `1/sqrt(head_dim)` into the query rows of `wqkv` and `bqkv` in `new`, so no pass over the scores \
+         scales them. Keep q, k and v as `[1, batch, heads, seq, head_dim]` slices: the matrix products read them \
+         in place, where a reshape to drop the leading 1 would copy.",
+    ],
+    checks: crate::checks![
+        challenge::challenge_matches_block.with_timeout(COMPILES),
+        challenge::challenge_is_faster.with_timeout(COMPILES).timed_on_gpu(),
+    ],
+    forbidden: &[],
+};
+
+/// Checks that compile a block with the system C compiler or NVRTC get more time than the default.
+const COMPILES: u64 = 180;
+
+/// Deliberately wrong variants of the solutions, and the checks that catch each one.
+const MUTANTS: &[Mutant] = &[
+    Mutant::new(
+        "quantile takes the lower of the two samples around the position",
+        "src/timer.rs",
+        "sorted[low] + (sorted[high] - sorted[low]) * fraction",
+        "sorted[low]",
+    )
+    .fails(crate::check_ids![timer::quantile_matches_the_engine, timer::stopping_rule_is_followed])
+    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "quantile forgets to sort",
+        "src/timer.rs",
+        "    sorted.sort_by(f64::total_cmp);\n",
+        "",
+    )
+    .fails(crate::check_ids![timer::quantile_matches_the_engine, timer::stopping_rule_is_followed])
+    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "is_stable compares with the first round instead of all but the last",
+        "src/timer.rs",
+        "&samples[..n - config.round]",
+        "&samples[..config.round]",
+    )
+    .fails(crate::check_ids![timer::stopping_rule_is_followed])
+    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "is_stable judges after a single round",
+        "src/timer.rs",
+        "    if n < 2 * config.round {\n",
+        "    if n < config.round {\n",
+    )
+    .fails(crate::check_ids![timer::stopping_rule_is_followed])
+    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "do_bench makes no warm-up calls",
+        "src/timer.rs",
+        "    for _ in 0..config.warmup {\n        f()?;\n    }\n",
+        "",
+    )
+    .fails(crate::check_ids![timer::times_known_work])
+    .may_fail(crate::check_ids![sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "do_bench stops the clock before calling f",
+        "src/timer.rs",
+        "            start.record()?;\n            f()?;\n            end.record()?;\n",
+        "            start.record()?;\n            end.record()?;\n            f()?;\n",
+    )
+    .fails(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "do_bench delegates to the engine's Bench",
+        "src/timer.rs",
+        "pub fn do_bench(device: Device, config: &TimerConfig, mut f: impl FnMut() -> Result<()>) -> Result<Measurement> {\n",
+        "pub fn do_bench(device: Device, config: &TimerConfig, mut f: impl FnMut() -> Result<()>) -> Result<Measurement> {\n    return Ok(Measurement { samples: engine::bench::Bench::new(device).run(f)?.samples().to_vec() });\n",
+    )
+    .refused(),
+    Mutant::new(
+        "crossover takes the first batch where compiled wins",
+        "src/sweep.rs",
+        "    let losing = points.iter().rposition(|p| p.speedup() < min_speedup);\n    let first_winning = losing.map_or(0, |i| i + 1);\n    points.get(first_winning).map(|p| p.batch)\n",
+        "    points.iter().find(|p| p.speedup() >= min_speedup).map(|p| p.batch)\n",
+    )
+    .fails(crate::check_ids![sweep::crossover_is_found]),
+    Mutant::new(
+        "plot_svg draws the eager times twice",
+        "src/sweep.rs",
+        r#"("compiled", BLUE, points.iter().map(|p| p.compiled).collect())"#,
+        r#"("compiled", BLUE, points.iter().map(|p| p.eager).collect())"#,
+    )
+    .fails(crate::check_ids![sweep::plot_shows_both_series]),
+    Mutant::new(
+        "plot_svg puts the batch on a linear axis",
+        "src/sweep.rs",
+        "(first / 1.5..last * 1.5).log_scale()",
+        "first / 1.5..last * 1.5",
+    )
+    .fails(crate::check_ids![sweep::plot_shows_both_series]),
+    Mutant::new(
+        "plot_svg forgets the axis labels",
+        "src/sweep.rs",
+        r#".x_desc("batch").y_desc("ms per call")"#,
+        "",
+    )
+    .fails(crate::check_ids![sweep::plot_shows_both_series]),
+    Mutant::new(
+        "sweep_mlp reports milliseconds",
+        "src/sweep.rs",
+        "points.push(Point { batch, eager: eager.median(), compiled: compiled.median() });",
+        "points.push(Point { batch, eager: eager.median() * 1e3, compiled: compiled.median() * 1e3 });",
+    )
+    .fails(crate::check_ids![sweep::sweep_times_the_mlp]),
+    Mutant::new(
+        "sweep_mlp skips the first batch",
+        "src/sweep.rs",
+        "    for &batch in batches {\n",
+        "    for &batch in &batches[1..] {\n",
+    )
+    .fails(crate::check_ids![sweep::sweep_times_the_mlp]),
+    Mutant::new(
+        "break_even rounds down",
+        "src/break_even.rs",
+        ".ceil().max(1.0)",
+        ".floor().max(1.0)",
+    )
+    .fails(crate::check_ids![break_even::break_even_is_counted])
+    .may_fail(crate::check_ids![break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "break_even forgets that the first call also runs once",
+        "src/break_even.rs",
+        "((first_call - compiled) / (eager - compiled))",
+        "(first_call / (eager - compiled))",
+    )
+    .fails(crate::check_ids![break_even::break_even_is_counted])
+    .may_fail(crate::check_ids![break_even::costs_are_measured, modes::modes_are_measured]),
+    Mutant::new(
+        "measure_costs times the first call after a warm-up call",
+        "src/break_even.rs",
+        "    device.synchronize()?;\n    let start = Instant::now();\n",
+        "    compiled.call(&x)?;\n    device.synchronize()?;\n    let start = Instant::now();\n",
+    )
+    .fails(crate::check_ids![break_even::costs_are_measured]),
+    Mutant::new(
+        "measure_costs times the first call with the engine's time_once",
+        "src/break_even.rs",
+        "    device.synchronize()?;\n    let start = Instant::now();\n    compiled.call(&x)?;\n    device.synchronize()?;\n    let first_call = start.elapsed().as_secs_f64();\n",
+        "    let first_call = engine::bench::time_once(device, || compiled.call(&x))?.1.as_secs_f64();\n",
+    )
+    .refused(),
+    Mutant::new(
+        "fastest keeps the later row on a tie",
+        "src/modes.rs",
+        "if row.costs.compiled < best.costs.compiled",
+        "if row.costs.compiled <= best.costs.compiled",
+    )
+    .fails(crate::check_ids![modes::fastest_is_picked]),
+    Mutant::new(
+        "fastest picks the slowest mode",
+        "src/modes.rs",
+        "if row.costs.compiled < best.costs.compiled",
+        "if row.costs.compiled > best.costs.compiled",
+    )
+    .fails(crate::check_ids![modes::fastest_is_picked]),
+    Mutant::new(
+        "measure_modes reports milliseconds",
+        "src/modes.rs",
+        "rows.push(ModeCosts { mode, costs: Costs { first_call, compiled: steady, eager } });",
+        "rows.push(ModeCosts { mode, costs: Costs { first_call, compiled: steady * 1e3, eager } });",
+    )
+    .fails(crate::check_ids![modes::modes_are_measured]),
+    Mutant::new(
+        "measure_modes leaves out max-autotune",
+        "src/modes.rs",
+        "    for mode in Mode::ALL {\n",
+        "    for mode in Mode::ALL.into_iter().take(2) {\n",
+    )
+    .fails(crate::check_ids![modes::modes_are_measured]),
+    Mutant::new(
+        "challenge: the attention scale is forgotten",
+        "src/challenge.rs",
+        "let scale = 1.0 / (block.shape.head_dim() as f32).sqrt();",
+        "let scale = 1.0;",
+    )
+    .fails(crate::check_ids![challenge::challenge_matches_block, challenge::challenge_is_faster]),
+    Mutant::new(
+        "challenge: attention runs across heads instead of tokens",
+        "src/challenge.rs",
+        "permute(&[2, 0, 3, 1, 4])",
+        "permute(&[2, 0, 1, 3, 4])",
+    )
+    .fails(crate::check_ids![challenge::challenge_matches_block, challenge::challenge_is_faster]),
+    Mutant::new(
+        "challenge: a host read of the input breaks the graph",
+        "src/challenge.rs",
+        "    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {\n",
+        "    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {\n        let _peak = x.sum_all()?.item()?;\n",
+    )
+    .fails(crate::check_ids![challenge::challenge_matches_block, challenge::challenge_is_faster]),
+    Mutant::new(
+        "profile: top_kernels keeps the cheapest kernels",
+        "src/profile.rs",
+        "let top = kernels.iter().take(TOP);",
+        "let top = kernels.iter().rev().take(TOP);",
+    )
+    .fails(crate::check_ids![profile::top_kernels_are_named]),
+    Mutant::new(
+        "profile: top_kernels names them cheapest first",
+        "src/profile.rs",
+        "let top = kernels.iter().take(TOP);",
+        "let top = kernels.iter().take(TOP).rev();",
+    )
+    .fails(crate::check_ids![profile::top_kernels_are_named]),
+    Mutant::new(
+        "profile: top_kernels ranks by device time on the CPU",
+        "src/profile.rs",
+        "if on_device {",
+        "if true {",
+    )
+    .fails(crate::check_ids![profile::top_kernels_are_named]),
+    Mutant::new(
+        "profile: top_kernels profiles the block run eagerly",
+        "src/profile.rs",
+        "            compiled.call(x)?;\n        }\n",
+        "            forward(x)?;\n        }\n",
+    )
+    .fails(crate::check_ids![profile::top_kernels_are_named]),
+];
