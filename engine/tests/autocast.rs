@@ -110,3 +110,36 @@ fn gradients_come_back_in_each_inputs_dtype() {
     let gk = k.grad().unwrap();
     assert_eq!((gk.dtype(), gk.to_vec().unwrap()), (DType::F32, vec![2.0; 6]));
 }
+
+#[test]
+fn half_precision_attention_gradients_match_float32() {
+    // Attention's backward on bf16 and f16 operands (plain and tuned kernels) widens to float32
+    // and rounds the gradients once: float32's gradients of the same rounded inputs, to the
+    // dtype's tolerance.
+    use engine::device::{Kernels, with_kernels};
+    for dtype in [DType::BF16, DType::F16] {
+        for kernels in [Kernels::Plain, Kernels::Tuned] {
+            let make = |seed| Tensor::uniform_dtype(&[2, 3, 17, 16], -1.0, 1.0, seed, dtype);
+            let leaves = [make(1), make(2), make(3)].map(|t| t.requires_grad_(true));
+            let wide = leaves.clone().map(|t| t.detach().to_dtype(DType::F32).unwrap().requires_grad_(true));
+            let run = |t: &[Tensor; 3]| {
+                with_kernels(kernels, || {
+                    let y = t[0].scaled_dot_product_attention(&t[1], &t[2], None, true, None).unwrap();
+                    y.mul(&Tensor::uniform(y.shape(), -1.0, 1.0, 9)).unwrap().sum_all().unwrap().backward().unwrap();
+                })
+            };
+            run(&leaves);
+            run(&wide);
+            for (half, wide) in leaves.iter().zip(&wide) {
+                let (g, e) = (half.grad().unwrap(), wide.grad().unwrap().to_vec().unwrap());
+                assert_eq!(g.dtype(), dtype);
+                let scale = e.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let worst = g.to_vec().unwrap().iter().zip(&e).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(
+                    worst <= 4.0 * dtype.epsilon() * scale,
+                    "{dtype} {kernels:?}: differs by {worst} (scale {scale})"
+                );
+            }
+        }
+    }
+}

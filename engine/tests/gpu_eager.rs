@@ -721,3 +721,26 @@ fn gpu_moves_are_differentiable() {
     assert_eq!(grad.device(), Device::Cpu);
     assert_eq!(grad.to_vec().unwrap(), vec![2.0, -4.0]);
 }
+
+#[test]
+fn gpu_half_precision_gradients_match_the_cpu() {
+    // Gradients of half-precision leaves come back in their dtype on both devices (the engine casts
+    // each gradient to its input's dtype); attention's backward widens to float32 (the composed
+    // path) on both, so they agree to the dtype's rounding.
+    let Some(device) = gpu() else { return };
+    check(8, (1usize..40, prop_oneof![Just(16usize), Just(64)], 0usize..2, any::<u64>()), |(l, e, d, seed)| {
+        let dtype = HALF[d];
+        let make = |seed| Tensor::uniform_dtype(&[2, 2, l, e], -1.0, 1.0, seed, dtype);
+        let inputs = [make(seed), make(seed + 1), make(seed + 2)];
+        let f = |t: &[Tensor]| t[0].scaled_dot_product_attention(&t[1], &t[2], None, true, None)?.gelu();
+        let (g, c) = (gradients_on(device, &inputs, &f), gradients_on(Device::Cpu, &inputs, &f));
+        let (rtol, _) = common::tolerance(dtype);
+        for (i, (g, c)) in g.iter().zip(&c).enumerate() {
+            let scale = c.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-3) as f64;
+            for (a, b) in g.iter().zip(c) {
+                prop_assert!(((a - b).abs() as f64) <= 4.0 * rtol * scale, "input {i}: gpu {a}, cpu {b} ({dtype})");
+            }
+        }
+        Ok(())
+    });
+}
