@@ -7,6 +7,9 @@ use engine::backends::Inductor;
 use engine::precision::{AutocastGuard, autocast, autocast_state};
 use engine::{DType, Device, Tensor, dynamo};
 
+/// Held by the tests that change or depend on process-wide state (the float32 matmul precision).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn block(x: &Tensor, w: &Tensor, b: &Tensor, gamma: &Tensor, beta: &Tensor) -> engine::Result<Tensor> {
     let h = x.linear(w, Some(b))?.gelu()?;
     let scores = h.matmul(&h.t()?)?.mul(0.125)?.softmax(-1)?;
@@ -51,6 +54,7 @@ fn guards_nest_and_restore() {
 
 #[test]
 fn compiled_code_under_autocast_records_the_casts_and_matches_eager() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (x, w, b) =
         (Tensor::randn(&[16, 32], 0), Tensor::randn(&[32, 32], 1).mul(0.2).unwrap(), Tensor::randn(&[32], 2));
     let (gamma, beta) = (Tensor::ones(&[32]), Tensor::zeros(&[32]));
@@ -142,4 +146,47 @@ fn half_precision_attention_gradients_match_float32() {
             }
         }
     }
+}
+
+/// `set_float32_matmul_precision` is process-wide, as in PyTorch: the GPU test that changes it runs
+/// here, where no other test multiplies float32 matrices on the GPU, and holds this lock against the
+/// test that compiles (whose guards read it).
+#[test]
+fn gpu_tf32_products_are_opt_in() {
+    use engine::{MatmulPrecision, set_float32_matmul_precision};
+    let Some(gpu) = common::gpu() else { return };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (a, b) = (Tensor::randn(&[256, 512], 1).to(gpu).unwrap(), Tensor::randn(&[512, 256], 2).to(gpu).unwrap());
+    let exact = a.matmul(&b).unwrap().to_vec().unwrap();
+    set_float32_matmul_precision(MatmulPrecision::High);
+    let tf32 = a.matmul(&b).unwrap().to_vec().unwrap();
+    set_float32_matmul_precision(MatmulPrecision::Highest);
+    let again = a.matmul(&b).unwrap().to_vec().unwrap();
+    assert_eq!(exact, again, "highest is float32 again");
+    // TF32 keeps 10 mantissa bits of each input: relative errors near 1e-3 of the sums' scale
+    // (about sqrt(512) here), never bit-exact.
+    let worst = exact.iter().zip(&tf32).map(|(e, t)| (e - t).abs()).fold(0.0f32, f32::max);
+    assert!(worst > 0.0 && worst < 0.2, "TF32 differs from float32 by {worst}");
+}
+
+#[test]
+fn the_float32_matmul_precision_is_a_guard() {
+    // `set_float32_matmul_precision` changes what a float32 product computes on a GPU, so a graph
+    // compiled under one setting is not reused under another (PyTorch's dynamo guards it too).
+    use engine::logs::{self, Artifact};
+    use engine::{MatmulPrecision, set_float32_matmul_precision};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let w = Tensor::randn(&[8, 8], 1);
+    let f = dynamo::compile(|x: Tensor| x.matmul(&w)).name("product");
+    let x = Tensor::randn(&[4, 8], 2);
+    let ((), text) = logs::capture(&[Artifact::Recompiles], || {
+        f.call(&x).unwrap();
+        set_float32_matmul_precision(MatmulPrecision::High);
+        f.call(&x).unwrap();
+        set_float32_matmul_precision(MatmulPrecision::Highest);
+        f.call(&x).unwrap();
+    });
+    assert!(text.contains("global state changed: float32 matmul precision was highest, now high"), "{text}");
+    let stats = f.stats();
+    assert_eq!((stats.compiles, stats.cache_hits), (2, 1), "{text}");
 }
