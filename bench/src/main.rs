@@ -9,14 +9,17 @@
 //! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
 //! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! bench sweep    [...] [--batches 1,4,16] [--threads 1,2] [--host-overhead python] [--load N]
+//! bench regional [...] [--seqs 128,256,384]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
 
 mod compiled;
 mod eager;
+mod first_call;
 mod models;
 mod modes;
+mod regional;
 mod roofline;
 mod sweep;
 mod table;
@@ -56,6 +59,10 @@ enum Command {
         /// Run only the workloads whose name contains this text (repeatable), e.g. `--only mlp`.
         #[arg(long)]
         only: Vec<String>,
+        /// Skip timing each workload's first call in new processes (cold and warm kernel cache):
+        /// quicker, for a check that every workload runs (CI).
+        #[arg(long)]
+        no_first_calls: bool,
     },
     /// The device's ceilings (copy bandwidth, GEMM throughput) and every kernel of the `models`
     /// workloads, eager and compiled, placed under them on a roofline (see
@@ -106,9 +113,41 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         load: usize,
     },
+    /// A stack of 12 naive blocks compiled whole against compiled regionally (one block compiled
+    /// once and reused for each): the first call with an empty cache, the calls at new sequence
+    /// lengths, and the steady state (see bench/NOTES-compile-time.md).
+    Regional {
+        #[command(flatten)]
+        common: Common,
+        /// The sequence lengths, in the order they are called (the first also times the steady
+        /// state).
+        #[arg(long, value_delimiter = ',', default_value = "128,256,384")]
+        seqs: Vec<usize>,
+    },
+    /// Run by `regional` in a fresh process: one form's calls over the lengths.
+    #[command(hide = true)]
+    RegionalRun {
+        #[command(flatten)]
+        common: Common,
+        /// Which form.
+        #[arg(long, value_enum)]
+        form: regional::Form,
+        /// The sequence lengths.
+        #[arg(long, value_delimiter = ',')]
+        seqs: Vec<usize>,
+    },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
+    /// Run by `models` in a fresh process to time one workload's first call against a given cache.
+    #[command(hide = true)]
+    ModelsFirstCall {
+        #[command(flatten)]
+        common: Common,
+        /// The workload's name, as `models` prints it.
+        #[arg(long)]
+        workload: String,
+    },
 }
 
 /// The options every command takes.
@@ -157,7 +196,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Eager(c) => eager::run(&c.into()),
         Command::Compiled(c) => compiled::run(&c.into()),
-        Command::Models { common, only } => models::run(&common.into(), &only),
+        Command::Models { common, only, no_first_calls } => models::run(&common.into(), &only, !no_first_calls),
         Command::Roofline { mut common, only, svg, from_json } => {
             if from_json.is_some() {
                 // Reading a report touches no device: do not probe for a GPU.
@@ -169,7 +208,10 @@ fn main() -> Result<()> {
         Command::Sweep { common, batches, threads, host_overhead, load } => {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
+        Command::Regional { common, seqs } => regional::run(&common.into(), &seqs),
+        Command::RegionalRun { common, form, seqs } => regional::run_one(&common.into(), form, &seqs),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
+        Command::ModelsFirstCall { common, workload } => models::first_call(&common.into(), &workload),
     }
 }
 

@@ -335,6 +335,7 @@ mod tests {
                     "ok".into()
                 },
                 location: None,
+                answers: None,
             })
             .collect();
         PhaseReport { phase: "phase4".into(), subject: Subject::Exercises, seed: 7, checks }

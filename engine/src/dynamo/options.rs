@@ -27,6 +27,8 @@ pub(crate) struct Options {
     pub recompile_limit: usize,
     /// How logs and warnings name the function.
     pub name: Arc<str>,
+    /// Where `compile` was called (the compile trace's stack starts there).
+    pub defined_at: SourceLocation,
 }
 
 impl Options {
@@ -38,6 +40,63 @@ impl Options {
             dynamic: None,
             recompile_limit: DEFAULT_RECOMPILE_LIMIT,
             name: format!("compiled function at {}", defined_at.short()).into(),
+            defined_at,
         }
     }
 }
+
+/// The builder methods of `torch.compile`'s knobs, for each kind of compiled callable
+/// ([`Compiled`](super::Compiled), [`Region`](super::Region)): each sets one field of its
+/// `options`.
+macro_rules! options_builder {
+    () => {
+        /// Uses `backend` to compile captured graphs (`torch.compile(backend=...)`).
+        pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
+            Arc::make_mut(&mut self.options).backend = Arc::new(backend);
+            self
+        }
+
+        /// Compiles in `mode` (`torch.compile(mode="reduce-overhead")` and so on): see [`Mode`]. Modes
+        /// other than [`Mode::Default`] need the Inductor backend.
+        ///
+        /// ```
+        /// use engine::{dynamo::{self, Mode}, Tensor};
+        /// let f = dynamo::compile(|x: Tensor| x.mul(2.0)?.relu()).mode(Mode::ReduceOverhead);
+        /// assert_eq!(f.call(&Tensor::from_vec(vec![-1.0, 3.0], &[2])?)?.to_vec()?, vec![0.0, 6.0]);
+        /// # Ok::<(), engine::Error>(())
+        /// ```
+        pub fn mode(mut self, mode: Mode) -> Self {
+            Arc::make_mut(&mut self.options).mode = mode;
+            self
+        }
+
+        /// With `true`, a graph break is an error naming its reason and line, instead of a split
+        /// (`torch.compile(fullgraph=True)`).
+        pub fn fullgraph(mut self, fullgraph: bool) -> Self {
+            Arc::make_mut(&mut self.options).fullgraph = fullgraph;
+            self
+        }
+
+        /// With `true`, every size of every input (except captured tensors) is symbolic from the
+        /// first call; with `false`, sizes are never symbolic and each new shape compiles a new graph.
+        /// Without a call, sizes become symbolic once they change (automatic dynamic shapes).
+        pub fn dynamic(mut self, dynamic: bool) -> Self {
+            Arc::make_mut(&mut self.options).dynamic = Some(dynamic);
+            self
+        }
+
+        /// How many graphs to keep per resume point before running that part of the function eagerly
+        /// (default 8, PyTorch's `recompile_limit`).
+        pub fn recompile_limit(mut self, limit: usize) -> Self {
+            Arc::make_mut(&mut self.options).recompile_limit = limit;
+            self
+        }
+
+        /// The name logs and warnings use for this function (default: where `compile` was called).
+        pub fn name(mut self, name: &str) -> Self {
+            Arc::make_mut(&mut self.options).name = name.into();
+            self
+        }
+    };
+}
+pub(super) use options_builder;

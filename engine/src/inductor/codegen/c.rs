@@ -77,6 +77,7 @@ pub fn prelude() -> String {
 
 /// A whole C source file: the prelude, then every kernel.
 pub fn module(kernels: &[Kernel]) -> String {
+    crate::wires::trip(crate::wires::Wire::CModule);
     let mut out = prelude();
     for k in kernels {
         out.push('\n');
@@ -157,6 +158,7 @@ static inline f8e5m2 float_to_f8e5m2(float f) {
 /// arrives as a `float*` (the one signature all kernels share) and is read as its buffer's
 /// element type.
 pub fn kernel(k: &Kernel) -> String {
+    crate::wires::trip(crate::wires::Wire::CKernel);
     let mut out = format!("void {}{RANGE_SUFFIX}(float* const* args, int64_t x0, int64_t x1) {{\n", k.name);
     for (i, arg) in k.args.iter().enumerate() {
         let constness = if arg.output { "" } else { "const " };

@@ -133,6 +133,7 @@ impl Spelling<'_> {
     /// front of definitions. Loads of half-precision buffers widen to float and stores into
     /// them round (`float tmp0 = bf16_to_float(in_ptr0[x]);`): every temporary is a float.
     pub fn stmt(&self, kernel: &Kernel, stmt: &Stmt, declare: bool) -> String {
+        crate::wires::trip(crate::wires::Wire::Spelling);
         let ty = if declare { "float " } else { "" };
         match stmt {
             Stmt::Load { tmp, arg, index } => {
@@ -154,6 +155,7 @@ impl Spelling<'_> {
 
 /// The plain spelling: `tmpN` and indices over `x` and `r`.
 pub fn scalar_spelling(dialect: Dialect) -> Spelling<'static> {
+    crate::wires::trip(crate::wires::Wire::ScalarSpelling);
     Spelling { dialect, tmp: &|t| format!("tmp{t}"), index: &|i| i.to_c() }
 }
 
