@@ -106,7 +106,7 @@ pub fn run(options: &Options) -> Result<()> {
                 (t[0].clone(), t[1].clone(), copy_bytes)
             }
             Ceiling::Gemm(batch, m, n, k) => {
-                let mut gemm = baseline::gemm(device, batch, m, n, k)?;
+                let mut gemm = baseline::gemm(device, batch, m, n, k, engine::DType::F32)?;
                 let t = bench.run_interleaved(&mut [&mut gemm, &mut workload.run])?;
                 (t[0].clone(), t[1].clone(), 2.0 * (batch * m * n * k) as f64)
             }

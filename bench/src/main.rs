@@ -3,11 +3,10 @@
 //! compiled code against eager code timed in the same run.
 //!
 //! ```text
-//! bench eager    [--device cpu|cuda|cuda:N] [--samples N] [--warmup N] [--json]
+//! bench eager    [--device cpu|cuda|cuda:N] [--dtype f32|bf16|f16] [--samples N] [--warmup N] [--json]
 //! bench compiled [...]
 //! bench models   [...] [--only TEXT]
 //! bench roofline [...] [--only TEXT] [--svg FILE] [--from-json REPORT]
-//! bench models   [...]
 //! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! bench sweep    [...] [--batches 1,4,16] [--threads 1,2] [--host-overhead python] [--load N]
 //! bench regional [...] [--seqs 128,256,384]
@@ -29,9 +28,9 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
-use engine::Device;
 use engine::dynamo::Mode;
 use engine::host_overhead::Setting;
+use engine::{DType, Device};
 
 /// Benchmark commands for the engine.
 #[derive(Parser)]
@@ -60,6 +59,10 @@ enum Command {
         /// Run only the workloads whose name contains this text (repeatable), e.g. `--only mlp`.
         #[arg(long)]
         only: Vec<String>,
+        /// Skip timing each workload's first call in new processes (cold and warm kernel cache):
+        /// quicker, for a check that every workload runs (CI).
+        #[arg(long)]
+        no_first_calls: bool,
     },
     /// The device's ceilings (copy bandwidth, GEMM throughput) and every kernel of the `models`
     /// workloads, eager and compiled, placed under them on a roofline (see
@@ -162,6 +165,10 @@ struct Common {
     /// Print the results as JSON on stdout instead of tables (commentary goes to stderr).
     #[arg(long)]
     json: bool,
+    /// The dtype of the workloads' inputs and parameters (`models`, `roofline`, `modes`):
+    /// f32, bf16 or f16 (`model.to(dtype)` in PyTorch).
+    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    dtype: DType,
 }
 
 /// Options shared by the benchmark commands.
@@ -174,12 +181,14 @@ pub struct Options {
     pub warmup: usize,
     /// JSON on stdout instead of tables.
     pub json: bool,
+    /// The workloads' dtype.
+    pub dtype: DType,
 }
 
 impl From<Common> for Options {
     fn from(c: Common) -> Options {
         let device = c.device.unwrap_or_else(Device::cuda_if_available);
-        Options { device, samples: c.samples.max(1), warmup: c.warmup, json: c.json }
+        Options { device, samples: c.samples.max(1), warmup: c.warmup, json: c.json, dtype: c.dtype }
     }
 }
 
@@ -187,7 +196,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Eager(c) => eager::run(&c.into()),
         Command::Compiled(c) => compiled::run(&c.into()),
-        Command::Models { common, only } => models::run(&common.into(), &only),
+        Command::Models { common, only, no_first_calls } => models::run(&common.into(), &only, !no_first_calls),
         Command::Roofline { mut common, only, svg, from_json } => {
             if from_json.is_some() {
                 // Reading a report touches no device: do not probe for a GPU.
@@ -212,6 +221,14 @@ pub fn say(options: &Options, text: &str) {
         eprintln!("{text}");
     } else {
         println!("{text}");
+    }
+}
+
+fn parse_dtype(text: &str) -> Result<DType> {
+    match text.parse::<DType>() {
+        Ok(dtype) if !dtype.is_fp8() => Ok(dtype),
+        Ok(dtype) => bail!("{dtype} is a matrix-product input only, not a model's dtype: use f32, bf16 or f16"),
+        Err(why) => bail!(why),
     }
 }
 

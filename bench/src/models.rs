@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use engine::bench::{Bench, Timing, time_once};
-use engine::{Device, Tensor, dynamo};
+use engine::{DType, Device, Tensor, dynamo};
 use serde::Serialize;
 use workbook_models::phase5::{
     self, Block, BlockShape, MLP_BATCHES, MLP_FEATURES, Mlp, POINTWISE_ELEMENTS, naive_layer_norm, naive_softmax,
@@ -47,6 +47,11 @@ impl Workload {
         Workload { name: name.into(), inputs, forward: Rc::new(forward) }
     }
 
+    /// The dtype of its (first) input: the workload's dtype.
+    pub fn dtype(&self) -> DType {
+        self.inputs.first().map_or(DType::F32, Tensor::dtype)
+    }
+
     /// Runs the workload eagerly once.
     pub fn eager(&self) -> engine::Result<Tensor> {
         (self.forward)(&self.inputs)
@@ -59,57 +64,56 @@ impl Workload {
     }
 }
 
-/// The headline workloads in the order tables list them, each built (inputs allocated on
-/// `device`) only when the iterator reaches it: the MLP 512-2048-512 at every batch of
-/// [`MLP_BATCHES`], the naive transformer block at [`BlockShape::SMALL`] and
+/// The headline workloads in the order tables list them, each built (inputs and parameters of
+/// `dtype`, allocated on `device`) only when the iterator reaches it: the MLP 512-2048-512 at
+/// every batch of [`MLP_BATCHES`], the naive transformer block at [`BlockShape::SMALL`] and
 /// [`BlockShape::LARGE`], naive softmax 4096x4096, naive layer norm 8192x1024, and the pointwise
-/// chains of 16 M elements (add-ReLU-mul, 8 and 16 ops of sin/mul/add, 8 tanh).
-pub fn workloads(device: Device) -> impl Iterator<Item = Result<Workload>> {
+/// chains of 16 M elements (add-ReLU-mul, 8 and 16 ops of sin/mul/add, 8 tanh). In bf16 or f16
+/// the whole model is converted, as `model.to(torch.bfloat16)` does.
+pub fn workloads(device: Device, dtype: DType) -> impl Iterator<Item = Result<Workload>> {
     type Build = Box<dyn Fn() -> Result<Workload>>;
     let mut builds: Vec<Build> = Vec::new();
+    let input =
+        move |shape: &[usize], seed: u64| -> Result<Tensor> { Ok(Tensor::randn_dtype(shape, seed, dtype).to(device)?) };
     for batch in MLP_BATCHES {
         builds.push(Box::new(move || {
-            let mlp = Mlp::new(0, device)?;
-            let x = Tensor::randn(&[batch, MLP_FEATURES], 1).to(device)?;
+            let mlp = Mlp::new(0, device)?.to_dtype(dtype)?;
+            let x = input(&[batch, MLP_FEATURES], 1)?;
             Ok(Workload::new(format!("mlp bs={batch}"), vec![x], move |t| mlp.forward(&t[0])))
         }));
     }
     for shape in [BlockShape::SMALL, BlockShape::LARGE] {
         builds.push(Box::new(move || {
-            let block = Block::new(shape, 0, device)?;
-            let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1).to(device)?;
+            let block = Block::new(shape, 0, device)?.to_dtype(dtype)?;
+            let x = input(&[shape.batch, shape.seq, shape.d_model], 1)?;
             Ok(Workload::new(format!("block {}", shape.label()), vec![x], move |t| block.naive_forward(&t[0])))
         }));
     }
     builds.push(Box::new(move || {
-        let x = Tensor::randn(&[4096, 4096], 2).to(device)?;
+        let x = input(&[4096, 4096], 2)?;
         Ok(Workload::new("naive softmax 4096x4096", vec![x], |t| naive_softmax(&t[0])))
     }));
     builds.push(Box::new(move || {
-        let x = Tensor::randn(&[8192, 1024], 3).to(device)?;
-        let w = Tensor::uniform(&[1024], 0.5, 1.5, 4).to(device)?;
-        let b = Tensor::randn(&[1024], 5).to(device)?;
+        let x = input(&[8192, 1024], 3)?;
+        let w = Tensor::uniform_dtype(&[1024], 0.5, 1.5, 4, dtype).to(device)?;
+        let b = input(&[1024], 5)?;
         Ok(Workload::new("naive layer norm 8192x1024", vec![x, w, b], |t| naive_layer_norm(&t[0], &t[1], &t[2])))
     }));
     builds.push(Box::new(move || {
-        let (x, bias) = (pointwise_input(6, device)?, pointwise_input(7, device)?);
+        let (x, bias) = (input(&[POINTWISE_ELEMENTS], 6)?, input(&[POINTWISE_ELEMENTS], 7)?);
         Ok(Workload::new("add-relu-mul 16M", vec![x, bias], |t| phase5::add_relu_mul(&t[0], &t[1])))
     }));
     for ops in [8, 16] {
         builds.push(Box::new(move || {
-            let x = pointwise_input(8, device)?;
+            let x = input(&[POINTWISE_ELEMENTS], 8)?;
             Ok(Workload::new(format!("{ops}-op chain 16M"), vec![x], move |t| phase5::pointwise_chain(&t[0], ops)))
         }));
     }
     builds.push(Box::new(move || {
-        let x = pointwise_input(9, device)?;
+        let x = input(&[POINTWISE_ELEMENTS], 9)?;
         Ok(Workload::new("8x tanh 16M", vec![x], |t| phase5::repeated_tanh(&t[0], 8)))
     }));
     builds.into_iter().map(|build| build())
-}
-
-fn pointwise_input(seed: u64, device: Device) -> Result<Tensor> {
-    Ok(Tensor::randn(&[POINTWISE_ELEMENTS], seed).to(device)?)
 }
 
 /// On the CPU, seconds of timed samples to aim for per workload: the whole command must finish
@@ -177,13 +181,22 @@ fn difference(a: &Tensor, b: &Tensor) -> Result<f64> {
     Ok(worst / scale)
 }
 
-/// Relative differences beyond this are reported as wrong results, not timed silently.
-const TOLERANCE: f64 = 1e-3;
+/// Relative differences beyond this (in float32; 8 units in the last place of a half-precision
+/// dtype, where eager rounds after every op and fused kernels once) are reported as wrong
+/// results, not timed silently.
+fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-3,
+        other => 8.0 * f64::from(other.epsilon()),
+    }
+}
 
 /// One row of `bench models --json`.
 #[derive(Serialize)]
 struct Row {
     workload: String,
+    /// The dtype of the workload's inputs and parameters.
+    dtype: String,
     eager_ms: f64,
     compiled_ms: f64,
     speedup: f64,
@@ -206,12 +219,15 @@ struct Row {
 #[derive(Serialize)]
 struct Report {
     device: String,
+    dtype: String,
     timing: &'static str,
     rows: Vec<Row>,
 }
 
-/// `bench models`: every workload whose name contains one of `only` (all when empty).
-pub fn run(options: &Options, only: &[String]) -> Result<()> {
+/// `bench models`: every workload whose name contains one of `only` (all when empty). With
+/// `first_calls`, each workload's first call is also timed in two new processes, against an empty
+/// kernel cache and the cache that filled (`cold` and `warm`, null without).
+pub fn run(options: &Options, only: &[String], first_calls: bool) -> Result<()> {
     let device = options.device;
     let timing = match device {
         Device::Cpu => {
@@ -222,10 +238,10 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
         Device::Cuda(_) => "CUDA: median of interleaved CUDA-event samples, L2 flushed before each",
     };
     if !options.json {
-        println!("bench models on {device}\n{timing}\n");
+        println!("bench models on {device} in {}\n{timing}\n", options.dtype);
     }
     let mut rows = Vec::new();
-    for workload in workloads(device) {
+    for workload in workloads(device, options.dtype) {
         let workload = workload?;
         if !only.is_empty() && !only.iter().any(|o| workload.name.contains(o.as_str())) {
             continue;
@@ -235,29 +251,37 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
             "models-first-call".to_string(),
             "--device".into(),
             device.to_string(),
+            "--dtype".into(),
+            options.dtype.to_string(),
             "--workload".into(),
             workload.name.clone(),
         ];
-        let cold = first_call::in_new_process(&args, cache.path())?;
-        let warm = first_call::in_new_process(&args, cache.path())?;
-        eprintln!("  {}: cold first call {:.1} ms: {}", workload.name, cold.seconds * 1e3, cold.stages_line());
+        let (cold, warm) = if first_calls {
+            let cold = first_call::in_new_process(&args, cache.path())?;
+            let warm = first_call::in_new_process(&args, cache.path())?;
+            eprintln!("  {}: cold first call {:.1} ms: {}", workload.name, cold.seconds * 1e3, cold.stages_line());
+            (cold.to_json(), warm.to_json())
+        } else {
+            (serde_json::Value::Null, serde_json::Value::Null)
+        };
         let compiled = dynamo::compile(workload.traceable()).name(&workload.name);
         let measured = measure(&workload, &|inputs| compiled.call(inputs), options)?;
         let row = Row {
             workload: workload.name.clone(),
+            dtype: options.dtype.to_string(),
             eager_ms: measured.eager.median() * 1e3,
             compiled_ms: measured.compiled.median() * 1e3,
             speedup: measured.eager.median() / measured.compiled.median(),
             first_call_ms: measured.first_call.as_secs_f64() * 1e3,
             compile_ms: compiled.stats().compile_time.as_secs_f64() * 1e3,
-            cold: cold.to_json(),
-            warm: warm.to_json(),
+            cold,
+            warm,
             samples: measured.eager.samples().len(),
             eager_spread: measured.eager.spread(),
             compiled_spread: measured.compiled.spread(),
             max_difference: measured.max_difference,
         };
-        if row.max_difference > TOLERANCE {
+        if row.max_difference > tolerance(options.dtype) {
             eprintln!(
                 "warning: {}: compiled differs from eager by {:.1e} (relative)",
                 row.workload, row.max_difference
@@ -267,7 +291,7 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
         rows.push(row);
     }
     if options.json {
-        let report = Report { device: device.to_string(), timing, rows };
+        let report = Report { device: device.to_string(), dtype: options.dtype.to_string(), timing, rows };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("{}", render(&rows));
@@ -279,7 +303,7 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
 /// after bringing the device up with its inputs; prints what [`first_call::in_new_process`] reads.
 pub fn first_call(options: &Options, name: &str) -> Result<()> {
     let device = options.device;
-    let Some(workload) = workloads(device).find(|w| w.as_ref().map_or(true, |w| w.name == name)) else {
+    let Some(workload) = workloads(device, options.dtype).find(|w| w.as_ref().map_or(true, |w| w.name == name)) else {
         bail!("no workload named `{name}`");
     };
     let workload = workload?;
@@ -310,11 +334,10 @@ fn render(rows: &[Row]) -> String {
             format!("{:.2}x", r.speedup),
             format!("{:.1}", r.first_call_ms),
             format!("{:.1}", r.compile_ms),
-            format!(
-                "{:.0} / {:.0}",
-                r.cold["first_call_ms"].as_f64().unwrap_or(f64::NAN),
-                r.warm["first_call_ms"].as_f64().unwrap_or(f64::NAN)
-            ),
+            match (r.cold["first_call_ms"].as_f64(), r.warm["first_call_ms"].as_f64()) {
+                (Some(cold), Some(warm)) => format!("{cold:.0} / {warm:.0}"),
+                _ => "-".into(),
+            },
             r.samples.to_string(),
             format!("{:.0}%/{:.0}%", r.eager_spread * 100.0, r.compiled_spread * 100.0),
         ]);
@@ -331,7 +354,7 @@ mod tests {
         let x = Tensor::randn(&[1000], 0);
         let workload = Workload::new("tiny", vec![x], |t| t[0].mul(2.0)?.relu());
         let compiled = dynamo::compile(workload.traceable());
-        let options = Options { device: Device::Cpu, samples: 4, warmup: 1, json: false };
+        let options = Options { device: Device::Cpu, samples: 4, warmup: 1, json: false, dtype: DType::F32 };
         let measured = measure(&workload, &|inputs| compiled.call(inputs), &options).unwrap();
         assert_eq!((measured.eager.samples().len(), measured.compiled.samples().len()), (4, 4));
         assert!(measured.max_difference < 1e-6, "{}", measured.max_difference);

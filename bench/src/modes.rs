@@ -66,7 +66,7 @@ fn time_mode(workload: &Workload, mode: Mode, options: &Options) -> Result<Row> 
 pub fn run(options: &Options, only: &[String], modes: &[Mode]) -> Result<()> {
     let modes = if modes.is_empty() { &Mode::ALL[..] } else { modes };
     let mut rows = Vec::new();
-    for workload in workloads(options.device) {
+    for workload in workloads(options.device, options.dtype) {
         let workload = workload?;
         if !only.is_empty() && !only.iter().any(|o| workload.name.contains(o.as_str())) {
             continue;

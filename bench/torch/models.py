@@ -1,6 +1,7 @@
 """PyTorch's side of `bench models`: the same workloads, eager against torch.compile.
 
     python bench/torch/models.py --device cuda --json > torch-models.json
+    python bench/torch/models.py --device cuda --dtype bf16 --json > torch-models-bf16.json
     python bench/torch/models.py --device cpu --only mlp
 
 Each workload mirrors models/src/phase5.rs op for op (the MLP 512-2048-512 with exact GELU, the
@@ -8,7 +9,8 @@ naive pre-norm transformer block, naive softmax and layer norm, the 16 M-element
 chains), so the two JSON reports compare row by row. Timing follows the engine's `Bench`: the
 first call of the compiled function on the wall clock (tracing and compiling), then eager and
 compiled samples taken in turns; on CUDA each sample is bracketed by CUDA events after a write of
-256 MB that evicts the L2, on the CPU by a monotonic clock. Medians are reported.
+256 MB that evicts the L2, on the CPU by a monotonic clock. Medians are reported. `--dtype bf16`
+(or f16) converts every input and parameter, as `bench models --dtype` does (`model.to(dtype)`).
 """
 
 import argparse
@@ -28,6 +30,7 @@ POINTWISE_ELEMENTS = 1 << 24
 # (batch, seq, d_model, heads), as BlockShape::SMALL and BlockShape::LARGE.
 BLOCK_SHAPES = [(4, 128, 512, 8), (8, 1024, 768, 12)]
 CPU_SECONDS_PER_WORKLOAD = 3.0
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 def param(shape, fan_in, gen, device):
@@ -45,11 +48,11 @@ def naive_layer_norm(x, weight, bias):
     return centered / torch.sqrt(variance + LAYER_NORM_EPS) * weight + bias
 
 
-def mlp(batch, device, gen):
-    w1 = param((MLP_HIDDEN, MLP_FEATURES), MLP_FEATURES, gen, device)
-    b1 = param((MLP_HIDDEN,), MLP_FEATURES, gen, device)
-    w2 = param((MLP_FEATURES, MLP_HIDDEN), MLP_HIDDEN, gen, device)
-    b2 = param((MLP_FEATURES,), MLP_HIDDEN, gen, device)
+def mlp(batch, device, gen, dtype):
+    w1 = param((MLP_HIDDEN, MLP_FEATURES), MLP_FEATURES, gen, device).to(dtype)
+    b1 = param((MLP_HIDDEN,), MLP_FEATURES, gen, device).to(dtype)
+    w2 = param((MLP_FEATURES, MLP_HIDDEN), MLP_HIDDEN, gen, device).to(dtype)
+    b2 = param((MLP_FEATURES,), MLP_HIDDEN, gen, device).to(dtype)
 
     def forward(x):
         return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
@@ -57,14 +60,19 @@ def mlp(batch, device, gen):
     return f"mlp bs={batch}", forward, [torch.randn(batch, MLP_FEATURES, generator=gen).to(device)]
 
 
-def block(shape, device, gen):
+def block(shape, device, gen, dtype):
     batch, seq, d, heads = shape
     head_dim = d // heads
-    ln1_w, ln1_b, ln2_w, ln2_b = (t.to(device) for t in (torch.ones(d), torch.zeros(d), torch.ones(d), torch.zeros(d)))
-    wq, wk, wv, wo = (param((d, d), d, gen, device) for _ in range(4))
-    bq, bk, bv, bo = (param((d,), d, gen, device) for _ in range(4))
-    fc1_w, fc1_b = param((4 * d, d), d, gen, device), param((4 * d,), d, gen, device)
-    fc2_w, fc2_b = param((d, 4 * d), 4 * d, gen, device), param((d,), 4 * d, gen, device)
+
+    def p(shape, fan_in):
+        return param(shape, fan_in, gen, device).to(dtype)
+
+    ones_zeros = (torch.ones(d), torch.zeros(d), torch.ones(d), torch.zeros(d))
+    ln1_w, ln1_b, ln2_w, ln2_b = (t.to(device, dtype) for t in ones_zeros)
+    wq, wk, wv, wo = (p((d, d), d) for _ in range(4))
+    bq, bk, bv, bo = (p((d,), d) for _ in range(4))
+    fc1_w, fc1_b = p((4 * d, d), d), p((4 * d,), d)
+    fc2_w, fc2_b = p((d, 4 * d), 4 * d), p((d,), 4 * d)
 
     def attention(x):
         def split(t):
@@ -101,22 +109,31 @@ def repeated_tanh(x):
     return x
 
 
-def workloads(device):
-    """The workloads of `bench models`, in its order, each built when reached."""
+def workloads(device, dtype):
+    """The workloads of `bench models`, in its order, each built when reached, every input and
+    parameter converted to `dtype`."""
     gen = torch.Generator().manual_seed(0)
+    # The tensors are made on `device` in float32, then converted: the converting device is one
+    # that holds them, whatever the dtype.
+    target = torch.device(device)
+
+    def converted(build):
+        name, forward, inputs = build()
+        return name, forward, [t.to(dtype) for t in inputs]
+
     for batch in MLP_BATCHES:
-        yield lambda batch=batch: mlp(batch, device, gen)
+        yield lambda batch=batch: converted(lambda: mlp(batch, target, gen, dtype))
     for shape in BLOCK_SHAPES:
-        yield lambda shape=shape: block(shape, device, gen)
+        yield lambda shape=shape: converted(lambda: block(shape, target, gen, dtype))
 
     def big(*shape):
-        return torch.randn(*shape, generator=gen).to(device)
+        return torch.randn(*shape, generator=gen).to(device, dtype)
 
     yield lambda: ("naive softmax 4096x4096", naive_softmax, [big(4096, 4096)])
     yield lambda: (
         "naive layer norm 8192x1024",
         naive_layer_norm,
-        [big(8192, 1024), (torch.rand(1024, generator=gen) + 0.5).to(device), big(1024)],
+        [big(8192, 1024), (torch.rand(1024, generator=gen) + 0.5).to(device, dtype), big(1024)],
     )
     yield lambda: (
         "add-relu-mul 16M",
@@ -186,7 +203,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
     args = parser.parse_args()
+    dtype = DTYPES[args.dtype]
     device = torch.device(args.device)
     timer = Timer(device)
     timing = (
@@ -196,7 +215,7 @@ def main():
     )
     rows = []
     with torch.no_grad():
-        for build in workloads(device):
+        for build in workloads(device, dtype):
             name, forward, inputs = build()
             if args.only and not any(o in name for o in args.only):
                 continue
@@ -205,7 +224,7 @@ def main():
             eager_out, eager_once = timer.once(lambda: forward(*inputs))
             compiled_out, first_call = timer.once(lambda: compiled(*inputs))
             scale = max(1.0, eager_out.abs().max().item())
-            difference = (eager_out - compiled_out).abs().max().item() / scale
+            difference = (eager_out.float() - compiled_out.float()).abs().max().item() / scale
             del eager_out, compiled_out
             samples, warmup = args.samples, args.warmup
             if device.type == "cpu":
@@ -225,11 +244,11 @@ def main():
             }
             print(f"  {name}: eager {row['eager_ms']:.3f} ms, torch.compile {row['compiled_ms']:.3f} ms", file=sys.stderr)
             rows.append(row)
-    report = {"device": str(device), "torch": torch.__version__, "timing": timing, "rows": rows}
+    report = {"device": str(device), "dtype": args.dtype, "torch": torch.__version__, "timing": timing, "rows": rows}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"torch {torch.__version__} on {device}\n{timing}\n")
+        print(f"torch {torch.__version__} on {device} in {args.dtype}\n{timing}\n")
         print(f"{'workload':28} {'eager ms':>10} {'compiled ms':>12} {'speedup':>8} {'first call ms':>14} {'samples':>8}")
         for r in rows:
             print(

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::device::cuda::{self, CudaError};
 use crate::device::{Device, cpu};
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::{Layout, numel};
 use crate::op::Op;
@@ -27,6 +28,9 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
     let device = common_device(op.name(), operands, location)?;
     let shapes: Vec<Option<&[usize]>> = operands.iter().map(Operand::shape).collect();
     let out_shape = op.infer_shape(&shapes, location)?;
+    let dtypes: Vec<Option<(DType, usize)>> =
+        operands.iter().map(|o| o.tensor().map(|t| (t.dtype(), t.rank()))).collect();
+    let dtype = op.infer_dtype(&dtypes, location)?;
     let first = || match operands[0] {
         Operand::Tensor(t) => t.concrete().expect("eager operands are concrete"),
         Operand::Scalar(_) => unreachable!("shape inference rejects a scalar first operand here"),
@@ -57,6 +61,28 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             };
             linear(tensor(0).expect("checked"), tensor(1).expect("checked"), tensor(2), location)
         }
+        // Like ATen's `cat`, operands of another dtype are converted to the promoted one first.
+        Op::Cat { .. } if dtypes.iter().flatten().any(|&(d, _)| d != dtype) => {
+            let converted = operands
+                .iter()
+                .map(|o| match o {
+                    Operand::Tensor(t) => t.to_dtype_at(dtype, location),
+                    Operand::Scalar(_) => unreachable!("shape inference rejects scalar operands of cat"),
+                })
+                .collect::<Result<Vec<Tensor>>>()?;
+            let operands: Vec<Operand> = converted.iter().map(Operand::Tensor).collect();
+            run(op, &operands, location)
+        }
+        Op::ScaledMm { .. } => {
+            scaled_mm_support(device).map_err(|reason| Error::Unsupported {
+                op: op.name(),
+                device,
+                reason,
+                location,
+            })?;
+            kernel(op, operands, &out_shape, dtype, device)
+                .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location))
+        }
         Op::Cond { true_graph, false_graph } => {
             let Operand::Tensor(pred) = operands[0] else { unreachable!("shape inference rejects a scalar predicate") };
             let inputs: Vec<Tensor> = operands[1..]
@@ -77,8 +103,29 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             if device == Device::Cpu {
                 fits_in_memory(op, operands, &out_shape, location)?;
             }
-            kernel(op, operands, &out_shape, device)
+            kernel(op, operands, &out_shape, dtype, device)
                 .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location))
+        }
+    }
+}
+
+/// Why `device` cannot run an FP8 matrix product, if it cannot: the FP8 tensor cores arrived with
+/// compute capability 8.9 (Ada) and 9.0 (Hopper); `torch._scaled_mm` refuses other devices too.
+fn scaled_mm_support(device: Device) -> std::result::Result<(), String> {
+    match device {
+        Device::Cpu => Err("FP8 matrix products need a GPU of compute capability 8.9 or newer (Ada, Hopper); \
+                            on the CPU, convert the operands to bf16 and use matmul"
+            .into()),
+        Device::Cuda(ordinal) => {
+            let gpu = cuda::CudaDevice::get(ordinal).map_err(|e| e.to_string())?;
+            let (major, minor) = gpu.facts().compute_capability;
+            if (major, minor) < (8, 9) {
+                return Err(format!(
+                    "FP8 matrix products need compute capability 8.9 or newer; this GPU has {major}.{minor}: \
+                     convert the operands to bf16 and use matmul"
+                ));
+            }
+            Ok(())
         }
     }
 }
@@ -94,9 +141,15 @@ pub(crate) fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, locatio
     }
 }
 
-/// Runs one device kernel into a fresh dense buffer, from the provider this thread runs on
-/// ([`crate::device::with_kernels`]).
-fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) -> Result<Tensor, CudaError> {
+/// Runs one device kernel into a fresh dense buffer of `dtype`, from the provider this thread runs
+/// on ([`crate::device::with_kernels`]).
+fn kernel(
+    op: &Op,
+    operands: &[Operand],
+    out_shape: &[usize],
+    dtype: DType,
+    device: Device,
+) -> Result<Tensor, CudaError> {
     let _launch = profiler::launch(op.name(), EventKind::Eager, device, || operand_shapes(operands));
     let storage = match device {
         Device::Cpu => {
@@ -110,7 +163,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                     },
                 })
                 .collect();
-            Storage::Cpu(cpu::execute(op, &inputs, out_shape))
+            Storage::Cpu(cpu::execute(op, &inputs, out_shape, dtype))
         }
         Device::Cuda(_) => {
             let mut gpu = None;
@@ -128,7 +181,7 @@ fn kernel(op: &Op, operands: &[Operand], out_shape: &[usize], device: Device) ->
                 })
                 .collect();
             let gpu = gpu.expect("shape inference requires a tensor operand");
-            Storage::Cuda(cuda::execute(&gpu, op, &inputs, out_shape)?)
+            Storage::Cuda(cuda::execute(&gpu, op, &inputs, out_shape, dtype)?)
         }
     };
     Ok(Tensor::from_concrete(Arc::new(storage), Layout::contiguous(out_shape)))

@@ -92,6 +92,32 @@ pub enum Error {
         /// The learner's line that called the op.
         location: SourceLocation,
     },
+    /// Dtypes an op does not take, or cannot combine: a matmul of `bf16` and `f32` operands, an
+    /// 8-bit float anywhere but a conversion or `scaled_mm`.
+    #[error("{op}: {message}, got {} (at {location})", format_dtypes(.dtypes))]
+    DType {
+        /// The op's name.
+        op: &'static str,
+        /// The rule broken, and what to do.
+        message: String,
+        /// The operands' dtypes, in argument order.
+        dtypes: Vec<crate::dtype::DType>,
+        /// The learner's line that called the op.
+        location: SourceLocation,
+    },
+    /// An op the device cannot run: an FP8 matrix product on the CPU or on a GPU older than
+    /// compute capability 8.9.
+    #[error("{op} on {device}: {reason} (at {location})")]
+    Unsupported {
+        /// The op's name.
+        op: &'static str,
+        /// The device asked to run it.
+        device: crate::device::Device,
+        /// What the device lacks and where the op runs instead.
+        reason: String,
+        /// The learner's line that called the op.
+        location: SourceLocation,
+    },
     /// Tensors on different devices handed to one op.
     #[error(
         "{op}: expected every tensor on one device, got {devices} (at {location}); move them with `.to(device)` first"
@@ -197,6 +223,10 @@ pub enum Error {
         /// What failed.
         message: String,
     },
+}
+
+fn format_dtypes(dtypes: &[crate::dtype::DType]) -> String {
+    dtypes.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and ")
 }
 
 fn format_shapes(shapes: &[Vec<usize>]) -> String {

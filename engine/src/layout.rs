@@ -28,10 +28,13 @@ pub fn numel(shape: &[usize]) -> usize {
 /// Row-major (C-order) strides for a shape, in elements.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![0; shape.len()];
-    let mut step = 1;
+    let mut step: usize = 1;
     for (stride, &size) in strides.iter_mut().zip(shape).rev() {
         *stride = step;
-        step *= size.max(1);
+        // Saturating: a shape with a zero-size dim holds no elements however large the others
+        // (`[2^62, 0, 2^62]`), so its strides are never used to address one, and must not
+        // overflow.
+        step = step.saturating_mul(size.max(1));
     }
     strides
 }

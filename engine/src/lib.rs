@@ -17,6 +17,7 @@
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
+//! | `torch.bfloat16`, type promotion, `torch.autocast`, `set_float32_matmul_precision` | [`dtype`], [`precision`], [`tensor::autocast`] |
 //! | `dynamo_timed`, `CompilationMetrics` | [`compile_time`]: where each compile's time goes, stage by stage |
 //! | `TORCH_TRACE`, `trace_structured` | [`trace_structured`]: `ENGINE_TRACE=DIR`, a JSON record of every compile, for `compile-report` |
 //!
@@ -26,7 +27,8 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`compile_time`], [`trace_structured`], [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
+//!    [`compile_time`], [`trace_structured`], [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`],
+//!    [`precision`] (matmul precision, autocast state);
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (its op methods, [`autograd`] (the tape and the
 //!    derivative formulas, written with the op methods), and the dispatcher's hook for the layers
@@ -76,6 +78,7 @@ pub mod logs;
 pub mod op;
 pub mod optim;
 pub mod parallel;
+pub mod precision;
 pub mod profiler;
 pub mod scalar;
 pub mod tensor;
@@ -85,6 +88,7 @@ pub mod wires;
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result, SourceLocation};
+pub use precision::{MatmulPrecision, autocast, set_float32_matmul_precision};
 pub use tensor::AttnMask;
 pub use tensor::autograd;
 pub use tensor::{Operand, Tensor, TensorMeta};

@@ -6,9 +6,9 @@ mod common;
 
 use std::process::Command;
 
-use common::programs::programs;
+use common::programs::{programs, programs_in};
 use engine::inductor::{Config, codegen, generate};
-use engine::{Device, Tensor, dynamo};
+use engine::{DType, Device, Tensor, dynamo};
 use proptest::prelude::*;
 
 /// Just enough of CUDA for `g++ -fsyntax-only`: qualifiers, the thread-index registers,
@@ -29,6 +29,15 @@ float __shfl_xor_sync(unsigned, float, int);
 float __int_as_float(int);
 void __syncthreads();
 float rsqrtf(float);
+#define asm(...)
+struct uint2 { unsigned x, y; };
+struct uint4 { unsigned x, y, z, w; };
+uint2 make_uint2(unsigned, unsigned);
+uint4 make_uint4(unsigned, unsigned, unsigned, unsigned);
+float __uint_as_float(unsigned);
+unsigned __float_as_uint(float);
+template <typename T> T __ldg(const T*);
+int max(int, int);
 "#;
 
 /// Fails with the compiler's message unless `module` is valid C++ under the stand-ins.
@@ -60,6 +69,33 @@ proptest! {
             let code = generate(graph, Device::Cuda(0), &Config::default()).unwrap();
             let module = code.module_source(&codegen::cuda::prelude());
             prop_assert!(syntax_check(&module).is_ok(), "{}", syntax_check(&module).unwrap_err());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// Half-precision programs through the syntax check, and through NVRTC (for Hopper) where the
+    /// library is installed: NVRTC needs no GPU, so this checks the casts, the `bf16`/`f16`
+    /// vector loads and the inline PTX of the prelude on machines without one.
+    #[test]
+    fn generated_half_precision_cuda_compiles(
+        (dtype, program) in prop_oneof![Just(DType::BF16), Just(DType::F16)].prop_flat_map(|d| (Just(d), programs_in(d, 8))),
+        seed in any::<u64>(),
+    ) {
+        let inputs = program.inputs(seed);
+        let report = dynamo::explain(|xs: Vec<Tensor>| program.run(&xs)).call(&inputs).unwrap();
+        for graph in &report.graphs {
+            let code = generate(graph, Device::Cuda(0), &Config::default()).unwrap();
+            let module = code.module_source(&codegen::cuda::prelude());
+            if has_cxx() {
+                prop_assert!(syntax_check(&module).is_ok(), "{}", syntax_check(&module).unwrap_err());
+            }
+            if engine::device::cuda::probe().nvrtc.is_ok() {
+                let compiled = engine::device::cuda::nvrtc::compile_cubin(&module, "sm_90");
+                prop_assert!(compiled.is_ok(), "{dtype}: {}\n{module}", compiled.unwrap_err());
+            }
         }
     }
 }

@@ -380,6 +380,203 @@ fn without_a_gpu_the_engine_says_why_and_stays_on_the_cpu() {
     }
 }
 
+/// The half-precision dtypes.
+const HALF: [engine::DType; 2] = [engine::DType::F16, engine::DType::BF16];
+
+/// The same op on the GPU and on the CPU, from the same rounded inputs: both widen, compute in
+/// float32 and round once, so they agree to within a unit or two of the dtype's last place (the
+/// GPU's `expf` is not the CPU's vector math).
+fn gpu_matches_cpu(gpu: &Tensor, cpu: &Tensor, what: &str) -> Result<(), TestCaseError> {
+    prop_assert_eq!(gpu.dtype(), cpu.dtype(), "{}", what);
+    let (g, c) = (gpu.to_vec().map_err(fail)?, cpu.to_vec().map_err(fail)?);
+    let eps = 2.0 * cpu.dtype().epsilon();
+    for (i, (x, y)) in g.iter().zip(&c).enumerate() {
+        let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= eps * (y.abs() + 1e-3);
+        prop_assert!(ok, "{}: element {} is {} on the GPU, {} on the CPU", what, i, x, y);
+    }
+    Ok(())
+}
+
+#[test]
+fn gpu_every_eager_kernel_matches_the_cpu_in_half_precision() {
+    let Some(gpu) = gpu() else { return };
+    check(24, (broadcast_pairs(), all_layouts(), any::<u64>(), 0usize..2), |((shape, partner), layout, seed, d)| {
+        let dtype = HALF[d];
+        let on = |t: &Tensor| t.to(gpu).unwrap();
+        let (x, _) =
+            common::make_typed(&Tensor::randn(&shape, seed).to_vec().unwrap(), &shape, layout, Device::Cpu, dtype);
+        let (y, _) = common::make_typed(
+            &Tensor::randn(&partner, seed ^ 1).to_vec().unwrap(),
+            &partner,
+            Layout::Contiguous,
+            Device::Cpu,
+            dtype,
+        );
+        let (gx, gy) = (on(&x), on(&y));
+        for op in UnaryOp::ALL {
+            let (g, c) = (apply(Op::Unary(op), &[(&gx).into()])?, apply(Op::Unary(op), &[(&x).into()])?);
+            gpu_matches_cpu(&g, &c, op.name())?;
+        }
+        for op in BinaryOp::ALL {
+            let (g, c) = (
+                apply(Op::Binary(op), &[(&gx).into(), (&gy).into()])?,
+                apply(Op::Binary(op), &[(&x).into(), (&y).into()])?,
+            );
+            gpu_matches_cpu(&g, &c, op.name())?;
+        }
+        // Mixed dtypes promote to f32 on both devices.
+        let wide = y.to_dtype(engine::DType::F32).map_err(fail)?;
+        gpu_matches_cpu(&gx.add(&on(&wide)).map_err(fail)?, &x.add(&wide).map_err(fail)?, "add bf16 + f32")?;
+        gpu_matches_cpu(
+            &gx.gt(0.0).map_err(fail)?.where_(&gx, &gy).map_err(fail)?,
+            &x.gt(0.0).map_err(fail)?.where_(&x, &y).map_err(fail)?,
+            "where",
+        )?;
+        for dim in 0..shape.len() as isize {
+            gpu_matches_cpu(&gx.sum(dim, true).map_err(fail)?, &x.sum(dim, true).map_err(fail)?, "sum")?;
+            gpu_matches_cpu(&gx.mean(dim, false).map_err(fail)?, &x.mean(dim, false).map_err(fail)?, "mean")?;
+            gpu_matches_cpu(&gx.amax(dim, true).map_err(fail)?, &x.amax(dim, true).map_err(fail)?, "amax")?;
+            gpu_matches_cpu(&gx.softmax(dim).map_err(fail)?, &x.softmax(dim).map_err(fail)?, "softmax")?;
+            gpu_matches_cpu(&gx.log_softmax(dim).map_err(fail)?, &x.log_softmax(dim).map_err(fail)?, "log_softmax")?;
+            gpu_matches_cpu(
+                &engine::Tensor::cat(&[&gx, &gx], dim).map_err(fail)?,
+                &engine::Tensor::cat(&[&x, &x], dim).map_err(fail)?,
+                "cat",
+            )?;
+        }
+        if let Some(&d) = shape.last() {
+            let (w, b) = (Tensor::uniform_dtype(&[d], 0.5, 1.5, seed, dtype), Tensor::uniform(&[d], -1.0, 1.0, seed));
+            gpu_matches_cpu(
+                &gx.layer_norm(&on(&w), &on(&b), 1e-5).map_err(fail)?,
+                &x.layer_norm(&w, &b, 1e-5).map_err(fail)?,
+                "layer_norm",
+            )?;
+        }
+        for to in
+            [engine::DType::F32, engine::DType::F16, engine::DType::BF16, engine::DType::F8E4M3, engine::DType::F8E5M2]
+        {
+            gpu_matches_cpu(&gx.to_dtype(to).map_err(fail)?, &x.to_dtype(to).map_err(fail)?, "to_dtype")?;
+        }
+        gpu_matches_cpu(&gx.contiguous().map_err(fail)?, &x.contiguous().map_err(fail)?, "contiguous")?;
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_half_precision_matmul_runs_on_tensor_cores_within_tolerance() {
+    let Some(gpu) = gpu() else { return };
+    check(24, (matmul_cases(), any::<u64>(), 0usize..2), |((a_shape, b_shape, a_layout, b_layout), seed, d)| {
+        let dtype = HALF[d];
+        let (a, ra) = common::make_typed(
+            &Tensor::uniform(&a_shape, -1.0, 1.0, seed).to_vec().unwrap(),
+            &a_shape,
+            a_layout,
+            gpu,
+            dtype,
+        );
+        let (b, rb) = common::make_typed(
+            &Tensor::uniform(&b_shape, -1.0, 1.0, seed ^ 1).to_vec().unwrap(),
+            &b_shape,
+            b_layout,
+            gpu,
+            dtype,
+        );
+        let y = a.matmul(&b).map_err(fail)?;
+        prop_assert_eq!(y.dtype(), dtype);
+        let (rtol, atol) = common::tolerance(dtype);
+        assert_close(&y, &ra.matmul(&rb), Some(&ra.abs().matmul(&rb.abs())), rtol, atol);
+        Ok(())
+    });
+}
+
+#[test]
+fn gpu_fp8_scaled_mm_matches_the_float32_product_of_its_scaled_inputs() {
+    use engine::DType;
+    let Some(gpu) = gpu() else { return };
+    let (m, k, n) = (64, 128, 96);
+    let a = Tensor::randn(&[m, k], 1);
+    let w = Tensor::randn(&[n, k], 2);
+    // Per-tensor scales that map each matrix's largest magnitude near e4m3's largest value.
+    let amax = |t: &Tensor| t.abs().unwrap().reshape(&[t.numel()]).unwrap().amax(0, false).unwrap().item().unwrap();
+    let (sa, sw) = (amax(&a) / 448.0, amax(&w) / 448.0);
+    let a8 = a.div(sa).unwrap().to_dtype(DType::F8E4M3).unwrap();
+    let w8 = w.div(sw).unwrap().to_dtype(DType::F8E4M3).unwrap();
+    // The float32 reference of what FP8 can represent: the rounded values, scaled back.
+    let reference = a8
+        .to_dtype(DType::F32)
+        .unwrap()
+        .mul(sa)
+        .unwrap()
+        .matmul(&w8.to_dtype(DType::F32).unwrap().mul(sw).unwrap().t().unwrap())
+        .unwrap();
+    let (scale_a, scale_w) = (Tensor::scalar(sa).to(gpu).unwrap(), Tensor::scalar(sw).to(gpu).unwrap());
+    let result = a8.to(gpu).unwrap().scaled_mm(&w8.to(gpu).unwrap().t().unwrap(), &scale_a, &scale_w, DType::BF16);
+    let facts = engine::device::cuda::probe().devices.as_ref().unwrap()[0].clone();
+    if facts.compute_capability < (8, 9) {
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+        return;
+    }
+    let y = result.unwrap();
+    assert_eq!((y.dtype(), y.shape()), (DType::BF16, &[m, n][..]));
+    let (got, want) = (y.to_vec().unwrap(), reference.to_vec().unwrap());
+    let scale = want.iter().fold(0.0f32, |s, v| s.max(v.abs()));
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-2 * scale, "scaled_mm {g}, float32 {w} (scale {scale})");
+    }
+    // A row-major right operand is transposed into the layout cuBLASLt takes; f32 output too.
+    let row_major = w8.t().unwrap().contiguous().unwrap().to(gpu).unwrap();
+    let y32 = a8.to(gpu).unwrap().scaled_mm(&row_major, &scale_a, &scale_w, DType::F32).unwrap().to_vec().unwrap();
+    for (g, w) in y32.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-3 * scale, "scaled_mm {g}, float32 {w}");
+    }
+}
+
+#[test]
+fn gpu_half_precision_flash_attention_matches_the_float32_math_path() {
+    use engine::AttnMask;
+    use engine::device::{Kernels, with_kernels};
+    let Some(gpu) = gpu() else { return };
+    let cases = (
+        1usize..4,
+        1usize..200,
+        1usize..200,
+        prop_oneof![Just(16usize), Just(32), Just(64), Just(80), Just(128)],
+        0usize..2,
+        0usize..4,
+        any::<u64>(),
+    );
+    check(32, cases, |(heads, q_len, kv_len, head_dim, d, mask, seed)| {
+        let dtype = HALF[d];
+        let make = |len: usize, s: u64| Tensor::randn_dtype(&[2, heads, len, head_dim], s, dtype).to(gpu).unwrap();
+        let (q, k, v) = (make(q_len, seed), make(kv_len, seed ^ 1), make(kv_len, seed ^ 2));
+        let keep = Tensor::uniform(&[q_len, kv_len], 0.0, 1.0, seed ^ 3).gt(0.2).unwrap().to(gpu).unwrap();
+        let bias = Tensor::randn(&[q_len, kv_len], seed ^ 4).to(gpu).unwrap();
+        let (mask, causal) = match mask {
+            0 => (None, false),
+            1 => (None, q_len <= kv_len),
+            2 => (Some(AttnMask::Boolean(&keep)), false),
+            _ => (Some(AttnMask::Additive(&bias)), false),
+        };
+        let y = q.scaled_dot_product_attention(&k, &v, mask, causal, None).map_err(fail)?;
+        prop_assert_eq!(y.dtype(), dtype);
+        let wide = |t: &Tensor| t.to_dtype(engine::DType::F32).unwrap();
+        let want = with_kernels(Kernels::Plain, || {
+            wide(&q).scaled_dot_product_attention(&wide(&k), &wide(&v), mask, causal, None)
+        })
+        .map_err(fail)?;
+        let (got, want) = (y.to_vec().map_err(fail)?, want.to_vec().map_err(fail)?);
+        let (rtol, _) = common::tolerance(dtype);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // Probabilities rounded to the dtype for the product with v: the dtype's tolerance,
+            // relative to the values' scale (about 1).
+            let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() as f64 <= rtol * (w.abs() as f64 + 1.0);
+            prop_assert!(ok, "element {}: {} against float32 {} ({:?}, head dim {})", i, g, w, dtype, head_dim);
+        }
+        Ok(())
+    });
+}
+
 /// The gradients of `sum(f(inputs) * w)` with respect to every input, on `device`.
 fn gradients_on(device: Device, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>) -> Vec<Vec<f32>> {
     let leaves: Vec<Tensor> = inputs.iter().map(|t| t.to(device).unwrap().requires_grad_(true)).collect();
@@ -506,4 +703,27 @@ fn gpu_moves_are_differentiable() {
     let grad = w.grad().unwrap();
     assert_eq!(grad.device(), Device::Cpu);
     assert_eq!(grad.to_vec().unwrap(), vec![2.0, -4.0]);
+}
+
+#[test]
+fn gpu_half_precision_gradients_match_the_cpu() {
+    // Gradients of half-precision leaves come back in their dtype on both devices (the engine casts
+    // each gradient to its input's dtype); attention's backward widens to float32 (the composed
+    // path) on both, so they agree to the dtype's rounding.
+    let Some(device) = gpu() else { return };
+    check(8, (1usize..40, prop_oneof![Just(16usize), Just(64)], 0usize..2, any::<u64>()), |(l, e, d, seed)| {
+        let dtype = HALF[d];
+        let make = |seed| Tensor::uniform_dtype(&[2, 2, l, e], -1.0, 1.0, seed, dtype);
+        let inputs = [make(seed), make(seed + 1), make(seed + 2)];
+        let f = |t: &[Tensor]| t[0].scaled_dot_product_attention(&t[1], &t[2], None, true, None)?.gelu();
+        let (g, c) = (gradients_on(device, &inputs, &f), gradients_on(Device::Cpu, &inputs, &f));
+        let (rtol, _) = common::tolerance(dtype);
+        for (i, (g, c)) in g.iter().zip(&c).enumerate() {
+            let scale = c.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-3) as f64;
+            for (a, b) in g.iter().zip(c) {
+                prop_assert!(((a - b).abs() as f64) <= 4.0 * rtol * scale, "input {i}: gpu {a}, cpu {b} ({dtype})");
+            }
+        }
+        Ok(())
+    });
 }

@@ -127,6 +127,61 @@ fn gpu_custom_ops_and_cond() {
 }
 
 #[test]
+fn gpu_compiled_equals_eager_in_half_precision() {
+    use common::programs::programs_in;
+    let Some(device) = gpu() else { return };
+    let mut runner = TestRunner::new(Config { cases: 32, ..Config::default() });
+    let strategy = (prop_oneof![Just(engine::DType::F16), Just(engine::DType::BF16)], any::<u64>())
+        .prop_flat_map(|(dtype, seed)| (Just(dtype), programs_in(dtype, 8), Just(seed)));
+    let result = runner.run(&strategy, |(dtype, program, seed)| {
+        let inputs: Vec<Tensor> = program.inputs(seed).iter().map(|t| t.to(device).unwrap()).collect();
+        let expected = program.run(&inputs).unwrap();
+        let compiled = dynamo::compile(|xs: Vec<Tensor>| program.run(&xs)).backend(Inductor::default());
+        // As on the CPU: eager rounds after each op, the fused kernels once at the end.
+        let tol = 16.0 * dtype.epsilon();
+        for (g, e) in compiled.call(&inputs).unwrap().iter().zip(&expected) {
+            prop_assert_eq!(g.dtype(), dtype);
+            let (g, e) = (g.to_vec().unwrap(), e.to_vec().unwrap());
+            let near =
+                g.iter().zip(&e).all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs()));
+            prop_assert!(near, "{dtype}: {program:?}\ngot      {g:?}\nexpected {e:?}");
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn gpu_half_precision_kernels_load_eight_elements_at_a_time() {
+    let Some(device) = gpu() else { return };
+    for dtype in [engine::DType::BF16, engine::DType::F16] {
+        for n in [1, 7, 8, 9, 1000, 4099, 1 << 20] {
+            let x = |seed| Tensor::uniform_dtype(&[n], -2.0, 2.0, seed, dtype).to(device).unwrap();
+            let f = |t: Vec<Tensor>| t[0].add(&t[1])?.relu()?.mul(2.0);
+            let compiled = dynamo::compile(f).backend(Inductor::default());
+            let inputs = [x(1), x(2)];
+            // Exactly eager's values: one op's rounding, whether fused or not, for add and relu
+            // (exact in float32 from half-precision inputs) then one rounding of the product.
+            let (got, want) = (compiled.call(&inputs).unwrap(), f(inputs.to_vec()).unwrap());
+            assert_eq!(got.to_vec().unwrap(), want.to_vec().unwrap(), "{dtype}, {n} elements");
+            // A view one element in cannot take 16-byte loads: the scalar path, eager's values
+            // to within one rounding of the GPU's `expf`.
+            if n > 1 {
+                let shifted = vec![x(3).slice(0, 1, n, 1).unwrap()];
+                let g = |t: Vec<Tensor>| t[0].exp();
+                let compiled = dynamo::compile(g).backend(Inductor::default());
+                let (got, want) = (compiled.call(&shifted).unwrap(), g(shifted.clone()).unwrap());
+                let (got, want) = (got.to_vec().unwrap(), want.to_vec().unwrap());
+                let ulp = 2.0 * dtype.epsilon();
+                assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() <= ulp * b.abs()), "{dtype}, {n} elements");
+            }
+        }
+    }
+}
+
+#[test]
 fn gpu_compiled_training_matches_eager_gradients() {
     // The MLP 512-2048-512 and a small naive block, compiled with their backward on the GPU
     // (fused backward kernels, the attention backward when the pattern matcher finds attention):

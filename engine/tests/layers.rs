@@ -31,6 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "parallel",
             "compile_mode",
             "host_overhead",
+            "precision",
         ],
     ),
     ("op catalogue", &["op"]),

@@ -113,3 +113,28 @@ fn mixing_devices_is_refused_with_its_line() {
     assert!(err.starts_with("add: expected every tensor on one device, got cpu and cuda:0"), "{err}");
     assert!(err.contains(&format!("recompiles.rs:{line}")), "{err}");
 }
+
+#[test]
+fn a_dtype_change_and_autocast_are_guards_that_name_themselves() {
+    use engine::{DType, Device, autocast};
+    let mlp = Mlp::new();
+    let f = dynamo::compile(|x: Tensor| mlp.forward(&x)).name("mlp");
+    let scaled = dynamo::compile(|x: Tensor| x.mul(2.0)?.softmax(-1)).name("scaled");
+    let x = Tensor::randn(&[8, 8], 2);
+    let ((), text) = logs::capture(&[Artifact::Recompiles], || {
+        // The input's dtype is guarded: a bf16 input recompiles, and computes in bf16.
+        scaled.call(&x).unwrap();
+        assert_eq!(scaled.call(&x.to_dtype(DType::BF16).unwrap()).unwrap().dtype(), DType::BF16);
+        f.call(&x).unwrap();
+        // Autocast is global state the trace depends on: turning it on recompiles, and the
+        // products then run in bf16 while the softmax stays in float32.
+        let y = autocast(Device::Cpu, Some(DType::BF16), || f.call(&x)).unwrap();
+        assert_eq!(y.dtype(), DType::F32, "softmax is on autocast's float32 list");
+        // The same state again is a cache hit.
+        autocast(Device::Cpu, Some(DType::BF16), || f.call(&x)).unwrap();
+    });
+    assert!(text.contains("input 0: dtype mismatch, expected f32, got bf16"), "{text}");
+    assert!(text.contains("global state changed: autocast was off, now cpu:bf16"), "{text}");
+    let stats = f.stats();
+    assert_eq!((stats.compiles, stats.cache_hits), (2, 1), "{text}");
+}

@@ -7,7 +7,7 @@
 //! hand-written softmax. That is what a compiler is for; the fused ops (`Tensor::softmax`,
 //! `Tensor::layer_norm`) are what it should turn them into.
 
-use engine::{Device, Error, Result, SourceLocation, Tensor};
+use engine::{DType, Device, Error, Result, SourceLocation, Tensor};
 
 /// Input and output features of the benchmark MLP.
 pub const MLP_FEATURES: usize = 512;
@@ -391,6 +391,55 @@ impl Stack {
 /// A parameter of `shape` drawn from `seed`, scaled by `1/sqrt(fan_in)`, named and placed.
 fn param(shape: &[usize], seed: u64, fan_in: usize, name: &str, device: Device) -> Result<Tensor> {
     Tensor::randn(shape, seed).mul(1.0 / (fan_in as f32).sqrt())?.with_name(name).to(device)
+}
+
+/// Reduced precision (`model.to(torch.bfloat16)`): the models with their parameters converted,
+/// kept after the models' own code so that its line numbers (which graphs and logs print) stay put.
+impl Mlp {
+    /// The same model with every parameter converted to `dtype` (`model.to(torch.bfloat16)`).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Mlp> {
+        Ok(Mlp {
+            fc1_weight: converted(&self.fc1_weight, dtype)?,
+            fc1_bias: converted(&self.fc1_bias, dtype)?,
+            fc2_weight: converted(&self.fc2_weight, dtype)?,
+            fc2_bias: converted(&self.fc2_bias, dtype)?,
+        })
+    }
+}
+
+impl Block {
+    /// The same block with every parameter converted to `dtype` (`block.to(torch.bfloat16)`).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Block> {
+        let c = |t: &Tensor| converted(t, dtype);
+        Ok(Block {
+            shape: self.shape,
+            ln1_weight: c(&self.ln1_weight)?,
+            ln1_bias: c(&self.ln1_bias)?,
+            wq: c(&self.wq)?,
+            bq: c(&self.bq)?,
+            wk: c(&self.wk)?,
+            bk: c(&self.bk)?,
+            wv: c(&self.wv)?,
+            bv: c(&self.bv)?,
+            wo: c(&self.wo)?,
+            bo: c(&self.bo)?,
+            ln2_weight: c(&self.ln2_weight)?,
+            ln2_bias: c(&self.ln2_bias)?,
+            fc1_weight: c(&self.fc1_weight)?,
+            fc1_bias: c(&self.fc1_bias)?,
+            fc2_weight: c(&self.fc2_weight)?,
+            fc2_bias: c(&self.fc2_bias)?,
+        })
+    }
+}
+
+/// A parameter converted to `dtype`, keeping its name.
+fn converted(t: &Tensor, dtype: DType) -> Result<Tensor> {
+    let c = t.to_dtype(dtype)?;
+    Ok(match t.name() {
+        Some(name) => c.with_name(name),
+        None => c,
+    })
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use engine::backends::Inductor;
 use engine::bench::{Bench, baseline};
 use engine::inductor::output_code::KernelCode;
 use engine::profiler::{EventKind, Profile, Profiler};
-use engine::{Device, dynamo};
+use engine::{DType, Device, dynamo};
 use serde::{Deserialize, Serialize};
 
 use crate::Options;
@@ -29,7 +29,8 @@ use cost::Cost;
 pub struct Ceilings {
     /// Copy bandwidth, bytes read plus bytes written per second, in GB/s.
     pub bandwidth_gbs: f64,
-    /// GEMM throughput in GFLOP/s (f32).
+    /// GEMM throughput in GFLOP/s, in the workloads' dtype (bf16 on a GPU's tensor cores; the CPU
+    /// multiplies every dtype in float32).
     pub gflops: f64,
 }
 
@@ -88,7 +89,7 @@ pub fn ceilings(options: &Options) -> Result<Ceilings> {
     let samples = if device == Device::Cpu { options.samples.min(10) } else { options.samples };
     let bench = Bench::new(device).samples(samples).warmup(options.warmup.max(1)).flush_cache(false);
     let copy = bench.run(baseline::copy(device, n)?)?;
-    let gemm = bench.run(baseline::gemm(device, 1, size, size, size)?)?;
+    let gemm = bench.run(baseline::gemm(device, 1, size, size, size, options.dtype)?)?;
     // The fastest sample, not the median: a ceiling is what the machine can do, and background
     // load only ever lowers it.
     Ok(Ceilings {
@@ -134,7 +135,7 @@ fn kernel_points(workload: &Workload, device: Device, calls: usize) -> Result<Ve
             let shapes = event.shapes.clone().unwrap_or_default();
             let cost = match event.kind {
                 EventKind::Compiled => codes.iter().find(|k| k.name == event.name).and_then(cost::compiled),
-                _ => cost::eager(&event.name, &shapes),
+                _ => cost::eager(&event.name, &shapes, workload.dtype()),
             };
             let group = groups.entry((event.name.clone(), shapes)).or_insert((cost, Vec::new()));
             group.1.push(seconds(event));
@@ -170,6 +171,9 @@ fn dims(shape: &[usize]) -> String {
 #[derive(Serialize, Deserialize)]
 struct Report {
     device: String,
+    /// The workloads' dtype (float32 in reports written before it was recorded).
+    #[serde(default)]
+    dtype: DType,
     date: String,
     ceilings: Ceilings,
     ridge_flop_per_byte: f64,
@@ -216,7 +220,7 @@ fn measure(options: &Options, only: &[String]) -> Result<Report> {
     // A GPU runs each workload in milliseconds; the CPU in up to seconds.
     let calls = if device == Device::Cpu { 1 } else { 5 };
     let mut points = Vec::new();
-    for workload in workloads(device) {
+    for workload in workloads(device, options.dtype) {
         let workload = workload?;
         if !only.is_empty() && !only.iter().any(|o| workload.name.contains(o.as_str())) {
             continue;
@@ -224,7 +228,7 @@ fn measure(options: &Options, only: &[String]) -> Result<Report> {
         eprintln!("  profiling {}", workload.name);
         points.extend(kernel_points(&workload, device, calls)?);
     }
-    Ok(Report { device: name, date, ceilings, ridge_flop_per_byte: ceilings.ridge(), points })
+    Ok(Report { device: name, dtype: options.dtype, date, ceilings, ridge_flop_per_byte: ceilings.ridge(), points })
 }
 
 /// The device as captions name it: `NVIDIA H100 80GB HBM3`, or the CPU's model and threads.
@@ -319,6 +323,7 @@ mod tests {
         let ceilings = Ceilings { bandwidth_gbs: 10.0, gflops: 50.0 };
         let report = Report {
             device: "d".into(),
+            dtype: DType::F32,
             date: "2026-11-23".into(),
             ceilings,
             ridge_flop_per_byte: 5.0,
@@ -328,7 +333,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let (json, svg) = (dir.join("r.json"), dir.join("r.svg"));
         std::fs::write(&json, serde_json::to_string(&report).unwrap()).unwrap();
-        let options = Options { device: Device::Cpu, samples: 1, warmup: 0, json: true };
+        let options = Options { device: Device::Cpu, samples: 1, warmup: 0, json: true, dtype: DType::F32 };
         run(&options, &[], Some(&svg), Some(&json)).unwrap();
         let drawn = std::fs::read_to_string(&svg).unwrap();
         assert!(drawn.starts_with("<svg") && drawn.contains("Roofline: d, 2026-11-23"));

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
-use crate::device::cuda::matmul::{Operand, sgemm};
+use crate::device::cpu::HostBuffer;
+use crate::device::cuda::matmul::{Operand, gemm as library_gemm};
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
 use crate::device::{Device, cpu};
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::tensor::Tensor;
@@ -41,10 +43,11 @@ pub fn copy(device: Device, n: usize) -> Result<Work> {
     }
 }
 
-/// Multiplies ready row-major `[batch, m, k] @ [batch, k, n]` buffers with the vendor SGEMM each
-/// call (cuBLAS on a GPU, the `gemm` crate on the CPU, as eager matmul calls them): `2 batch m n k` flops.
+/// Multiplies ready row-major `[batch, m, k] @ [batch, k, n]` buffers with the vendor GEMM each
+/// call (cuBLAS on a GPU, in `dtype` on the tensor cores for bf16 and f16; the `gemm` crate on
+/// the CPU, in float32 whatever `dtype`, as eager matmul calls them): `2 batch m n k` flops.
 #[track_caller]
-pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Result<Work> {
+pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize, dtype: DType) -> Result<Work> {
     crate::wires::trip(crate::wires::Wire::Baseline);
     let location = SourceLocation::caller();
     let a = Tensor::randn(&[batch * m * k], 2).to_vec()?;
@@ -53,9 +56,10 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
         Device::Cpu => {
             let mut c = vec![0.0f32; batch * m * n];
             let (a_layout, b_layout) = (Layout::contiguous(&[batch, m, k]), Layout::contiguous(&[batch, k, n]));
+            let (a, b) = (HostBuffer::from(a), HostBuffer::from(b));
             Ok(Box::new(move || {
-                let a = cpu::Input::Tensor { buffer: &a[..], layout: &a_layout };
-                let b = cpu::Input::Tensor { buffer: &b[..], layout: &b_layout };
+                let a = cpu::Input::Tensor { buffer: &a, layout: &a_layout };
+                let b = cpu::Input::Tensor { buffer: &b, layout: &b_layout };
                 cpu::matmul_into(a, b, &[batch, m, n], &mut c, cpu::Epilogue::NONE);
                 std::hint::black_box(&c);
                 Ok(())
@@ -73,12 +77,13 @@ pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Resul
                 })
             };
             let dims = (int(m)?, int(n)?, int(k)?, int(batch)?);
-            let a = CudaBuffer::from_host(&gpu, &a).map_err(&fail)?;
-            let b = CudaBuffer::from_host(&gpu, &b).map_err(&fail)?;
-            let c = CudaBuffer::alloc(&gpu, batch * m * n).map_err(&fail)?;
+            let bytes = |values: &[f32]| HostBuffer::rounded(values, dtype).bytes().to_vec();
+            let a = CudaBuffer::from_bytes(&gpu, dtype, &bytes(&a)).map_err(&fail)?;
+            let b = CudaBuffer::from_bytes(&gpu, dtype, &bytes(&b)).map_err(&fail)?;
+            let c = CudaBuffer::alloc_of(&gpu, dtype, batch * m * n).map_err(&fail)?;
             Ok(Box::new(move || {
-                let (a_op, b_op) = (Operand::dense(a.ptr(), m, k), Operand::dense(b.ptr(), k, n));
-                sgemm(&gpu, &a_op, &b_op, c.ptr(), dims).map_err(&fail)
+                let (a_op, b_op) = (Operand::dense(a.ptr(), dtype, m, k), Operand::dense(b.ptr(), dtype, k, n));
+                library_gemm(&gpu, &a_op, &b_op, c.ptr(), dims).map_err(&fail)
             }))
         }
     }

@@ -11,6 +11,7 @@
 
 use std::cell::Cell;
 
+use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 
@@ -47,32 +48,50 @@ impl<'a, B: ?Sized> Input<'a, B> {
 }
 
 /// What a device has once, whichever provider runs its kernels: its buffers, the kernels that
-/// only move memory (a dense copy, a join), custom ops' compiled functions, and a buffer made from
-/// host values.
+/// only move memory (a dense copy or conversion, a join), custom ops' compiled functions, FP8
+/// matrix products, and a buffer made from host values.
+///
+/// Buffers carry their dtype (`f32`, `f16`, `bf16`; FP8 reaches only `copy`, `cat` and
+/// `scaled_mm`). Every kernel computes in `f32`, widening half-precision elements as it loads
+/// them and rounding as it stores; where the output's dtype is not the first input's
+/// (promotion, a conversion), the kernel is told it.
 pub(crate) trait DeviceKernels {
-    /// What an input's buffer is (`[f32]` on the CPU).
+    /// What an input's buffer is (a host buffer on the CPU).
     type Buffer: ?Sized;
     /// The buffer a kernel returns.
     type Output;
     /// How a kernel fails (the CPU's cannot).
     type Error;
 
-    /// A dense row-major copy of a view.
-    fn copy(&self, x: Input<Self::Buffer>, out_shape: &[usize]) -> Result<Self::Output, Self::Error>;
-    /// `inputs` joined along `dim` into a dense buffer of `out_shape`.
+    /// A dense row-major copy of a view, converted to `dtype` (`contiguous`, `to_dtype`).
+    fn copy(&self, x: Input<Self::Buffer>, out_shape: &[usize], dtype: DType) -> Result<Self::Output, Self::Error>;
+    /// `inputs` joined along `dim` into a dense buffer of `out_shape` (every input already has
+    /// the output's dtype).
     fn cat(&self, inputs: &[Input<Self::Buffer>], dim: usize, out_shape: &[usize])
     -> Result<Self::Output, Self::Error>;
-    /// A custom op's element function over broadcast inputs.
+    /// A custom op's element function over broadcast inputs, stored as `dtype`.
     fn custom(
         &self,
         op: &CustomOp,
         inputs: &[Input<Self::Buffer>],
         out_shape: &[usize],
+        dtype: DType,
     ) -> Result<Self::Output, Self::Error>;
-    /// A buffer holding `values` (how a composed kernel makes a constant operand).
+    /// `(a * scale_a) @ (b * scale_b)` of two 8-bit-float matrices with per-tensor `f32` scales
+    /// (one-element tensors), accumulated in `f32` and stored as `dtype`: `torch._scaled_mm`.
+    /// Devices without FP8 matrix units refuse it.
+    fn scaled_mm(
+        &self,
+        inputs: [Input<Self::Buffer>; 4],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<Self::Output, Self::Error>;
+    /// An `f32` buffer holding `values` (how a composed kernel makes a constant operand).
     fn upload(&self, values: &[f32]) -> Result<Self::Output, Self::Error>;
     /// A returned buffer as the input of another kernel.
     fn as_input(output: &Self::Output) -> &Self::Buffer;
+    /// The dtype of an input's buffer.
+    fn dtype(buffer: &Self::Buffer) -> DType;
 }
 
 /// The buffer a provider's kernels read.
@@ -83,27 +102,33 @@ pub(crate) type Output<P> = <<P as KernelProvider>::Device as DeviceKernels>::Ou
 pub(crate) type Failure<P> = <<P as KernelProvider>::Device as DeviceKernels>::Error;
 
 /// A device's eager kernels for the op families a fast path may replace, plain or tuned. Each
-/// writes a fresh dense buffer of the output shape; shapes were checked by [`Op::infer_shape`]
-/// beforehand.
+/// writes a fresh dense buffer of the output shape; shapes and dtypes were checked by
+/// [`Op::infer_shape`] and [`Op::infer_dtype`] beforehand.
 pub(crate) trait KernelProvider {
     /// The device the kernels run on.
     type Device: DeviceKernels;
 
     /// The device, for what it has once.
     fn device(&self) -> &Self::Device;
-    /// `op` on every element.
+    /// `op` on every element (the output has the input's dtype).
     fn unary(&self, op: UnaryOp, x: Input<Buffer<Self>>, out_shape: &[usize]) -> Result<Output<Self>, Failure<Self>>;
-    /// `op` on every pair of broadcast elements.
+    /// `op` on every pair of broadcast elements, stored as `dtype` (the operands' promoted dtype).
     fn binary(
         &self,
         op: BinaryOp,
         a: Input<Buffer<Self>>,
         b: Input<Buffer<Self>>,
         out_shape: &[usize],
+        dtype: DType,
     ) -> Result<Output<Self>, Failure<Self>>;
-    /// `a` where `cond != 0`, else `b`, all broadcast.
-    fn where_(&self, inputs: [Input<Buffer<Self>>; 3], out_shape: &[usize]) -> Result<Output<Self>, Failure<Self>>;
-    /// A reduction over `dim`.
+    /// `a` where `cond != 0`, else `b`, all broadcast, stored as `dtype`.
+    fn where_(
+        &self,
+        inputs: [Input<Buffer<Self>>; 3],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<Output<Self>, Failure<Self>>;
+    /// A reduction over `dim` (accumulated in `f32`, stored in the input's dtype).
     fn reduce(&self, kind: ReduceOp, x: Input<Buffer<Self>>, dim: usize) -> Result<Output<Self>, Failure<Self>>;
     /// Softmax (or log-softmax) along `dim`.
     fn softmax(&self, x: Input<Buffer<Self>>, dim: usize, log: bool) -> Result<Output<Self>, Failure<Self>>;
@@ -131,20 +156,25 @@ pub(crate) trait KernelProvider {
     ) -> Result<Output<Self>, Failure<Self>>;
 }
 
-/// Runs one non-view, non-composite op on `provider`'s kernels.
+/// Runs one non-view, non-composite op on `provider`'s kernels, its result of dtype `dtype`
+/// (from [`Op::infer_dtype`]).
 pub(crate) fn execute<P: KernelProvider>(
     provider: &P,
     op: &Op,
     inputs: &[Input<Buffer<P>>],
     out_shape: &[usize],
+    dtype: DType,
 ) -> Result<Output<P>, Failure<P>> {
     match op {
         Op::Unary(u) => provider.unary(*u, inputs[0], out_shape),
-        Op::Binary(b) => provider.binary(*b, inputs[0], inputs[1], out_shape),
-        Op::Where => provider.where_([inputs[0], inputs[1], inputs[2]], out_shape),
-        Op::Contiguous => provider.device().copy(inputs[0], out_shape),
+        Op::Binary(b) => provider.binary(*b, inputs[0], inputs[1], out_shape, dtype),
+        Op::Where => provider.where_([inputs[0], inputs[1], inputs[2]], out_shape, dtype),
+        Op::Contiguous | Op::ToDtype { .. } => provider.device().copy(inputs[0], out_shape, dtype),
         Op::Cat { dim } => provider.device().cat(inputs, *dim, out_shape),
-        Op::Custom(custom) => provider.device().custom(custom, inputs, out_shape),
+        Op::ScaledMm { .. } => {
+            provider.device().scaled_mm([inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, dtype)
+        }
+        Op::Custom(custom) => provider.device().custom(custom, inputs, out_shape, dtype),
         Op::Reduce { kind, dim, .. } => provider.reduce(*kind, inputs[0], *dim),
         Op::Softmax { dim } => provider.softmax(inputs[0], *dim, false),
         Op::LogSoftmax { dim } => provider.softmax(inputs[0], *dim, true),
@@ -170,13 +200,26 @@ pub(crate) fn execute<P: KernelProvider>(
 /// Attention composed of `provider`'s own kernels, as PyTorch's math backend
 /// (`_scaled_dot_product_attention_math`) computes it: the probabilities (see
 /// [`composed_probabilities`]) times `v`. It stores the scores, which the tuned kernels never do;
-/// a fully masked row is NaN, as in PyTorch.
+/// a fully masked row is NaN, as in PyTorch. Inputs of a half-precision dtype are widened to
+/// `f32` first, and the result rounded to their dtype, so that this is the reference the tuned
+/// kernels are tested against in every dtype.
 pub(crate) fn composed_attention<P: KernelProvider>(
     provider: &P,
     inputs: &[Input<Buffer<P>>],
     params: AttentionParams,
 ) -> Result<Output<P>, Failure<P>> {
+    let device = provider.device();
     let as_input = <P::Device as DeviceKernels>::as_input;
+    let dtype = <P::Device as DeviceKernels>::dtype(inputs[0].tensor().0);
+    if dtype != DType::F32 {
+        let widened = widened(provider, inputs)?;
+        let inputs: Vec<Input<Buffer<P>>> =
+            widened.iter().map(|(buffer, layout)| Input::Tensor { buffer: as_input(buffer), layout }).collect();
+        let out = composed_attention(provider, &inputs, params)?;
+        let shape = attention_output_shape(&inputs);
+        let dense = Layout::contiguous(&shape);
+        return device.copy(Input::Tensor { buffer: as_input(&out), layout: &dense }, &shape, dtype);
+    }
     let (ql, v) = (inputs[0].tensor().1, inputs[2]);
     let rank = ql.shape().len();
     let (probabilities, dense) = composed_probabilities(provider, inputs, params)?;
@@ -200,21 +243,26 @@ fn composed_probabilities<P: KernelProvider>(
     let (q_len, kv_len) = (ql.shape()[rank - 2], kl.shape()[rank - 2]);
     let scores_shape = [&ql.shape()[..rank - 1], &[kv_len][..]].concat();
     let dense = Layout::contiguous(&scores_shape);
+    let f32 = DType::F32;
     let scores = provider.matmul(inputs[0], Input::Tensor { buffer: k, layout: &k_t }, &scores_shape)?;
     let scores = Input::Tensor { buffer: as_input(&scores), layout: &dense };
-    let scaled = provider.binary(BinaryOp::Mul, scores, Input::Scalar(params.scale), &scores_shape)?;
+    let scaled = provider.binary(BinaryOp::Mul, scores, Input::Scalar(params.scale), &scores_shape, f32)?;
     let scaled = Input::Tensor { buffer: as_input(&scaled), layout: &dense };
     let minus_inf = Input::Scalar(f32::NEG_INFINITY);
     let causal_layout = Layout::contiguous(&[q_len, kv_len]);
     let masked = match (params.mask, inputs.get(3)) {
-        (AttentionMask::Additive, Some(&mask)) => Some(provider.binary(BinaryOp::Add, scaled, mask, &scores_shape)?),
-        (AttentionMask::Boolean, Some(&mask)) => Some(provider.where_([mask, scaled, minus_inf], &scores_shape)?),
+        (AttentionMask::Additive, Some(&mask)) => {
+            Some(provider.binary(BinaryOp::Add, scaled, mask, &scores_shape, f32)?)
+        }
+        (AttentionMask::Boolean, Some(&mask)) => {
+            Some(provider.where_([mask, scaled, minus_inf], &scores_shape, f32)?)
+        }
         _ if params.causal => {
             let values: Vec<f32> =
                 (0..q_len).flat_map(|i| (0..kv_len).map(move |j| if j <= i { 1.0 } else { 0.0 })).collect();
             let below_diagonal = provider.device().upload(&values)?;
             let keep = Input::Tensor { buffer: as_input(&below_diagonal), layout: &causal_layout };
-            Some(provider.where_([keep, scaled, minus_inf], &scores_shape)?)
+            Some(provider.where_([keep, scaled, minus_inf], &scores_shape, f32)?)
         }
         _ => None,
     };
@@ -243,6 +291,16 @@ pub(crate) fn composed_attention_backward<P: KernelProvider>(
     params: AttentionParams,
 ) -> Result<Output<P>, Failure<P>> {
     let as_input = <P::Device as DeviceKernels>::as_input;
+    let dtype = <P::Device as DeviceKernels>::dtype(inputs[1].tensor().0);
+    if dtype != DType::F32 {
+        let widened = widened(provider, inputs)?;
+        let inputs: Vec<Input<Buffer<P>>> =
+            widened.iter().map(|(buffer, layout)| Input::Tensor { buffer: as_input(buffer), layout }).collect();
+        let out = composed_attention_backward(provider, &inputs, params)?;
+        let total = inputs[1..4].iter().map(|input| input.tensor().1.numel()).sum();
+        let dense = Layout::contiguous(&[total]);
+        return provider.device().copy(Input::Tensor { buffer: as_input(&out), layout: &dense }, &[total], dtype);
+    }
     let (g, q, k, v) = (inputs[0], inputs[1], inputs[2], inputs[3]);
     let forward: Vec<Input<Buffer<P>>> = [q, k, v].into_iter().chain(inputs.get(5).copied()).collect();
     let (probabilities, dense) = composed_probabilities(provider, &forward, params)?;
@@ -258,21 +316,22 @@ pub(crate) fn composed_attention_backward<P: KernelProvider>(
     let v_t = v_layout.permute(&swap);
     let dp = provider.matmul(g, Input::Tensor { buffer: v_buffer, layout: &v_t }, &scores_shape)?;
     let dp = Input::Tensor { buffer: as_input(&dp), layout: &dense };
-    let weighted = provider.binary(BinaryOp::Mul, dp, p, &scores_shape)?;
+    let weighted = provider.binary(BinaryOp::Mul, dp, p, &scores_shape, DType::F32)?;
     let row_sums =
         provider.reduce(ReduceOp::Sum, Input::Tensor { buffer: as_input(&weighted), layout: &dense }, rank - 1)?;
     let rows_shape = [&scores_shape[..rank - 1], &[1][..]].concat();
     let rows = Layout::contiguous(&rows_shape).expand(&scores_shape);
     let row_sums = Input::Tensor { buffer: as_input(&row_sums), layout: &rows };
-    let centered = provider.binary(BinaryOp::Sub, dp, row_sums, &scores_shape)?;
+    let centered = provider.binary(BinaryOp::Sub, dp, row_sums, &scores_shape, DType::F32)?;
     let ds = provider.binary(
         BinaryOp::Mul,
         p,
         Input::Tensor { buffer: as_input(&centered), layout: &dense },
         &scores_shape,
+        DType::F32,
     )?;
     let ds = Input::Tensor { buffer: as_input(&ds), layout: &dense };
-    let ds = provider.binary(BinaryOp::Mul, ds, Input::Scalar(params.scale), &scores_shape)?;
+    let ds = provider.binary(BinaryOp::Mul, ds, Input::Scalar(params.scale), &scores_shape, DType::F32)?;
     let dq = provider.matmul(Input::Tensor { buffer: as_input(&ds), layout: &dense }, k, ql.shape())?;
     let dk = provider.matmul(Input::Tensor { buffer: as_input(&ds), layout: &transposed }, q, kl.shape())?;
     let flat = |shape: &[usize]| Layout::contiguous(&[shape.iter().product()]);
@@ -284,6 +343,27 @@ pub(crate) fn composed_attention_backward<P: KernelProvider>(
         .map(|(output, layout)| Input::Tensor { buffer: as_input(output), layout })
         .collect();
     provider.device().cat(&joined, 0, &[total])
+}
+
+/// Every tensor of `inputs` as a dense `f32` copy, with its layout: how the composed kernels run
+/// half-precision operands in `f32`.
+fn widened<P: KernelProvider>(
+    provider: &P,
+    inputs: &[Input<Buffer<P>>],
+) -> Result<Vec<(Output<P>, Layout)>, Failure<P>> {
+    inputs
+        .iter()
+        .map(|input| {
+            let (_, layout) = input.tensor();
+            Ok((provider.device().copy(*input, layout.shape(), DType::F32)?, Layout::contiguous(layout.shape())))
+        })
+        .collect()
+}
+
+/// The shape of attention's output: the query's, with the value's last size.
+fn attention_output_shape<B: ?Sized>(inputs: &[Input<B>]) -> Vec<usize> {
+    let (q, v) = (inputs[0].tensor().1.shape(), inputs[2].tensor().1.shape());
+    [&q[..q.len() - 1], &v[v.len() - 1..]].concat()
 }
 
 /// Which eager kernels run: the plain ones a reader follows, or the tuned fast paths.

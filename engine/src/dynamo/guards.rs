@@ -1,6 +1,7 @@
-//! Guards, the checks Dynamo makes before it reuses a compiled graph: each input's dtype,
-//! device, sizes (static ones exactly, symbolic ones through the graph's size symbols) and
-//! layout, the scalar constants baked into the trace, and the path the code took.
+//! Guards, the checks Dynamo makes before it reuses a compiled graph: the global state the trace
+//! depended on (autocast, the float32 matmul precision: Dynamo's `GLOBAL_STATE` guard), each
+//! input's dtype, device, sizes (static ones exactly, symbolic ones through the graph's size
+//! symbols) and layout, the scalar constants baked into the trace, and the path the code took.
 //!
 //! Dynamo checks guards *instead of* tracing again. A Rust closure cannot be inspected, so the
 //! engine traces every call (microseconds) and then checks the new trace against each cached
@@ -15,6 +16,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::fx::proxy::{InputOrigin, Traced};
 use crate::fx::{Arg, Graph, Node, NodeKind};
+use crate::precision::{AutocastState, MatmulPrecision, autocast_state, float32_matmul_precision};
 use crate::tensor::Tensor;
 
 /// Compares a trace's graph, in its form with the given dims of each input symbolic, with a cached
@@ -61,6 +63,10 @@ pub(crate) fn wants_grad(tensor: &Tensor) -> bool {
 /// The guards of one cached graph.
 #[derive(Clone, Debug)]
 pub(crate) struct Guards {
+    /// Autocast as the trace saw it: its casts are in the graph.
+    autocast: AutocastState,
+    /// The float32 matmul precision the graph's GEMMs were chosen for.
+    matmul_precision: MatmulPrecision,
     inputs: Vec<InputGuard>,
     /// For each input, the dims the cached graph was re-traced with as symbolic (some may have
     /// been specialized since); a new trace is compared after the same re-trace.
@@ -82,12 +88,31 @@ impl Guards {
                 requires_grad: wants_grad(tensor),
             }
         });
-        Guards { inputs: guards.collect(), dynamic_dims }
+        Guards {
+            autocast: autocast_state(),
+            matmul_precision: float32_matmul_precision(),
+            inputs: guards.collect(),
+            dynamic_dims,
+        }
     }
 
     /// Checks a new trace against the cached `graph` these guards belong to. `compare` compares
     /// the trace's graph, with the given dims symbolic, with a cached graph.
     pub fn check(&self, graph: &Graph, inputs: &[Tensor], compare: &mut Compare<'_>) -> Result<(), GuardFailure> {
+        if autocast_state() != self.autocast {
+            return Err(GuardFailure::new(format!(
+                "global state changed: autocast was {}, now {}",
+                self.autocast,
+                autocast_state()
+            )));
+        }
+        if float32_matmul_precision() != self.matmul_precision {
+            return Err(GuardFailure::new(format!(
+                "global state changed: float32 matmul precision was {}, now {}",
+                self.matmul_precision,
+                float32_matmul_precision()
+            )));
+        }
         if inputs.len() != self.inputs.len() {
             return Err(GuardFailure::new(format!(
                 "the traced code reads {} tensors, the cached graph {}",
@@ -149,6 +174,13 @@ impl Guards {
     /// The guards as a list for the `guards` log, one per line.
     pub fn describe(&self, graph: &Graph) -> Vec<String> {
         let mut lines: Vec<String> = Vec::new();
+        // The global state, listed where it differs from the defaults (it is always checked).
+        if !self.autocast.is_off() || self.matmul_precision != MatmulPrecision::Highest {
+            lines.push(format!(
+                "global state: autocast {}, float32 matmul precision {}",
+                self.autocast, self.matmul_precision
+            ));
+        }
         for (i, (guard, &p)) in self.inputs.iter().zip(graph.placeholders()).enumerate() {
             let origin = match guard.origin {
                 InputOrigin::Argument(n) => format!("argument {n}"),

@@ -13,8 +13,9 @@
 //! written in the file must be the one the rule infers. Only the engine's own ops load: a custom
 //! op would be kernel code the loader runs unseen, and `cond` holds graphs of its own that this
 //! format does not carry. Shapes are static and every placeholder is dense (row-major), which is
-//! how the loaded program is fed. Every tensor is `f32`, the engine's one dtype, so the format
-//! names none; a dtype field will come with a new [`FORMAT_VERSION`].
+//! how the loaded program is fed. Every tensor is `f32`: the format names no dtype, and a program
+//! with a tensor of another dtype is refused at export; a dtype field will come with a new
+//! [`FORMAT_VERSION`].
 //!
 //! ```
 //! use engine::{Device, Tensor, fx::export::{ExportedProgram, export}};
@@ -124,6 +125,13 @@ impl ExportedProgram {
         for node in graph.nodes() {
             if let Some(op) = node.op() {
                 written_as(op).map_err(|why| invalid(format!("node `{}`: {why}", node.name)))?;
+            }
+            if node.meta.dtype != DType::F32 {
+                return Err(invalid(format!(
+                    "node `{}` is {}; format version {FORMAT_VERSION} holds float32 programs only (export the \
+                     float32 model and convert after loading)",
+                    node.name, node.meta.dtype
+                )));
             }
         }
         Ok(ExportedProgram { graph, inputs })
@@ -377,6 +385,8 @@ struct Params {
     causal: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     scale: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dtype: Option<DType>,
 }
 
 impl Params {
@@ -445,6 +455,7 @@ fn written_as(op: &Op) -> Result<(&'static str, Params), String> {
         | Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
             Params { mask: Some(mask.name().to_string()), causal: Some(*causal), scale: Some(scale.0), ..none }
         }
+        Op::ToDtype { dtype } | Op::ScaledMm { out_dtype: dtype } => Params { dtype: Some(*dtype), ..none },
         Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Matmul | Op::Contiguous | Op::Linear => none,
     };
     Ok((op.name(), params))
@@ -480,6 +491,8 @@ fn op_of(target: &str, params: Params) -> Result<Op, String> {
         },
         "layer_norm" => Op::LayerNorm { eps: Scalar(params.eps.ok_or_else(|| missing("eps"))?) },
         "cat" => Op::Cat { dim: dim()? },
+        "to_dtype" => Op::ToDtype { dtype: params.dtype.ok_or_else(|| missing("dtype"))? },
+        "scaled_mm" => Op::ScaledMm { out_dtype: params.dtype.ok_or_else(|| missing("dtype"))? },
         "scaled_dot_product_attention" | "scaled_dot_product_attention_backward" => {
             let mask = params.mask.as_deref().ok_or_else(|| missing("mask"))?;
             let mask = [AttentionMask::None, AttentionMask::Boolean, AttentionMask::Additive]

@@ -25,6 +25,10 @@ impl SubgraphBody for Graph {
         Ok(self.node(*output).sym_shape.eval(&bindings).expect("bindings cover the graph's symbols"))
     }
 
+    fn output_dtype(&self) -> crate::dtype::DType {
+        self.outputs().first().map(|o| self.node(*o).meta.dtype).unwrap_or_default()
+    }
+
     fn same_as(&self, other: &dyn SubgraphBody) -> bool {
         other.as_any().downcast_ref::<Graph>().is_some_and(|other| self == other)
     }

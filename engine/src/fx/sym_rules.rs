@@ -32,7 +32,10 @@ impl Graph {
         let tensors: Vec<&SymShape> = inputs.iter().flatten().collect();
         let x = tensors[0];
         let shape = match op {
-            Op::Unary(_) | Op::Contiguous | Op::Softmax { .. } | Op::LogSoftmax { .. } => x.clone(),
+            Op::Unary(_) | Op::Contiguous | Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::ToDtype { .. } => {
+                x.clone()
+            }
+            Op::ScaledMm { .. } => self.matmul(x, tensors[1], out, loc),
             Op::Binary(_) | Op::Where | Op::Custom(_) => self.broadcast(&tensors, out, name, loc),
             Op::Reduce { dim, keepdim, .. } => {
                 let mut dims = x.dims().to_vec();

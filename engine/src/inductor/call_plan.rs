@@ -7,6 +7,7 @@
 
 use super::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
 use super::scheduler::{KernelId, Schedule};
+use crate::dtype::DType;
 use crate::layout::numel;
 
 /// One step of the call plan.
@@ -45,6 +46,8 @@ pub struct CallPlan {
     pub slot_of: PerNode<Option<SlotId>>,
     /// Elements in each slot, indexed by [`SlotId`].
     pub slot_sizes: Vec<usize>,
+    /// The element type of each slot: only a buffer of the same dtype and size reuses one.
+    pub slot_dtypes: Vec<DType>,
     /// The graph's outputs: views of inputs or of node buffers.
     pub outputs: Vec<View>,
 }
@@ -76,18 +79,23 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let mut steps = Vec::new();
     let mut slot_of = PerNode::filled(graph.nodes.len(), None);
     let mut slot_sizes = Vec::new();
+    let mut slot_dtypes = Vec::new();
     // Dead buffers whose memory may be taken: (buffer, slot).
     let mut free: Vec<(IrId, SlotId)> = Vec::new();
     let kernel_ids = schedule.kernel_ids();
     // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
         for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
-            let size = numel(&graph[m].shape);
-            let reused = free.iter().position(|&(_, slot)| slot_sizes[slot.0] == size).map(|i| free.remove(i));
+            let (size, dtype) = (numel(&graph[m].shape), graph[m].dtype);
+            let reused = free
+                .iter()
+                .position(|&(_, slot)| slot_sizes[slot.0] == size && slot_dtypes[slot.0] == dtype)
+                .map(|i| free.remove(i));
             let slot = match reused {
                 Some((_, slot)) => slot,
                 None => {
                     slot_sizes.push(size);
+                    slot_dtypes.push(dtype);
                     SlotId(slot_sizes.len() - 1)
                 }
             };
@@ -109,5 +117,5 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
         }
     }
     // ANCHOR_END: reuse
-    CallPlan { steps, slot_of, slot_sizes, outputs: graph.outputs.clone() }
+    CallPlan { steps, slot_of, slot_sizes, slot_dtypes, outputs: graph.outputs.clone() }
 }

@@ -8,6 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::index::Affine;
+use crate::dtype::DType;
 use crate::error::SourceLocation;
 use crate::fx::NodeId;
 use crate::layout::Layout;
@@ -116,10 +117,14 @@ pub enum PointwiseOp {
     Copy,
     /// A registered custom op: its own C (or CUDA C) function, called per element.
     Custom(CustomOp),
+    /// The operand rounded to `dtype` (and back to float, the dtype kernels compute in): an
+    /// explicit conversion, `to_dtype`, which rounds where it narrows as eager does. Loads and
+    /// stores convert on their own; only a conversion inside a fused chain needs this.
+    ToDtype(DType),
 }
 
 impl PointwiseOp {
-    /// The op's name (`add`, `where`, `copy`, or a custom op's function).
+    /// The op's name (`add`, `where`, `copy`, `to_bf16`, or a custom op's function).
     pub fn name(&self) -> &str {
         match self {
             PointwiseOp::Unary(u) => u.name(),
@@ -127,6 +132,11 @@ impl PointwiseOp {
             PointwiseOp::Where => "where",
             PointwiseOp::Copy => "copy",
             PointwiseOp::Custom(custom) => custom.function(),
+            PointwiseOp::ToDtype(DType::F32) => "to_f32",
+            PointwiseOp::ToDtype(DType::F16) => "to_f16",
+            PointwiseOp::ToDtype(DType::BF16) => "to_bf16",
+            PointwiseOp::ToDtype(DType::F8E4M3) => "to_f8e4m3",
+            PointwiseOp::ToDtype(DType::F8E5M2) => "to_f8e5m2",
         }
     }
 }
@@ -226,6 +236,8 @@ pub struct IrNode {
     pub location: Option<SourceLocation>,
     /// Shape of the node's output (a dense row-major buffer).
     pub shape: Vec<usize>,
+    /// The element type of its buffer (computation is in `f32` whatever it is).
+    pub dtype: DType,
     /// What it computes.
     pub body: NodeBody,
 }
@@ -287,6 +299,9 @@ pub struct GraphInput {
     pub shape: Vec<usize>,
     /// The strides it was traced with, which the generated indexing relies on.
     pub strides: Vec<usize>,
+    /// Its element type.
+    #[serde(default)]
+    pub dtype: DType,
 }
 
 /// A whole graph in loop-level IR: what [`super::lowering`] produces and the scheduler consumes.
@@ -331,6 +346,14 @@ impl LoweredGraph {
         match buffer {
             BufferName::Input(i) => &self.inputs[i].shape,
             BufferName::Node(n) => &self[n].shape,
+        }
+    }
+
+    /// The element type of a buffer.
+    pub fn buffer_dtype(&self, buffer: BufferName) -> DType {
+        match buffer {
+            BufferName::Input(i) => self.inputs[i].dtype,
+            BufferName::Node(n) => self[n].dtype,
         }
     }
 }

@@ -14,6 +14,7 @@ use std::fmt;
 use super::index::{Affine, FlatIndex};
 use super::ir::{BufferName, IrId, IrNode, LoweredGraph, NodeBody, Operand, PointwiseOp};
 use super::scheduler::{Group, KernelId, LoopKind, Schedule, is_row_shape};
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{BinaryOp, ReduceOp};
 
@@ -127,6 +128,9 @@ pub struct KernelArg {
     pub buffer: BufferName,
     /// Whether the kernel writes it.
     pub output: bool,
+    /// The element type of the buffer: a load widens it to `f32`, a store rounds to it, as
+    /// Inductor's generated code upcasts half-precision loads (`codegen_upcast_to_fp32`).
+    pub dtype: DType,
 }
 
 /// An op's name as [`crate::op::Op::name`] gives it. (Named so that serde's derive, which reads
@@ -191,7 +195,15 @@ impl Kernel {
 impl fmt::Display for Kernel {
     /// The kernel IR as indented pseudo-code: arguments, loops and statements.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let args: Vec<String> = self.args.iter().map(|a| format!("{} = {}", a.name, a.buffer)).collect();
+        // The dtype of each buffer that is not `f32`: where its loads widen and its stores round.
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|a| match a.dtype {
+                DType::F32 => format!("{} = {}", a.name, a.buffer),
+                dtype => format!("{} = {}: {dtype}", a.name, a.buffer),
+            })
+            .collect();
         writeln!(f, "kernel {}({})", self.name, args.join(", "))?;
         match &self.body {
             KernelBody::Pointwise(stmts) => {
@@ -324,7 +336,12 @@ impl<'a> Builder<'a> {
             for buffer in graph[m].reads() {
                 let internal = matches!(buffer, BufferName::Node(p) if group.members.contains(&p));
                 if !internal && !args.iter().any(|a| a.buffer == buffer) {
-                    args.push(KernelArg { name: format!("in_ptr{}", args.len()), buffer, output: false });
+                    args.push(KernelArg {
+                        name: format!("in_ptr{}", args.len()),
+                        buffer,
+                        output: false,
+                        dtype: graph.buffer_dtype(buffer),
+                    });
                 }
             }
         }
@@ -335,6 +352,7 @@ impl<'a> Builder<'a> {
                     name: format!("out_ptr{}", args.len() - inputs),
                     buffer: BufferName::Node(m),
                     output: true,
+                    dtype: graph[m].dtype,
                 });
             }
         }

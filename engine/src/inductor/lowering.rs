@@ -98,7 +98,7 @@ impl Lowering<'_> {
     fn placeholder(&mut self, node: &Node, shape: Vec<usize>, strides: Vec<usize>) -> View {
         let index = self.out.inputs.len();
         let layout = Layout::new(shape.clone(), strides.clone(), 0);
-        self.out.inputs.push(GraphInput { name: node.name.clone(), shape, strides });
+        self.out.inputs.push(GraphInput { name: node.name.clone(), shape, strides, dtype: node.meta.dtype });
         View { buffer: BufferName::Input(index), layout }
     }
 
@@ -114,6 +114,7 @@ impl Lowering<'_> {
             op_name: op.name().rsplit("::").next().unwrap_or_default(),
             location: origin.location,
             shape: shape.clone(),
+            dtype: origin.meta.dtype,
             body,
         });
         View { buffer: BufferName::Node(index), layout: Layout::contiguous(&shape) }
@@ -125,6 +126,19 @@ impl Lowering<'_> {
         let load = Load { buffer: source.buffer, index: Affine::of_view(&source.layout, &shape) };
         let body = NodeBody::Pointwise { op: PointwiseOp::Copy, operands: vec![Operand::Load(load)] };
         self.push(origin, op, shape, body)
+    }
+
+    /// A dense copy of `source` converted to `dtype` (an operand of `cat` in another dtype).
+    fn convert(&mut self, origin: NodeId, source: &View, dtype: crate::dtype::DType) -> View {
+        let shape = source.layout.shape().to_vec();
+        let load = Load { buffer: source.buffer, index: Affine::of_view(&source.layout, &shape) };
+        let op = Op::ToDtype { dtype };
+        let body = NodeBody::Pointwise { op: PointwiseOp::ToDtype(dtype), operands: vec![Operand::Load(load)] };
+        let view = self.push(origin, &op, shape, body);
+        if let BufferName::Node(n) = view.buffer {
+            self.out.nodes[n.0].dtype = dtype;
+        }
+        view
     }
 
     fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
@@ -175,6 +189,12 @@ impl Lowering<'_> {
                 let body = pointwise(PointwiseOp::Custom(custom.clone()));
                 self.push(id, op, shape, body)
             }
+            // A conversion is a copy whose store rounds to the new dtype; inside a fused chain it
+            // rounds the value too (see `PointwiseOp::ToDtype`).
+            Op::ToDtype { dtype } => {
+                let body = pointwise(PointwiseOp::ToDtype(*dtype));
+                self.push(id, op, shape, body)
+            }
             Op::Cond { .. } => {
                 let args = args
                     .iter()
@@ -198,13 +218,30 @@ impl Lowering<'_> {
                 };
                 self.push(id, op, shape, NodeBody::Matmul { a, b, epilogue: Default::default() })
             }
-            Op::ScaledDotProductAttention { .. } | Op::ScaledDotProductAttentionBackward { .. } | Op::Cat { .. } => {
+            Op::ScaledDotProductAttention { .. }
+            | Op::ScaledDotProductAttentionBackward { .. }
+            | Op::Cat { .. }
+            | Op::ScaledMm { .. } => {
                 let kernel = match op {
                     Op::Cat { .. } => "cat",
+                    Op::ScaledMm { .. } => "scaled_mm",
                     Op::ScaledDotProductAttention { .. } => "flash_attention",
                     _ => "flash_attention_backward",
                 };
-                let inputs = node.inputs().map(|input| self.value(input).clone()).collect();
+                let inputs: Vec<(NodeId, View)> =
+                    node.inputs().map(|input| (input, self.value(input).clone())).collect();
+                // `cat` joins operands of one dtype: others are converted first, as eager does.
+                let inputs = inputs
+                    .into_iter()
+                    .map(|(input, view)| {
+                        let from = self.graph.node(input).meta.dtype;
+                        if matches!(op, Op::Cat { .. }) && from != node.meta.dtype {
+                            self.convert(id, &view, node.meta.dtype)
+                        } else {
+                            view
+                        }
+                    })
+                    .collect();
                 let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs };
                 self.push(id, op, shape, body)
             }

@@ -11,6 +11,7 @@ use super::call_plan::{CallPlan, Step};
 use super::ir::{BufferName, FallbackArg, LoweredGraph, NodeBody, View};
 use super::kernel::{Kernel, Origin};
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::layout::{Layout, numel};
 
 /// One pointer argument of a kernel, as the call plan passes it.
@@ -20,6 +21,9 @@ pub struct ArgCode {
     pub buffer: String,
     /// Elements in that buffer.
     pub elements: usize,
+    /// Their dtype.
+    #[serde(default)]
+    pub dtype: DType,
     /// Whether the kernel writes it.
     pub output: bool,
 }
@@ -81,6 +85,7 @@ impl OutputCode {
                     .map(|a| ArgCode {
                         buffer: graph.buffer_name(a.buffer),
                         elements: numel(graph.buffer_shape(a.buffer)),
+                        dtype: a.dtype,
                         output: a.output,
                     })
                     .collect(),
@@ -240,14 +245,18 @@ fn view_text(graph: &LoweredGraph, view: &View) -> String {
 }
 
 fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> String {
-    let params: Vec<String> = graph.inputs.iter().map(|i| format!("{}: f32{:?}", i.name, i.shape)).collect();
-    let results: Vec<String> = graph.outputs.iter().map(|o| format!("f32{:?}", o.layout.shape())).collect();
+    let params: Vec<String> = graph.inputs.iter().map(|i| format!("{}: {}{:?}", i.name, i.dtype, i.shape)).collect();
+    let results: Vec<String> =
+        graph.outputs.iter().map(|o| format!("{}{:?}", graph.buffer_dtype(o.buffer), o.layout.shape())).collect();
     let mut out = format!("fn call({}) -> ({},) {{\n", params.join(", "), results.join(", "));
     for step in &plan.steps {
         let line = match step {
             Step::Alloc { buffer, reuses: None } => {
-                let shape = &graph[*buffer].shape;
-                format!("let buf{buffer} = empty({shape:?});  // {} floats", numel(shape))
+                let (shape, dtype) = (&graph[*buffer].shape, graph[*buffer].dtype);
+                match dtype {
+                    DType::F32 => format!("let buf{buffer} = empty({shape:?});  // {} floats", numel(shape)),
+                    _ => format!("let buf{buffer} = empty({shape:?}, {dtype});  // {} {dtype} elements", numel(shape)),
+                }
             }
             Step::Alloc { buffer, reuses: Some(old) } => {
                 format!("let buf{buffer} = buf{old};  // reuse: buf{old} is dead and has the same size")

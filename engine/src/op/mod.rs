@@ -12,16 +12,19 @@
 //! | pointwise | [`BinaryOp`]: one line each in `op/binary.rs` | 2 | `binary`, the same way | `PointwiseOp::Binary` |
 //! | pointwise | `where` | 3 | `where_` | `PointwiseOp::Where` |
 //! | pointwise | [`CustomOp`] (`op/custom.rs`) | its own | `custom`: its compiled C (CPU) or CUDA C | `PointwiseOp::Custom`, its source pasted into the kernel |
+//! | pointwise | `to_dtype` | 1 | `copy` into the new dtype | `PointwiseOp::ToDtype`: a store in the new dtype (and a rounding inside a fused chain) |
 //! | reduction | `sum`, `mean`, `amax` ([`ReduceOp`]) | 1 | `reduce` | a reduction node, fused with pointwise neighbours |
 //! | view | `reshape`, `permute`, `expand`, `slice` | 1 | none: a new layout, from `Op::view_of` (`op/view.rs`) | the same `view_of`, no loop |
 //! | view | `contiguous` | 1 | `copy` when not already dense | a copy when not dense |
 //! | extern | `matmul` | 2 | `matmul` (a GEMM crate; cuBLAS) | a library call in the call plan |
 //! | extern | `scaled_dot_product_attention` ([`AttentionMask`], `op/attention.rs`) | 3 or 4 | `attention`: blocked online softmax (CPU), a flash-attention kernel (CUDA) | an extern kernel call, `flash_attention` |
 //! | extern | `scaled_dot_product_attention_backward` (its gradients, for autograd) | 5 or 6 | `attention_backward`: the scores recomputed block by block (CPU), a flash-attention backward (CUDA) | an extern kernel call, `flash_attention_backward` |
+//! | extern | `scaled_mm` (FP8 inputs, per-tensor scales) | 4 | `scaled_mm`: cuBLASLt's FP8 GEMM (GPUs of compute capability 8.9 on; refused elsewhere) | an extern kernel call, `scaled_mm` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
 //!
-//! [`Op::class`] and [`Op::infer_shape`] below hold each op's class and shape rule.
+//! [`Op::class`], [`Op::infer_shape`] and [`Op::infer_dtype`] below hold each op's class, shape
+//! rule and dtype rule.
 //!
 //! ## Adding a unary pointwise op
 //!
@@ -56,6 +59,7 @@ pub use unary::UnaryOp;
 pub(crate) use unary::UnaryVisitor;
 pub(crate) use view::ViewOf;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::{broadcast_shapes, checked_numel, numel};
 use crate::scalar::Scalar;
@@ -193,6 +197,20 @@ pub enum Op {
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
     Custom(CustomOp),
+    /// The input's values in another dtype, rounded to nearest (ties to even): PyTorch's
+    /// `prims.convert_element_type`, what `tensor.to(dtype)` and autocast record.
+    ToDtype {
+        /// The dtype converted to.
+        dtype: DType,
+    },
+    /// `(a * scale_a) @ (b * scale_b)` of two 8-bit-float matrices `a[m, k]` and `b[k, n]` with
+    /// one-element `f32` scales, accumulated in `f32` and stored as `out_dtype`:
+    /// `torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...)`. Arguments
+    /// `(a, b, scale_a, scale_b)`. Runs on GPUs of compute capability 8.9 and newer only.
+    ScaledMm {
+        /// The dtype of the product (`f32`, `bf16` or `f16`).
+        out_dtype: DType,
+    },
 }
 
 /// What kind of loop an op becomes, the classification Inductor's lowering starts from.
@@ -236,6 +254,8 @@ impl Op {
             Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
             Op::ScaledDotProductAttentionBackward { .. } => "scaled_dot_product_attention_backward",
             Op::Custom(custom) => custom.name(),
+            Op::ToDtype { .. } => "to_dtype",
+            Op::ScaledMm { .. } => "scaled_mm",
         }
     }
 
@@ -243,12 +263,13 @@ impl Op {
     pub fn class(&self) -> OpClass {
         match self {
             Op::Unary(UnaryOp::Gelu) => OpClass::Composite,
-            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) => OpClass::Pointwise,
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Custom(_) | Op::ToDtype { .. } => OpClass::Pointwise,
             Op::Reduce { .. } => OpClass::Reduction,
             Op::Matmul
             | Op::ScaledDotProductAttention { .. }
             | Op::ScaledDotProductAttentionBackward { .. }
-            | Op::Cat { .. } => OpClass::Extern,
+            | Op::Cat { .. }
+            | Op::ScaledMm { .. } => OpClass::Extern,
             Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Contiguous => {
                 OpClass::View
             }
@@ -262,6 +283,7 @@ impl Op {
         match self {
             Op::Binary(_) | Op::Matmul => 2..=2,
             Op::Where | Op::LayerNorm { .. } => 3..=3,
+            Op::ScaledMm { .. } => 4..=4,
             Op::Linear => 2..=3,
             Op::ScaledDotProductAttention { mask: AttentionMask::None, .. } => 3..=3,
             Op::ScaledDotProductAttention { .. } => 4..=4,
@@ -329,7 +351,15 @@ impl Op {
             }
         };
         match self {
-            Op::Unary(_) | Op::Contiguous => Ok(shapes[0].to_vec()),
+            Op::Unary(_) | Op::Contiguous | Op::ToDtype { .. } => Ok(shapes[0].to_vec()),
+            Op::ScaledMm { .. } => {
+                let (a, b) = (shapes[0], shapes[1]);
+                let scalars = shapes[2..].iter().all(|s| numel(s) == 1);
+                if a.len() != 2 || b.len() != 2 || a[1] != b[0] || !scalars {
+                    return Err(shape_error("expects a[m, k], b[k, n] and one-element scales"));
+                }
+                Ok(vec![a[0], b[1]])
+            }
             Op::Binary(_) | Op::Where | Op::Custom(_) => shapes[1..]
                 .iter()
                 .try_fold(shapes[0].to_vec(), |acc, s| broadcast_shapes(&acc, s))
@@ -438,6 +468,94 @@ impl Op {
     }
 }
 
+impl Op {
+    /// The output's dtype for operands of these dtypes and ranks (`None` for a scalar), checking
+    /// the op's dtype rules: PyTorch's type promotion for elementwise ops
+    /// ([`DType::result_type`]), one dtype for both sides of a product, 8-bit floats only where
+    /// they are accepted. Every op computes in `f32` whatever its dtype (see [`crate::dtype`]).
+    pub fn infer_dtype(&self, operands: &[Option<(DType, usize)>], location: SourceLocation) -> Result<DType> {
+        let op = self.name();
+        let dtypes: Vec<DType> = operands.iter().flatten().map(|&(d, _)| d).collect();
+        let error = |message: &str| Error::DType { op, message: message.to_string(), dtypes: dtypes.clone(), location };
+        let first = dtypes.first().copied().unwrap_or_default();
+        let takes_fp8 = matches!(
+            self,
+            Op::ToDtype { .. }
+                | Op::ScaledMm { .. }
+                | Op::Contiguous
+                | Op::Reshape { .. }
+                | Op::Permute { .. }
+                | Op::Expand { .. }
+                | Op::Slice { .. }
+                | Op::Cat { .. }
+        );
+        if !takes_fp8 && dtypes.iter().any(|d| d.is_fp8()) {
+            return Err(error(
+                "8-bit floats are matrix-product inputs only: convert with `to_dtype`, or multiply with `scaled_mm`",
+            ));
+        }
+        // Elementwise promotion over the tensor operands (`where`'s condition does not take part).
+        let promoted = |skip: usize| {
+            let tensors: Vec<(DType, usize)> = operands.iter().skip(skip).flatten().copied().collect();
+            DType::result_type(&tensors).map_err(|(a, b)| {
+                error(&format!("PyTorch does not promote {} with {}: convert one with `to_dtype`", a, b))
+            })
+        };
+        let same = |what: &str| {
+            if dtypes.iter().all(|&d| d == first) {
+                Ok(first)
+            } else {
+                Err(error(&format!("expected {what} of one dtype (convert with `to_dtype` or run under autocast)")))
+            }
+        };
+        match self {
+            Op::Binary(_) | Op::Custom(_) | Op::Cat { .. } => promoted(0),
+            Op::Where => promoted(1),
+            Op::ToDtype { dtype } => Ok(*dtype),
+            Op::Matmul => same("both operands"),
+            Op::Linear => same("the input, weight and bias"),
+            Op::ScaledDotProductAttention { mask, .. } => {
+                let qkv = &dtypes[..3.min(dtypes.len())];
+                if qkv.iter().any(|&d| d != first) {
+                    return Err(error("expected query, key and value of one dtype"));
+                }
+                if *mask == AttentionMask::Additive && dtypes.get(3).is_some_and(|&m| m != first && m != DType::F32) {
+                    return Err(error("an additive mask has the query's dtype or f32"));
+                }
+                Ok(first)
+            }
+            Op::ScaledMm { out_dtype } => {
+                if !dtypes[0].is_fp8() || !dtypes[1].is_fp8() || dtypes[0] == dtypes[1] && dtypes[0] == DType::F8E5M2 {
+                    return Err(error(
+                        "expects 8-bit float matrices (e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3; two e5m2 are not \
+                         supported, as in cuBLASLt)",
+                    ));
+                }
+                if dtypes[2..].iter().any(|&d| d != DType::F32) {
+                    return Err(error("expects f32 scales"));
+                }
+                if out_dtype.is_fp8() {
+                    return Err(error("the output dtype must be f32, bf16 or f16"));
+                }
+                Ok(*out_dtype)
+            }
+            Op::Cond { true_graph, false_graph } => {
+                let (t, f) = (true_graph.body().output_dtype(), false_graph.body().output_dtype());
+                if t != f {
+                    return Err(Error::DType {
+                        op,
+                        message: "the branches must return one dtype".into(),
+                        dtypes: vec![t, f],
+                        location,
+                    });
+                }
+                Ok(t)
+            }
+            _ => Ok(first),
+        }
+    }
+}
+
 /// The output shape of a `cond` whose operands (after the predicate) have these shapes, or what is
 /// wrong with them. Each branch checks the operands against its (possibly symbolic) input sizes.
 fn cond_shape(true_graph: &Subgraph, false_graph: &Subgraph, shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
@@ -509,6 +627,8 @@ impl Op {
             | Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
                 vec![("mask", mask.to_string()), ("causal", causal.to_string()), ("scale", scale.to_string())]
             }
+            Op::ToDtype { dtype } => vec![("dtype", dtype.to_string())],
+            Op::ScaledMm { out_dtype } => vec![("out_dtype", out_dtype.to_string())],
             _ => Vec::new(),
         }
     }

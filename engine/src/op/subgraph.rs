@@ -33,6 +33,8 @@ pub trait SubgraphBody: sealed::Sealed + fmt::Debug + Send + Sync + 'static {
     fn input_count(&self) -> usize;
     /// The shape of the subgraph's single output for inputs of these shapes, or what is wrong.
     fn output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String>;
+    /// The dtype of the subgraph's output (for the dtypes it was traced with).
+    fn output_dtype(&self) -> crate::dtype::DType;
     /// Structural equality with another subgraph (the same ops on the same shapes).
     fn same_as(&self, other: &dyn SubgraphBody) -> bool;
     /// Hashes what [`SubgraphBody::same_as`] compares.

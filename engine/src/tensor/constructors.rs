@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use super::random::SplitMix64;
 use super::{Storage, Tensor};
+use crate::device::cpu::HostBuffer;
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::{Layout, MAX_NUMEL, checked_numel, numel};
 
@@ -71,6 +73,48 @@ impl Tensor {
         let mut rng = SplitMix64::new(seed);
         Tensor::filled_with(shape, || low + (high - low) * rng.next_f32())
     }
+
+    /// A CPU tensor of `dtype` holding `data` rounded to it (to nearest, ties to even).
+    #[track_caller]
+    pub fn from_vec_dtype(data: Vec<f32>, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Ok(Tensor::from_vec(data, shape)?.rounded_to(dtype))
+    }
+
+    /// [`Tensor::full`] in `dtype` (`torch.full(shape, value, dtype=dtype)`).
+    pub fn full_dtype(shape: &[usize], value: f32, dtype: DType) -> Tensor {
+        Tensor::full(shape, value).rounded_to(dtype)
+    }
+
+    /// [`Tensor::zeros`] in `dtype`.
+    pub fn zeros_dtype(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full_dtype(shape, 0.0, dtype)
+    }
+
+    /// [`Tensor::ones`] in `dtype`.
+    pub fn ones_dtype(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full_dtype(shape, 1.0, dtype)
+    }
+
+    /// [`Tensor::randn`] in `dtype`: the same seeded values, rounded to it, so a model's `bf16`
+    /// parameters are its `f32` ones rounded.
+    pub fn randn_dtype(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
+        Tensor::randn(shape, seed).rounded_to(dtype)
+    }
+
+    /// [`Tensor::uniform`] in `dtype`.
+    pub fn uniform_dtype(shape: &[usize], low: f32, high: f32, seed: u64, dtype: DType) -> Tensor {
+        Tensor::uniform(shape, low, high, seed).rounded_to(dtype)
+    }
+
+    /// A fresh dense CPU tensor of this (dense, CPU, `f32`) tensor's values rounded to `dtype`.
+    fn rounded_to(self, dtype: DType) -> Tensor {
+        if dtype == DType::F32 {
+            return self;
+        }
+        let c = self.concrete().expect("constructors make concrete tensors");
+        let Storage::Cpu(values) = &*c.storage else { unreachable!("constructors make CPU tensors") };
+        Tensor::from_concrete(Arc::new(Storage::Cpu(HostBuffer::rounded(values, dtype))), c.layout.clone())
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +134,16 @@ mod tests {
     fn from_vec_rejects_a_wrong_length() {
         let err = Tensor::from_vec(vec![1.0; 5], &[2, 3]).unwrap_err().to_string();
         assert!(err.contains("5 values cannot fill shape [2, 3]"), "{err}");
+    }
+
+    #[test]
+    fn constructors_round_to_their_dtype() {
+        let x = Tensor::randn_dtype(&[64], 7, DType::BF16);
+        assert_eq!(x.dtype(), DType::BF16);
+        let rounded: Vec<f32> =
+            Tensor::randn(&[64], 7).to_vec().unwrap().iter().map(|&v| DType::BF16.round(v)).collect();
+        assert_eq!(x.to_vec().unwrap(), rounded);
+        assert_eq!(Tensor::ones_dtype(&[2], DType::F16).to_string(), "tensor([1.0000, 1.0000], dtype=f16)");
     }
 
     #[test]

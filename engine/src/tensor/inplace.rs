@@ -53,6 +53,7 @@ impl Tensor {
         let offset = target.layout.offset();
         match &*target.storage {
             Storage::Cpu(buffer) => {
+                // Rounded to this tensor's dtype as they are written.
                 let values = src.values("copy_", location)?;
                 // SAFETY: `values` is a copy owned here, so no slice of the buffer is alive on
                 // this thread; the caller keeps other threads from reading it meanwhile (the
@@ -60,7 +61,9 @@ impl Tensor {
                 unsafe { buffer.write_shared(offset, &values) };
             }
             Storage::Cuda(buffer) => {
-                let dense = autograd::no_grad(|| Op::Contiguous.apply(&[Operand::Tensor(src)], location))?;
+                // A dense copy in this tensor's dtype (`copy_` converts, as PyTorch's does).
+                let op = if src.dtype() == self.dtype() { Op::Contiguous } else { Op::ToDtype { dtype: self.dtype() } };
+                let dense = autograd::no_grad(|| op.apply(&[Operand::Tensor(src)], location))?;
                 let source = dense.concrete().expect("a concrete tensor's copy is concrete");
                 let Storage::Cuda(from) = &*source.storage else { unreachable!("the devices were checked equal") };
                 buffer

@@ -5,6 +5,7 @@
 //! Tensors are immutable and cheap to clone (an `Arc`). Every op is a method on `Tensor` (defined
 //! in the private `methods` module) that returns a new tensor; views share the buffer.
 
+pub mod autocast;
 pub mod autograd;
 mod constructors;
 mod dims;
@@ -30,7 +31,8 @@ use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use autograd::AutogradMeta;
 
-/// An N-dimensional array of `f32` on a device, or a symbolic stand-in for one during tracing.
+/// An N-dimensional array of `f32`, `f16` or `bf16` (or, as matrix-product inputs, 8-bit floats)
+/// on a device, or a symbolic stand-in for one during tracing.
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) repr: Arc<Repr>,
@@ -83,11 +85,16 @@ impl From<f32> for Operand<'_> {
     }
 }
 
-impl Operand<'_> {
+impl<'a> Operand<'a> {
     /// The operand's shape, or `None` for a scalar.
-    pub fn shape(&self) -> Option<&[usize]> {
-        match self {
-            Operand::Tensor(t) => Some(t.shape()),
+    pub fn shape(&self) -> Option<&'a [usize]> {
+        self.tensor().map(Tensor::shape)
+    }
+
+    /// The tensor, or `None` for a scalar.
+    pub fn tensor(&self) -> Option<&'a Tensor> {
+        match *self {
+            Operand::Tensor(t) => Some(t),
             Operand::Scalar(_) => None,
         }
     }
@@ -208,8 +215,9 @@ impl Tensor {
         self.contiguous()
     }
 
-    /// All elements in row-major order. Inside a compiled function this needs a concrete value:
-    /// a graph break.
+    /// All elements in row-major order, as `f32` whatever the tensor's dtype (every dtype here
+    /// widens to `f32` exactly). Inside a compiled function this needs a concrete value: a graph
+    /// break.
     #[track_caller]
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         let location = SourceLocation::caller();
@@ -285,6 +293,10 @@ impl fmt::Display for Tensor {
         };
         write!(f, "tensor(")?;
         write_nested(f, self.shape(), &values)?;
+        // As PyTorch prints them: the dtype only when it is not the default one.
+        if self.dtype() != DType::F32 {
+            write!(f, ", dtype={}", self.dtype())?;
+        }
         write!(f, ")")
     }
 }

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::{Storage, Tensor, autograd};
 use crate::device::Device;
-use crate::device::cuda::{CudaBuffer, CudaDevice};
+use crate::device::cpu::HostBuffer;
+use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 
@@ -35,12 +36,15 @@ impl Tensor {
                 location,
             });
         }
-        let values = self.values("to", location)?;
+        let c = self.concrete().expect("checked: not symbolic");
+        let failed = |e: CudaError| e.at("to", self.device(), vec![self.shape().to_vec()], location);
+        let bytes = c.storage.dense_bytes(&c.layout).map_err(failed)?;
+        let dtype = self.dtype();
         let storage = match device {
-            Device::Cpu => Storage::Cpu(values.into()),
+            Device::Cpu => Storage::Cpu(HostBuffer::from_bytes(dtype, &bytes)),
             Device::Cuda(ordinal) => {
                 let gpu = CudaDevice::get(ordinal)?;
-                let buffer = CudaBuffer::from_host(&gpu, &values)
+                let buffer = CudaBuffer::from_bytes(&gpu, dtype, &bytes)
                     .map_err(|e| e.at("to", device, vec![self.shape().to_vec()], location))?;
                 Storage::Cuda(buffer)
             }

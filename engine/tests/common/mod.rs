@@ -35,9 +35,24 @@ pub fn close_to_eager(got: &Tensor, expected: &Tensor) -> std::result::Result<()
     Ok(())
 }
 
-use engine::{Device, Tensor};
+use engine::{DType, Device, Tensor};
 use proptest::prelude::*;
 use reference::RefTensor;
+
+/// `torch.testing.assert_close`'s default `(rtol, atol)` for a dtype: the tolerance of one op's
+/// result against a reference computed in higher precision.
+pub fn tolerance(dtype: DType) -> (f64, f64) {
+    match dtype {
+        DType::F16 => (1e-3, 1e-5),
+        DType::BF16 => (1.6e-2, 1e-5),
+        _ => (1.3e-6, 1e-5),
+    }
+}
+
+/// The half-precision dtypes.
+pub fn half_dtypes() -> impl Strategy<Value = DType> {
+    prop_oneof![Just(DType::F16), Just(DType::BF16)]
+}
 
 /// How an input tensor is laid out in memory, so kernels see strided views as well as dense ones.
 #[derive(Clone, Copy, Debug)]
@@ -88,8 +103,17 @@ pub fn make(data: &[f32], shape: &[usize], layout: Layout) -> (Tensor, RefTensor
 /// device, so its kernels see the strided layout. For [`Layout::Broadcast`] the values are the
 /// first row's, repeated.
 pub fn make_on(data: &[f32], shape: &[usize], layout: Layout, device: Device) -> (Tensor, RefTensor) {
-    let stored =
-        |values: Vec<f32>, stored_shape: &[usize]| Tensor::from_vec(values, stored_shape).unwrap().to(device).unwrap();
+    make_typed(data, shape, layout, device, DType::F32)
+}
+
+/// Like [`make_on`] with the stored buffer of `dtype`: the values are rounded to it, and the
+/// float64 twin holds the rounded values.
+pub fn make_typed(data: &[f32], shape: &[usize], layout: Layout, device: Device, dtype: DType) -> (Tensor, RefTensor) {
+    let data: Vec<f32> = data.iter().map(|&v| dtype.round(v)).collect();
+    let data = data.as_slice();
+    let stored = |values: Vec<f32>, stored_shape: &[usize]| {
+        Tensor::from_vec_dtype(values, stored_shape, dtype).unwrap().to(device).unwrap()
+    };
     let mut reference = RefTensor::new(shape.to_vec(), data.iter().map(|&v| v as f64).collect());
     let tensor = match layout {
         Layout::Contiguous => stored(data.to_vec(), shape),

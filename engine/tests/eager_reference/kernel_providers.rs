@@ -3,10 +3,10 @@
 //! shapes, values and layouts; and the plain kernels alone against the float64 reference.
 
 use crate::common::reference::{self, RefTensor};
-use crate::common::{Layout, assert_close, gpu, layouts, make, make_on};
+use crate::common::{Layout, assert_close, gpu, layouts, make, make_typed};
 use engine::device::{Kernels, kernels, with_kernels};
 use engine::op::{BinaryOp, ReduceOp, UnaryOp};
-use engine::{AttnMask, Device, Result, Tensor};
+use engine::{AttnMask, DType, Device, Result, Tensor};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
@@ -69,13 +69,12 @@ fn cases() -> impl Strategy<Value = Case> {
     ]
 }
 
-/// A random tensor of `shape` on `device` in `layout`, and its float64 twin.
-fn input(shape: &[usize], layout: Layout, seed: u64, device: Device) -> (Tensor, RefTensor) {
-    make_on(&Tensor::uniform(shape, -2.0, 2.0, seed).to_vec().unwrap(), shape, layout, device)
-}
-
-/// The case's result on `device`, with the kernels this thread runs on now.
-fn run(case: &Case, device: Device) -> Result<Tensor> {
+/// The case's result on `device`, its inputs of `dtype`, with the kernels this thread runs on now.
+fn run(case: &Case, device: Device, dtype: DType) -> Result<Tensor> {
+    // A random tensor of `shape` on `device` in `layout`.
+    let input = |shape: &[usize], layout: Layout, seed: u64, device: Device| {
+        make_typed(&Tensor::uniform(shape, -2.0, 2.0, seed).to_vec().unwrap(), shape, layout, device, dtype)
+    };
     match case {
         Case::Unary(op, shape, layout) => {
             let x = input(shape, *layout, 1, device).0;
@@ -149,19 +148,23 @@ fn agree(case: &Case, plain: &Tensor, tuned: &Tensor, rtol: f32, atol: f32) -> s
     Ok(())
 }
 
-/// Runs `cases` random cases on `device`, plain against tuned; `attention_rtol` allows for a
-/// tuned attention kernel that multiplies on tensor cores (TF32 on a GPU).
-fn plain_and_tuned_agree(device: Device, cases_count: u32, attention_rtol: f32) {
+/// Runs `cases` random cases on `device` with inputs of `dtype`, plain against tuned;
+/// `attention_rtol` allows for a tuned attention kernel that multiplies on tensor cores (TF32 on a
+/// GPU). In half precision both compute in float32 and round once: they may differ by the
+/// rounding of a float32 difference, two units in the dtype's last place.
+fn plain_and_tuned_agree(device: Device, cases_count: u32, attention_rtol: f32, dtype: DType) {
     let mut runner = TestRunner::new(RunnerConfig { cases: cases_count, ..RunnerConfig::default() });
+    let rounding = if dtype == DType::F32 { 2e-5 } else { 2.0 * dtype.epsilon() };
     runner
         .run(&cases(), |case| {
             assert_eq!(kernels(), Kernels::Tuned, "the tuned kernels are the default");
-            let tuned = run(&case, device).unwrap();
-            let plain = with_kernels(Kernels::Plain, || run(&case, device)).unwrap();
+            let tuned = run(&case, device, dtype).unwrap();
+            let plain = with_kernels(Kernels::Plain, || run(&case, device, dtype)).unwrap();
             assert_eq!(kernels(), Kernels::Tuned, "with_kernels restores the choice");
+            prop_assert_eq!(plain.dtype(), tuned.dtype());
             let (rtol, atol) = match case {
-                Case::Attention { .. } => (attention_rtol, attention_rtol),
-                _ => (2e-5, 2e-5),
+                Case::Attention { .. } => (attention_rtol.max(rounding), attention_rtol.max(rounding)),
+                _ => (rounding, rounding),
             };
             agree(&case, &plain, &tuned, rtol, atol)
         })
@@ -170,13 +173,25 @@ fn plain_and_tuned_agree(device: Device, cases_count: u32, attention_rtol: f32) 
 
 #[test]
 fn plain_and_tuned_cpu_kernels_agree() {
-    plain_and_tuned_agree(Device::Cpu, 400, 2e-5);
+    plain_and_tuned_agree(Device::Cpu, 400, 2e-5, DType::F32);
+}
+
+#[test]
+fn plain_and_tuned_cpu_kernels_agree_in_half_precision() {
+    // The tuned kernels convert with F16C and AVX-512 BF16 where the CPU has them, a row or a
+    // chunk at a time; the plain ones element by element.
+    plain_and_tuned_agree(Device::Cpu, 100, 2e-5, DType::BF16);
+    plain_and_tuned_agree(Device::Cpu, 100, 2e-5, DType::F16);
 }
 
 #[test]
 fn gpu_plain_and_tuned_kernels_agree() {
     let Some(device) = gpu() else { return };
-    plain_and_tuned_agree(device, 200, 5e-3);
+    plain_and_tuned_agree(device, 200, 5e-3, DType::F32);
+    // The tuned half-precision attention rounds its probabilities to the dtype for the
+    // tensor-core product with v; the plain one computes in float32.
+    plain_and_tuned_agree(device, 100, 1.6e-2, DType::BF16);
+    plain_and_tuned_agree(device, 100, 2e-3, DType::F16);
 }
 
 proptest! {

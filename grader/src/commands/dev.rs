@@ -358,9 +358,19 @@ pub fn challenge_bar(root: Option<&Path>, runs: usize, json: bool) -> Result<Exi
     let phase = grader::phases::select("phase5")?[0];
     let (_, spec) = phase.checks().find(|(_, s)| s.id == "challenge_is_faster").context("phase5 has no speed check")?;
     let limit = Duration::from_secs(spec.timeout_secs);
-    let runners = Runners::Cargo { workbook: workbook.clone(), release: true };
+    // A pack of the solutions beside this grader (`grader pack --solutions`) serves on a GPU
+    // machine without Rust; otherwise cargo builds the reference runner.
+    let runners = match grader::runners::Pack::beside_executable() {
+        Some(pack) => {
+            pack.expect_subject(Subject::Solutions)?;
+            Runners::Prebuilt(pack)
+        }
+        None => {
+            eprintln!("Building the phase 5 reference runner (release)...");
+            Runners::Cargo { workbook: workbook.clone(), release: true }
+        }
+    };
     let cache = workbook.state_dir().join("learner-cache");
-    eprintln!("Building the phase 5 reference runner (release)...");
     let grading = runners
         .grading(phase, Subject::Solutions, &launcher, &cache)
         .map_err(|f| anyhow::anyhow!("the phase 5 solutions do not build: {}", f.message))?;

@@ -6,15 +6,25 @@
 //! it), a strided loop otherwise. The outer dimensions advance once per run, not once per
 //! element.
 
-use super::{HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, allocator};
+use super::{Elements, ElementsMut, HostBuffer, PARALLEL_THRESHOLD, TASK_WORK, allocator, with_elements};
+use crate::dtype::Element;
 use crate::layout::Layout;
 use crate::parallel;
 
-/// Elements `start..start + out.len()` of the view `layout` of `data`, in row-major order.
-pub(super) fn gather(data: &[f32], layout: &Layout, start: usize, out: &mut [f32]) {
+/// Elements `start..start + out.len()` of the view `layout` of `data`, in row-major order, each
+/// converted by `convert` (the identity for a copy, a widening for a kernel reading a
+/// half-precision view as `f32`).
+#[inline(always)]
+pub(super) fn gather_as<S: Copy, D>(
+    data: &[S],
+    layout: &Layout,
+    start: usize,
+    out: &mut [D],
+    convert: impl Fn(S) -> D,
+) {
     let (shape, strides) = (layout.shape(), layout.strides());
     let Some((&inner, outer_shape)) = shape.split_last() else {
-        return out.fill(data[layout.offset()]);
+        return out.iter_mut().for_each(|o| *o = convert(data[layout.offset()]));
     };
     let stride = strides[strides.len() - 1];
     let outer_strides = &strides[..strides.len() - 1];
@@ -32,9 +42,12 @@ pub(super) fn gather(data: &[f32], layout: &Layout, start: usize, out: &mut [f32
         let dst = &mut out[written..written + run];
         let first = base + column * stride;
         match stride {
-            1 => dst.copy_from_slice(&data[first..first + run]),
-            0 => dst.fill(data[first]),
-            _ => dst.iter_mut().enumerate().for_each(|(j, d)| *d = data[first + j * stride]),
+            1 => dst.iter_mut().zip(&data[first..first + run]).for_each(|(d, &s)| *d = convert(s)),
+            0 => {
+                let value = data[first];
+                dst.iter_mut().for_each(|d| *d = convert(value));
+            }
+            _ => dst.iter_mut().enumerate().for_each(|(j, d)| *d = convert(data[first + j * stride])),
         }
         written += run;
         column = 0;
@@ -51,17 +64,39 @@ pub(super) fn gather(data: &[f32], layout: &Layout, start: usize, out: &mut [f32
     }
 }
 
-/// The view `layout` of `data` as a new dense row-major buffer, copied in parallel when large. A
-/// kernel's scratch copy goes back to the allocator's cache when dropped: taking fresh pages for
-/// it on every call costs more than the copy.
-pub(super) fn dense_copy(data: &[f32], layout: &Layout) -> HostBuffer {
-    let mut out = allocator::uninit(layout.numel());
-    if out.len() > PARALLEL_THRESHOLD {
-        parallel::for_each_chunk_mut(&mut out, TASK_WORK, |i, chunk| gather(data, layout, i * TASK_WORK, chunk));
-    } else {
-        gather(data, layout, 0, &mut out);
+/// Elements `start..start + out.len()` of the view `layout` of `data`, in row-major order.
+pub(super) fn gather<T: Copy>(data: &[T], layout: &Layout, start: usize, out: &mut [T]) {
+    gather_as(data, layout, start, out, |v| v);
+}
+
+/// Elements `start..start + out.len()` of the view `layout` of `data`, widened to `f32`.
+pub(super) fn gather_f32(data: Elements, layout: &Layout, start: usize, out: &mut [f32]) {
+    with_elements!(data, d => gather_as(d, layout, start, out, |v| v.to_f32()))
+}
+
+/// The view `layout` of `data` as a new dense row-major buffer of its dtype, copied in parallel
+/// when large. A kernel's scratch copy goes back to the allocator's cache when dropped: taking
+/// fresh pages for it on every call costs more than the copy.
+pub(super) fn dense_copy(data: Elements, layout: &Layout) -> HostBuffer {
+    let mut out = allocator::uninit_of(data.dtype(), layout.numel());
+    match (data, out.elements_mut()) {
+        (Elements::F32(d), ElementsMut::F32(o)) => copy_view(d, layout, o),
+        (Elements::F16(d), ElementsMut::F16(o)) => copy_view(d, layout, o),
+        (Elements::BF16(d), ElementsMut::BF16(o)) => copy_view(d, layout, o),
+        (Elements::F8E4M3(d), ElementsMut::F8E4M3(o)) => copy_view(d, layout, o),
+        (Elements::F8E5M2(d), ElementsMut::F8E5M2(o)) => copy_view(d, layout, o),
+        _ => unreachable!("the copy has its source's dtype"),
     }
     out
+}
+
+/// The view `layout` of `data` copied into `out`, in parallel when large.
+fn copy_view<T: Copy + Send + Sync>(data: &[T], layout: &Layout, out: &mut [T]) {
+    if out.len() > PARALLEL_THRESHOLD {
+        parallel::for_each_chunk_mut(out, TASK_WORK, |i, chunk| gather(data, layout, i * TASK_WORK, chunk));
+    } else {
+        gather(data, layout, 0, out);
+    }
 }
 
 #[cfg(test)]
@@ -92,7 +127,7 @@ mod tests {
                     assert_eq!(out, expected[start..start + len], "{view:?} from {start}, {len} elements");
                 }
             }
-            assert_eq!(*dense_copy(&data, view), *expected);
+            assert_eq!(*dense_copy(Elements::F32(&data), view), *expected);
         }
     }
 }

@@ -7,8 +7,10 @@
 
 use std::convert::Infallible;
 
-use super::{AsWritten, Cpu, HostBuffer, Input, allocator, contiguous, max_nan, pointwise, split_at_dim};
+use super::pointwise::input_dtype;
+use super::{AsWritten, Cpu, HostBuffer, Input, allocator, contiguous, in_f32, max_nan, pointwise, split_at_dim};
 use crate::device::provider::{KernelProvider, composed_attention, composed_attention_backward};
+use crate::dtype::DType;
 use crate::layout::{Layout, numel};
 use crate::op::{AttentionParams, BinaryOp, ReduceOp, UnaryOp};
 use crate::parallel;
@@ -17,38 +19,48 @@ use crate::parallel;
 pub(crate) struct Plain;
 
 impl KernelProvider for Plain {
-    type Device = Cpu;
+    type Device = Cpu<AsWritten>;
 
-    fn device(&self) -> &Cpu {
-        &Cpu
+    fn device(&self) -> &Cpu<AsWritten> {
+        &Cpu::NEW
     }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
         Ok(pointwise::unary::<AsWritten>(op, x, out_shape))
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::binary::<AsWritten>(op, a, b, out_shape))
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input,
+        b: Input,
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<HostBuffer, Infallible> {
+        Ok(pointwise::binary::<AsWritten>(op, a, b, out_shape, dtype))
     }
 
-    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(pointwise::where_::<AsWritten>(cond, a, b, out_shape))
+    fn where_(&self, [cond, a, b]: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<HostBuffer, Infallible> {
+        Ok(pointwise::where_::<AsWritten>(cond, a, b, out_shape, dtype))
     }
+
+    // The row kernels below compute on `f32` buffers: half-precision inputs are widened first
+    // and the result rounded (`in_f32`); the tuned kernels convert a row at a time instead.
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
-        Ok(reduce(kind, x, dim))
+        Ok(in_f32::<AsWritten>(&[x], input_dtype(x), |i| reduce(kind, i[0], dim)))
     }
 
     fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<HostBuffer, Infallible> {
-        Ok(softmax(x, dim, log))
+        Ok(in_f32::<AsWritten>(&[x], input_dtype(x), |i| softmax(i[0], dim, log)))
     }
 
-    fn layer_norm(&self, [x, weight, bias]: [Input; 3], eps: f32) -> Result<HostBuffer, Infallible> {
-        Ok(layer_norm(x, weight, bias, eps))
+    fn layer_norm(&self, inputs: [Input; 3], eps: f32) -> Result<HostBuffer, Infallible> {
+        Ok(in_f32::<AsWritten>(&inputs, input_dtype(inputs[0]), |i| layer_norm(i[0], i[1], i[2], eps)))
     }
 
     fn matmul(&self, a: Input, b: Input, out_shape: &[usize]) -> Result<HostBuffer, Infallible> {
-        Ok(matmul(a, b, out_shape))
+        Ok(in_f32::<AsWritten>(&[a, b], input_dtype(a), |i| matmul(i[0], i[1], out_shape)))
     }
 
     fn attention(&self, inputs: &[Input], params: AttentionParams) -> Result<HostBuffer, Infallible> {

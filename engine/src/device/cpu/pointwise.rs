@@ -1,11 +1,16 @@
 //! Elementwise kernels with broadcasting, shared by the plain and the tuned kernels. Each operand
 //! is read as a dense slice, a single broadcast value, or (for strided and broadcast views)
 //! gathered chunk by chunk, so the inner loops are plain slice zips that the compiler vectorises.
+//! Operands and outputs of a half-precision dtype are converted a chunk at a time: each chunk is
+//! widened to `f32`, computed, and rounded as it is stored, so the memory traffic is the narrow
+//! dtype's while every operation runs in `f32`.
 //! How those loops are compiled is the caller's choice ([`Loops`]): as written for the plain
 //! kernels, once more for wider vectors for the tuned ones.
 
-use super::gather::gather;
-use super::{HostBuffer, Input, Loops, PARALLEL_THRESHOLD, allocator};
+use super::convert::{narrow, widen};
+use super::gather::gather_f32;
+use super::{Elements, HostBuffer, Input, Loops, PARALLEL_THRESHOLD, Stored, allocator, for_dtype};
+use crate::dtype::DType;
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, BinaryVisitor, UnaryOp, UnaryVisitor};
 use crate::parallel;
@@ -13,33 +18,49 @@ use crate::parallel;
 /// Elements per unit of parallel work; large enough to amortise gathering, small enough to fit L2.
 const CHUNK: usize = 1 << 14;
 
-/// How one operand supplies its values for a range of output positions.
+/// Elements computed at a time into a narrower output: their float32 values (and the operands'
+/// widened ones) stay in the L1 cache between widening, computing and rounding.
+const NARROW_BLOCK: usize = 1 << 10;
+
+/// How one operand supplies its values for a range of output positions, as `f32`.
 enum Source<'a> {
+    /// Contiguous `f32` elements, read in place.
     Dense(&'a [f32]),
+    /// Contiguous elements of a narrower dtype, widened chunk by chunk.
+    Narrow(Elements<'a>),
     Splat(f32),
-    Strided(&'a [f32], Layout),
+    Strided(Elements<'a>, Layout),
 }
 
 impl<'a> Source<'a> {
     fn new(input: Input<'a>, out_shape: &[usize]) -> Self {
         match input {
             Input::Scalar(v) => Source::Splat(v),
-            Input::Tensor { buffer: data, layout } => {
+            Input::Tensor { buffer, layout } => {
+                let elements = buffer.elements();
                 if layout.numel() == 1 {
-                    Source::Splat(data[layout.offset()])
+                    Source::Splat(elements.get(layout.offset()))
                 } else if layout.shape() == out_shape && layout.is_contiguous() {
-                    Source::Dense(&data[layout.offset()..layout.offset() + layout.numel()])
+                    match elements.slice(layout.offset(), layout.numel()) {
+                        Elements::F32(d) => Source::Dense(d),
+                        narrow => Source::Narrow(narrow),
+                    }
                 } else {
-                    Source::Strided(data, layout.expand(out_shape))
+                    Source::Strided(elements, layout.expand(out_shape))
                 }
             }
         }
     }
 
     /// Values for output positions `start..start + len`, using `scratch` when they must be built.
-    fn chunk<'s>(&'s self, start: usize, len: usize, scratch: &'s mut Vec<f32>) -> &'s [f32] {
+    fn chunk<'s, L: Loops>(&'s self, start: usize, len: usize, scratch: &'s mut Vec<f32>) -> &'s [f32] {
         match self {
             Source::Dense(d) => &d[start..start + len],
+            Source::Narrow(e) => {
+                scratch.resize(len, 0.0);
+                widen::<L>(e.slice(start, len), scratch);
+                scratch
+            }
             Source::Splat(v) => {
                 scratch.clear();
                 scratch.resize(len, *v);
@@ -47,7 +68,7 @@ impl<'a> Source<'a> {
             }
             Source::Strided(data, layout) => {
                 scratch.resize(len, 0.0);
-                gather(data, layout, start, scratch);
+                gather_f32(*data, layout, start, scratch);
                 scratch
             }
         }
@@ -55,91 +76,125 @@ impl<'a> Source<'a> {
 }
 
 /// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`, compiled as
-/// `L` says.
-fn for_each_chunk<L: Loops>(out: &mut [f32], body: impl Fn(usize, &mut [f32]) + Sync) {
-    let body = |i: usize, c: &mut [f32]| {
+/// `L` says, computes each chunk in `f32`. For a narrower `out` it computes a block of
+/// [`NARROW_BLOCK`] at a time, rounded as it is stored (so each block is widened, computed and
+/// rounded while it sits in the L1 cache).
+fn for_each_chunk<L: Loops>(out: &mut HostBuffer, body: impl Fn(usize, &mut [f32]) + Sync) {
+    // `body` on output positions `start..start + c.len()`, compiled as `L` says.
+    let run = |start: usize, c: &mut [f32]| {
         L::run(
             #[inline(always)]
-            || body(i * CHUNK, c),
+            || body(start, c),
         )
     };
+    if out.dtype() == DType::F32 {
+        return in_chunks(out, |i, c| run(i * CHUNK, c));
+    }
+    for_dtype!(out.dtype(), T => in_chunks(out.typed_mut::<T>(), |i, c: &mut [T]| {
+        let mut wide = [0.0f32; NARROW_BLOCK];
+        for (b, block) in c.chunks_mut(NARROW_BLOCK).enumerate() {
+            let wide = &mut wide[..block.len()];
+            run(i * CHUNK + b * NARROW_BLOCK, wide);
+            narrow::<L>(wide, T::wrap_mut(block));
+        }
+    }))
+}
+
+/// `chunk(i, c)` on every chunk `i` of [`CHUNK`] elements of `out`, in parallel when it is large.
+fn in_chunks<T: Send>(out: &mut [T], chunk: impl Fn(usize, &mut [T]) + Sync) {
     if out.len() <= PARALLEL_THRESHOLD {
-        out.chunks_mut(CHUNK).enumerate().for_each(|(i, c)| body(i, c));
+        out.chunks_mut(CHUNK).enumerate().for_each(|(i, c)| chunk(i, c));
     } else {
-        parallel::for_each_chunk_mut(out, CHUNK, body);
+        parallel::for_each_chunk_mut(out, CHUNK, chunk);
     }
 }
 
-/// `f` applied to every element of `a` broadcast to `out_shape`.
-pub(super) fn map1<L: Loops>(a: Input, out_shape: &[usize], f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
+/// `f` applied to every element of `a` broadcast to `out_shape`, stored as `dtype`.
+pub(super) fn map1<L: Loops>(a: Input, out_shape: &[usize], dtype: DType, f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
     let a = Source::new(a, out_shape);
-    let mut out = allocator::uninit(numel(out_shape));
+    let mut out = allocator::uninit_of(dtype, numel(out_shape));
     for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
         |start, o| {
             let mut sa = Vec::new();
-            let xa = a.chunk(start, o.len(), &mut sa);
+            let xa = a.chunk::<L>(start, o.len(), &mut sa);
             o.iter_mut().zip(xa).for_each(|(o, &x)| *o = f(x));
         },
     );
     out
 }
 
-fn map2<L: Loops>(a: Input, b: Input, out_shape: &[usize], f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
+fn map2<L: Loops>(
+    a: Input,
+    b: Input,
+    out_shape: &[usize],
+    dtype: DType,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> HostBuffer {
     let (a, b) = (Source::new(a, out_shape), Source::new(b, out_shape));
-    let mut out = allocator::uninit(numel(out_shape));
+    let mut out = allocator::uninit_of(dtype, numel(out_shape));
     for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
         |start, o| {
             let (mut sa, mut sb) = (Vec::new(), Vec::new());
-            let xa = a.chunk(start, o.len(), &mut sa);
-            let xb = b.chunk(start, o.len(), &mut sb);
+            let xa = a.chunk::<L>(start, o.len(), &mut sa);
+            let xb = b.chunk::<L>(start, o.len(), &mut sb);
             o.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (&x, &y))| *o = f(x, y));
         },
     );
     out
 }
 
+/// The input's elements converted to `dtype` (rounded to nearest, ties to even).
+pub(super) fn convert<L: Loops>(a: Input, out_shape: &[usize], dtype: DType) -> HostBuffer {
+    map1::<L>(a, out_shape, dtype, |x| x)
+}
+
 /// `op` applied to every element, with the op catalogue's scalar function (libm's for the
-/// transcendental ones).
+/// transcendental ones), stored in the input's dtype.
 pub(super) fn unary<L: Loops>(op: UnaryOp, a: Input, out_shape: &[usize]) -> HostBuffer {
     // One monomorphised loop per op, so each inner loop is branch-free.
     struct Map<'a, 's, L>(Input<'a>, &'s [usize], std::marker::PhantomData<L>);
     impl<L: Loops> UnaryVisitor for Map<'_, '_, L> {
         type Output = HostBuffer;
         fn visit(self, f: impl Fn(f32) -> f32 + Sync) -> HostBuffer {
-            map1::<L>(self.0, self.1, f)
+            map1::<L>(self.0, self.1, input_dtype(self.0), f)
         }
     }
     op.with_fn(Map::<L>(a, out_shape, std::marker::PhantomData))
 }
 
-/// `op` applied to every pair of broadcast elements.
-pub(super) fn binary<L: Loops>(op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
-    struct Map<'a, 's, L>(Input<'a>, Input<'a>, &'s [usize], std::marker::PhantomData<L>);
+/// The dtype of a tensor operand.
+pub(super) fn input_dtype(input: Input) -> DType {
+    input.tensor().0.dtype()
+}
+
+/// `op` applied to every pair of broadcast elements, stored as `dtype`.
+pub(super) fn binary<L: Loops>(op: BinaryOp, a: Input, b: Input, out_shape: &[usize], dtype: DType) -> HostBuffer {
+    struct Map<'a, 's, L>(Input<'a>, Input<'a>, &'s [usize], DType, std::marker::PhantomData<L>);
     impl<L: Loops> BinaryVisitor for Map<'_, '_, L> {
         type Output = HostBuffer;
         fn visit(self, f: impl Fn(f32, f32) -> f32 + Sync) -> HostBuffer {
-            map2::<L>(self.0, self.1, self.2, f)
+            map2::<L>(self.0, self.1, self.2, self.3, f)
         }
     }
-    op.with_fn(Map::<L>(a, b, out_shape, std::marker::PhantomData))
+    op.with_fn(Map::<L>(a, b, out_shape, dtype, std::marker::PhantomData))
 }
 
-/// `a` where `cond != 0`, else `b`, all broadcast.
-pub(super) fn where_<L: Loops>(cond: Input, a: Input, b: Input, out_shape: &[usize]) -> HostBuffer {
+/// `a` where `cond != 0`, else `b`, all broadcast, stored as `dtype`.
+pub(super) fn where_<L: Loops>(cond: Input, a: Input, b: Input, out_shape: &[usize], dtype: DType) -> HostBuffer {
     let (c, a, b) = (Source::new(cond, out_shape), Source::new(a, out_shape), Source::new(b, out_shape));
-    let mut out = allocator::uninit(numel(out_shape));
+    let mut out = allocator::uninit_of(dtype, numel(out_shape));
     for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
         |start, o| {
             let (mut sc, mut sa, mut sb) = (Vec::new(), Vec::new(), Vec::new());
-            let xc = c.chunk(start, o.len(), &mut sc);
-            let xa = a.chunk(start, o.len(), &mut sa);
-            let xb = b.chunk(start, o.len(), &mut sb);
+            let xc = c.chunk::<L>(start, o.len(), &mut sc);
+            let xa = a.chunk::<L>(start, o.len(), &mut sa);
+            let xb = b.chunk::<L>(start, o.len(), &mut sb);
             for (i, o) in o.iter_mut().enumerate() {
                 *o = if xc[i] != 0.0 { xa[i] } else { xb[i] };
             }

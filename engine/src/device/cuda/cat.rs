@@ -50,7 +50,8 @@ pub(super) fn cat(
     dim: usize,
     out_shape: &[usize],
 ) -> Result<CudaBuffer, CudaError> {
-    let out = CudaBuffer::alloc(device, numel(out_shape))?;
+    let dtype = inputs[0].tensor().0.dtype();
+    let out = CudaBuffer::alloc_of(device, dtype, numel(out_shape))?;
     cat_into(device, inputs, dim, out_shape, &out)?;
     Ok(out)
 }
@@ -81,12 +82,20 @@ pub(crate) fn cat_into(
     if rows == 0 {
         return Ok(());
     }
-    // Four floats at a time when every band, row and address is a multiple of 16 bytes.
-    let aligned = |n: usize| n.is_multiple_of(4);
-    let vec4 = aligned(out_row)
+    // Sixteen bytes at a time when every band, row and address is a multiple of 16 bytes; else
+    // one element (a copy moves bits, whatever the dtype).
+    let size = out.dtype().size_in_bytes();
+    let per_vector = 16 / size;
+    let aligned = |n: usize| n.is_multiple_of(per_vector);
+    let vectors = aligned(out_row)
         && out.ptr().is_multiple_of(16)
         && parts.iter().all(|&(ptr, width, start)| ptr.is_multiple_of(16) && aligned(width) && aligned(start));
-    let (name, unit) = if vec4 { ("cat_dense4", 4) } else { ("cat_dense", 1) };
+    let (name, unit) = match (vectors, size) {
+        (true, _) => ("cat_dense16", per_vector),
+        (false, 1) => ("cat_dense1", 1),
+        (false, 2) => ("cat_dense2", 1),
+        (false, _) => ("cat_dense4", 1),
+    };
     let function = device.eager_kernel(CAT, name)?;
     for chunk in parts.chunks(MAX_INPUTS) {
         let units = |n: usize| (n / unit) as i64;

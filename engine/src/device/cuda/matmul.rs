@@ -1,5 +1,8 @@
-//! Matrix products through cuBLAS, as `at::cuda::blas::gemm` does: one strided-batched SGEMM for
+//! Matrix products through cuBLAS, as `at::cuda::blas::gemm` does: one strided-batched GEMM for
 //! every batch, reading transposed views in place (cuBLAS's transpose flags) instead of copying.
+//! `bf16` and `f16` operands run on the tensor cores with float32 accumulation (`cublasGemmEx`
+//! with `CUBLAS_COMPUTE_32F`); float32 ones multiply in float32, or on TF32 (bf16) tensor cores
+//! when [`set_float32_matmul_precision`](crate::precision::set_float32_matmul_precision) allows.
 //!
 //! cuBLAS is column-major and the engine row-major. A row-major `C = A @ B` is, read column-major,
 //! `C^T = B^T @ A^T`, so the call passes B first and A second with `m` and `n` swapped; each
@@ -8,7 +11,8 @@
 use std::ffi::{c_int, c_longlong};
 use std::sync::Arc;
 
-use cudarc::cublas::{result as cublas, sys::cublasOperation_t};
+use cudarc::cublas::result as cublas;
+use cudarc::cublas::sys::{self, cublasOperation_t};
 
 use super::Input;
 use super::buffer::CudaBuffer;
@@ -16,11 +20,14 @@ use super::context::CudaDevice;
 use super::error::CudaError;
 use super::params::merge_dims;
 use super::pointwise;
+use crate::dtype::DType;
 use crate::layout::{Layout, numel};
+use crate::precision::{MatmulPrecision, float32_matmul_precision};
 
 /// How cuBLAS reads one operand, a `rows x cols` matrix per batch entry.
 pub(crate) struct Operand {
     ptr: u64,
+    dtype: DType,
     /// `N` when the matrix is row-major (the column-major view of it is its transpose, which is
     /// what the swapped call wants), `T` when it is column-major.
     op: cublasOperation_t,
@@ -37,7 +44,7 @@ pub(super) fn matmul(
     b: Input,
     out_shape: &[usize],
 ) -> Result<CudaBuffer, CudaError> {
-    let mut out = CudaBuffer::alloc(device, numel(out_shape))?;
+    let mut out = CudaBuffer::alloc_of(device, a.tensor().0.dtype(), numel(out_shape))?;
     matmul_into(device, a, b, &mut out, out_shape)?;
     Ok(out)
 }
@@ -60,7 +67,7 @@ pub(crate) fn matmul_into(
                 c_int::try_from(v).map_err(|_| CudaError::new(format!("{what} = {v} exceeds cuBLAS's 32-bit sizes")))
             };
             let (m, n, k, batch) = dims;
-            sgemm(device, &a, &b, out.ptr(), (int("m", m)?, int("n", n)?, int("k", k)?, int("batch", batch)?))
+            gemm(device, &a, &b, out.ptr(), (int("m", m)?, int("n", n)?, int("k", k)?, int("batch", batch)?))
         }
     }
 }
@@ -114,7 +121,7 @@ pub(crate) fn prepare(
 /// The operands and `(m, n, k, batch)` of `a @ b` read through these layouts, as [`matmul_into`]
 /// will see them (a dense copy where a layout fits no library form), without any buffer: what a
 /// GEMM is tuned for at compile time. `None` for an empty product.
-pub(crate) fn planned(a: &Layout, b: &Layout, out_shape: &[usize]) -> Option<(Operand, Operand, Dims)> {
+pub(crate) fn planned(a: &Layout, b: &Layout, out_shape: &[usize], dtype: DType) -> Option<(Operand, Operand, Dims)> {
     let rank = out_shape.len();
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
     let k = a.shape()[a.shape().len() - 1];
@@ -124,17 +131,62 @@ pub(crate) fn planned(a: &Layout, b: &Layout, out_shape: &[usize]) -> Option<(Op
     }
     let plan = |layout: &Layout, (rows, cols): (usize, usize)| {
         let full_shape = [batch, &[rows, cols]].concat();
-        in_place(0, &layout.expand(&full_shape), batch.len(), rows, cols).unwrap_or_else(|| {
-            in_place(0, &Layout::contiguous(&full_shape), batch.len(), rows, cols)
+        in_place(0, dtype, &layout.expand(&full_shape), batch.len(), rows, cols).unwrap_or_else(|| {
+            in_place(0, dtype, &Layout::contiguous(&full_shape), batch.len(), rows, cols)
                 .expect("a dense row-major batch is always readable in place")
         })
     };
     Some((plan(a, (m, k)), plan(b, (k, n)), (m, n, k, numel(batch))))
 }
 
-/// Queues row-major `C = A @ B` for every batch entry (`C` dense, `[batch, m, n]`) as one cuBLAS
-/// strided-batched SGEMM. `dims` is `(m, n, k, batch)`.
-pub(crate) fn sgemm(
+/// The cuBLAS data type of `dtype`'s elements.
+pub(crate) fn cuda_data_type(dtype: DType) -> sys::cudaDataType {
+    match dtype {
+        DType::F32 => sys::cudaDataType::CUDA_R_32F,
+        DType::F16 => sys::cudaDataType::CUDA_R_16F,
+        DType::BF16 => sys::cudaDataType::CUDA_R_16BF,
+        DType::F8E4M3 => sys::cudaDataType::CUDA_R_8F_E4M3,
+        DType::F8E5M2 => sys::cudaDataType::CUDA_R_8F_E5M2,
+    }
+}
+
+/// How a product accumulates and what its multiplies may round to: always a float32 sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Accumulation {
+    /// Float32 multiplies of the operands as they are (`CUBLAS_COMPUTE_32F`).
+    F32,
+    /// Float32 operands rounded to TF32 for the tensor cores (`CUBLAS_COMPUTE_32F_FAST_TF32`).
+    Tf32,
+    /// Float32 operands rounded to bf16 for the tensor cores (`CUBLAS_COMPUTE_32F_FAST_16BF`).
+    Bf16,
+}
+
+impl Accumulation {
+    /// How a product of `dtype` operands accumulates now: a float32 product may use the TF32 or
+    /// bf16 tensor cores when the matmul precision allows; half-precision operands are multiplied
+    /// exactly and summed in float32.
+    pub fn of(dtype: DType) -> Accumulation {
+        match (dtype, float32_matmul_precision()) {
+            (DType::F32, MatmulPrecision::High) => Accumulation::Tf32,
+            (DType::F32, MatmulPrecision::Medium) => Accumulation::Bf16,
+            _ => Accumulation::F32,
+        }
+    }
+
+    /// cuBLAS's compute type for it.
+    fn compute_type(self) -> sys::cublasComputeType_t {
+        use sys::cublasComputeType_t::*;
+        match self {
+            Accumulation::F32 => CUBLAS_COMPUTE_32F,
+            Accumulation::Tf32 => CUBLAS_COMPUTE_32F_FAST_TF32,
+            Accumulation::Bf16 => CUBLAS_COMPUTE_32F_FAST_16BF,
+        }
+    }
+}
+
+/// Queues row-major `C = A @ B` for every batch entry (`C` dense, `[batch, m, n]`, of the
+/// operands' dtype) as one cuBLAS strided-batched GEMM. `dims` is `(m, n, k, batch)`.
+pub(crate) fn gemm(
     device: &CudaDevice,
     a: &Operand,
     b: &Operand,
@@ -142,31 +194,38 @@ pub(crate) fn sgemm(
     (m, n, k, batch): (c_int, c_int, c_int, c_int),
 ) -> Result<(), CudaError> {
     let (alpha, beta) = (1.0f32, 0.0f32);
+    let dtype = cuda_data_type(a.dtype);
     let blas = device.blas()?;
     device.context().bind_to_thread()?;
     // SAFETY: the pointers address device buffers that hold every element the strides reach, the
-    // leading dimensions satisfy cuBLAS's minimums (checked when the operands were built), and
-    // the handle is bound to the device's stream, so the call is ordered with the other ops.
+    // leading dimensions satisfy cuBLAS's minimums (checked when the operands were built), the
+    // scalars are floats as CUBLAS_COMPUTE_32F* take them, and the handle is bound to the
+    // device's stream, so the call is ordered with the other ops.
     unsafe {
-        cublas::sgemm_strided_batched(
+        cublas::gemm_strided_batched_ex(
             *blas.handle(),
             b.op,
             a.op,
             n,
             m,
             k,
-            &alpha,
-            b.ptr as *const f32,
+            (&alpha as *const f32).cast(),
+            b.ptr as *const _,
+            dtype,
             b.ld,
             b.batch_stride,
-            a.ptr as *const f32,
+            a.ptr as *const _,
+            dtype,
             a.ld,
             a.batch_stride,
-            &beta,
-            c as *mut f32,
+            (&beta as *const f32).cast(),
+            c as *mut _,
+            dtype,
             n,
             m as c_longlong * n as c_longlong,
             batch,
+            Accumulation::of(a.dtype).compute_type(),
+            sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
         )
     }?;
     Ok(())
@@ -193,15 +252,34 @@ impl Operand {
         self.ptr
     }
 
-    /// The same operand read at device address `ptr` (for timing on scratch buffers).
-    pub(crate) fn at(&self, ptr: u64) -> Operand {
-        Operand { ptr, op: self.op, ld: self.ld, batch_stride: self.batch_stride, _copy: None }
+    /// The element type.
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
     }
 
-    /// A dense row-major `[batch, rows, cols]` operand at `ptr`.
-    pub(crate) fn dense(ptr: u64, rows: usize, cols: usize) -> Operand {
+    /// The same operand read at device address `ptr` (for timing on scratch buffers).
+    pub(crate) fn at(&self, ptr: u64) -> Operand {
+        Operand { ptr, dtype: self.dtype, op: self.op, ld: self.ld, batch_stride: self.batch_stride, _copy: None }
+    }
+
+    /// A column-major `rows x cols` matrix of `dtype` at `ptr` (the transpose of a dense
+    /// `[cols, rows]` one).
+    pub(crate) fn column_major(ptr: u64, dtype: DType, rows: usize, cols: usize) -> Operand {
         Operand {
             ptr,
+            dtype,
+            op: cublasOperation_t::CUBLAS_OP_T,
+            ld: rows.max(1) as c_int,
+            batch_stride: (rows * cols) as c_longlong,
+            _copy: None,
+        }
+    }
+
+    /// A dense row-major `[batch, rows, cols]` operand of `dtype` at `ptr`.
+    pub(crate) fn dense(ptr: u64, dtype: DType, rows: usize, cols: usize) -> Operand {
+        Operand {
+            ptr,
+            dtype,
             op: cublasOperation_t::CUBLAS_OP_N,
             ld: cols.max(1) as c_int,
             batch_stride: (rows * cols) as c_longlong,
@@ -221,7 +299,8 @@ pub(crate) fn operand(
     let (buffer, layout) = input.tensor();
     let full_shape = [batch, &[rows, cols]].concat();
     let full = layout.expand(&full_shape);
-    if let Some(operand) = in_place(buffer.ptr_at(full.offset()), &full, batch.len(), rows, cols) {
+    let dtype = buffer.dtype();
+    if let Some(operand) = in_place(buffer.ptr_at(full.offset()), dtype, &full, batch.len(), rows, cols) {
         return Ok(operand);
     }
     let copy = pointwise::run(
@@ -229,14 +308,15 @@ pub(crate) fn operand(
         pointwise::Kernels::Eager("copy"),
         &[Input::Tensor { buffer, layout: &full }],
         &full_shape,
+        dtype,
     )?;
-    let mut operand = in_place(copy.ptr(), &Layout::contiguous(&full_shape), batch.len(), rows, cols)
+    let mut operand = in_place(copy.ptr(), dtype, &Layout::contiguous(&full_shape), batch.len(), rows, cols)
         .expect("a dense row-major batch is always readable in place");
     operand._copy = Some(copy);
     Ok(operand)
 }
 
-fn in_place(ptr: u64, full: &Layout, batch_rank: usize, rows: usize, cols: usize) -> Option<Operand> {
+fn in_place(ptr: u64, dtype: DType, full: &Layout, batch_rank: usize, rows: usize, cols: usize) -> Option<Operand> {
     let strides = full.strides();
     let (row_stride, col_stride) = (strides[batch_rank], strides[batch_rank + 1]);
     let (op, ld) = if col_stride == 1 || cols == 1 {
@@ -262,5 +342,5 @@ fn in_place(ptr: u64, full: &Layout, batch_rank: usize, rows: usize, cols: usize
         1 => merged_strides[0][0],
         _ => return None,
     };
-    Some(Operand { ptr, op, ld: c_int::try_from(ld).ok()?, batch_stride, _copy: None })
+    Some(Operand { ptr, dtype, op, ld: c_int::try_from(ld).ok()?, batch_stride, _copy: None })
 }

@@ -14,7 +14,7 @@
 //! | tensor memory and host transfers | `buffer` |
 //! | freed buffers kept for reuse (the caching allocator) | `pool` |
 //! | the eager kernels' source, per family (generated prelude + `kernels/eager.cu`) | `source` |
-//! | kernel launchers: the plain kernels (`Plain`) | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS) |
+//! | kernel launchers: the plain kernels (`Plain`), in every dtype | `pointwise`, `reduce`, `normalize`, `cat`, `matmul` (cuBLAS; FP8 through `tuned::cublaslt`) |
 //! | the fast paths ([`tuned`]): flash attention, and compiled code's GEMMs (cuBLASLt with epilogues, the engine's few-row and tensor-core kernels) | `tuned::*` |
 //! | the cuBLASLt handle | `lt_handle` |
 //! | recording queued work as a CUDA graph and replaying it | `graph` |
@@ -48,13 +48,14 @@ pub use context::{CudaDevice, Module};
 pub use error::CudaError;
 pub(crate) use graph::Recording;
 pub use probe::{DeviceFacts, Probe, available, probe, unavailable_reason};
-pub use source::{eager_families, eager_source};
+pub use source::{DTYPES, eager_families, eager_source};
 
 use tuned::Tuned;
 
 use std::sync::Arc;
 
 use super::provider::{self, DeviceKernels, KernelProvider, composed_attention, composed_attention_backward, kernels};
+use crate::dtype::DType;
 use crate::op::{AttentionParams, BinaryOp, CustomOp, Op, ReduceOp, UnaryOp};
 use pointwise::Kernels;
 
@@ -63,16 +64,18 @@ use pointwise::Kernels;
 pub(crate) type Input<'a> = super::provider::Input<'a, CudaBuffer>;
 
 /// Runs one non-view op on `device` with the provider this thread runs on
-/// ([`with_kernels`](crate::device::with_kernels)): the one place that names the providers.
+/// ([`with_kernels`](crate::device::with_kernels)): the one place that names the providers. The
+/// result has dtype `dtype`.
 pub(crate) fn execute(
     device: &Arc<CudaDevice>,
     op: &Op,
     inputs: &[Input],
     out_shape: &[usize],
+    dtype: DType,
 ) -> Result<CudaBuffer, CudaError> {
     match kernels() {
-        provider::Kernels::Tuned => provider::execute(&Tuned(device), op, inputs, out_shape),
-        provider::Kernels::Plain => provider::execute(&Plain(device), op, inputs, out_shape),
+        provider::Kernels::Tuned => provider::execute(&Tuned(device), op, inputs, out_shape, dtype),
+        provider::Kernels::Plain => provider::execute(&Plain(device), op, inputs, out_shape, dtype),
     }
 }
 
@@ -82,16 +85,27 @@ impl DeviceKernels for Arc<CudaDevice> {
     type Output = CudaBuffer;
     type Error = CudaError;
 
-    fn copy(&self, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Eager("copy"), &[x], out_shape)
+    fn copy(&self, x: Input, out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Eager("copy"), &[x], out_shape, dtype)
     }
 
     fn cat(&self, inputs: &[Input], dim: usize, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
         cat::cat(self, inputs, dim, out_shape)
     }
 
-    fn custom(&self, op: &CustomOp, inputs: &[Input], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self, Kernels::Custom(op), inputs, out_shape)
+    fn custom(
+        &self,
+        op: &CustomOp,
+        inputs: &[Input],
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self, Kernels::Custom(op), inputs, out_shape, dtype)
+    }
+
+    /// cuBLAS has no FP8 products: both providers take cuBLASLt's.
+    fn scaled_mm(&self, inputs: [Input; 4], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        tuned::cublaslt::scaled_mm(self, inputs, out_shape, dtype)
     }
 
     fn upload(&self, values: &[f32]) -> Result<CudaBuffer, CudaError> {
@@ -100,6 +114,10 @@ impl DeviceKernels for Arc<CudaDevice> {
 
     fn as_input(output: &CudaBuffer) -> &CudaBuffer {
         output
+    }
+
+    fn dtype(buffer: &CudaBuffer) -> DType {
+        buffer.dtype()
     }
 }
 
@@ -115,15 +133,23 @@ impl KernelProvider for Plain<'_> {
     }
 
     fn unary(&self, op: UnaryOp, x: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Eager(&format!("unary_{}", op.name())), &[x], out_shape)
+        let dtype = x.tensor().0.dtype();
+        pointwise::run(self.0, Kernels::Eager(&format!("unary_{}", op.name())), &[x], out_shape, dtype)
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Eager(&format!("binary_{}", op.name())), &[a, b], out_shape)
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input,
+        b: Input,
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self.0, Kernels::Eager(&format!("binary_{}", op.name())), &[a, b], out_shape, dtype)
     }
 
-    fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        pointwise::run(self.0, Kernels::Eager("where"), &inputs, out_shape)
+    fn where_(&self, inputs: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        pointwise::run(self.0, Kernels::Eager("where"), &inputs, out_shape, dtype)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {

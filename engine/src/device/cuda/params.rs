@@ -4,15 +4,29 @@
 
 use cudarc::driver::DeviceRepr;
 
+use crate::dtype::DType;
+
 /// The most dimensions a strided kernel indexes after merging; more is an error.
 pub(crate) const MAX_DIMS: usize = 8;
 
-/// `DenseIn`: a pointer to contiguous floats, or (null) a value broadcast everywhere.
+/// How the kernels name a dtype (`DTYPE_F32` ... in `kernels/dtypes.cuh`).
+pub(crate) fn dtype_code(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        DType::F8E4M3 => 3,
+        DType::F8E5M2 => 4,
+    }
+}
+
+/// `DenseIn`: a pointer to contiguous elements of a dtype, or (null) a value broadcast everywhere.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct DenseIn {
     pub ptr: u64,
     pub value: f32,
+    pub dtype: i32,
 }
 
 /// `StridedIn`: a pointer with strides along the output's dims (innermost first), or a value.
@@ -21,7 +35,23 @@ pub(crate) struct DenseIn {
 pub(crate) struct StridedIn {
     pub ptr: u64,
     pub value: f32,
+    pub dtype: i32,
     pub strides: [i64; MAX_DIMS],
+}
+
+/// `RowTypes`: the dtypes of a row kernel's input and output.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RowTypes {
+    pub input: i32,
+    pub output: i32,
+}
+
+impl RowTypes {
+    /// The codes of `input` and `output`.
+    pub(crate) fn new(input: DType, output: DType) -> RowTypes {
+        RowTypes { input: dtype_code(input), output: dtype_code(output) }
+    }
 }
 
 /// `Geometry`: sizes innermost first with magic numbers for 31-bit fast division.
@@ -48,6 +78,8 @@ pub(crate) struct ReduceArgs {
     pub scale: f32,
     pub columns: i32,
     pub vec: i32,
+    pub in_dtype: i32,
+    pub out_dtype: i32,
     pub outputs: Geometry,
     pub output_strides: [i64; MAX_DIMS],
 }
@@ -60,12 +92,15 @@ unsafe impl DeviceRepr for StridedIn {}
 unsafe impl DeviceRepr for Geometry {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for ReduceArgs {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for RowTypes {}
 
 // The CUDA C compiler lays the structs out with the same sizes (checked against nvcc's sizeof).
 const _: () = assert!(size_of::<DenseIn>() == 16);
 const _: () = assert!(size_of::<StridedIn>() == 16 + 8 * MAX_DIMS);
 const _: () = assert!(size_of::<Geometry>() == 8 + 16 * MAX_DIMS);
-const _: () = assert!(size_of::<ReduceArgs>() == 64 + size_of::<Geometry>() + 8 * MAX_DIMS);
+const _: () = assert!(size_of::<ReduceArgs>() == 72 + size_of::<Geometry>() + 8 * MAX_DIMS);
+const _: () = assert!(size_of::<RowTypes>() == 8);
 
 /// Largest linear index the fast 32-bit division handles.
 const SMALL_LIMIT: usize = 1 << 31;

@@ -1,6 +1,8 @@
 //! Launching the pointwise kernels (`unary_*`, `binary_*`, `where`, `copy`), ATen's
-//! `gpu_kernel` with its `TensorIterator`: contiguous operands take the 16-byte vectorised kernel,
-//! anything else (broadcasts, transposes, slices) the strided one after merging dims.
+//! `gpu_kernel` with its `TensorIterator`: contiguous operands take the vectorised kernel (four
+//! elements per load), anything else (broadcasts, transposes, slices) the strided one after
+//! merging dims. Each operand is passed with its dtype and the output's dtype with the launch:
+//! one kernel serves every combination (`copy` into another dtype is `to_dtype`).
 
 use std::sync::Arc;
 
@@ -9,9 +11,10 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
 use super::error::CudaError;
-use super::params::{DenseIn, Geometry, MAX_DIMS, StridedIn, merge_dims, reversed};
+use super::params::{DenseIn, Geometry, MAX_DIMS, StridedIn, dtype_code, merge_dims, reversed};
 use super::source::custom_source;
 use super::{Input, launch_config};
+use crate::dtype::DType;
 use crate::layout::{Layout, contiguous_strides, numel};
 use crate::op::CustomOp;
 
@@ -37,16 +40,17 @@ impl Kernels<'_> {
 }
 
 /// Runs a pointwise op's kernels over up to three operands into a new dense buffer of
-/// `out_shape`.
+/// `out_shape` and `dtype`.
 pub(super) fn run(
     device: &Arc<CudaDevice>,
     kernel: Kernels,
     inputs: &[Input],
     out_shape: &[usize],
+    dtype: DType,
 ) -> Result<CudaBuffer, CudaError> {
     debug_assert!(inputs.len() <= 3);
     let n = numel(out_shape);
-    let out = CudaBuffer::alloc(device, n)?;
+    let out = CudaBuffer::alloc_of(device, dtype, n)?;
     if n == 0 {
         return Ok(out);
     }
@@ -70,19 +74,25 @@ fn launch_dense(
     n: usize,
 ) -> Result<(), CudaError> {
     let mut operands = [DenseIn::default(); 3];
+    let mut aligned = out.ptr().is_multiple_of(vector_bytes(out.dtype()));
     for (operand, input) in operands.iter_mut().zip(inputs) {
         *operand = match *input {
-            Input::Scalar(value) => DenseIn { ptr: 0, value },
-            Input::Tensor { buffer, layout } => DenseIn { ptr: buffer.ptr_at(layout.offset()), value: 0.0 },
+            Input::Scalar(value) => DenseIn { ptr: 0, value, dtype: 0 },
+            Input::Tensor { buffer, layout } => {
+                let ptr = buffer.ptr_at(layout.offset());
+                aligned &= ptr.is_multiple_of(vector_bytes(buffer.dtype()));
+                DenseIn { ptr, value: 0.0, dtype: dtype_code(buffer.dtype()) }
+            }
         };
     }
-    // float4 accesses need every address on a 16-byte boundary (a view may start mid-vector).
-    let vec = operands.iter().all(|o| o.ptr.is_multiple_of(16)) && out.ptr().is_multiple_of(16);
+    // A vector of four elements needs every address on its size's boundary (a view may start
+    // mid-vector).
+    let vec = aligned;
     let threads = if vec { n.div_ceil(4) } else { n };
     let function = kernel.function(device, "dense")?;
-    let (out_ptr, n, vec) = (out.ptr(), n as i64, i32::from(vec));
+    let (out_ptr, out_dtype, n, vec) = (out.ptr(), dtype_code(out.dtype()), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
-    launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&n).arg(&vec);
+    launch.arg(&out_ptr).arg(&out_dtype).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&n).arg(&vec);
     // SAFETY: the arguments match the kernel's signature; every pointer addresses at least n
     // elements (shape inference checked the operands against the output shape).
     unsafe { launch.launch(grid_stride_config(device, threads)) }?;
@@ -113,38 +123,56 @@ fn launch_strided(
         )));
     }
     let mut operands = [StridedIn::default(); 3];
-    for ((operand, input), strides) in operands.iter_mut().zip(inputs).zip(&merged[1..]) {
+    let mut aligned = [true; 3];
+    for (((operand, input), strides), aligned) in operands.iter_mut().zip(inputs).zip(&merged[1..]).zip(&mut aligned) {
         *operand = match *input {
             Input::Scalar(value) => StridedIn { value, ..StridedIn::default() },
             Input::Tensor { buffer, layout } => {
-                StridedIn { ptr: buffer.ptr_at(layout.offset()), value: 0.0, strides: reversed(strides) }
+                let ptr = buffer.ptr_at(layout.offset());
+                *aligned = ptr.is_multiple_of(vector_bytes(buffer.dtype()));
+                StridedIn { ptr, value: 0.0, dtype: dtype_code(buffer.dtype()), strides: reversed(strides) }
             }
         };
     }
     let geometry = Geometry::new(&shape);
     let n = numel(out_shape);
-    let vec = inner_vectorizable(&shape, &operands, inputs.len());
+    let vec = out.ptr().is_multiple_of(vector_bytes(out.dtype()))
+        && inner_vectorizable(&shape, &operands[..inputs.len()], &aligned);
     let function = kernel.function(device, "strided")?;
-    let (out_ptr, n_arg, vec_arg) = (out.ptr(), n as i64, i32::from(vec));
+    let (out_ptr, out_dtype, n_arg, vec_arg) = (out.ptr(), dtype_code(out.dtype()), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
-    launch.arg(&out_ptr).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&geometry).arg(&n_arg).arg(&vec_arg);
+    launch
+        .arg(&out_ptr)
+        .arg(&out_dtype)
+        .arg(&operands[0])
+        .arg(&operands[1])
+        .arg(&operands[2])
+        .arg(&geometry)
+        .arg(&n_arg)
+        .arg(&vec_arg);
     // SAFETY: the arguments match the kernel's signature; every offset the strides produce lies
     // inside its operand's buffer, because the layouts were validated when the views were made.
     unsafe { launch.launch(grid_stride_config(device, if vec { n / 4 } else { n })) }?;
     Ok(())
 }
 
+/// The bytes of four elements of `dtype`: the alignment a vector load of them needs.
+pub(super) fn vector_bytes(dtype: DType) -> u64 {
+    4 * dtype.size_in_bytes() as u64
+}
+
 /// Whether each thread can take 4 neighbouring outputs along the innermost (merged) dim: its size
 /// is a multiple of 4, and every tensor operand either steps through it with stride 1 from a
-/// 16-byte aligned start (a float4 load) or repeats one value along it (stride 0).
-fn inner_vectorizable(shape: &[usize], operands: &[StridedIn], count: usize) -> bool {
+/// start aligned for a vector of four (`aligned`, per operand) or repeats one value along it
+/// (stride 0).
+fn inner_vectorizable(shape: &[usize], operands: &[StridedIn], aligned: &[bool]) -> bool {
     let Some(&inner) = shape.last() else { return false };
     inner.is_multiple_of(4)
-        && operands[..count].iter().all(|o| {
+        && operands.iter().zip(aligned).all(|(o, &aligned)| {
             let rank = shape.len();
             o.ptr == 0
                 || o.strides[0] == 0
-                || (o.strides[0] == 1 && o.ptr.is_multiple_of(16) && o.strides[1..rank].iter().all(|s| s % 4 == 0))
+                || (o.strides[0] == 1 && aligned && o.strides[1..rank].iter().all(|s| s % 4 == 0))
         })
 }
 
@@ -159,6 +187,8 @@ fn grid_stride_config(device: &CudaDevice, threads: usize) -> LaunchConfig {
 pub(super) struct Dense {
     /// Address of the first element.
     pub ptr: u64,
+    /// The element type.
+    pub dtype: DType,
     /// The shape (its strides are the contiguous ones).
     pub shape: Vec<usize>,
     /// The copy, when one was made; dropping it after the kernels reading it are queued is safe,
@@ -170,10 +200,15 @@ impl Dense {
     pub(super) fn of(device: &Arc<CudaDevice>, input: Input) -> Result<Dense, CudaError> {
         let (buffer, layout) = input.tensor();
         if layout.is_contiguous() {
-            return Ok(Dense { ptr: buffer.ptr_at(layout.offset()), shape: layout.shape().to_vec(), _copy: None });
+            return Ok(Dense {
+                ptr: buffer.ptr_at(layout.offset()),
+                dtype: buffer.dtype(),
+                shape: layout.shape().to_vec(),
+                _copy: None,
+            });
         }
-        let copy = run(device, Kernels::Eager("copy"), &[input], layout.shape())?;
-        Ok(Dense { ptr: copy.ptr(), shape: layout.shape().to_vec(), _copy: Some(copy) })
+        let copy = run(device, Kernels::Eager("copy"), &[input], layout.shape(), buffer.dtype())?;
+        Ok(Dense { ptr: copy.ptr(), dtype: buffer.dtype(), shape: layout.shape().to_vec(), _copy: Some(copy) })
     }
 
     /// The dense layout.

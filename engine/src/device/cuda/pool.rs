@@ -19,10 +19,10 @@ pub(crate) struct BufferPool {
     recording: AtomicBool,
 }
 
-/// The buffers a pool keeps, by length, and their bytes in all.
+/// The buffers a pool keeps, by length in bytes, and their bytes in all.
 #[derive(Default)]
 struct Kept {
-    by_length: HashMap<usize, Vec<CudaSlice<f32>>>,
+    by_length: HashMap<usize, Vec<CudaSlice<u8>>>,
     bytes: usize,
 }
 
@@ -31,25 +31,25 @@ const POOLED_PER_LENGTH: usize = 8;
 const POOLED_BYTES: usize = 1 << 30;
 
 impl BufferPool {
-    /// A kept buffer of exactly `len` elements, if there is one (never while recording).
-    pub(crate) fn take(&self, len: usize) -> Option<CudaSlice<f32>> {
+    /// A kept buffer of exactly `len` bytes, if there is one (never while recording).
+    pub(crate) fn take(&self, len: usize) -> Option<CudaSlice<u8>> {
         if self.recording.load(Ordering::Relaxed) {
             return None;
         }
         let mut kept = self.free.lock().unwrap_or_else(|p| p.into_inner());
         let slice = kept.by_length.get_mut(&len)?.pop()?;
-        kept.bytes -= len * 4;
+        kept.bytes -= len;
         Some(slice)
     }
 
     /// Keeps a freed buffer, or drops it (freeing it in stream order) past the limits or while
     /// recording.
-    pub(crate) fn give(&self, slice: CudaSlice<f32>) {
+    pub(crate) fn give(&self, slice: CudaSlice<u8>) {
         if self.recording.load(Ordering::Relaxed) {
             return;
         }
         let mut kept = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let bytes = slice.len() * 4;
+        let bytes = slice.len();
         if kept.bytes + bytes > POOLED_BYTES {
             return;
         }

@@ -17,8 +17,9 @@ use super::Input;
 use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
 use super::error::CudaError;
-use super::params::{Geometry, MAX_DIMS, ReduceArgs, merge_dims, reversed};
-use super::pointwise::Dense;
+use super::params::{Geometry, MAX_DIMS, ReduceArgs, dtype_code, merge_dims, reversed};
+use super::pointwise::{Dense, vector_bytes};
+use crate::dtype::DType;
 use crate::layout::{Layout, numel};
 use crate::op::ReduceOp;
 
@@ -44,13 +45,16 @@ pub(super) fn reduce(
     let size = layout.shape()[dim];
     let scale = if kind == ReduceOp::Mean { 1.0 / size as f32 } else { 1.0 };
     let kernel = if kind == ReduceOp::Max { "reduce_max" } else { "reduce_sum" };
-    let task = Task { kernel, scale };
-    match task.plan(device, buffer.ptr_at(layout.offset()), layout, dim) {
+    // The result has the input's dtype; accumulation is in float whatever it is.
+    let task = Task { kernel, scale, output: buffer.dtype() };
+    match task.plan(device, buffer.ptr_at(layout.offset()), buffer.dtype(), layout, dim) {
         Some(plan) => plan.run(device),
         None => {
             // Neither the reduced dim nor the kept ones are contiguous: copy once, then reduce.
             let dense = Dense::of(device, input)?;
-            let plan = task.plan(device, dense.ptr, &dense.layout(), dim).expect("a dense layout always has a plan");
+            let plan = task
+                .plan(device, dense.ptr, dense.dtype, &dense.layout(), dim)
+                .expect("a dense layout always has a plan");
             plan.run(device)
         }
     }
@@ -61,6 +65,8 @@ pub(super) fn reduce(
 struct Task {
     kernel: &'static str,
     scale: f32,
+    /// The dtype of the result.
+    output: DType,
 }
 
 /// One launch, fully decided.
@@ -75,7 +81,7 @@ struct Plan {
 impl Task {
     /// The launch for reducing `dim` of the view `layout` whose element 0 is at `ptr`, or `None`
     /// when no thread mapping reads it coalesced.
-    fn plan(self, device: &CudaDevice, ptr: u64, layout: &Layout, dim: usize) -> Option<Plan> {
+    fn plan(self, device: &CudaDevice, ptr: u64, input: DType, layout: &Layout, dim: usize) -> Option<Plan> {
         let size = layout.shape()[dim];
         let stride = if size <= 1 { 1 } else { layout.strides()[dim] as i64 };
         let kept =
@@ -102,10 +108,13 @@ impl Task {
             // 4 neighbouring outputs per thread: they must sit in one innermost row, 16-byte aligned.
             inner_size.is_multiple_of(4)
                 && stride % 4 == 0
-                && ptr.is_multiple_of(16)
+                && ptr.is_multiple_of(vector_bytes(input))
                 && kept_outer_strides.iter().all(|s| s % 4 == 0)
         } else {
-            stride == 1 && size.is_multiple_of(4) && ptr.is_multiple_of(16) && out_strides.iter().all(|s| s % 4 == 0)
+            stride == 1
+                && size.is_multiple_of(4)
+                && ptr.is_multiple_of(vector_bytes(input))
+                && out_strides.iter().all(|s| s % 4 == 0)
         };
         let (block, blocks, per_split) = if columns {
             let rows = size.div_ceil(COLUMN_ROWS_PER_THREAD).next_power_of_two().clamp(1, 16);
@@ -133,6 +142,9 @@ impl Task {
             scale: if splits > 1 { 1.0 } else { self.scale },
             columns: i32::from(columns),
             vec: i32::from(vec),
+            in_dtype: dtype_code(input),
+            // Partial results of a split row stay in float for the second pass.
+            out_dtype: dtype_code(if splits > 1 { DType::F32 } else { self.output }),
             outputs: Geometry::new(&out_shape),
             output_strides: reversed(out_strides),
         };
@@ -143,7 +155,8 @@ impl Task {
 impl Plan {
     fn run(mut self, device: &Arc<CudaDevice>) -> Result<CudaBuffer, CudaError> {
         let n_out = self.args.n_out as usize;
-        let out = CudaBuffer::alloc(device, n_out * self.splits)?;
+        let dtype = if self.splits > 1 { DType::F32 } else { self.task.output };
+        let out = CudaBuffer::alloc_of(device, dtype, n_out * self.splits)?;
         if n_out == 0 {
             return Ok(out);
         }
@@ -164,6 +177,9 @@ impl Plan {
         }
         // Combine the partials, laid out [splits, n_out], over their first dim.
         let partials = Layout::contiguous(&[self.splits, n_out]);
-        self.task.plan(device, out.ptr(), &partials, 0).expect("a dense layout always has a plan").run(device)
+        self.task
+            .plan(device, out.ptr(), DType::F32, &partials, 0)
+            .expect("a dense layout always has a plan")
+            .run(device)
     }
 }

@@ -55,7 +55,7 @@ pub fn eager_source(family: &str) -> Option<String> {
     let files: Option<&[&str]> = match family {
         CAT => Some(&[include_str!("kernels/cat.cu")]),
         ATTENTION_BACKWARD => Some(&[include_str!("kernels/attention_backward.cu")]),
-        ATTENTION => Some(&[tf32x3, include_str!("kernels/attention.cu")]),
+        ATTENTION => Some(&[DTYPES, tf32x3, include_str!("kernels/attention.cu")]),
         SKINNY_GEMM => Some(&[linear_params, include_str!("kernels/skinny_gemm.cu")]),
         TF32X3_GEMM => Some(&[linear_params, tf32x3, include_str!("kernels/tf32x3_gemm.cu")]),
         _ => None,
@@ -80,9 +80,14 @@ pub fn eager_source(family: &str) -> Option<String> {
     let mut source =
         format!("// Eager kernel family `{family}`, generated from the op catalogue (engine/src/op/mod.rs).\n");
     writeln!(source, "#define MAX_DIMS {MAX_DIMS}\n{selection}").unwrap();
+    source.push_str(DTYPES);
     source.push_str(include_str!("kernels/eager.cu"));
     Some(source)
 }
+
+/// The storage types and their conversions (`kernels/dtypes.cuh`), which the eager kernels and
+/// Inductor's generated CUDA C start with.
+pub const DTYPES: &str = include_str!("kernels/dtypes.cuh");
 
 /// The CUDA C of a custom op's kernels, `custom_dense` and `custom_strided`: its element function,
 /// then the pointwise kernels calling it (so custom ops get broadcasting, strided inputs and
@@ -107,7 +112,7 @@ pub(crate) fn custom_source(op: &CustomOp) -> Result<String, CudaError> {
     }
     let call = format!("{}({})", op.function(), args[..op.arity()].join(", "));
     Ok(format!(
-        "// Custom op `{}`.\n#define MAX_DIMS {MAX_DIMS}\n{element}\n{}{}",
+        "// Custom op `{}`.\n#define MAX_DIMS {MAX_DIMS}\n{element}\n{}{DTYPES}{}",
         op.name(),
         pointwise("custom", &call),
         include_str!("kernels/eager.cu")

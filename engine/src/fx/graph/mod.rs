@@ -9,7 +9,6 @@ mod shape_env;
 
 use super::symbolic::{SymInt, SymShape};
 use crate::device::Device;
-use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::contiguous_strides;
 use crate::op::Op;
@@ -255,10 +254,14 @@ impl Graph {
     /// shape and device rules). Every node argument must already be in the graph.
     pub fn add_call(&mut self, op: Op, args: Vec<Arg>, location: SourceLocation) -> Result<NodeId> {
         let mut shapes = Vec::with_capacity(args.len());
+        let mut dtypes = Vec::with_capacity(args.len());
         let mut device: Option<Device> = None;
         for arg in &args {
             match arg {
-                Arg::Scalar(_) => shapes.push(None),
+                Arg::Scalar(_) => {
+                    shapes.push(None);
+                    dtypes.push(None);
+                }
                 Arg::Node(id) => {
                     let Some(node) = self.nodes.get(id.0) else {
                         return Err(Error::InvalidArgument {
@@ -278,10 +281,12 @@ impl Graph {
                         _ => device = Some(node.meta.device),
                     }
                     shapes.push(Some(node.meta.shape.as_slice()));
+                    dtypes.push(Some((node.meta.dtype, node.meta.shape.len())));
                 }
             }
         }
         let shape = op.infer_shape(&shapes, location)?;
+        let dtype = op.infer_dtype(&dtypes, location)?;
         let all_static = args.iter().all(|a| match a {
             Arg::Node(id) => self.nodes[id.0].sym_shape.is_static(),
             Arg::Scalar(_) => true,
@@ -298,7 +303,7 @@ impl Graph {
                 .collect();
             self.sym_output_shape(&op, &sym_inputs, &shape, location)
         };
-        let meta = TensorMeta { shape, dtype: DType::F32, device: device.unwrap_or_default() };
+        let meta = TensorMeta { shape, dtype, device: device.unwrap_or_default() };
         // Like FX, a node is named after its target: `add`, or `soft_clip` for `mylib::soft_clip`.
         let name = self.unique_name(op.name().rsplit(':').next().unwrap_or_default());
         let id = NodeId(self.nodes.len());

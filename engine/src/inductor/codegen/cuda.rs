@@ -3,7 +3,12 @@
 //! printer arranged for thousands of threads.
 //!
 //! - Pointwise kernels: a grid-stride loop in which each thread takes four neighbouring elements,
-//!   loading and storing them as one 16-byte `float4` where index and alignment allow.
+//!   loading and storing them as one 16-byte `float4` where index and alignment allow; a kernel
+//!   whose buffers are all bf16 or f16 takes eight, 16 bytes again (`vload8`: one `uint4`, four
+//!   `bf16x2`/`half2` pairs widened to float).
+//! - Every load of a half-precision buffer widens to float and every store into one rounds
+//!   (`bf16_to_float`, `float_to_bf16`, from the prelude): the math is float32, the memory traffic
+//!   the narrow dtype's, as Inductor's Triton code upcasts its loads.
 //! - Persistent reductions (`per_`): one block per row; each thread keeps its share of the row in
 //!   registers, so the row is read once however many loops the phases need; partial results meet
 //!   through warp shuffles and shared memory.
@@ -12,13 +17,23 @@
 
 use std::fmt::Write;
 
-use super::{Dialect, RowLoops, Spelling, block_reduce, combine_expr, helper_functions, identity, row_loops};
+use super::{
+    Dialect, RowLoops, Spelling, block_reduce, c_type, combine_expr, helper_functions, identity, row_loops, widen,
+};
+use crate::device::cuda::DTYPES;
+use crate::dtype::DType;
 use crate::inductor::index::{FlatIndex, Var};
 use crate::inductor::kernel::{Combine, Kernel, KernelBody, Phase, Reduce, Stmt, Value};
 use crate::inductor::launch::{Grid, Launch, THREADS};
 
 /// Elements each thread of a pointwise kernel handles per step: one `float4`.
 const VEC: usize = 4;
+
+/// Elements a thread takes per step in kernel `k`: 16 bytes of its widest buffer, so eight when
+/// every buffer is bf16 or f16 (one `uint4` each), four otherwise.
+fn vec_width(k: &Kernel) -> usize {
+    if !k.args.is_empty() && k.args.iter().all(|a| a.dtype.is_half()) { 2 * VEC } else { VEC }
+}
 
 /// A printed CUDA kernel and how to launch it.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +49,8 @@ pub struct CudaKernel {
 /// The helpers every CUDA module starts with: NaN-propagating max/min and warp and block
 /// reductions (every thread of the block receives the result).
 pub fn prelude() -> String {
-    let mut out = helper_functions("__device__ __forceinline__");
+    let mut out = DTYPES.to_string();
+    out.push_str(&helper_functions("__device__ __forceinline__"));
     for combine in [Combine::Sum, Combine::Max] {
         out.push_str(&reduction_helpers(combine));
     }
@@ -83,7 +99,9 @@ pub fn module(kernels: &[CudaKernel]) -> String {
 /// below write code for the block size it chooses.
 pub fn launch(k: &Kernel) -> Launch {
     match &k.body {
-        KernelBody::Pointwise(_) => Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * VEC as u32 } },
+        KernelBody::Pointwise(_) => {
+            Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * vec_width(k) as u32 } }
+        }
         KernelBody::Reduction { persistent: true, row_len, .. } => {
             Launch { block: persistent_shape(*row_len, 1).0 as u32, grid: Grid::Rows }
         }
@@ -155,7 +173,7 @@ pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
         .iter()
         .map(|a| {
             let constness = if a.output { "" } else { "const " };
-            format!("{constness}float* __restrict__ {}", a.name)
+            format!("{constness}{}* __restrict__ {}", c_type(a.dtype), a.name)
         })
         .chain(["long long xnumel".to_string()])
         .collect();
@@ -179,32 +197,51 @@ enum Access {
     Gather,
 }
 
-/// Classifies an index for a group of `VEC` consecutive values of `var` starting at a multiple
-/// of `VEC`: vector when it steps by one through aligned memory, uniform when it does not move.
-fn access(index: &FlatIndex, var: Var) -> Access {
-    let moves = |t: &&crate::inductor::index::Term| t.var == var && !t.div.is_multiple_of(VEC);
+/// Classifies an index for a group of `vec` consecutive values of `var` starting at a multiple
+/// of `vec`: vector when it steps by one through aligned memory, uniform when it does not move.
+/// An 8-bit buffer is never read as a vector.
+fn access(index: &FlatIndex, var: Var, vec: usize, dtype: DType) -> Access {
+    let moves = |t: &&crate::inductor::index::Term| t.var == var && !t.div.is_multiple_of(vec);
     let steady: Vec<_> = index.terms.iter().filter(|t| !moves(t)).collect();
     let moving: Vec<_> = index.terms.iter().filter(moves).collect();
-    let aligned = index.offset.is_multiple_of(VEC) && steady.iter().all(|t| t.coeff.is_multiple_of(VEC));
+    let aligned = index.offset.is_multiple_of(vec) && steady.iter().all(|t| t.coeff.is_multiple_of(vec));
     match moving.as_slice() {
         [] => Access::Uniform,
-        [t] if t.div == 1 && t.coeff == 1 && t.modulo.is_none_or(|m| m.is_multiple_of(VEC)) && aligned => {
+        [t] if t.div == 1
+            && t.coeff == 1
+            && t.modulo.is_none_or(|m| m.is_multiple_of(vec))
+            && aligned
+            && !dtype.is_fp8() =>
+        {
             Access::Vector
         }
         _ => Access::Gather,
     }
 }
 
-/// `*reinterpret_cast<const float4*>(ptr + index)` unpacked into `dst[0..4]` (`dst` names the
-/// array), or four scalar loads when `aligned` is false at run time.
-fn load4(ptr: &str, index: &str, dst: impl Fn(usize) -> String) -> String {
-    let lanes: Vec<String> = (0..VEC).map(|j| format!("{} = v.{};", dst(j), ["x", "y", "z", "w"][j])).collect();
-    format!("{{ const float4 v = *reinterpret_cast<const float4*>({ptr} + {index}); {} }}", lanes.join(" "))
+/// `vec` neighbouring elements of `ptr` (of `dtype`) from `index`, widened into `dst(0..vec)`: a
+/// `float4` for four floats (unpacked into `dst`, which names the array's elements), or the
+/// prelude's `vload4`/`vload8` for 16-bit elements (one `uint2` or `uint4`, pairs widened),
+/// whose destination is the array `array`.
+fn load_vec(ptr: &str, index: &str, dtype: DType, vec: usize, array: &str, dst: impl Fn(usize) -> String) -> String {
+    if dtype == DType::F32 {
+        let lanes: Vec<String> = (0..vec).map(|j| format!("{} = v.{};", dst(j), ["x", "y", "z", "w"][j])).collect();
+        return format!(
+            "{{ const float4 v = *reinterpret_cast<const float4*>({ptr} + {index}); {} }}",
+            lanes.join(" ")
+        );
+    }
+    format!("vload{vec}({ptr} + {index}, {array});")
 }
 
-fn store4(ptr: &str, index: &str, src: impl Fn(usize) -> String) -> String {
-    let lanes: Vec<String> = (0..VEC).map(&src).collect();
-    format!("*reinterpret_cast<float4*>({ptr} + {index}) = make_float4({});", lanes.join(", "))
+/// `vec` floats `src(0..vec)` (the array `array`) rounded and stored as neighbouring elements of
+/// `ptr` from `index`, as [`load_vec`] reads them.
+fn store_vec(ptr: &str, index: &str, dtype: DType, vec: usize, array: &str, src: impl Fn(usize) -> String) -> String {
+    if dtype == DType::F32 {
+        let lanes: Vec<String> = (0..vec).map(&src).collect();
+        return format!("*reinterpret_cast<float4*>({ptr} + {index}) = make_float4({});", lanes.join(", "));
+    }
+    format!("vstore{vec}({ptr} + {index}, {array});")
 }
 
 /// The `aligned` flag: every pointer used with 16-byte accesses is 16-byte aligned.
@@ -223,11 +260,16 @@ fn alignment_check(k: &Kernel, args: &[usize]) -> String {
 fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     let scalar = super::scalar_spelling(Dialect::Cuda);
     let lane = Spelling { dialect: Dialect::Cuda, tmp: &|t| format!("tmp{t}[j]"), index: &|i| i.to_c() };
-    let class = |index: &FlatIndex| access(index, Var::X);
+    let vec = vec_width(k);
+    let arg_of = |s: &Stmt| match s {
+        Stmt::Load { arg, .. } | Stmt::Store { arg, .. } => Some(&k.args[*arg]),
+        Stmt::Compute { .. } => None,
+    };
+    let class_of = |s: &Stmt, index: &FlatIndex| access(index, Var::X, vec, arg_of(s).map_or(DType::F32, |a| a.dtype));
     let vector_args: Vec<usize> = stmts
         .iter()
         .filter_map(|s| match s {
-            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. } if class(index) == Access::Vector => {
+            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. } if class_of(s, index) == Access::Vector => {
                 Some(*arg)
             }
             _ => None,
@@ -236,30 +278,38 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     let tmps: Vec<String> = stmts
         .iter()
         .filter_map(|s| match s {
-            Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } => Some(format!("tmp{tmp}[{VEC}]")),
+            Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } => Some(format!("tmp{tmp}[{vec}]")),
             Stmt::Store { .. } => None,
         })
         .collect();
     let mut b = alignment_check(k, &vector_args);
-    b.push_str("    const long long step = 4LL * blockDim.x * gridDim.x;\n");
-    b.push_str("    for (long long x0 = 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); x0 < xnumel; x0 += step) {\n");
-    b.push_str("        if (aligned && x0 + 4 <= xnumel) {\n");
+    writeln!(b, "    const long long step = {vec}LL * blockDim.x * gridDim.x;").unwrap();
+    writeln!(
+        b,
+        "    for (long long x0 = {vec}LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); x0 < xnumel; x0 += step) {{"
+    )
+    .unwrap();
+    writeln!(b, "        if (aligned && x0 + {vec} <= xnumel) {{").unwrap();
     if !tmps.is_empty() {
         writeln!(b, "            float {};", tmps.join(", ")).unwrap();
     }
     let at_x0 = |i: &FlatIndex| i.render("x0", "r");
     for s in stmts {
         if let Stmt::Load { tmp, arg, index } = s {
-            let ptr = &k.args[*arg].name;
-            match class(index) {
-                Access::Vector => {
-                    writeln!(b, "            {}", load4(ptr, &at_x0(index), |j| format!("tmp{tmp}[{j}]")))
-                }
-                Access::Uniform => writeln!(
+            let arg = &k.args[*arg];
+            match class_of(s, index) {
+                Access::Vector => writeln!(
                     b,
-                    "            tmp{tmp}[0] = tmp{tmp}[1] = tmp{tmp}[2] = tmp{tmp}[3] = {ptr}[{}];",
-                    at_x0(index)
+                    "            {}",
+                    load_vec(&arg.name, &at_x0(index), arg.dtype, vec, &format!("tmp{tmp}"), |j| format!(
+                        "tmp{tmp}[{j}]"
+                    ))
                 ),
+                Access::Uniform => {
+                    let lanes: Vec<String> = (0..vec).map(|j| format!("tmp{tmp}[{j}]")).collect();
+                    let element = format!("{}[{}]", arg.name, at_x0(index));
+                    writeln!(b, "            {} = {};", lanes.join(" = "), widen(arg.dtype, &element))
+                }
                 Access::Gather => Ok(()),
             }
             .unwrap();
@@ -268,12 +318,12 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     let in_lanes: Vec<&Stmt> = stmts
         .iter()
         .filter(|s| match s {
-            Stmt::Load { index, .. } => class(index) == Access::Gather,
-            Stmt::Store { index, .. } => class(index) != Access::Vector,
+            Stmt::Load { index, .. } => class_of(s, index) == Access::Gather,
+            Stmt::Store { index, .. } => class_of(s, index) != Access::Vector,
             Stmt::Compute { .. } => true,
         })
         .collect();
-    b.push_str("            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");
+    writeln!(b, "            #pragma unroll\n            for (int j = 0; j < {vec}; j++) {{").unwrap();
     if in_lanes.iter().any(|s| matches!(s, Stmt::Load { .. } | Stmt::Store { .. })) {
         b.push_str("                const long long x = x0 + j;\n");
     }
@@ -283,14 +333,16 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     b.push_str("            }\n");
     for s in stmts {
         if let Stmt::Store { arg, index, value: Value::Tmp(t) } = s
-            && class(index) == Access::Vector
+            && class_of(s, index) == Access::Vector
         {
-            writeln!(b, "            {}", store4(&k.args[*arg].name, &at_x0(index), |j| format!("tmp{t}[{j}]")))
-                .unwrap();
+            let arg = &k.args[*arg];
+            let array = format!("tmp{t}");
+            let store = store_vec(&arg.name, &at_x0(index), arg.dtype, vec, &array, |j| format!("tmp{t}[{j}]"));
+            writeln!(b, "            {store}").unwrap();
         }
     }
     b.push_str("        } else {\n");
-    b.push_str("            for (long long x = x0; x < xnumel && x < x0 + 4; x++) {\n");
+    writeln!(b, "            for (long long x = x0; x < xnumel && x < x0 + {vec}; x++) {{").unwrap();
     for s in stmts {
         writeln!(b, "                {}", scalar.stmt(k, s, true)).unwrap();
     }
@@ -307,10 +359,14 @@ fn persistent_shape(row_len: usize, vec: usize) -> (usize, usize) {
 }
 
 fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
-    let vec = if row_len.is_multiple_of(VEC) { VEC } else { 1 };
+    let width = vec_width(k);
+    let vec = if row_len.is_multiple_of(width) { width } else { 1 };
     let (threads, slots) = persistent_shape(row_len, vec);
     let exact = threads * slots == row_len;
-    let class = |index: &FlatIndex| if vec == VEC { access(index, Var::R) } else { Access::Gather };
+    let dtype_of = |arg: usize| k.args[arg].dtype;
+    let class_of = |arg: usize, index: &FlatIndex| {
+        if vec == width { access(index, Var::R, vec, dtype_of(arg)) } else { Access::Gather }
+    };
     let element_stmts = || {
         phases.iter().flat_map(|p| match p {
             Phase::Loop { stmts, .. } => stmts.as_slice(),
@@ -319,7 +375,9 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     };
     let vector_args: Vec<usize> = element_stmts()
         .filter_map(|s| match s {
-            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. } if class(index) == Access::Vector => {
+            Stmt::Load { arg, index, .. } | Stmt::Store { arg, index, .. }
+                if class_of(*arg, index) == Access::Vector =>
+            {
                 Some(*arg)
             }
             _ => None,
@@ -383,21 +441,21 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                 let fresh = |t: &usize| !computed.contains(t);
                 let vector_loads: Vec<&Stmt> = stmts
                     .iter()
-                    .filter(
-                        |s| matches!(s, Stmt::Load { tmp, index, .. } if fresh(tmp) && class(index) == Access::Vector),
-                    )
+                    .filter(|s| {
+                        matches!(s, Stmt::Load { tmp, arg, index } if fresh(tmp) && class_of(*arg, index) == Access::Vector)
+                    })
                     .collect();
                 let per_slot: Vec<&Stmt> = stmts
                     .iter()
                     .filter(|s| match s {
-                        Stmt::Load { tmp, index, .. } => fresh(tmp) && class(index) != Access::Vector,
+                        Stmt::Load { tmp, arg, index } => fresh(tmp) && class_of(*arg, index) != Access::Vector,
                         Stmt::Compute { tmp, .. } => fresh(tmp),
-                        Stmt::Store { index, .. } => class(index) != Access::Vector,
+                        Stmt::Store { arg, index, .. } => class_of(*arg, index) != Access::Vector,
                     })
                     .collect();
                 let vector_stores: Vec<&Stmt> = stmts
                     .iter()
-                    .filter(|s| matches!(s, Stmt::Store { index, .. } if class(index) == Access::Vector))
+                    .filter(|s| matches!(s, Stmt::Store { arg, index, .. } if class_of(*arg, index) == Access::Vector))
                     .collect();
                 for r in reductions {
                     writeln!(b, "        float tmp{} = {};", r.tmp, identity(r.combine, Dialect::Cuda)).unwrap();
@@ -406,11 +464,16 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                     .iter()
                     .flat_map(|s| {
                         let Stmt::Load { tmp, arg, index } = s else { unreachable!("filtered to loads") };
-                        let (ptr, idx) = (&k.args[*arg].name, index.to_c());
+                        let (ptr, idx, dtype) = (&k.args[*arg].name, index.to_c(), k.args[*arg].dtype);
                         let dst = |j: usize| format!("tmp{tmp}[c * {vec} + {j}]");
-                        let scalars: Vec<String> =
-                            (0..vec).map(|j| format!("{} = {ptr}[{idx} + {j}];", dst(j))).collect();
-                        [format!("if (aligned) {}", load4(ptr, &idx, dst)), format!("else {{ {} }}", scalars.join(" "))]
+                        let scalars: Vec<String> = (0..vec)
+                            .map(|j| format!("{} = {};", dst(j), widen(dtype, &format!("{ptr}[{idx} + {j}]"))))
+                            .collect();
+                        let array = format!("tmp{tmp} + c * {vec}");
+                        [
+                            format!("if (aligned) {}", load_vec(ptr, &idx, dtype, vec, &array, dst)),
+                            format!("else {{ {} }}", scalars.join(" ")),
+                        ]
                     })
                     .collect();
                 b.push_str(&chunk_loop(&loads));
@@ -437,17 +500,21 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                     .iter()
                     .flat_map(|s| {
                         let Stmt::Store { arg, index, value } = s else { unreachable!("filtered to stores") };
-                        let (ptr, idx) = (&k.args[*arg].name, index.to_c());
+                        let (ptr, idx, dtype) = (&k.args[*arg].name, index.to_c(), k.args[*arg].dtype);
                         let src = |j: usize| match value {
                             Value::Tmp(t) => format!("tmp{t}[c * {vec} + {j}]"),
                             Value::Constant(c) => super::constant(*c, Dialect::Cuda),
                         };
-                        let scalars: Vec<String> =
-                            (0..vec).map(|j| format!("{ptr}[{idx} + {j}] = {};", src(j))).collect();
-                        [
-                            format!("if (aligned) {}", store4(ptr, &idx, src)),
-                            format!("else {{ {} }}", scalars.join(" ")),
-                        ]
+                        let scalars: Vec<String> = (0..vec)
+                            .map(|j| format!("{ptr}[{idx} + {j}] = {};", super::narrow(dtype, &src(j))))
+                            .collect();
+                        // A constant stored into a 16-bit buffer goes element by element.
+                        let vector = match value {
+                            Value::Tmp(t) => store_vec(ptr, &idx, dtype, vec, &format!("tmp{t} + c * {vec}"), src),
+                            Value::Constant(_) if dtype == DType::F32 => store_vec(ptr, &idx, dtype, vec, "", src),
+                            Value::Constant(_) => format!("{{ {} }}", scalars.join(" ")),
+                        };
+                        [format!("if (aligned) {vector}"), format!("else {{ {} }}", scalars.join(" "))]
                     })
                     .collect();
                 b.push_str(&chunk_loop(&stores));
@@ -478,14 +545,19 @@ mod tests {
     #[test]
     fn accesses_are_classified_for_four_lanes() {
         let x = |div, modulo, coeff| Term { var: Var::X, div, modulo, coeff };
-        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X), Access::Vector);
-        assert_eq!(access(&index(vec![x(1, Some(32), 1)], 0), Var::X), Access::Vector);
-        assert_eq!(access(&index(vec![x(1, Some(6), 1)], 0), Var::X), Access::Gather);
-        assert_eq!(access(&index(vec![x(32, None, 1)], 0), Var::X), Access::Uniform);
-        assert_eq!(access(&index(vec![x(1, None, 1)], 2), Var::X), Access::Gather);
-        assert_eq!(access(&index(vec![x(1, None, 3)], 0), Var::X), Access::Gather);
+        let f32 = DType::F32;
+        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X, 4, f32), Access::Vector);
+        assert_eq!(access(&index(vec![x(1, Some(32), 1)], 0), Var::X, 4, f32), Access::Vector);
+        assert_eq!(access(&index(vec![x(1, Some(6), 1)], 0), Var::X, 4, f32), Access::Gather);
+        assert_eq!(access(&index(vec![x(32, None, 1)], 0), Var::X, 4, f32), Access::Uniform);
+        assert_eq!(access(&index(vec![x(1, None, 1)], 2), Var::X, 4, f32), Access::Gather);
+        assert_eq!(access(&index(vec![x(1, None, 3)], 0), Var::X, 4, f32), Access::Gather);
         let row = FlatIndex::new(&Affine { offset: 0, coeffs: vec![64, 1] }, &[8, 64], Some(1));
-        assert_eq!(access(&row, Var::R), Access::Vector);
+        assert_eq!(access(&row, Var::R, 4, f32), Access::Vector);
+        // Eight lanes need offsets of eight; an 8-bit buffer is read element by element.
+        assert_eq!(access(&index(vec![x(1, None, 1)], 4), Var::X, 8, DType::BF16), Access::Gather);
+        assert_eq!(access(&index(vec![x(1, Some(24), 1)], 0), Var::X, 8, DType::BF16), Access::Vector);
+        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X, 4, DType::F8E4M3), Access::Gather);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::index::FlatIndex;
 use super::ir::PointwiseOp;
 use super::kernel::{Combine, Kernel, KernelBody, Phase, Stmt, Value};
 use crate::device::cpu::vecmath;
+use crate::dtype::DType;
 
 /// Which language a printer writes; CUDA C is C with a few spellings changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +54,36 @@ pub fn op_expr(op: &PointwiseOp, args: &[String], dialect: Dialect) -> String {
             None => u.c_expr(&args[0]),
         },
         PointwiseOp::Binary(b) => b.c_expr(&args[0], &args[1]),
+        // Rounded to the dtype and widened back: the value an eager `to_dtype` stores.
+        PointwiseOp::ToDtype(DType::F32) => args[0].clone(),
+        PointwiseOp::ToDtype(dtype) => widen(*dtype, &narrow(*dtype, &args[0])),
+    }
+}
+
+/// The C name of a dtype's element type in generated code (`float`, `bf16`, `f16`, ...), which
+/// both printers' preludes define.
+pub fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "float",
+        other => other.name(),
+    }
+}
+
+/// `value`, an element of `dtype`, widened to float: the cast every load of a half-precision
+/// buffer starts with, as Inductor upcasts bf16 and f16 loads to float32.
+pub fn widen(dtype: DType, value: &str) -> String {
+    match dtype {
+        DType::F32 => value.to_string(),
+        other => format!("{}_to_float({value})", other.name()),
+    }
+}
+
+/// `value`, a float, rounded to `dtype` (to nearest, ties to even): the cast every store into a
+/// half-precision buffer ends with.
+pub fn narrow(dtype: DType, value: &str) -> String {
+    match dtype {
+        DType::F32 => value.to_string(),
+        other => format!("float_to_{}({value})", other.name()),
     }
 }
 
@@ -99,20 +130,24 @@ impl Spelling<'_> {
     }
 
     /// One statement as a line of C (`float tmp2 = tmp0 + tmp1;`); `declare` puts `float` in
-    /// front of definitions.
+    /// front of definitions. Loads of half-precision buffers widen to float and stores into
+    /// them round (`float tmp0 = bf16_to_float(in_ptr0[x]);`): every temporary is a float.
     pub fn stmt(&self, kernel: &Kernel, stmt: &Stmt, declare: bool) -> String {
         crate::wires::trip(crate::wires::Wire::Spelling);
         let ty = if declare { "float " } else { "" };
         match stmt {
             Stmt::Load { tmp, arg, index } => {
-                format!("{ty}{} = {}[{}];", (self.tmp)(*tmp), kernel.args[*arg].name, (self.index)(index))
+                let arg = &kernel.args[*arg];
+                let element = format!("{}[{}]", arg.name, (self.index)(index));
+                format!("{ty}{} = {};", (self.tmp)(*tmp), widen(arg.dtype, &element))
             }
             Stmt::Compute { tmp, op, operands } => {
                 let args: Vec<String> = operands.iter().map(|v| self.value(v)).collect();
                 format!("{ty}{} = {};", (self.tmp)(*tmp), op_expr(op, &args, self.dialect))
             }
             Stmt::Store { arg, index, value } => {
-                format!("{}[{}] = {};", kernel.args[*arg].name, (self.index)(index), self.value(value))
+                let arg = &kernel.args[*arg];
+                format!("{}[{}] = {};", arg.name, (self.index)(index), narrow(arg.dtype, &self.value(value)))
             }
         }
     }

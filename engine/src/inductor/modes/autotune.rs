@@ -13,16 +13,17 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, failed, label};
+use super::gemm_choice::{EngineGemm, GemmChoices, GemmSpec, epilogue_kind, failed, label};
 use crate::bench::Bench;
 use crate::codecache::{DiskCache, cache_key};
 use crate::device::Device;
-use crate::device::cuda::matmul::{Dims, Operand, planned, sgemm};
+use crate::device::cuda::matmul::{Dims, Operand, gemm, planned};
 use crate::device::cuda::tuned::cublaslt::{Algorithm, Epilogue, LtGemm, Problem, lt_version};
 use crate::device::cuda::tuned::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::tuned::skinny_gemm;
 use crate::device::cuda::tuned::tf32x3_gemm::{self, Tile};
 use crate::device::cuda::{CudaBuffer, CudaDevice};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::inductor::config::GemmBackends;
 use crate::inductor::ir::{IrId, LoweredGraph, NodeBody};
@@ -79,17 +80,14 @@ pub(crate) fn choose_gemms(gpu: &Arc<CudaDevice>, graph: &LoweredGraph, backends
     let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
         let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
-        let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape) else { continue };
-        let kind = match (epilogue.bias.is_some(), epilogue.relu) {
-            (false, false) => Epilogue::None,
-            (true, false) => Epilogue::Bias,
-            (false, true) => Epilogue::Relu,
-            (true, true) => Epilogue::BiasRelu,
-        };
+        let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape, node.dtype) else { continue };
+        let kind = epilogue_kind(epilogue.bias.is_some(), epilogue.relu);
         let label = label(i, &node.origin_name, a, b);
         let problem = Problem::new(&left, &right, dims, kind);
         let linear = LinearShape::of(&a.layout, &b.layout, &node.shape);
-        let engine = if backends.engine { engine_candidates(gpu, linear) } else { Vec::new() };
+        // The engine's own GEMMs are float32 kernels.
+        let engine =
+            if backends.engine && node.dtype == DType::F32 { engine_candidates(gpu, linear) } else { Vec::new() };
         // With no engine kernel to time, the libraries are timed even when not allowed (the fallback).
         let libraries = backends.libraries || engine.is_empty();
         let tuning = Tuning {
@@ -230,7 +228,7 @@ impl Tuning<'_> {
             (self.libraries, p.epilogue, int(m), int(n), int(k), int(batch))
         {
             let (l, r, o) = (left.at(left_buffer.ptr()), right.at(right_buffer.ptr()), out.ptr());
-            candidates.push(Box::new(move || sgemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
+            candidates.push(Box::new(move || gemm(gpu, &l, &r, o, (m, n, k, batch)).map_err(failed)));
             choices.push(Choice::Cublas);
         }
         if let Some((a, w)) = &engine_buffers {

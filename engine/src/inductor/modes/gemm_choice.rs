@@ -13,6 +13,10 @@
 //!
 //! The measurements behind each rule are in bench/NOTES-modes.md (third and fourth rounds).
 //!
+//! A product of bf16 or f16 operands runs on cuBLASLt, on the tensor cores with float32
+//! accumulation, with the algorithm its heuristics rank first and any bias and ReLU lowering
+//! folded into it applied by its epilogue (the engine's own kernels are float32 ones).
+//!
 //! The rules are fixed, not timed, so default and reduce-overhead compile no slower; max-autotune
 //! times the same kernels, in every tile shape, against cuBLAS and cuBLASLt's algorithms instead
 //! (`autotune`). The output code says which kernel each product got and why.
@@ -21,7 +25,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::cuda::tuned::cublaslt::{Algorithm, LtGemm, Problem};
+use crate::device::cuda::matmul::planned;
+use crate::device::cuda::tuned::cublaslt::{Algorithm, Epilogue, LtGemm, Problem};
 use crate::device::cuda::tuned::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::tuned::skinny_gemm::{self, MAX_ROWS};
 use crate::device::cuda::tuned::tf32x3_gemm::{self, Tile};
@@ -133,12 +138,23 @@ fn tensor_cores_by_rule(gpu: &CudaDevice, shape: &LinearShape) -> bool {
         && (tiles >= MANY_TILES || shape.k <= SHORT_K)
 }
 
-/// The default rule: every product of few rows by a weight on the skinny kernel, larger ones on
-/// the tensor-core kernel where it pays, the rest on cuBLAS.
-pub(crate) fn by_rule(gpu: &CudaDevice, graph: &LoweredGraph) -> GemmChoices {
+/// The default rule: half-precision products on cuBLASLt; float32 ones of few rows by a weight on
+/// the skinny kernel, larger ones on the tensor-core kernel where it pays, the rest on cuBLAS.
+pub(crate) fn by_rule(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<GemmChoices> {
     let mut choices = GemmChoices::default();
     for (i, node) in graph.nodes.iter().enumerate() {
-        let NodeBody::Matmul { a, b, .. } = &node.body else { continue };
+        let NodeBody::Matmul { a, b, epilogue } = &node.body else { continue };
+        if node.dtype.is_half() {
+            let Some((left, right, dims)) = planned(&a.layout, &b.layout, &node.shape, node.dtype) else { continue };
+            let kind = epilogue_kind(epilogue.bias.is_some(), epilogue.relu);
+            let problem = Problem::new(&left, &right, dims, kind);
+            let algorithm = LtGemm::new(gpu, problem, None).map_err(failed)?.algorithm();
+            choices.gemms.push((IrId(i), GemmSpec::Lt { problem, algorithm }));
+            let fused = if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
+            let why = format!("{} on the tensor cores, float32 accumulation", node.dtype);
+            choices.notes.push(format!("{}: cublaslt{fused} ({why})", label(i, &node.origin_name, a, b)));
+            continue;
+        }
         let Some(shape) = LinearShape::of(&a.layout, &b.layout, &node.shape) else { continue };
         let (kernel, note) = if skinny_gemm::fits(&shape) {
             let rows = if shape.rows == 1 { "1 row".to_string() } else { format!("{} rows", shape.rows) };
@@ -153,5 +169,15 @@ pub(crate) fn by_rule(gpu: &CudaDevice, graph: &LoweredGraph) -> GemmChoices {
         choices.gemms.push((IrId(i), GemmSpec::Engine { kernel, shape }));
         choices.notes.push(format!("{}: {note}", label(i, &node.origin_name, a, b)));
     }
-    choices
+    Ok(choices)
+}
+
+/// cuBLASLt's epilogue for a folded bias and ReLU.
+pub(crate) fn epilogue_kind(bias: bool, relu: bool) -> Epilogue {
+    match (bias, relu) {
+        (false, false) => Epilogue::None,
+        (true, false) => Epilogue::Bias,
+        (false, true) => Epilogue::Relu,
+        (true, true) => Epilogue::BiasRelu,
+    }
 }

@@ -5,7 +5,9 @@
 //! loops), instead of a GEMM that writes the product and a kernel that reads it back.
 //!
 //! Lowering offers each op to [`Epilogues`] (a lowering `Fold`) on the CPU, and under max-autotune
-//! on a GPU: the targets whose GEMMs apply an epilogue ask for it ([`fold`]).
+//! on a GPU: the targets whose GEMMs apply an epilogue ask for it ([`fold`]). On a GPU in the other
+//! modes only half-precision products fold ([`fold_half_precision`]): those run on cuBLASLt by
+//! default (see `gemm_choice`), whose epilogues apply them.
 //! The op is folded when it reads the matmul lowered just before it, nothing else reads that
 //! product, the epilogue can express it (a bias that is one value per column, then a ReLU), and
 //! folding saves a kernel: a bias add whose value flows on into other pointwise ops (a GELU) stays where
@@ -27,12 +29,19 @@ pub(crate) struct Epilogues {
     into_kernel: Vec<bool>,
     /// Whether a node's only reader is a ReLU (folded too, so the bias add is worth folding).
     into_relu: Vec<bool>,
+    /// Fold only into products of bf16 or f16 operands.
+    half_precision_only: bool,
 }
 
 /// The GEMM-epilogue fold for `graph` (decomposed; `live` says which nodes the outputs need), what
 /// a target hands lowering.
 pub(crate) fn fold(graph: &Graph, live: &[bool]) -> Box<dyn Fold> {
     Box::new(Epilogues::of(graph, live))
+}
+
+/// [`fold`] into half-precision products only.
+pub(crate) fn fold_half_precision(graph: &Graph, live: &[bool]) -> Box<dyn Fold> {
+    Box::new(Epilogues { half_precision_only: true, ..Epilogues::of(graph, live) })
 }
 
 impl Epilogues {
@@ -65,7 +74,7 @@ impl Epilogues {
             .iter()
             .map(|u| matches!(u[..], [only] if graph.node(only).op() == Some(&Op::Unary(UnaryOp::Relu))))
             .collect();
-        Epilogues { uses, into_kernel, into_relu }
+        Epilogues { uses, into_kernel, into_relu, half_precision_only: false }
     }
 }
 
@@ -84,6 +93,9 @@ impl Fold for Epilogues {
     ) -> Option<View> {
         let last = out.nodes.len().checked_sub(1)?;
         let node = &mut out.nodes[last];
+        if self.half_precision_only && !node.dtype.is_half() {
+            return None;
+        }
         let NodeBody::Matmul { a, epilogue, .. } = &mut node.body else { return None };
         let product = View { buffer: BufferName::Node(IrId(last)), layout: Layout::contiguous(&node.shape) };
         // An empty product or inner dimension is no GEMM at all: nothing to fold into.

@@ -122,8 +122,9 @@ impl CudaProgram {
     pub(crate) fn static_slots(&self) -> Result<Slots<CudaBuffer>> {
         let mut slots = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
-            if let Run::Alloc { slot, len } = step {
-                slots[*slot] = Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+            if let Run::Alloc { slot, len, dtype } = step {
+                slots[*slot] =
+                    Some(CudaBuffer::alloc_of(&self.device, *dtype, *len).map_err(|e| failed("allocating", e))?);
             }
         }
         Ok(slots)
@@ -140,10 +141,11 @@ impl CudaProgram {
     ) -> Result<()> {
         for step in &self.schedule.steps {
             match step {
-                Run::Alloc { slot, len } => {
+                Run::Alloc { slot, len, dtype } => {
                     if slots[*slot].is_none() {
-                        slots[*slot] =
-                            Some(CudaBuffer::alloc(&self.device, *len).map_err(|e| failed("allocating", e))?);
+                        slots[*slot] = Some(
+                            CudaBuffer::alloc_of(&self.device, *dtype, *len).map_err(|e| failed("allocating", e))?,
+                        );
                     }
                 }
                 Run::Kernel { kernel, args, xnumel } if self.guarded => {
@@ -228,8 +230,11 @@ impl CudaProgram {
                 Run::Fallback { op, args, out, location } => {
                     let value =
                         run_fallback(op, args, *location, |view| self.fallback_operand(view, concrete, inputs, slots))?;
-                    slots[self.schedule.slot(*out)] = Some(
-                        CudaBuffer::from_host(&self.device, &value).map_err(|e| failed("a fallback's result", e))?,
+                    let slot = self.schedule.slot(*out);
+                    let dtype = slots[slot].as_ref().expect("allocated before use").dtype();
+                    slots[slot] = Some(
+                        CudaBuffer::from_bytes(&self.device, dtype, &value)
+                            .map_err(|e| failed("a fallback's result", e))?,
                     );
                 }
             }
@@ -267,7 +272,9 @@ impl CudaProgram {
             .enumerate()
             .map(|(arg, b)| {
                 let (buffer, offset, len) = source(b);
-                let copy = CudaBuffer::from_host(&self.device, &guards::guarded(&vec![0.0; len], arg))?;
+                let dtype = buffer.dtype();
+                let empty = vec![0; len * dtype.size_in_bytes()];
+                let copy = CudaBuffer::from_bytes(&self.device, dtype, &guards::guarded(&empty, dtype, arg))?;
                 copy.write_from(guard, buffer, offset, len)?;
                 Ok((copy, len))
             })
@@ -285,10 +292,10 @@ impl CudaProgram {
         // SAFETY: as an unguarded launch; each pointer has its argument's elements after it.
         unsafe { launch.launch(*config) }.map_err(|e| failed(&format!("launching {name}"), e))?;
         let read = |copy: &CudaBuffer, start: usize, len: usize| {
-            copy.read(start, len).map_err(|e| failed(&format!("reading the guards of {name}"), e))
+            copy.read_bytes(start, len).map_err(|e| failed(&format!("reading the guards of {name}"), e))
         };
         for (arg, (copy, len)) in copies.iter().enumerate() {
-            guards::check(name, arg, *len, &read(copy, 0, guard)?, &read(copy, guard + len, guard)?)?;
+            guards::check(name, arg, copy.dtype(), *len, &read(copy, 0, guard)?, &read(copy, guard + len, guard)?)?;
         }
         // The copies the kernel changed go back to the plan's buffers (graph inputs are never
         // written), each compared with its buffer before any goes back.
@@ -297,7 +304,7 @@ impl CudaProgram {
             if let BufferName::Node(_) = b {
                 let (buffer, _, _) = source(b);
                 let (now, before) = (read(copy, guard, *len)?, read(buffer, 0, *len)?);
-                if !now.iter().zip(&before).all(|(a, b)| a.to_bits() == b.to_bits()) {
+                if now != before {
                     changed.push((buffer, copy, *len));
                 }
             }
@@ -336,8 +343,8 @@ impl CudaProgram {
             BufferName::Input(i) => input_view(concrete[i], view),
             BufferName::Node(_) => {
                 let (buffer, layout) = self.view_buffer(view, inputs, slots);
-                let mut copy =
-                    CudaBuffer::alloc(&self.device, buffer.len()).map_err(|e| failed("a fallback's operand", e))?;
+                let mut copy = CudaBuffer::alloc_of(&self.device, buffer.dtype(), buffer.len())
+                    .map_err(|e| failed("a fallback's operand", e))?;
                 copy.copy_from(buffer).map_err(|e| failed("a fallback's operand", e))?;
                 Tensor::from_concrete(Arc::new(Storage::Cuda(copy)), layout)
             }

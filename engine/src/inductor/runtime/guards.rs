@@ -1,56 +1,74 @@
 //! Guarded launches ([`crate::inductor::Config::guard_buffers`]): each argument of a generated
 //! kernel is copied into a buffer [`GUARD`] elements longer at each end, whose ends hold
-//! [`poison`] of that argument; the kernel runs on the copies, the ends are checked after the run, and the copies
-//! of the plan's own buffers are copied back. A write outside a buffer changes a guard and is an
-//! error that names the kernel, the argument and how far out it wrote; a read outside gets a
-//! NaN, which spreads to the outputs. What AddressSanitizer's redzones do for C, and CUDA's
-//! `compute-sanitizer --tool memcheck` for kernels, on the workbook's scale: the tool a kernel
-//! printer is checked with.
+//! [`poison`] of that argument; the kernel runs on the copies, the ends are checked after the
+//! run, and the copies of the plan's own buffers are copied back. A write outside a buffer changes
+//! a guard and is an error that names the kernel, the argument and how far out it wrote; a read
+//! outside gets a NaN, which spreads to the outputs. What AddressSanitizer's redzones do for C,
+//! and CUDA's `compute-sanitizer --tool memcheck` for kernels, on the workbook's scale: the tool a
+//! kernel printer is checked with. Buffers are handled as bytes, so every dtype is guarded.
 
+use crate::device::cpu::widen_bytes;
+use crate::dtype::DType;
 use crate::error::Error;
 
 /// Elements of guard before and after each argument: past an off-by-one, and past a vector of
-/// 16 floats (an AVX-512 register) overrunning the end.
+/// 16 floats (an AVX-512 register) overrunning the end. A multiple of 64 bytes in every dtype, so
+/// a copy's data keeps the alignment of the buffer that holds it.
 pub(crate) const GUARD: usize = 64;
 
-/// What the guards of argument `arg` hold: a quiet NaN whose payload names the argument and no
-/// arithmetic produces, compared bit for bit. Each argument has its own, since arithmetic on a NaN
-/// keeps its payload: a kernel that reads one past the end of an input and writes the result one
-/// past the end of its output writes the input's poison, not the output's.
-pub(crate) fn poison(arg: usize) -> f32 {
-    f32::from_bits(0x7fc0_de00 | (arg as u32 & 0xff))
+/// The bytes of one element of the guards of argument `arg` of `dtype`: a quiet NaN whose payload
+/// names the argument (FP8 has a single NaN) and that no arithmetic produces, compared bit for
+/// bit. Each argument has its own, since arithmetic on a NaN keeps its payload: a kernel that
+/// reads one past the end of an input and writes the result one past the end of its output writes
+/// the input's poison, not the output's.
+pub(crate) fn poison(dtype: DType, arg: usize) -> Vec<u8> {
+    let payload = arg as u32 & 0x3f;
+    match dtype {
+        DType::F32 => (0x7fc0_de00 | payload).to_le_bytes().to_vec(),
+        DType::F16 => (0x7e00 | payload as u16).to_le_bytes().to_vec(),
+        DType::BF16 => (0x7fc0 | payload as u16).to_le_bytes().to_vec(),
+        DType::F8E4M3 | DType::F8E5M2 => vec![0x7f],
+    }
 }
 
-/// `data` between two guards of argument `arg`: `GUARD` poison elements, `data`, `GUARD` more.
-pub(crate) fn guarded(data: &[f32], arg: usize) -> Vec<f32> {
-    let mut buffer = Vec::with_capacity(data.len() + 2 * GUARD);
-    buffer.extend(std::iter::repeat_n(poison(arg), GUARD));
-    buffer.extend_from_slice(data);
-    buffer.extend(std::iter::repeat_n(poison(arg), GUARD));
-    buffer
+/// `data` (elements of `dtype`, as bytes) between two guards of argument `arg`: `GUARD` poison
+/// elements, `data`, `GUARD` more.
+pub(crate) fn guarded(data: &[u8], dtype: DType, arg: usize) -> Vec<u8> {
+    let poison = poison(dtype, arg).repeat(GUARD);
+    [&poison[..], data, &poison[..]].concat()
 }
 
 /// Fails unless both guards of argument `arg` of kernel `kernel` (whose guarded copy held `len`
-/// elements between them) still hold its [`poison`]: `before` and `after` are the guards as read
-/// back.
-pub(crate) fn check(kernel: &str, arg: usize, len: usize, before: &[f32], after: &[f32]) -> Result<(), Error> {
-    let poisoned = |v: &f32| v.to_bits() == poison(arg).to_bits();
-    let first_after = after.iter().position(|v| !poisoned(v));
-    let last_after = after.iter().rposition(|v| !poisoned(v));
-    let last_before = before.iter().rposition(|v| !poisoned(v));
-    let place = match (first_after, last_after, last_before) {
-        (Some(first), Some(last), _) => format!(
+/// elements of `dtype` between them) still hold its [`poison`]: `before` and `after` are the
+/// guards' bytes as read back.
+pub(crate) fn check(
+    kernel: &str,
+    arg: usize,
+    dtype: DType,
+    len: usize,
+    before: &[u8],
+    after: &[u8],
+) -> Result<(), Error> {
+    let poison = poison(dtype, arg);
+    let size = poison.len();
+    let changed = |guard: &[u8]| -> Vec<usize> {
+        guard.chunks(size).enumerate().filter(|(_, e)| *e != &poison[..]).map(|(i, _)| i).collect()
+    };
+    let value = |guard: &[u8], i: usize| widen_bytes(&guard[i * size..(i + 1) * size], dtype)[0];
+    let (after_changed, before_changed) = (changed(after), changed(before));
+    let place = match (after_changed.first(), after_changed.last(), before_changed.last()) {
+        (Some(&first), Some(&last), _) => format!(
             "past its end: argument {arg} has {len} elements, and the kernel wrote element{} {}{} (value {})",
             if first == last { "" } else { "s" },
             len + first,
             if first == last { String::new() } else { format!(" to {}", len + last) },
-            after[first]
+            value(after, first)
         ),
-        (_, _, Some(last)) => format!(
+        (_, _, Some(&last)) => format!(
             "before its start: {} element{} before element 0 of argument {arg} (value {})",
             GUARD - last,
             if GUARD - last == 1 { "" } else { "s" },
-            before[last]
+            value(before, last)
         ),
         _ => return Ok(()),
     };
@@ -67,18 +85,37 @@ pub(crate) fn check(kernel: &str, arg: usize, len: usize, before: &[f32], after:
 mod tests {
     use super::*;
 
+    /// The guards of a 3-element argument 1 of `dtype`, split as `check` takes them.
+    fn split(copy: &[u8], dtype: DType) -> (&[u8], &[u8]) {
+        let size = dtype.size_in_bytes();
+        (&copy[..GUARD * size], &copy[(GUARD + 3) * size..])
+    }
+
     #[test]
-    fn writes_past_either_end_are_named() {
-        let clean = guarded(&[1.0, 2.0, 3.0], 1);
-        assert!(check("k", 1, 3, &clean[..GUARD], &clean[GUARD + 3..]).is_ok());
-        let mut one_past = clean.clone();
-        // Another argument's poison, as a NaN read past an input's end and written here carries.
-        one_past[GUARD + 3] = poison(0);
-        let message = check("k", 1, 3, &one_past[..GUARD], &one_past[GUARD + 3..]).unwrap_err().to_string();
-        assert!(message.contains("past its end") && message.contains("element 3 ") && message.contains("argument 1"));
-        let mut before = clean;
-        before[GUARD - 2] = 0.0;
-        let message = check("k", 1, 3, &before[..GUARD], &before[GUARD + 3..]).unwrap_err().to_string();
-        assert!(message.contains("2 elements before element 0"), "{message}");
+    fn writes_past_either_end_are_named_in_every_dtype() {
+        for dtype in DType::ALL {
+            let size = dtype.size_in_bytes();
+            let data = vec![0u8; 3 * size];
+            let clean = guarded(&data, dtype, 1);
+            assert_eq!(clean.len(), (2 * GUARD + 3) * size);
+            let (before, after) = split(&clean, dtype);
+            assert!(check("k", 1, dtype, 3, before, after).is_ok(), "{dtype}");
+            let mut one_past = clean.clone();
+            // Another argument's poison, as a NaN read past an input's end and written here
+            // carries (FP8's single NaN aside: a zero).
+            let other = if size == 1 { vec![0] } else { poison(dtype, 0) };
+            one_past[(GUARD + 3) * size..(GUARD + 4) * size].copy_from_slice(&other);
+            let (before, after) = split(&one_past, dtype);
+            let message = check("k", 1, dtype, 3, before, after).unwrap_err().to_string();
+            assert!(
+                message.contains("past its end") && message.contains("element 3 ") && message.contains("argument 1"),
+                "{dtype}: {message}"
+            );
+            let mut early = clean;
+            early[(GUARD - 2) * size] ^= 0x01;
+            let (before, after) = split(&early, dtype);
+            let message = check("k", 1, dtype, 3, before, after).unwrap_err().to_string();
+            assert!(message.contains("2 elements before element 0"), "{dtype}: {message}");
+        }
     }
 }

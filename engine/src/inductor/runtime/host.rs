@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
-use crate::device::cpu::{self, HostBuffer, matmul_into};
-use crate::error::{Error, Result};
+use crate::device::cpu::{self, HostBuffer, Widened, matmul_into};
+use crate::dtype::DType;
+use crate::error::{Error, Result, SourceLocation};
 use crate::inductor::call_plan::SlotId;
 use crate::inductor::ir::{BufferName, PerNode, View};
 use crate::layout::Layout;
+use crate::op::Op;
 use crate::profiler::{self, EventKind};
 use crate::tensor::{Concrete, Storage, Tensor};
 
@@ -39,26 +41,44 @@ pub(crate) struct HostProgram<K> {
     guarded: bool,
 }
 
-/// A graph input's elements from its first one on.
-fn input_data(input: &Concrete) -> &[f32] {
+/// A graph input's buffer, and the offset of its first element in it.
+fn input_data(input: &Concrete) -> (&HostBuffer, usize) {
     let Storage::Cpu(data) = &*input.storage else { unreachable!("inputs were checked to be on the CPU") };
-    &data[input.layout.offset()..]
+    (data, input.layout.offset())
 }
 
-/// The memory of a view: graph inputs are the caller's, nodes' are the plan's slots.
+/// The address of a graph input's first element, as a generated kernel takes it.
+fn input_ptr(input: &Concrete) -> *mut f32 {
+    let (data, offset) = input_data(input);
+    // Kernels never write their inputs: the cast only fits the uniform ABI.
+    data.bytes()[offset * data.dtype().size_in_bytes()..].as_ptr() as *mut f32
+}
+
+/// The memory of a view: graph inputs are the caller's, nodes' are the plan's slots. The layout
+/// is over the whole buffer.
 fn view_data<'s>(
     view: &View,
     inputs: &[&'s Concrete],
     slot_of: &PerNode<Option<SlotId>>,
     slots: &'s Slots<HostBuffer>,
-) -> (&'s [f32], Layout) {
+) -> (&'s HostBuffer, Layout) {
     match view.buffer {
-        BufferName::Input(i) => (input_data(inputs[i]), view.layout.clone()),
+        BufferName::Input(i) => {
+            let (data, offset) = input_data(inputs[i]);
+            let l = &view.layout;
+            (data, Layout::new(l.shape().to_vec(), l.strides().to_vec(), offset + l.offset()))
+        }
         BufferName::Node(n) => {
             let slot = slot_of[n].expect("buffers read from memory have a slot");
-            (slots[slot].as_deref().expect("buffers are written before they are read"), view.layout.clone())
+            (slots[slot].as_ref().expect("buffers are written before they are read"), view.layout.clone())
         }
     }
+}
+
+/// A view's elements as a dense vector of `f32`s (a half-precision GEMM's bias).
+fn data_f32(data: &HostBuffer, layout: &Layout) -> Vec<f32> {
+    let elements = data.elements();
+    layout.offsets().map(|i| elements.get(i)).collect()
 }
 
 impl<K: HostKernel> HostProgram<K> {
@@ -79,14 +99,19 @@ impl<K: HostKernel> HostProgram<K> {
 /// # Safety
 /// As [`HostKernel::call`]: the kernel indexes each argument within the shapes it was generated
 /// for, which each copy holds.
-unsafe fn call_guarded<K: HostKernel>(kernel: &K, copies: &mut [Vec<f32>], xnumel: i64) -> Result<()> {
-    let lens: Vec<usize> = copies.iter().map(|c| c.len() - 2 * guards::GUARD).collect();
-    // SAFETY: element GUARD of each copy is in bounds: a copy is its data with GUARD each side.
-    let ptrs: Vec<*mut f32> = copies.iter_mut().map(|c| unsafe { c.as_mut_ptr().add(guards::GUARD) }).collect();
+unsafe fn call_guarded<K: HostKernel>(kernel: &K, copies: &mut [HostBuffer], xnumel: i64) -> Result<()> {
+    let lens: Vec<usize> = copies.iter().map(|c| c.elements_len() - 2 * guards::GUARD).collect();
+    let guard_bytes = |c: &HostBuffer| guards::GUARD * c.dtype().size_in_bytes();
+    // SAFETY: byte `guard_bytes` of each copy is in bounds: a copy is its data with GUARD
+    // elements each side.
+    let ptrs: Vec<*mut f32> =
+        copies.iter_mut().map(|c| unsafe { c.as_mut_ptr_bytes().add(guard_bytes(c)) }.cast()).collect();
     // SAFETY: the caller's promise; each pointer has its argument's elements after it.
     unsafe { kernel.call(&ptrs, &|a| lens[a], xnumel) };
     for (arg, (copy, &len)) in copies.iter().zip(&lens).enumerate() {
-        guards::check(kernel.name(), arg, len, &copy[..guards::GUARD], &copy[guards::GUARD + len..])?;
+        let (bytes, guard) = (copy.bytes(), guard_bytes(copy));
+        let (before, after) = (&bytes[..guard], &bytes[bytes.len() - guard..]);
+        guards::check(kernel.name(), arg, copy.dtype(), len, before, after)?;
     }
     Ok(())
 }
@@ -99,26 +124,37 @@ impl<K: HostKernel> Program for HostProgram<K> {
         for step in &self.schedule.steps {
             match step {
                 // Memory from the allocator's cache: every step writes its whole output.
-                Run::Alloc { slot, len } => {
+                Run::Alloc { slot, len, dtype } => {
                     if let Some(why) = cpu::too_large(*len) {
                         return Err(Error::Backend {
                             backend: "inductor".into(),
                             message: format!("a planned buffer: {why}"),
                         });
                     }
-                    slots[*slot] = Some(cpu::uninit(*len));
+                    slots[*slot] = Some(cpu::uninit_of(*dtype, *len));
                 }
                 Run::Kernel { kernel, args, xnumel } if self.guarded => {
-                    let data = |b: &BufferName| -> &[f32] {
-                        match b {
+                    // Each argument's elements from its first one on, as bytes, and their dtype.
+                    let data = |b: &BufferName| -> (&[u8], DType) {
+                        let (buffer, offset) = match b {
                             BufferName::Input(i) => input_data(concrete[*i]),
                             BufferName::Node(n) => {
-                                slots[self.schedule.slot(*n)].as_deref().expect("allocated before use")
+                                (slots[self.schedule.slot(*n)].as_ref().expect("allocated before use"), 0)
                             }
-                        }
+                        };
+                        (&buffer.bytes()[offset * buffer.dtype().size_in_bytes()..], buffer.dtype())
                     };
-                    let mut copies: Vec<Vec<f32>> =
-                        args.iter().enumerate().map(|(arg, b)| guards::guarded(data(b), arg)).collect();
+                    let mut copies: Vec<HostBuffer> = args
+                        .iter()
+                        .enumerate()
+                        .map(|(arg, b)| {
+                            let (bytes, dtype) = data(b);
+                            let mut copy =
+                                cpu::uninit_of(dtype, bytes.len() / dtype.size_in_bytes() + 2 * guards::GUARD);
+                            copy.bytes_mut().copy_from_slice(&guards::guarded(bytes, dtype, arg));
+                            copy
+                        })
+                        .collect();
                     let _launch = profiler::launch(kernel.name(), EventKind::Compiled, Device::Cpu, || {
                         vec![vec![*xnumel as usize]]
                     });
@@ -126,35 +162,39 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     unsafe { call_guarded(kernel, &mut copies, *xnumel) }?;
                     // The copies the kernel changed go back to the plan's buffers (graph inputs
                     // are never written), each compared with its buffer before any goes back.
-                    let changed: Vec<bool> = args
-                        .iter()
-                        .zip(&copies)
-                        .map(|(b, copy)| {
-                            let inside = &copy[guards::GUARD..copy.len() - guards::GUARD];
-                            !inside.iter().zip(data(b)).all(|(a, b)| a.to_bits() == b.to_bits())
-                        })
-                        .collect();
+                    let inside = |copy: &HostBuffer| {
+                        let guard = guards::GUARD * copy.dtype().size_in_bytes();
+                        copy.bytes()[guard..copy.bytes().len() - guard].to_vec()
+                    };
+                    let changed: Vec<bool> =
+                        args.iter().zip(&copies).map(|(b, copy)| inside(copy) != data(b).0).collect();
                     for ((b, copy), changed) in args.iter().zip(&copies).zip(changed) {
                         if let (BufferName::Node(n), true) = (b, changed) {
                             let slot = slots[self.schedule.slot(*n)].as_mut().expect("allocated before use");
-                            slot.copy_from_slice(&copy[guards::GUARD..copy.len() - guards::GUARD]);
+                            slot.bytes_mut().copy_from_slice(&inside(copy));
                         }
                     }
                 }
                 Run::Kernel { kernel, args, xnumel } => {
+                    // Every kernel takes its buffers as `float*`s whatever their dtype (the uniform
+                    // ABI); a kernel casts each to its element type.
                     let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
-                            // Kernels never write their inputs: the cast only fits the uniform ABI.
-                            BufferName::Input(i) => input_data(concrete[*i]).as_ptr() as *mut f32,
-                            BufferName::Node(n) => {
-                                slots[self.schedule.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
-                            }
+                            BufferName::Input(i) => input_ptr(concrete[*i]),
+                            BufferName::Node(n) => slots[self.schedule.slot(*n)]
+                                .as_mut()
+                                .expect("allocated before use")
+                                .as_mut_ptr_bytes()
+                                .cast(),
                         })
                         .collect();
                     let len = |a: usize| match args[a] {
-                        BufferName::Input(i) => input_data(concrete[i]).len(),
-                        BufferName::Node(n) => slots[self.schedule.slot(n)].as_ref().map_or(0, |s| s.len()),
+                        BufferName::Input(i) => {
+                            let (data, offset) = input_data(concrete[i]);
+                            data.elements_len() - offset
+                        }
+                        BufferName::Node(n) => slots[self.schedule.slot(n)].as_ref().map_or(0, |s| s.elements_len()),
                     };
                     let _launch = profiler::launch(kernel.name(), EventKind::Compiled, Device::Cpu, || {
                         vec![vec![*xnumel as usize]]
@@ -175,22 +215,42 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     let _launch = profiler::launch("matmul", EventKind::Extern, Device::Cpu, || {
                         vec![al.shape().to_vec(), bl.shape().to_vec()]
                     });
-                    let bias = epilogue.bias.as_ref().map(|v| {
-                        let (data, layout) = view_data(v, &concrete, &self.schedule.slot_of, &slots);
-                        &data[layout.offset()..layout.offset() + layout.numel()]
-                    });
-                    matmul_into(a, b, shape, &mut result, cpu::Epilogue { bias, relu: epilogue.relu });
+                    let bias = epilogue.bias.as_ref().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots));
+                    if result.dtype() == DType::F32 && [a, b].iter().all(|i| i.tensor().0.dtype() == DType::F32) {
+                        let bias = bias.as_ref().map(|(data, layout)| &data[layout.offset()..][..layout.numel()]);
+                        matmul_into(a, b, shape, &mut result, cpu::Epilogue { bias, relu: epilogue.relu });
+                    } else {
+                        // Half-precision operands: the product in float32, rounded as it is stored.
+                        let widened = Widened::new::<cpu::AsWritten>(&[a, b]);
+                        let [a, b] = widened.inputs()[..] else { unreachable!("two operands") };
+                        let bias = bias.map(|(data, layout)| data_f32(data, &layout));
+                        let mut product = cpu::uninit(result.elements_len());
+                        let epilogue = cpu::Epilogue { bias: bias.as_deref(), relu: epilogue.relu };
+                        matmul_into(a, b, shape, &mut product, epilogue);
+                        result = product.converted::<cpu::AsWritten>(result.dtype());
+                    }
                     slots[self.schedule.slot(*out)] = Some(result);
                 }
+                Run::ExternKernel { op: Op::ScaledMm { .. }, .. } => {
+                    return Err(Error::Unsupported {
+                        op: "scaled_mm",
+                        device: Device::Cpu,
+                        reason: "FP8 matrix products need a GPU of compute capability 8.9 or newer; on the CPU, \
+                                 convert the operands to bf16 and use matmul"
+                            .into(),
+                        location: SourceLocation::caller(),
+                    });
+                }
                 Run::ExternKernel { op, inputs, out, shape } => {
-                    let views: Vec<(&[f32], Layout)> =
+                    let views: Vec<(&HostBuffer, Layout)> =
                         inputs.iter().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots)).collect();
                     let inputs: Vec<cpu::Input> =
                         views.iter().map(|(buffer, layout)| cpu::Input::Tensor { buffer, layout }).collect();
                     let _launch = profiler::launch(op.name(), EventKind::Extern, Device::Cpu, || {
                         views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                     });
-                    let value = cpu::execute(op, &inputs, shape);
+                    let dtype = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use").dtype();
+                    let value = cpu::execute(op, &inputs, shape, dtype);
                     slots[self.schedule.slot(*out)] = Some(value);
                 }
                 Run::Fallback { op, args, out, location } => {
@@ -200,14 +260,16 @@ impl<K: HostKernel> Program for HostProgram<K> {
                             // A copy: the fallback's eager kernels take tensors, not slots.
                             BufferName::Node(_) => {
                                 let (data, _) = view_data(view, &concrete, &self.schedule.slot_of, &slots);
-                                Tensor::from_concrete(
-                                    Arc::new(Storage::Cpu(HostBuffer::copy_of(data))),
-                                    view.layout.clone(),
-                                )
+                                let copy = HostBuffer::from_bytes(data.dtype(), data.bytes());
+                                Tensor::from_concrete(Arc::new(Storage::Cpu(copy)), view.layout.clone())
                             }
                         })
                     })?;
-                    slots[self.schedule.slot(*out)].as_mut().expect("allocated before use").copy_from_slice(&value);
+                    slots[self.schedule.slot(*out)]
+                        .as_mut()
+                        .expect("allocated before use")
+                        .bytes_mut()
+                        .copy_from_slice(&value);
                 }
             }
         }

@@ -20,6 +20,7 @@ use super::ir::{BufferName, Epilogue, FallbackArg, GraphInput, IrId, LoweredGrap
 use super::kernel::{Kernel, KernelBody};
 use super::launch::Launch;
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::op::Op;
@@ -73,8 +74,8 @@ impl<M> std::ops::IndexMut<SlotId> for Slots<M> {
 /// stored, then the device's resolved kernel.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum Run<K> {
-    /// Fresh memory of `len` elements for `slot` (a reused slot needs no step).
-    Alloc { slot: SlotId, len: usize },
+    /// Fresh memory of `len` elements of `dtype` for `slot` (a reused slot needs no step).
+    Alloc { slot: SlotId, len: usize, dtype: DType },
     /// A generated kernel on its arguments.
     Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
     /// The library matmul of two views into node `out`'s buffer, with its epilogue.
@@ -150,7 +151,7 @@ impl Schedule<KernelSpec> {
                     Run::Kernel { kernel, args, xnumel } => {
                         Run::Kernel { kernel: resolve(kernel, xnumel)?, args, xnumel }
                     }
-                    Run::Alloc { slot, len } => Run::Alloc { slot, len },
+                    Run::Alloc { slot, len, dtype } => Run::Alloc { slot, len, dtype },
                     Run::Matmul { a, b, epilogue, out, shape } => Run::Matmul { a, b, epilogue, out, shape },
                     Run::ExternKernel { op, inputs, out, shape } => Run::ExternKernel { op, inputs, out, shape },
                     Run::Fallback { op, args, out, location } => Run::Fallback { op, args, out, location },
@@ -182,7 +183,7 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
             Step::Alloc { reuses: Some(_), .. } => continue,
             Step::Alloc { buffer, reuses: None } => {
                 let slot = plan.slot_of[*buffer].expect("allocated buffers have a slot");
-                Run::Alloc { slot, len: plan.slot_sizes[slot.0] }
+                Run::Alloc { slot, len: plan.slot_sizes[slot.0], dtype: plan.slot_dtypes[slot.0] }
             }
             Step::Kernel { kernel } => {
                 let k = &kernels[kernel.0];
@@ -223,14 +224,14 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
     steps
 }
 
-/// Runs a fallback's `op` eagerly and returns its value on the host; `tensor` makes the
-/// tensor for one view argument.
+/// Runs a fallback's `op` eagerly and returns its value on the host, as the bytes of its dtype's
+/// elements; `tensor` makes the tensor for one view argument.
 pub(crate) fn run_fallback(
     op: &Op,
     args: &[FallbackArg],
     location: SourceLocation,
     mut tensor: impl FnMut(&View) -> Result<Tensor>,
-) -> Result<Vec<f32>> {
+) -> Result<Vec<u8>> {
     let tensors = args
         .iter()
         .map(|a| match a {
@@ -246,7 +247,11 @@ pub(crate) fn run_fallback(
             (FallbackArg::Tensor(_), t) => Operand::Tensor(t.as_ref().expect("made above")),
         })
         .collect();
-    op.apply(&operands, location)?.to_vec()
+    let value = op.apply(&operands, location)?;
+    let c = value.concrete().expect("an eager op returns a concrete tensor");
+    c.storage
+        .dense_bytes(&c.layout)
+        .map_err(|e| e.at(op.name(), value.device(), vec![value.shape().to_vec()], location))
 }
 
 fn mismatch(message: String) -> Error {
@@ -280,6 +285,16 @@ pub(crate) fn check_inputs<'t>(
                     concrete.layout.strides(),
                     expected.shape,
                     expected.strides
+                )));
+            }
+            if t.dtype() != expected.dtype {
+                return Err(mismatch(format!(
+                    "input `{}` has dtype {}, but the code was generated for {}; compile again for this dtype \
+                     (or convert it with `.to_dtype({})`)",
+                    expected.name,
+                    t.dtype(),
+                    expected.dtype,
+                    expected.dtype
                 )));
             }
             if t.device() != device {

@@ -73,10 +73,16 @@ impl Target for CudaTarget {
         Ok(format!("{} {} cublaslt {lt:?}", facts.name, facts.arch()))
     }
 
-    /// Under max-autotune, where cuBLASLt, which applies them, can run.
+    /// Where cuBLASLt, which applies them, can run: under max-autotune every product's, in the
+    /// other modes the half-precision products' (which run on cuBLASLt by default).
     fn gemm_epilogues(&self, mode: Mode) -> Option<FoldFor> {
-        let lt = || CudaDevice::get(self.ordinal).is_ok_and(|gpu| gpu.lt().is_ok());
-        (mode == Mode::MaxAutotune && lt()).then_some(gemm_epilogue::fold as FoldFor)
+        if !CudaDevice::get(self.ordinal).is_ok_and(|gpu| gpu.lt().is_ok()) {
+            return None;
+        }
+        Some(match mode {
+            Mode::MaxAutotune => gemm_epilogue::fold as FoldFor,
+            _ => gemm_epilogue::fold_half_precision as FoldFor,
+        })
     }
 
     /// Each matmul's kernel (timed under max-autotune, by rule otherwise, noted in the output
@@ -99,7 +105,7 @@ impl Target for CudaTarget {
                 }
             }
         } else {
-            let choices = gemm_choice::by_rule(&gpu, &generated.lowered);
+            let choices = gemm_choice::by_rule(&gpu, &generated.lowered)?;
             generated.output_code.choices.extend(choices.notes);
             choices.gemms
         };

@@ -144,6 +144,13 @@ pub(super) fn backward(
         Op::Expand { .. } => one(&|| sum_to(g.clone(), x().shape())),
         Op::Slice { dim, start, end, step } => one(&|| slice_backward(g, x().shape(), *dim, *start, *end, *step)),
         Op::Contiguous => one(&|| Ok(g.clone())),
+        // The gradient goes back in the input's dtype (as every gradient does: see `engine.rs`).
+        Op::ToDtype { .. } => one(&|| g.to_dtype(x().dtype())),
+        Op::ScaledMm { .. } => Err(no_formula(
+            "scaled_mm",
+            "FP8 products are for inference; train in bf16 (autocast) and quantize the weights afterwards",
+            location,
+        )),
         Op::Cat { dim } => {
             let mut offset = 0;
             let mut grads = Vec::with_capacity(saved.len());

@@ -73,6 +73,20 @@ impl Sink<'_> {
     }
 }
 
+/// `grad` in the dtype of the tensor `edge` leads to, as PyTorch's engine casts each gradient to
+/// its input's dtype (`validate_outputs`): a bf16 parameter used in an f32 op (type promotion,
+/// autocast's casts) gets a bf16 gradient, while the formulas themselves stay dtype-agnostic.
+fn in_dtype_of(edge: &Edge, grad: Tensor) -> Result<Tensor> {
+    let dtype = match edge {
+        Edge::Accumulate(leaf) => match &**leaf {
+            AutogradMeta::Leaf(cell) => cell.meta().dtype,
+            _ => return Ok(grad),
+        },
+        Edge::Node { node, output } => node.output_metas()[*output].dtype,
+    };
+    if grad.dtype() == dtype { Ok(grad) } else { grad.to_dtype(dtype) }
+}
+
 /// Runs backward from each `(root, gradient)`. With `capture`, the gradients of those leaves are
 /// returned and no `.grad` changes; otherwise every leaf reached accumulates its gradient.
 pub(super) fn run(
@@ -153,9 +167,10 @@ pub(super) fn run(
         Ok::<(), Error>(())
     };
     for (edge, (_, grad)) in root_edges.iter().zip(roots) {
+        let grad = in_dtype_of(edge, grad.clone())?;
         match edge {
-            Edge::Accumulate(leaf) => sink.deliver(leaf, grad.clone(), "backward", location)?,
-            Edge::Node { node, output } => add(&mut buffers, node, *output, grad.clone())?,
+            Edge::Accumulate(leaf) => sink.deliver(leaf, grad, "backward", location)?,
+            Edge::Node { node, output } => add(&mut buffers, node, *output, grad)?,
         }
     }
     let mut ready: BinaryHeap<Ready> =
@@ -171,7 +186,7 @@ pub(super) fn run(
                     .zip(node.output_metas())
                     .map(|(g, meta)| match g {
                         Some(g) => Ok(g),
-                        None => Tensor::zeros(&meta.shape).to(meta.device),
+                        None => Tensor::zeros_dtype(&meta.shape, meta.dtype).to(meta.device),
                     })
                     .collect::<Result<_>>()?,
             )
@@ -204,6 +219,10 @@ pub(super) fn run(
             None => vec![None; node.next().len()],
         };
         for (edge, grad) in node.next().iter().zip(grads_out) {
+            let grad = match (edge, grad) {
+                (Some(edge), Some(grad)) => Some(in_dtype_of(edge, grad)?),
+                (_, grad) => grad,
+            };
             match (edge, grad) {
                 (Some(Edge::Accumulate(leaf)), Some(grad)) => sink.deliver(leaf, grad, node.name(), location)?,
                 (Some(Edge::Node { node: next, output }), grad) => {

@@ -16,8 +16,7 @@ pub use nn::AttnMask;
 
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{CustomOp, Op};
-use crate::tensor::autograd;
-use crate::tensor::{Operand, Tensor, dispatch};
+use crate::tensor::{Operand, Tensor, autocast, autograd, dispatch};
 
 // ANCHOR: op_apply
 impl Op {
@@ -26,6 +25,25 @@ impl Op {
     /// When an operand requires grad (and grad mode is on), the op also goes on autograd's tape,
     /// as PyTorch's autograd dispatch key does before the kernel below it runs.
     pub fn apply(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
+        // Autocast first, as PyTorch's Autocast dispatch key comes before autograd's: the casts it
+        // makes are ops of their own, taped, recorded or run like any other.
+        if let Some(cast) = autocast::cast_operands(self, operands, location)? {
+            let cast: Vec<Operand> = operands
+                .iter()
+                .zip(&cast)
+                .map(|(o, t)| match t {
+                    Some(t) => Operand::Tensor(t),
+                    None => *o,
+                })
+                .collect();
+            return self.apply_taped(&cast, location);
+        }
+        self.apply_taped(operands, location)
+    }
+
+    /// [`Op::apply`] after autocast: on autograd's tape when an operand requires grad, then
+    /// recorded into the active trace or run eagerly.
+    fn apply_taped(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
         let tracked = operands.iter().any(|o| matches!(o, Operand::Tensor(t) if t.requires_grad()));
         if tracked && autograd::is_grad_enabled() {
             // What runs below (a decomposition, a cond branch) is not recorded a second time.
@@ -35,6 +53,7 @@ impl Op {
         self.dispatch(operands, location)
     }
 
+    /// [`Op::apply`] after autocast and autograd: recorded into the active trace, or run eagerly.
     fn dispatch(&self, operands: &[Operand], location: SourceLocation) -> Result<Tensor> {
         if let Some(recorded) = dispatch::mode().and_then(|mode| mode.record(self, operands, location)) {
             return recorded;

@@ -2,6 +2,7 @@
 //! `log_softmax`, `layer_norm`): single ops eagerly, composites decomposed into primitives by AOT.
 
 use super::normalize_dim;
+use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::{AttentionMask, Op};
 use crate::scalar::Scalar;
@@ -59,6 +60,19 @@ impl Tensor {
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         self.apply(Op::Matmul, &[Operand::Tensor(other)], SourceLocation::caller())
+    }
+
+    /// `(self * scale_a) @ (b * scale_b)` of two 8-bit-float matrices `self[m, k]` and `b[k, n]`,
+    /// accumulated in `f32` and stored as `out_dtype` (`f32`, `bf16` or `f16`):
+    /// `torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...)`. The scales are one-element
+    /// `f32` tensors, per tensor: convert a matrix `w` as `w / s` to `f8e4m3` (`s` chosen so the
+    /// largest magnitude lands near 448) and pass `s` as its scale. On GPUs of compute
+    /// capability 8.9 and newer it runs on the FP8 tensor cores through cuBLASLt; elsewhere it is
+    /// an [`Error::Unsupported`].
+    #[track_caller]
+    pub fn scaled_mm(&self, b: &Tensor, scale_a: &Tensor, scale_b: &Tensor, out_dtype: DType) -> Result<Tensor> {
+        let rest = [Operand::Tensor(b), Operand::Tensor(scale_a), Operand::Tensor(scale_b)];
+        self.apply(Op::ScaledMm { out_dtype }, &rest, SourceLocation::caller())
     }
 
     /// `self @ weight.T + bias`, as `torch.nn.functional.linear`: `weight` is `[out, in]`.

@@ -1,5 +1,9 @@
-//! Elementwise methods: unary math, binary arithmetic and comparisons with broadcasting, `where_`.
+//! Elementwise methods: unary math, binary arithmetic and comparisons with broadcasting, `where_`,
+//! and conversion to another dtype. Binary ops and `where_` follow PyTorch's type promotion
+//! (`bf16 + f32` is `f32`; `bf16 * 2.0` stays `bf16`); comparisons return 1.0 / 0.0 in that
+//! dtype (the engine has no boolean dtype).
 
+use crate::dtype::DType;
 use crate::error::{Result, SourceLocation};
 use crate::op::{BinaryOp, Op, UnaryOp};
 use crate::tensor::{Operand, Tensor};
@@ -93,6 +97,30 @@ binary_methods! {
 }
 
 impl Tensor {
+    /// The values converted to `dtype`, rounded to nearest (ties to even), as
+    /// `tensor.to(dtype)`: the tensor itself when it already has that dtype. Inside a compiled
+    /// function it is a `to_dtype` node, which generated code fuses into its neighbours (a load
+    /// or a store in the other dtype).
+    ///
+    /// ```
+    /// use engine::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0, 1.0 + 1.0 / 256.0, 3.14159], &[3])?.to_dtype(DType::BF16)?;
+    /// assert_eq!(x.to_vec()?, vec![1.0, 1.0, 3.140625]);
+    /// # Ok::<(), engine::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        self.to_dtype_at(dtype, SourceLocation::caller())
+    }
+
+    /// [`Tensor::to_dtype`] recorded at `location`.
+    pub(crate) fn to_dtype_at(&self, dtype: DType, location: SourceLocation) -> Result<Tensor> {
+        if self.dtype() == dtype {
+            return Ok(self.clone());
+        }
+        self.apply(Op::ToDtype { dtype }, &[], location)
+    }
+
     /// `torch.where(cond, a, b)` with `self` as the condition: `a` where `self != 0`, else `b`.
     /// All three broadcast; `a` and `b` may be scalars. Unlike an `if` on a tensor's value, this
     /// stays inside the graph.

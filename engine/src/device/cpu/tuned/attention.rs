@@ -137,7 +137,7 @@ pub(super) fn attention(inputs: &[Input], AttentionParams { mask, causal, scale 
         out.fill(f32::NAN);
         return out;
     }
-    let (queries, keys, values) = (Rows::of(q), Rows::of(k), Rows::of(v));
+    let (queries, keys, values) = (Rows::of((&q.0[..], q.1)), Rows::of((&k.0[..], k.1)), Rows::of((&v.0[..], v.1)));
     let mask = inputs.get(3).map(|m| {
         let (data, layout) = m.tensor();
         let rank = q.1.shape().len();

@@ -1,5 +1,6 @@
-// Scaled dot-product attention, flash-attention style (Dao et al., 2022), in f32: the analogue
-// of the forward kernel behind PyTorch's `scaled_dot_product_attention`.
+// Scaled dot-product attention, flash-attention style (Dao et al., 2022): the analogue of the
+// forward kernels behind PyTorch's `scaled_dot_product_attention`. The f32 kernels come first;
+// the bf16 and f16 ones, on the tensor cores, at the end.
 //
 // One block owns BR = 16 * RT queries of one batch entry and visits the keys BC at a time. For each tile
 // it computes the BR x BC scores in registers, folds them into a running maximum `m`, a running
@@ -36,9 +37,10 @@ typedef float real;
 #define THREADS 128
 
 // A batch of matrices: element (n, row, col) is at
-// ptr + (n / inner) * outer_stride + (n % inner) * inner_stride + row * row_stride + col * col_stride.
+// ptr + (n / inner) * outer_stride + (n % inner) * inner_stride + row * row_stride + col * col_stride,
+// in elements of the operand's dtype.
 struct AttnOperand {
-    const real* ptr;
+    const void* ptr;
     i64 outer_stride;
     i64 inner_stride;
     i64 row_stride;
@@ -47,26 +49,36 @@ struct AttnOperand {
 
 struct AttnParams {
     AttnOperand q, k, v, mask;
-    real* out;   // dense [batch, q_len, value_dim]
+    void* out;   // dense [batch, q_len, value_dim], of q's dtype
     i64 inner;   // the size that n % inner refers to (the heads)
     int q_len, kv_len, head_dim, value_dim;
     float scale_log2;  // scale * log2(e): exponentials are taken as exp2
     int mask_kind;     // 0 none, 1 boolean (nonzero keeps), 2 additive
     int causal;        // query i sees keys j <= i
+    int mask_dtype;    // the mask's dtype (DTYPE_* in dtypes.cuh); q, k and v have one, the kernel's
 };
 
-__device__ __forceinline__ const real* batch_ptr(const AttnOperand& a, i64 n, i64 inner) {
-    return a.ptr + (n / inner) * a.outer_stride + (n % inner) * a.inner_stride;
+// Where batch entry `n` of an operand starts, in elements.
+__device__ __forceinline__ i64 batch_offset(const AttnOperand& a, i64 n, i64 inner) {
+    return (n / inner) * a.outer_stride + (n % inner) * a.inner_stride;
 }
 
-// Where batch entry `n` of q, k, v and the mask (null without one) start.
+template <typename T>
+__device__ __forceinline__ const T* batch_ptr(const AttnOperand& a, i64 n, i64 inner) {
+    return reinterpret_cast<const T*>(a.ptr) + batch_offset(a, n, inner);
+}
+
+// Where batch entry `n` of q, k, v (of element type T) and the mask (null without one) start.
+template <typename T>
 struct Entry {
-    const real *q, *k, *v, *mask;
+    const T *q, *k, *v;
+    const void* mask;
 };
 
-__device__ __forceinline__ Entry entry(const AttnParams& p, i64 n) {
-    return {batch_ptr(p.q, n, p.inner), batch_ptr(p.k, n, p.inner), batch_ptr(p.v, n, p.inner),
-            p.mask_kind ? batch_ptr(p.mask, n, p.inner) : nullptr};
+template <typename T>
+__device__ __forceinline__ Entry<T> entry(const AttnParams& p, i64 n) {
+    return {batch_ptr<T>(p.q, n, p.inner), batch_ptr<T>(p.k, n, p.inner), batch_ptr<T>(p.v, n, p.inner),
+            p.mask_kind ? element_ptr(p.mask.ptr, p.mask_dtype, batch_offset(p.mask, n, p.inner)) : nullptr};
 }
 
 __device__ __forceinline__ float row_max(float x) {
@@ -135,11 +147,12 @@ __device__ __forceinline__ void tile_start(real* dst, int row_step, int col_step
 }
 
 // The score `x` (scaled, in base 2) of query `row` and key `key`, or -inf where the key is past the
-// end, after the query under `causal`, or left out by the mask; an additive mask is added.
-__device__ __forceinline__ float masked(const AttnParams& p, const real* mask, float x, int row, int key) {
+// end, after the query under `causal`, or left out by the mask (of any dtype); an additive mask
+// is added.
+__device__ __forceinline__ float masked(const AttnParams& p, const void* mask, float x, int row, int key) {
     if (key >= p.kv_len || (p.causal && key > row)) return NEG_INF;
     if (p.mask_kind && row < p.q_len) {
-        const float mv = mask[row * p.mask.row_stride + key * p.mask.col_stride];
+        const float mv = load_as_float(mask, p.mask_dtype, row * p.mask.row_stride + key * p.mask.col_stride);
         return p.mask_kind == 1 ? (mv != 0.0f ? x : NEG_INF) : fmaf(mv, LOG2E, x);
     }
     return x;
@@ -168,7 +181,7 @@ __device__ void flash_attention(const AttnParams& p) {
     const int tid = threadIdx.x, ty = tid / 8, tx = tid % 8;
     const i64 n = blockIdx.y;
     const int q0 = blockIdx.x * BR;
-    const Entry at = entry(p, n);
+    const Entry<real> at = entry<real>(p, n);
 
     // q^T and the first k^T tile, zero padded past the last query or key and the head dim; the
     // first v tile arrives while the first scores are computed.
@@ -276,7 +289,7 @@ __device__ void flash_attention(const AttnParams& p) {
         const int row = q0 + ty * RT + i;
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[i];
-        real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
+        real* out = reinterpret_cast<real*>(p.out) + (n * p.q_len + row) * (i64)p.value_dim;
 #pragma unroll
         for (int c = 0; c < OC; ++c) {
             const int col = column(tx, c);
@@ -322,7 +335,7 @@ __device__ void flash_attention_tc(const AttnParams& p) {
     const int g = lane >> 2, q4 = lane & 3;  // the fragments' row group and column pair
     const i64 n = blockIdx.y;
     const int q0 = blockIdx.x * BR;
-    const Entry at = entry(p, n);
+    const Entry<real> at = entry<real>(p, n);
 
     const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;
     tile_start<BR, HD, 1>(qs, LDK, 1, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
@@ -448,7 +461,7 @@ __device__ void flash_attention_tc(const AttnParams& p) {
         const int row = q0 + warp * 16 + g + 8 * h;
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[h];
-        real* out = p.out + (n * p.q_len + row) * (i64)p.value_dim;
+        real* out = reinterpret_cast<real*>(p.out) + (n * p.q_len + row) * (i64)p.value_dim;
 #pragma unroll
         for (int c = 0; c < OT; c++) {
 #pragma unroll
@@ -464,6 +477,232 @@ __device__ void flash_attention_tc(const AttnParams& p) {
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd32(const AttnParams p) { flash_attention_tc<32>(p); }
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd64(const AttnParams p) { flash_attention_tc<64>(p); }
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd128(const AttnParams p) { flash_attention_tc<128>(p); }
+
+// ---------------------------------------------------------------------------------------------
+// bf16 and f16 attention on the tensor cores (sm_80 on): q, k and v are 16-bit, both products
+// are `mma.sync.m16n8k16` with float32 accumulators, as FlashAttention-2 runs them; the softmax is
+// in float32, and the probabilities are rounded to the operands' dtype for the product with v.
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"), for
+// lane = 4 * g + q4 (g = groupID = lane >> 2, q4 = threadID_in_group = lane & 3), each 32-bit
+// register holding two 16-bit elements, the lower index in the low half:
+//   A, 16 x 16 row-major: a0 = (row g, cols 2q4, 2q4+1), a1 = (row g+8, the same cols),
+//                         a2 = (row g, cols 2q4+8, 2q4+9), a3 = (row g+8, cols 2q4+8, 2q4+9);
+//   B, 16 x 8 (k x n):    b0 = (k rows 2q4, 2q4+1, col g), b1 = (k rows 2q4+8, 2q4+9, col g);
+//   C, D, 16 x 8 float:   c0 = (g, 2q4), c1 = (g, 2q4+1), c2 = (g+8, 2q4), c3 = (g+8, 2q4+1).
+// So for S = Q K^T a warp's A words are q's rows read at two neighbouring head-dim elements, and
+// its B words k's rows read the same way (B[d][key] = K[key][d]); and the accumulator of a score
+// tile pair (keys 16kk + 0..7 and 16kk + 8..15) is exactly the A operand of P V for those 16 keys:
+// c0, c1 of the first tile make a0, c2, c3 make a1, the second tile's make a2 and a3. V's B words
+// need two neighbouring keys of one value column: `ldmatrix .trans` gathers them (v_fragment).
+//
+// Shared memory, 16-bit elements: q, k and v, [64][HD + 8] each. Rows padded by 8 elements (16
+// bytes) keep every row 16-byte aligned and put the 8 row groups' word loads (and ldmatrix's 8 row
+// reads) in distinct banks. Tiles are copied 16 bytes a thread where the layout allows and zero
+// padded past the last query, key and head-dim element.
+
+// One 32-bit word of two neighbouring 16-bit elements in shared memory (even element offsets).
+__device__ __forceinline__ unsigned word_at(const unsigned short* p) { return *reinterpret_cast<const unsigned*>(p); }
+
+// d += a b on the tensor cores, for bf16 or f16 operands (BF16 says which).
+template <bool BF16>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+}
+
+// Two floats rounded into one A/B word of the kernel's dtype.
+template <bool BF16>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    return BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+}
+
+// Copies rows row0.. of a ROWS x COLS tile of 16-bit elements into shared memory at
+// dst[r * ld + c] (rows of `ld` elements, 16-byte aligned), zero padded past `rows` rows and `cols`
+// columns. Where the rows are contiguous and 16-byte aligned (a head of q, k or v split off a
+// projection's output by a reshape and a transpose is), each thread moves 8 elements with one
+// 16-byte load and store; otherwise one element at a time. Neighbouring threads take neighbouring
+// pieces of a row, so global reads are coalesced.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void half_tile(unsigned short* dst, int ld, const unsigned short* src, i64 row_stride,
+                                          i64 col_stride, int row0, int rows, int cols) {
+    const bool vec = col_stride == 1 && (row_stride & 7) == 0 && (cols & 7) == 0 &&
+                     (reinterpret_cast<unsigned long long>(src) & 15) == 0;
+    if (vec) {
+        constexpr int PIECES = COLS / 8;
+        for (int idx = threadIdx.x; idx < ROWS * PIECES; idx += THREADS) {
+            const int r = idx / PIECES, c = (idx % PIECES) * 8;
+            const bool valid = row0 + r < rows && c < cols;
+            const uint4 v = valid ? *reinterpret_cast<const uint4*>(src + (i64)(row0 + r) * row_stride + c)
+                                  : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
+        }
+        return;
+    }
+    for (int idx = threadIdx.x; idx < ROWS * COLS; idx += THREADS) {
+        const int r = idx / COLS, c = idx % COLS;
+        const bool valid = row0 + r < rows && c < cols;
+        dst[r * ld + c] = valid ? src[(i64)(row0 + r) * row_stride + (i64)c * col_stride] : (unsigned short)0;
+    }
+}
+
+// B fragments of the product with v for keys kk*16 .. kk*16 + 15 and value columns c*8 .. c*8 + 7,
+// from v stored row-major ([key][column]): `ldmatrix .x2 .trans` loads the two 8 x 8 matrices of
+// keys kk*16 + 0..7 and kk*16 + 8..15 (threads 0-7 and 8-15 give their rows' addresses) and
+// transposes each, so thread (g, q4) receives (keys 2q4, 2q4 + 1; column g) of each: exactly b0 and
+// b1 of the mma layout above (PTX ISA, "ldmatrix").
+__device__ __forceinline__ void v_fragment(const unsigned short* vs, int ld, int kk, int c, int lane, unsigned (&b)[2]) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(vs + (kk * 16 + (lane & 15)) * ld + c * 8);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(b[0]), "=r"(b[1])
+                 : "r"(address));
+}
+
+template <int HD, bool BF16>
+__device__ void flash_attention_half(const AttnParams& p) {
+    constexpr int BR = 64;       // queries per block, 16 per warp
+    constexpr int LDK = HD + 8;  // elements between rows of q, k and v in shared memory
+    constexpr int NT = BC / 8;   // 8-key tiles of a key tile
+    constexpr int OT = HD / 8;   // 8-column tiles of the output
+    extern __shared__ float4 shared4[];
+    unsigned short* qs = reinterpret_cast<unsigned short*>(shared4);  // [BR][LDK]
+    unsigned short* ks = qs + BR * LDK;                                // [BC][LDK]
+    unsigned short* vs = ks + BC * LDK;                                // [BC][LDK]
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, q4 = lane & 3;
+    const i64 n = blockIdx.y;
+    const int q0 = blockIdx.x * BR;
+    const Entry<unsigned short> at = entry<unsigned short>(p, n);
+    const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;  // a causal block needs no later key
+
+    half_tile<BR, HD>(qs, LDK, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+
+    // This thread's two rows: g and g + 8 of its warp's 16 (index h = 0, 1).
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    float o[OT][4];
+#pragma unroll
+    for (int c = 0; c < OT; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
+    const unsigned short* q_row = qs + (warp * 16 + g) * LDK + 2 * q4;
+
+    for (int k0 = 0; k0 < kv_end; k0 += BC) {
+        __syncthreads();  // the previous tile's k and v are read no more (and q is in place)
+        half_tile<BC, HD>(ks, LDK, at.k, p.k.row_stride, p.k.col_stride, k0, kv_end, p.head_dim);
+        half_tile<BC, HD>(vs, LDK, at.v, p.v.row_stride, p.v.col_stride, k0, kv_end, p.value_dim);
+        __syncthreads();
+
+        // Scores: s[t][e] is row g + 8 (e / 2), key k0 + 8 t + 2 q4 + e % 2.
+        float s[NT][4];
+#pragma unroll
+        for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < HD; d += 16) {
+            const unsigned a[4] = {word_at(q_row + d), word_at(q_row + 8 * LDK + d), word_at(q_row + d + 8),
+                                   word_at(q_row + 8 * LDK + d + 8)};
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const unsigned short* k_row = ks + (t * 8 + g) * LDK + d + 2 * q4;
+                const unsigned b[2] = {word_at(k_row), word_at(k_row + 8)};
+                mma_m16n8k16<BF16>(s[t], a, b);
+            }
+        }
+
+        // The online softmax over this tile, in base 2, as in the float32 kernels.
+        const bool whole = !p.mask_kind && !p.causal && k0 + BC <= p.kv_len;
+        float tile_max[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = q0 + warp * 16 + g + 8 * (e / 2), key = k0 + t * 8 + 2 * q4 + e % 2;
+                float x = s[t][e] * p.scale_log2;
+                if (!whole) x = masked(p, at.mask, x, row, key);
+                s[t][e] = x;
+                tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m[h], mx);
+            // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
+            const bool none = m_new == NEG_INF;
+            const float alpha = none ? 1.0f : exp2f(m[h] - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; e++) {
+                    s[t][e] = none ? 0.0f : exp2f(s[t][e] - m_new);
+                    sum += s[t][e];
+                }
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            l[h] = l[h] * alpha + sum;
+            m[h] = m_new;
+#pragma unroll
+            for (int c = 0; c < OT; c++) {
+                o[c][2 * h] *= alpha;
+                o[c][2 * h + 1] *= alpha;
+            }
+        }
+
+        // O += P V, sixteen keys at a time: the score accumulators are P's A fragments.
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            const int t0 = 2 * kk, t1 = 2 * kk + 1;
+            const unsigned a[4] = {pack2<BF16>(s[t0][0], s[t0][1]), pack2<BF16>(s[t0][2], s[t0][3]),
+                                   pack2<BF16>(s[t1][0], s[t1][1]), pack2<BF16>(s[t1][2], s[t1][3])};
+#pragma unroll
+            for (int c = 0; c < OT; c++) {
+                unsigned b[2];
+                v_fragment(vs, LDK, kk, c, lane, b);
+                mma_m16n8k16<BF16>(o[c], a, b);
+            }
+        }
+    }
+
+    // o[c][e] is row g + 8 (e / 2), column 8 c + 2 q4 + e % 2.
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = q0 + warp * 16 + g + 8 * h;
+        if (row >= p.q_len) continue;
+        const float inv = 1.0f / l[h];
+        void* out = const_cast<void*>(
+            element_ptr(p.out, BF16 ? DTYPE_BF16 : DTYPE_F16, (n * p.q_len + row) * (i64)p.value_dim));
+#pragma unroll
+        for (int c = 0; c < OT; c++) {
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int col = c * 8 + 2 * q4 + j;
+                if (col < p.value_dim) {
+                    store_from_float(out, BF16 ? DTYPE_BF16 : DTYPE_F16, col, normalized(o[c][2 * h + j], l[h], inv));
+                }
+            }
+        }
+    }
+}
+
+// 64 queries a block; the host side launches them for bf16 and f16 operands on sm_80 and later.
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bf16_hd32(const AttnParams p) { flash_attention_half<32, true>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bf16_hd64(const AttnParams p) { flash_attention_half<64, true>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bf16_hd128(const AttnParams p) { flash_attention_half<128, true>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_f16_hd32(const AttnParams p) { flash_attention_half<32, false>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_f16_hd64(const AttnParams p) { flash_attention_half<64, false>(p); }
+extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_f16_hd128(const AttnParams p) { flash_attention_half<128, false>(p); }
 #endif
 
 // Rows per thread for each head dim: the host side (attention.rs) launches BR = 16 * RT queries

@@ -2,15 +2,16 @@
 // as `rows` rows of `out_row` elements (rows: the dims before `dim`); input `k` fills the band
 // of columns `[start[k], start[k] + width[k])` of every row. One launch covers up to
 // CAT_MAX_INPUTS inputs, the band `[first, last)` of columns they fill. Sizes are in units of
-// the element the kernel moves: a float, or four of them when every band and row allows.
+// the element the kernel moves: one element of 1, 2 or 4 bytes (whatever the dtype, a copy moves
+// bits), or 16 bytes of them when every band and row allows.
 
 #define CAT_MAX_INPUTS 8
 
 struct CatParams {
-    const float* src[CAT_MAX_INPUTS];
+    const void* src[CAT_MAX_INPUTS];
     long long width[CAT_MAX_INPUTS];
     long long start[CAT_MAX_INPUTS];
-    float* out;
+    void* out;
     long long rows;
     long long out_row;
     long long first;
@@ -35,10 +36,10 @@ __device__ void cat_body(const CatParams& p) {
     }
 }
 
-extern "C" __global__ void cat_dense(CatParams p) {
-    cat_body<float>(p);
-}
+extern "C" __global__ void cat_dense1(CatParams p) { cat_body<unsigned char>(p); }
 
-extern "C" __global__ void cat_dense4(CatParams p) {
-    cat_body<float4>(p);
-}
+extern "C" __global__ void cat_dense2(CatParams p) { cat_body<unsigned short>(p); }
+
+extern "C" __global__ void cat_dense4(CatParams p) { cat_body<float>(p); }
+
+extern "C" __global__ void cat_dense16(CatParams p) { cat_body<float4>(p); }

@@ -1,18 +1,24 @@
-//! Launching the flash-attention kernel (`kernels/attention.cu`), the analogue of the
+//! Launching the flash-attention kernels (`kernels/attention.cu`), the analogue of the
 //! `_flash_attention_forward` launcher behind PyTorch's `scaled_dot_product_attention`: q, k, v
 //! and the mask are read in place through their strides (a head split by a reshape and a
-//! transpose costs no copy), the output is a fresh dense buffer.
+//! transpose costs no copy), the output is a fresh dense buffer of q's dtype. Float32 runs on the
+//! SIMT kernel or, from compute capability 8.0, on TF32x3 tensor cores; bf16 and f16 on the
+//! 16-bit tensor cores (`mma.m16n8k16`) from 8.0, and before that through the plain kernels'
+//! float32 math path.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute_enum;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
-use crate::device::cuda::Input;
 use crate::device::cuda::buffer::CudaBuffer;
 use crate::device::cuda::context::CudaDevice;
 use crate::device::cuda::error::CudaError;
+use crate::device::cuda::params::dtype_code;
 use crate::device::cuda::pointwise::Dense;
+use crate::device::cuda::{Input, Plain};
+use crate::device::provider::composed_attention;
+use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 
@@ -26,10 +32,17 @@ const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
 /// Queries per block of the tensor-core kernel (16 per warp).
 const TC_QUERIES: usize = 64;
 
-/// The kernel for head dim `hd` on `device`, its queries per block and its shared memory in bytes:
-/// the tensor-core kernel from compute capability 8.0 on (TF32 `mma.sync`), else the SIMT one.
-fn kernel_for(device: &CudaDevice, hd: usize, rows: usize) -> (String, usize, usize) {
+/// The kernel for head dim `hd` and `dtype` on `device`, its queries per block and its shared
+/// memory in bytes: for float32 the tensor-core kernel from compute capability 8.0 on (TF32
+/// `mma.sync`), else the SIMT one; for bf16 and f16 the 16-bit tensor-core kernel (the caller
+/// checks the device has it).
+fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType) -> (String, usize, usize) {
     let float = std::mem::size_of::<f32>();
+    if dtype.is_half() {
+        // q, k and v tiles with rows of hd + 8 elements.
+        let shared = (TC_QUERIES + 2 * KEY_TILE) * (hd + 8) * dtype.size_in_bytes();
+        return (format!("flash_attention_{dtype}_hd{hd}"), TC_QUERIES, shared);
+    }
     if device.facts().compute_capability.0 >= 8 {
         // q and k tiles with rows of hd + 16 floats, v with rows of hd + 4.
         let shared = (TC_QUERIES * (hd + 16) + KEY_TILE * (hd + 16) + KEY_TILE * (hd + 4)) * float;
@@ -69,6 +82,7 @@ struct AttnParams {
     scale_log2: f32,
     mask_kind: i32,
     causal: i32,
+    mask_dtype: i32,
 }
 
 // SAFETY: plain `#[repr(C)]` data whose layout matches the CUDA C structs field for field.
@@ -128,9 +142,19 @@ pub(super) fn attention(
 ) -> Result<CudaBuffer, CudaError> {
     let (q, k, v) = (inputs[0].tensor().1.shape(), inputs[1].tensor().1.shape(), inputs[2].tensor().1.shape());
     let sizes = AttentionSizes::of(q, k, v);
-    let out = CudaBuffer::alloc(device, sizes.batch * sizes.q_len * sizes.value_dim)?;
+    let dtype = inputs[0].tensor().0.dtype();
+    if dtype.is_half() && !has_half_kernels(device) {
+        return composed_attention(&Plain(device), inputs, params);
+    }
+    let out = CudaBuffer::alloc_of(device, dtype, sizes.batch * sizes.q_len * sizes.value_dim)?;
     attention_into(device, inputs, params, &out)?;
     Ok(out)
+}
+
+/// Whether `device` has the 16-bit tensor cores the bf16 and f16 kernels run on (`mma.m16n8k16`
+/// with bf16 operands: compute capability 8.0).
+fn has_half_kernels(device: &CudaDevice) -> bool {
+    device.facts().compute_capability.0 >= 8
 }
 
 /// [`attention`] written densely at the start of `out` (compiled code's planned buffer, which
@@ -148,6 +172,13 @@ pub(crate) fn attention_into(
     if len == 0 {
         return Ok(());
     }
+    let dtype = inputs[0].tensor().0.dtype();
+    if dtype.is_half() && !has_half_kernels(device) {
+        // Older GPUs: the float32 math path, copied into the planned buffer.
+        let params = AttentionParams { mask, causal, scale };
+        let value = composed_attention(&Plain(device), inputs, params)?;
+        return out.write_prefix(&value);
+    }
     let widest = sizes.head_dim.max(sizes.value_dim);
     let Some(&(hd, rows)) = VARIANTS.iter().find(|&&(d, _)| d >= widest) else {
         return Err(CudaError::new(format!(
@@ -155,7 +186,7 @@ pub(crate) fn attention_into(
             VARIANTS[VARIANTS.len() - 1].0
         )));
     };
-    let (name, block_queries, shared) = kernel_for(device, hd, rows);
+    let (name, block_queries, shared) = kernel_for(device, hd, rows, dtype);
     if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > 65535 {
         return Err(CudaError::new(format!(
             "the CUDA attention kernel takes up to 2^31 queries and keys and 65535 batch entries (heads included), \
@@ -191,6 +222,7 @@ pub(crate) fn attention_into(
             AttentionMask::Additive => 2,
         },
         causal: i32::from(causal),
+        mask_dtype: inputs.get(3).map_or(0, |m| dtype_code(m.tensor().0.dtype())),
     };
     let function = device.eager_kernel("attention", &name)?;
     // Past 48 KiB a kernel must opt in to more shared memory.

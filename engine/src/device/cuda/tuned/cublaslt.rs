@@ -28,7 +28,8 @@ use crate::device::cuda::Input;
 use crate::device::cuda::buffer::CudaBuffer;
 use crate::device::cuda::context::CudaDevice;
 use crate::device::cuda::error::CudaError;
-use crate::device::cuda::matmul::{Dims, Operand, Prepared, prepare};
+use crate::device::cuda::matmul::{Accumulation, Dims, Operand, Prepared, prepare};
+use crate::dtype::DType;
 
 /// What the GEMM applies to the product before writing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -122,6 +123,14 @@ pub struct Problem {
     pub b: (bool, i64, i64),
     /// The epilogue.
     pub epilogue: Epilogue,
+    /// The element types of A, B and D (the product, and the bias when there is one).
+    pub types: [DType; 3],
+    /// How the product accumulates (TF32 tensor cores for float32 operands under
+    /// `set_float32_matmul_precision(High)`), fixed when the problem is stated.
+    pub accumulation: Accumulation,
+    /// Whether A and B are multiplied by per-tensor scales passed with each call (the FP8
+    /// products of `torch._scaled_mm`).
+    pub scaled: bool,
 }
 
 impl Problem {
@@ -140,6 +149,9 @@ impl Problem {
             a: (transposed(right), right.ld() as i64, right.batch_stride()),
             b: (transposed(left), left.ld() as i64, left.batch_stride()),
             epilogue,
+            types: [right.dtype(), left.dtype(), left.dtype()],
+            accumulation: Accumulation::of(left.dtype()),
+            scaled: false,
         };
         let folds = batch > 1
             && right.batch_stride() == 0
@@ -208,8 +220,37 @@ fn set_desc<T>(
     Ok(())
 }
 
-fn layout(rows: u64, cols: u64, ld: i64, batch: i32, stride: i64) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
-    let layout = lt::create_matrix_layout(sys::cudaDataType_t::CUDA_R_32F, rows, cols, ld)?;
+/// cuBLASLt's compute type for an accumulation.
+fn lt_compute_type(accumulation: Accumulation) -> sys::cublasComputeType_t {
+    use sys::cublasComputeType_t::*;
+    match accumulation {
+        Accumulation::F32 => CUBLAS_COMPUTE_32F,
+        Accumulation::Tf32 => CUBLAS_COMPUTE_32F_FAST_TF32,
+        Accumulation::Bf16 => CUBLAS_COMPUTE_32F_FAST_16BF,
+    }
+}
+
+/// cuBLASLt's name for `dtype`'s elements.
+fn lt_data_type(dtype: DType) -> sys::cudaDataType_t {
+    use sys::cudaDataType_t::*;
+    match dtype {
+        DType::F32 => CUDA_R_32F,
+        DType::F16 => CUDA_R_16F,
+        DType::BF16 => CUDA_R_16BF,
+        DType::F8E4M3 => CUDA_R_8F_E4M3,
+        DType::F8E5M2 => CUDA_R_8F_E5M2,
+    }
+}
+
+fn layout(
+    dtype: DType,
+    rows: u64,
+    cols: u64,
+    ld: i64,
+    batch: i32,
+    stride: i64,
+) -> Result<sys::cublasLtMatrixLayout_t, CudaError> {
+    let layout = lt::create_matrix_layout(lt_data_type(dtype), rows, cols, ld)?;
     if batch > 1 {
         use sys::cublasLtMatrixLayoutAttribute_t as Attr;
         // SAFETY: the batch count is an i32 and the stride an i64, as cuBLASLt documents them.
@@ -237,13 +278,22 @@ impl LtGemm {
     pub fn new(device: &CudaDevice, problem: Problem, algorithm: Option<Algorithm>) -> Result<LtGemm, CudaError> {
         use sys::cublasLtMatmulDescAttributes_t as Attr;
         let p = problem;
-        let desc =
-            lt::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cudaDataType_t::CUDA_R_32F)?;
-        let shape = |(t, ld, stride): (bool, i64, i64), rows: u64, cols: u64| {
-            if t { layout(cols, rows, ld, p.batch, stride) } else { layout(rows, cols, ld, p.batch, stride) }
+        // Accumulation is float32 (TF32 or bf16 tensor cores for float32 operands when the matmul
+        // precision allows); alpha and beta are floats.
+        let desc = lt::create_matmul_desc(lt_compute_type(p.accumulation), sys::cudaDataType_t::CUDA_R_32F)?;
+        let shape = |dtype: DType, (t, ld, stride): (bool, i64, i64), rows: u64, cols: u64| {
+            if t {
+                layout(dtype, cols, rows, ld, p.batch, stride)
+            } else {
+                layout(dtype, rows, cols, ld, p.batch, stride)
+            }
         };
-        let layouts =
-            [shape(p.a, p.m, p.k)?, shape(p.b, p.k, p.n)?, layout(p.m, p.n, p.m as i64, p.batch, p.stride_d())?];
+        let [ta, tb, td] = p.types;
+        let layouts = [
+            shape(ta, p.a, p.m, p.k)?,
+            shape(tb, p.b, p.k, p.n)?,
+            layout(td, p.m, p.n, p.m as i64, p.batch, p.stride_d())?,
+        ];
         let mut gemm =
             LtGemm { problem, desc, layouts, algorithm: [0; 8], unaligned: OnceLock::new(), calls: Mutex::new(()) };
         set_desc(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSA, &(p.a.0 as i32))?;
@@ -280,6 +330,11 @@ impl LtGemm {
     /// The problem.
     pub fn problem(&self) -> &Problem {
         &self.problem
+    }
+
+    /// The algorithm used for aligned pointers.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
     }
 
     /// Up to `count` algorithms cuBLASLt's heuristics rank first for this problem, for pointers
@@ -364,11 +419,34 @@ impl LtGemm {
         out: u64,
         bias: Option<u64>,
     ) -> Result<(), CudaError> {
+        // SAFETY: forwarded to the caller; an unscaled problem takes no scales.
+        unsafe { self.run_scaled(device, left, right, out, bias, None) }
+    }
+
+    /// [`LtGemm::run`] for a scaled problem: `scales` are the device addresses of the left and
+    /// the right operand's one-float scales.
+    ///
+    /// # Safety
+    /// As for [`LtGemm::run`]; the scales hold one float each.
+    pub(crate) unsafe fn run_scaled(
+        &self,
+        device: &CudaDevice,
+        left: u64,
+        right: u64,
+        out: u64,
+        bias: Option<u64>,
+        scales: Option<(u64, u64)>,
+    ) -> Result<(), CudaError> {
         use sys::cublasLtMatmulDescAttributes_t as Attr;
         let handle = device.lt()?;
         let _call = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(bias) = bias {
             set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias)?;
+        }
+        if let Some((left_scale, right_scale)) = scales {
+            // cuBLASLt's A is the row-major right operand, its B the left one.
+            set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &right_scale)?;
+            set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &left_scale)?;
         }
         let aligned = [left, right, out, bias.unwrap_or(0)].iter().all(|p| p % 16 == 0);
         let data = if aligned { self.algorithm } else { self.unaligned(device)? };
@@ -400,6 +478,70 @@ impl LtGemm {
         }?;
         Ok(())
     }
+}
+
+/// `(a * scale_a) @ (b * scale_b)` of two FP8 matrices into a new buffer of `dtype`, as
+/// `torch._scaled_mm`: cuBLASLt's FP8 kernels (compute capability 8.9 on) take the left operand
+/// row-major and the right one column-major ("TN" in its column-major terms) with `k` and `n`
+/// multiples of 16, as PyTorch requires; a row-major right operand is copied transposed first
+/// (a weight stored `[n, k]` and passed as `w.t()` needs no copy). Accumulation is float32.
+pub(crate) fn scaled_mm(
+    device: &Arc<CudaDevice>,
+    [a, b, scale_a, scale_b]: [Input; 4],
+    out_shape: &[usize],
+    dtype: DType,
+) -> Result<CudaBuffer, CudaError> {
+    use crate::device::cuda::pointwise::{self, Dense};
+    let (m, n) = (out_shape[0], out_shape[1]);
+    let (right, right_layout) = b.tensor();
+    let k = right_layout.shape()[0];
+    if !k.is_multiple_of(16) || !n.is_multiple_of(16) {
+        return Err(CudaError::new(format!(
+            "FP8 products need k and n to be multiples of 16 (cuBLASLt's FP8 kernels), got a [{m}, {k}] @ b [{k}, {n}]"
+        )));
+    }
+    let left = Dense::of(device, a)?;
+    let column_major = right_layout.strides() == [1, k];
+    let transposed_copy = if column_major {
+        None
+    } else {
+        let t = right_layout.permute(&[1, 0]);
+        let view = Input::Tensor { buffer: right, layout: &t };
+        Some(pointwise::run(device, pointwise::Kernels::Eager("copy"), &[view], &[n, k], right.dtype())?)
+    };
+    let right_ptr = transposed_copy.as_ref().map_or(right.ptr_at(right_layout.offset()), |c| c.ptr());
+    let left_op = Operand::dense(left.ptr, left.dtype, m, k);
+    let right_op = Operand::column_major(right_ptr, right.dtype(), k, n);
+    let mut problem = Problem::new(&left_op, &right_op, (m, n, k, 1), Epilogue::None);
+    problem.types[2] = dtype;
+    problem.scaled = true;
+    let gemm = cached_gemm(device, problem)?;
+    let out = CudaBuffer::alloc_of(device, dtype, m * n)?;
+    let scale = |input: Input| {
+        let (buffer, layout) = input.tensor();
+        buffer.ptr_at(layout.offset())
+    };
+    // SAFETY: `left` is a dense [m, k] matrix, `right_ptr` a dense [n, k] one (b column-major),
+    // `out` holds m * n elements of `dtype`, and each scale is a one-element float tensor (checked
+    // by the op's shape and dtype rules). The copies are freed after the launch in stream order.
+    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), None, Some((scale(scale_a), scale(scale_b)))) }?;
+    drop(transposed_copy);
+    Ok(out)
+}
+
+/// The descriptors of `problem` on `device`, made once per process: eager FP8 products of one
+/// shape reuse them (and the heuristics' choice) as compiled GEMMs do.
+fn cached_gemm(device: &Arc<CudaDevice>, problem: Problem) -> Result<Arc<LtGemm>, CudaError> {
+    type Cache = Mutex<std::collections::HashMap<(usize, Problem), Arc<LtGemm>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (device.facts().ordinal, problem);
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(gemm) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(gemm.clone());
+    }
+    let gemm = Arc::new(LtGemm::new(device, problem, None)?);
+    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, gemm.clone());
+    Ok(gemm)
 }
 
 /// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM max-autotune chose, into `out`; `bias` is

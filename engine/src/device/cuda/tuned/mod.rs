@@ -21,7 +21,8 @@ pub(crate) mod tf32x3_gemm;
 use std::sync::Arc;
 
 use super::{CudaBuffer, CudaDevice, CudaError, Input, Plain, cat};
-use crate::device::provider::KernelProvider;
+use crate::device::provider::{KernelProvider, composed_attention_backward};
+use crate::dtype::DType;
 use crate::op::{AttentionParams, BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A GPU's tuned kernels, what eager ops run on by default: the plain kernels, with flash
@@ -39,12 +40,19 @@ impl KernelProvider for Tuned<'_> {
         Plain(self.0).unary(op, x, out_shape)
     }
 
-    fn binary(&self, op: BinaryOp, a: Input, b: Input, out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).binary(op, a, b, out_shape)
+    fn binary(
+        &self,
+        op: BinaryOp,
+        a: Input,
+        b: Input,
+        out_shape: &[usize],
+        dtype: DType,
+    ) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).binary(op, a, b, out_shape, dtype)
     }
 
-    fn where_(&self, inputs: [Input; 3], out_shape: &[usize]) -> Result<CudaBuffer, CudaError> {
-        Plain(self.0).where_(inputs, out_shape)
+    fn where_(&self, inputs: [Input; 3], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        Plain(self.0).where_(inputs, out_shape, dtype)
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<CudaBuffer, CudaError> {
@@ -67,7 +75,12 @@ impl KernelProvider for Tuned<'_> {
         attention::attention(self.0, inputs, params)
     }
 
+    /// The recomputing kernel runs on `f32` operands; half-precision ones take the composed
+    /// backward, which widens them.
     fn attention_backward(&self, inputs: &[Input], params: AttentionParams) -> Result<CudaBuffer, CudaError> {
+        if inputs[1].tensor().0.dtype() != DType::F32 {
+            return composed_attention_backward(self, inputs, params);
+        }
         attention_backward::attention_backward(self.0, inputs, params)
     }
 }
@@ -101,12 +114,22 @@ pub(crate) fn extern_into(
             AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
             out,
         ),
-        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => attention_backward::attention_backward_into(
-            device,
-            inputs,
-            AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
-            out,
-        ),
+        // cuBLASLt writes a buffer of its own, copied into the planned one.
+        Op::ScaledMm { out_dtype } => {
+            let product =
+                cublaslt::scaled_mm(device, [inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, *out_dtype)?;
+            out.write_prefix(&product)
+        }
+        Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
+            let params = AttentionParams { mask: *mask, causal: *causal, scale: scale.0 };
+            if inputs[1].tensor().0.dtype() != DType::F32 {
+                // The recomputing kernel reads `f32`: half-precision operands take the composed
+                // backward, written into the planned buffer.
+                let gradients = composed_attention_backward(&Tuned(device), inputs, params)?;
+                return out.write_prefix(&gradients);
+            }
+            attention_backward::attention_backward_into(device, inputs, params, out)
+        }
         other => Err(CudaError::new(format!("`{}` has no extern kernel on the GPU", other.name()))),
     }
 }

@@ -4,7 +4,8 @@
 
 use std::ops::Range;
 
-use crate::device::cpu::vecmath;
+use crate::device::cpu::{Elements, ElementsMut, vecmath};
+use crate::dtype::DType;
 use crate::inductor::ir::PointwiseOp;
 use crate::inductor::kernel::{Combine, Phase, Stmt, Value};
 use crate::inductor::runtime::host::HostKernel;
@@ -20,6 +21,8 @@ pub(super) struct Interpreted {
     pub name: String,
     /// For each argument, whether the kernel writes it.
     pub written: Vec<bool>,
+    /// For each argument, its dtype: loads widen it to `f32`, stores round to it.
+    pub dtypes: Vec<DType>,
     /// Its loops and statements.
     pub body: Body,
 }
@@ -38,25 +41,27 @@ pub(super) enum Body {
     },
 }
 
-/// A kernel argument while the kernel runs.
+/// A kernel argument while the kernel runs, in its own dtype.
 enum Buffer<'a> {
     /// Read only.
-    In(&'a [f32]),
+    In(Elements<'a>),
     /// Written (and never read: a kernel's values pass between statements in temporaries).
-    Out(&'a mut [f32]),
+    Out(ElementsMut<'a>),
 }
 
 impl Buffer<'_> {
+    /// Element `at`, widened to `f32` (as generated code loads it).
     fn read(&self, at: usize) -> f32 {
         match self {
-            Buffer::In(data) => data[at],
-            Buffer::Out(data) => data[at],
+            Buffer::In(data) => data.get(at),
+            Buffer::Out(data) => data.get(at),
         }
     }
 
+    /// Stores `value` at `at`, rounded to the buffer's dtype (as generated code stores it).
     fn write(&mut self, at: usize, value: f32) {
         match self {
-            Buffer::Out(data) => data[at] = value,
+            Buffer::Out(data) => data.set(at, value),
             Buffer::In(_) => unreachable!("the parser marks every argument a kernel stores to as written"),
         }
     }
@@ -71,16 +76,17 @@ impl HostKernel for Interpreted {
         debug_assert_eq!(args.len(), self.written.len(), "{}: one buffer per argument", self.name);
         let mut buffers: Vec<Buffer> = args
             .iter()
-            .zip(&self.written)
+            .zip(self.written.iter().zip(&self.dtypes))
             .enumerate()
-            .map(|(i, (&ptr, &written))| {
-                // SAFETY: the caller guarantees `len(i)` valid elements from `ptr`, and that the
-                // outputs (the arguments this kernel stores to) alias no other argument.
+            .map(|(i, (&ptr, (&written, &dtype)))| {
+                // SAFETY: the caller guarantees `len(i)` valid elements (of the argument's dtype,
+                // which the plan gave its buffer) from `ptr`, and that the outputs (the arguments
+                // this kernel stores to) alias no other argument.
                 unsafe {
                     if written {
-                        Buffer::Out(std::slice::from_raw_parts_mut(ptr, len(i)))
+                        Buffer::Out(ElementsMut::from_raw(ptr.cast(), len(i), dtype))
                     } else {
-                        Buffer::In(std::slice::from_raw_parts(ptr, len(i)))
+                        Buffer::In(Elements::from_raw(ptr.cast(), len(i), dtype))
                     }
                 }
             })
@@ -229,6 +235,11 @@ fn apply<'a>(op: &PointwiseOp, operand: impl Fn(usize) -> Column<'a>, n: usize, 
         PointwiseOp::Copy => {
             let a = operand(0);
             out.extend((0..n).map(|i| a.get(i)));
+        }
+        // A conversion inside a chain: the value rounded to the dtype, kept as an `f32`.
+        PointwiseOp::ToDtype(dtype) => {
+            let a = operand(0);
+            out.extend((0..n).map(|i| dtype.round(a.get(i))));
         }
         PointwiseOp::Where => {
             let (cond, a, b) = (operand(0), operand(1), operand(2));

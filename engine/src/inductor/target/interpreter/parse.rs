@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use super::eval::{Body, Interpreted};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::inductor::index::{FlatIndex, Term, Var};
 use crate::inductor::ir::PointwiseOp;
@@ -59,8 +60,16 @@ fn kernel(header: &str, body: &[&str], custom_ops: &[CustomOp]) -> Result<Interp
     let signature = header.strip_prefix("kernel ").and_then(|h| h.strip_suffix(')'));
     let (name, args) =
         signature.and_then(|s| s.split_once('(')).ok_or_else(|| invalid(header, "expected `kernel NAME(ARGS)`"))?;
-    let args: Vec<&str> =
-        args.split(", ").filter(|a| !a.is_empty()).map(|a| a.split(" = ").next().unwrap_or(a)).collect();
+    // `in_ptr0 = arg0`, or `in_ptr0 = arg0: bf16` for a buffer that is not `f32`.
+    let args: Vec<&str> = args.split(", ").filter(|a| !a.is_empty()).collect();
+    let dtypes = args
+        .iter()
+        .map(|a| match a.rsplit_once(": ") {
+            Some((_, dtype)) => dtype.parse::<DType>().map_err(|_| invalid(header, "an argument's dtype")),
+            None => Ok(DType::F32),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let args: Vec<&str> = args.iter().map(|a| a.split(" = ").next().unwrap_or(a)).collect();
     let parser = Parser { args: &args, custom_ops };
     let (loop_line, rest) = body.split_first().ok_or_else(|| invalid(header, "a kernel without a loop"))?;
     let extent =
@@ -93,7 +102,7 @@ fn kernel(header: &str, body: &[&str], custom_ops: &[CustomOp]) -> Result<Interp
             }
         }
     }
-    Ok(Interpreted { name: name.to_string(), written, body })
+    Ok(Interpreted { name: name.to_string(), written, dtypes, body })
 }
 
 /// What statements refer to: the kernel's argument names and the custom ops of the module.
@@ -187,6 +196,9 @@ impl Parser<'_> {
         let op = match (name, arity) {
             ("copy", 1) => Some(PointwiseOp::Copy),
             ("where", 3) => Some(PointwiseOp::Where),
+            (_, 1) if name.starts_with("to_") => {
+                DType::ALL.into_iter().map(PointwiseOp::ToDtype).find(|op| op.name() == name)
+            }
             (_, 1) => UnaryOp::ALL.into_iter().find(|u| u.name() == name).map(PointwiseOp::Unary),
             (_, 2) => BinaryOp::ALL.into_iter().find(|b| b.name() == name).map(PointwiseOp::Binary),
             _ => None,
