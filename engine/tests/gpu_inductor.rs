@@ -286,21 +286,31 @@ fn one_past_the_end(kernel: &engine::inductor::kernel::Kernel) -> String {
         .replace("x < xnumel && x < x0 + 4", "x <= xnumel && x < x0 + 4")
 }
 
+/// A model as the guarded-buffer test runs it.
+type Model = fn(Vec<Tensor>) -> Result<Tensor>;
+
 /// Guarded buffers on a GPU (`Config::guard_buffers`): the engine's kernels on guarded copies give
-/// eager's answers (ties, tails, transposed reads, reductions), and a kernel that writes one
-/// element past its output's end is an error naming the element, not a silent corruption.
+/// exactly what they give unguarded (ties, tails, transposed reads, reductions, bf16), and a
+/// kernel that writes one element past its output's end is an error naming the element, not a
+/// silent corruption.
 #[test]
 fn gpu_guarded_buffers_catch_a_write_past_the_end() {
     let Some(device) = gpu() else { return };
-    let guarded = || Inductor::with_config(engine::inductor::Config { guard_buffers: true, ..Default::default() });
-    let cases: [(fn(Vec<Tensor>) -> Result<Tensor>, Vec<Tensor>); 3] = [
+    let compiled = |guard_buffers: bool, f: Model, inputs: &[Tensor]| {
+        let inductor = Inductor::with_config(engine::inductor::Config { guard_buffers, ..Default::default() });
+        dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor).call(inputs).unwrap().to_vec().unwrap()
+    };
+    let bf16 = |t: Tensor| t.to_dtype(engine::DType::BF16).unwrap();
+    let cases: [(Model, Vec<Tensor>); 4] = [
         (|t| t[0].add(&t[1])?.relu()?.mul(2.0), vec![on(device, &[91], 1), on(device, &[91], 2)]),
         (|t| t[0].add(&t[1].t()?), vec![on(device, &[37, 53], 3), on(device, &[53, 37], 4)]),
         (|t| t[0].softmax(-1), vec![on(device, &[7, 1000], 5)]),
+        (|t| t[0].softmax(-1), vec![bf16(on(device, &[7, 1000], 6))]),
     ];
-    for (f, inputs) in &cases {
-        let got = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(guarded()).call(inputs).unwrap();
-        close(&got, &f(inputs.clone()).unwrap()).unwrap();
+    for (i, (f, inputs)) in cases.iter().enumerate() {
+        let (guarded, unguarded) = (compiled(true, *f, inputs), compiled(false, *f, inputs));
+        let same = guarded.iter().zip(&unguarded).all(|(g, u)| g.to_bits() == u.to_bits());
+        assert!(same && guarded.len() == unguarded.len(), "case {i}: guarded runs differ from unguarded ones");
     }
     let printers = engine::inductor::Printers { pointwise_cuda: Some(one_past_the_end), ..Default::default() };
     let broken =
