@@ -154,8 +154,8 @@ const CHALLENGE: Exercise = Exercise {
          field: check that it passes `challenge_matches_block` once the graph break is gone (the finite-scores \
          check reads a value back to the host; drop it).",
         "Three projections of the same input are one GEMM with the weights stacked: build `wqkv` \
-         (`[3 * d_model, d_model]`) and `bqkv` once in `new` (there is no `cat` op: stack the values of \
-         `to_vec()` and `Tensor::from_vec`), then `linear` once and split the result with `reshape`, `permute` and \
+         (`[3 * d_model, d_model]`) and `bqkv` once in `new` (`Tensor::cat(&[&wq, &wk, &wv], 0)` stacks them), \
+         then `linear` once and split the result with `reshape`, `permute` and \
          `slice`, all views. `x.layer_norm` and `softmax(-1)` are one op each.",
         "Fold `1/sqrt(head_dim)` into the query rows of `wqkv` and `bqkv` in `new`, so no pass over the scores \
          scales them. Keep q, k and v as `[1, batch, heads, seq, head_dim]` slices: the matrix products read them \
@@ -270,6 +270,13 @@ const MUTANTS: &[Mutant] = &[
     )
     .fails(crate::check_ids![sweep::sweep_times_the_mlp]),
     Mutant::new(
+        "sweep_mlp reuses one compiled function across batch sizes",
+        "src/sweep.rs",
+        "    for &batch in batches {\n        let x = Tensor::randn(&[batch, MLP_FEATURES], batch as u64).to(device)?;\n        let eager = do_bench(device, config, || mlp.forward(&x).map(drop))?;\n        let compiled_mlp = dynamo::compile(|x: Tensor| mlp.forward(&x));\n",
+        "    let compiled_mlp = dynamo::compile(|x: Tensor| mlp.forward(&x));\n    for &batch in batches {\n        let x = Tensor::randn(&[batch, MLP_FEATURES], batch as u64).to(device)?;\n        let eager = do_bench(device, config, || mlp.forward(&x).map(drop))?;\n",
+    )
+    .fails(crate::check_ids![sweep::sweep_times_the_mlp]),
+    Mutant::new(
         "break_even rounds down",
         "src/break_even.rs",
         ".ceil().max(1.0)",
@@ -360,6 +367,13 @@ const MUTANTS: &[Mutant] = &[
         "src/profile.rs",
         "let top = kernels.iter().take(TOP);",
         "let top = kernels.iter().take(TOP).rev();",
+    )
+    .fails(crate::check_ids![profile::top_kernels_are_named]),
+    Mutant::new(
+        "profile: top_kernels answers every model with the kernels of the first it profiled",
+        "src/profile.rs",
+        "    Ok(top.map(|r| KernelShare { name: r.name.clone(), kind: r.kind, share: time(r) / total }).collect())\n",
+        "    static FIRST: std::sync::OnceLock<Vec<KernelShare>> = std::sync::OnceLock::new();\n    Ok(FIRST.get_or_init(|| top.map(|r| KernelShare { name: r.name.clone(), kind: r.kind, share: time(r) / total }).collect()).clone())\n",
     )
     .fails(crate::check_ids![profile::top_kernels_are_named]),
     Mutant::new(

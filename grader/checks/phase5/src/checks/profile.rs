@@ -4,8 +4,10 @@
 //! own most expensive ones, within a stated slack.
 //!
 //! Kernel names are stable for one graph, so a guessed list would pass every seed if the graph
-//! never changed: the seed picks the block's variant (the naive block, or the challenge's with its
-//! graph break, whose kernels differ) and its sequence length, so no one list fits every run.
+//! never changed: each run asks about both variants of the block (the naive block, and the
+//! challenge's with its graph break, whose top kernels differ), in an order and at sequence
+//! lengths the seed draws, so no one list, and no answer remembered from the first question, fits
+//! both questions of any run.
 
 use engine::profiler::{self, AverageRow, EventKind, SortBy};
 use engine::{Device, Tensor};
@@ -53,23 +55,23 @@ const CALLS: usize = 10;
 /// Profiles the judge takes of the block: a named kernel is judged against the best case for it.
 const JUDGE_PROFILES: usize = 3;
 
-/// The label of the learner's answer in the transcript.
-const YOUR_KERNELS: &str = "your top kernels";
 
-/// The block for `seed` on `device`: a small one on the CPU, where the grader's debug build runs
+/// The block for `draw` on `device`: a small one on the CPU, where the grader's debug build runs
 /// it, the course's 4 x 128 x 512 on a GPU, with its sequence length halved, kept or doubled.
-fn seeded_shape(seed: u64, device: Device) -> BlockShape {
+fn seeded_shape(draw: u64, device: Device) -> BlockShape {
     let base = match device {
         Device::Cpu => BlockShape { batch: 2, seq: 32, d_model: 128, heads: 4 },
         Device::Cuda(_) => BlockShape::SMALL,
     };
-    let seq = [base.seq / 2, base.seq, base.seq * 2][(seed % 3) as usize];
+    let seq = [base.seq / 2, base.seq, base.seq * 2][(draw % 3) as usize];
     BlockShape { seq, ..base }
 }
 
-/// Whether the seed asks for the challenge's variant of the block (a graph break) over the naive one.
-fn seeded_variant(seed: u64) -> bool {
-    (seed / 3) % 2 == 1
+/// The two questions of a run, in the order the seed draws: whether each is about the challenge's
+/// variant of the block (a graph break) rather than the naive one, and the draw of its shape.
+fn seeded_questions(seed: u64) -> [(bool, u64); 2] {
+    let challenge_first = (seed / 9) % 2 == 1;
+    [(challenge_first, seed), (!challenge_first, seed / 3)]
 }
 
 /// One line of the recorded answer per kernel: kind, share and name.
@@ -125,26 +127,38 @@ fn judges_profile(forward: &dyn Fn(&Tensor) -> engine::Result<Tensor>, x: &Tenso
         .collect())
 }
 
-/// `top_kernels` names the three most expensive kernels of the compiled block (the seed picks its
-/// variant and sequence length), most expensive first, with their shares: the judge profiles the
-/// same block itself, and every named kernel must be among its top three, with a share close to
-/// the judge's, within the device's [`slack`].
+/// `top_kernels` names the three most expensive kernels of the compiled block, asked of both
+/// variants in turn (the seed picks their order and sequence lengths), most expensive first, with
+/// their shares: the judge profiles the same blocks itself, and every named kernel must be among
+/// its top three, with a share close to the judge's, within the device's [`slack`].
 pub fn top_kernels_are_named(ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
-    let shape = seeded_shape(ctx.seed, device);
-    let challenge = seeded_variant(ctx.seed);
-    let block = Block::new(shape, ctx.seed, device)?;
-    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], ctx.seed).to(device)?;
+    let mut found = Vec::new();
+    for (challenge, draw) in seeded_questions(ctx.seed) {
+        found.push(one_block_named(ctx.seed, device, challenge, seeded_shape(draw, device))?);
+    }
+    if !is_judging() {
+        return Ok(format!("you named {}; the judge profiles them itself", found.join(" and ")));
+    }
+    Ok(format!("the top kernels compiled on {device}, as the grader's profiles find them: {}", found.join("; ")))
+}
+
+/// Asks `top_kernels` about one variant of the block at `shape` (the learner's process), or judges
+/// the answer recorded for it (the judge's): `[answer] for which block`.
+fn one_block_named(seed: u64, device: Device, challenge: bool, shape: BlockShape) -> Result<String, Failure> {
+    let block = Block::new(shape, seed, device)?;
+    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], seed).to(device)?;
     let forward = |x: &Tensor| if challenge { block.challenge_forward(x) } else { block.naive_forward(x) };
     let which = format!("the {} block {}", if challenge { "challenge's" } else { "naive" }, shape.label());
     // Compiled once outside the GPU's lock, so that the compiles below find the kernels cached
     // and what holds the lock (on a shared machine) is the profiling.
     engine::dynamo::compile(|x: Tensor| forward(&x)).call(&x)?;
-    let text = match judged_artifact(YOUR_KERNELS) {
+    let label = format!("your top kernels of {which}");
+    let text = match judged_artifact(&label) {
         Some(text) => text,
         None => to_text(&timed(|| top_kernels(forward, &x, CALLS))?),
     };
-    record_artifact(YOUR_KERNELS, text.clone());
+    record_artifact(label, text.clone());
     let yours = from_text(&text)?;
     let answer = listed(&yours);
     ensure(yours.len() == TOP, || {
@@ -159,7 +173,7 @@ pub fn top_kernels_are_named(ctx: &Context) -> CheckResult {
     // The judge compares your kernels with its own profiles; the learner's process profiles no
     // more than your call (and so holds the GPU's lock no longer).
     if !is_judging() {
-        return Ok(format!("you named [{answer}] for {which}; the judge profiles it itself"));
+        return Ok(format!("[{answer}] for {which}"));
     }
     // Several profiles, so that one hiccup in the judge's own run cannot fail a right answer.
     let profiles: Vec<Vec<Named>> =
@@ -192,5 +206,5 @@ pub fn top_kernels_are_named(ctx: &Context) -> CheckResult {
             )
         })?;
     }
-    Ok(format!("the top kernels of {which} compiled on {device}: [{answer}], as the grader's profile finds them"))
+    Ok(format!("[{answer}] for {which}"))
 }

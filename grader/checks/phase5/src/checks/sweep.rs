@@ -1,7 +1,8 @@
 //! Checks of `sweep`. `crossover` is compared with the grader's answer on random sweeps;
 //! `plot_svg` draws random sweeps whose file is read back, point by point; `sweep_mlp` times
 //! the real MLP, and its times are compared by the judge with the reference solution's, measured
-//! in the judge's own process.
+//! in the judge's own process; its compiles are counted by the engine (`dynamo::counters()`), so
+//! a compiled function reused across batch sizes is seen from outside the learner's code.
 
 use std::collections::BTreeSet;
 
@@ -159,13 +160,32 @@ pub fn sweep_times_the_mlp(_ctx: &Context) -> CheckResult {
     warm_caches(device, batches)?;
     // With the kernels compiled above, the sweep's own compiles find them in the caches: what
     // holds the GPU's lock (on a shared machine) is mostly the timing.
+    let before = dynamo::counters();
     let points = grader_harness::timed(|| {
         wake_the_gpu(device)?;
         Ok::<_, grader_harness::Failure>(sweep_mlp(device, batches, &sweep)?)
     })?;
+    let compiled = dynamo::counters();
     let got: Vec<usize> = points.iter().map(|p| p.batch).collect();
     record("batches", format!("{got:?}"));
     ensure(got == batches, || format!("sweep_mlp(.., {batches:?}, ..) returned points for batches {got:?}"))?;
+    // What the sweep compiled, counted by the engine (every compiled function's counters), not
+    // by the learner's code: one compile per batch size, none of them meeting a second shape.
+    let (compiles, recompiles, specializations) = (
+        compiled.compiles - before.compiles,
+        compiled.recompiles - before.recompiles,
+        compiled.specializations - before.specializations,
+    );
+    record("compiles, recompiles, specializations", format!("{compiles}, {recompiles}, {specializations}"));
+    ensure(recompiles == 0 && specializations == 0 && compiles >= batches.len(), || {
+        format!(
+            "sweep_mlp compiled {compiles} time(s) for {} batch sizes, with {recompiles} recompile(s) and \
+             {specializations} specialization(s) for new sizes: a compiled function that meets a second batch \
+             size recompiles (and then turns dynamic), so the sweep would time one function over every size. \
+             Compile afresh for each batch size",
+            batches.len()
+        )
+    })?;
     let times = |p: &Point| [p.eager, p.compiled];
     ensure(points.iter().flat_map(times).all(|t| t.is_finite() && t > 0.0), || {
         format!("every time must be a positive number of seconds; you returned {points:?}")
