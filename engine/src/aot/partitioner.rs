@@ -144,6 +144,7 @@ pub fn ban_reason(graph: &Graph, id: NodeId) -> Option<&'static str> {
         OpClass::Extern if matches!(op, Op::Cat { .. }) => Some("cat: not on the recomputable list"),
         OpClass::Extern => Some("compute-intensive (matmul, attention): never recomputed"),
         OpClass::Composite | OpClass::HigherOrder => Some("not a primitive op"),
+        OpClass::Mutation => Some("writes memory in place"),
     }
 }
 

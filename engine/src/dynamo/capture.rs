@@ -7,13 +7,15 @@ use std::time::{Duration, Instant};
 
 use super::cache::Cache;
 use super::options::Options;
+use crate::backends::CompiledGraph;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
-use crate::fx::{Graph, NodeKind};
+use crate::fx::{Arg, Graph, NodeKind};
 use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
-use crate::tensor::Tensor;
+use crate::op::Op;
+use crate::tensor::{Tensor, autograd};
 
 /// The graphs one call ran and the breaks between them, in order, and (when timed) where its
 /// host time went.
@@ -80,18 +82,24 @@ impl Capture {
             self.record.borrow_mut().graphs.push(graph.clone());
         }
         host_overhead::pay(Cost::GraphCall, inputs.first().map_or(Device::Cpu, Tensor::device));
+        // A graph that updates state outside itself (an optimizer's writes, a traced backward's
+        // gradients) runs outside autograd: what it computes needs no backward.
+        let run = |compiled: &dyn CompiledGraph| {
+            if traced.updates_state { autograd::no_grad(|| compiled.run(&inputs)) } else { compiled.run(&inputs) }
+        };
         if !self.timed {
             let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
-            return self.checked(graph, compiled.run(&inputs)?);
+            let outputs = self.checked(graph, run(&*compiled)?)?;
+            return written_back(graph, &inputs, outputs);
         }
         let start = Instant::now();
         let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
         let looked_up = Instant::now();
-        let outputs = compiled.run(&inputs)?;
+        let outputs = run(&*compiled)?;
         let times = &mut self.record.borrow_mut().times;
         times.guards += looked_up - start;
         times.run += looked_up.elapsed();
-        self.checked(graph, outputs)
+        written_back(graph, &inputs, self.checked(graph, outputs)?)
     }
 
     /// What a compiled graph returned, checked against the graph: one concrete tensor per output,
@@ -133,6 +141,22 @@ impl Capture {
     }
 }
 
+/// The outputs of a graph that ran, after making sure each `copy_` output (a write into an input,
+/// at the end of the outputs) reached the input's memory: a backend that returned the value in a
+/// buffer of its own (instead of writing in place, as the interpreter and Inductor do) has it
+/// copied in now.
+fn written_back(graph: &Graph, inputs: &[Tensor], outputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    for (&node, value) in graph.outputs().iter().zip(&outputs) {
+        let NodeKind::Call { op: Op::CopyInto, args } = &graph.node(node).kind else { continue };
+        let Some(Arg::Node(target)) = args.first() else { continue };
+        let target = input_of(graph, inputs, *target);
+        if !target.shares_memory(value) {
+            autograd::no_grad(|| target.copy_(value))?;
+        }
+    }
+    Ok(outputs)
+}
+
 /// The input bound to placeholder `node`.
 fn input_of(graph: &Graph, inputs: &[Tensor], node: crate::fx::NodeId) -> Tensor {
     debug_assert!(matches!(graph.node(node).kind, NodeKind::Placeholder { .. }));
@@ -156,5 +180,9 @@ impl CaptureHooks for Capture {
 
     fn graph_to_follow(&self) -> Option<Arc<Graph>> {
         self.follow.take()
+    }
+
+    fn captures_autograd(&self) -> bool {
+        self.options.compiled_autograd
     }
 }

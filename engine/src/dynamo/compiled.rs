@@ -99,6 +99,35 @@ where
         self
     }
 
+    /// With `true`, a `backward()` inside the function is traced into its graph, with the
+    /// gradients it leaves in leaves' `.grad`, instead of breaking the graph there: forward, loss,
+    /// backward and an optimizer's step (whose `copy_` into each parameter the graph performs)
+    /// compile into one graph, a whole training step (PyTorch's
+    /// `torch._dynamo.config.compiled_autograd`, which captures the backward as a graph of its
+    /// own; here it joins the forward's). Off by default, as in PyTorch.
+    ///
+    /// ```
+    /// use engine::{dynamo, optim::{Optimizer, Sgd}, Tensor};
+    /// let w = Tensor::from_vec(vec![1.0, 2.0], &[2])?.requires_grad_(true);
+    /// let sgd = Sgd::new(&[w.clone()], 0.5);
+    /// let step = dynamo::compile(|x: Tensor| {
+    ///     let loss = w.mul(&x)?.sum_all()?;
+    ///     loss.backward()?; // the gradient is x
+    ///     sgd.step()?;
+    ///     sgd.zero_grad();
+    ///     Ok(loss)
+    /// })
+    /// .compiled_autograd(true)
+    /// .fullgraph(true);
+    /// step.call(&Tensor::from_vec(vec![2.0, 4.0], &[2])?)?;
+    /// assert_eq!(w.to_vec()?, vec![0.0, 0.0]); // w - 0.5 * x
+    /// # Ok::<(), engine::Error>(())
+    /// ```
+    pub fn compiled_autograd(mut self, enabled: bool) -> Self {
+        Arc::make_mut(&mut self.options).compiled_autograd = enabled;
+        self
+    }
+
     /// The name logs and warnings use for this function (default: where `compile` was called).
     pub fn name(mut self, name: &str) -> Self {
         Arc::make_mut(&mut self.options).name = name.into();
@@ -147,16 +176,32 @@ where
         for argument in &mut arguments {
             *argument = tracer.input(argument)?;
         }
-        let outputs = (self.f)(I::from_vec(arguments))?.into_vec();
-        if outputs.is_empty() {
-            return Err(Error::Capture {
-                message: "the compiled function returned no tensor; return the tensors it computes".into(),
-                location,
-            });
+        let traced = (self.f)(I::from_vec(arguments)).and_then(|outputs| {
+            let outputs = outputs.into_vec();
+            if outputs.is_empty() {
+                return Err(Error::Capture {
+                    message: "the compiled function returned no tensor; return the tensors it computes".into(),
+                    location,
+                });
+            }
+            Ok(outputs)
+        });
+        // Gradients a traced backward left in leaves are outputs too, handed to the leaves after.
+        let grads = tracer.traced_grads();
+        let results = traced.and_then(|mut outputs| {
+            let returned = outputs.len();
+            outputs.extend(grads.iter().map(|(_, g)| g.clone()));
+            let mut results = capture.run_graph(tracer.finish(&outputs)?)?;
+            for ((leaf, _), grad) in grads.iter().zip(results.drain(returned..)) {
+                leaf.set(Some(grad));
+            }
+            Ok(results)
+        });
+        if results.is_err() {
+            // No symbolic gradient may outlive its trace.
+            grads.iter().for_each(|(leaf, _)| leaf.set(None));
         }
-        let traced = tracer.finish(&outputs)?;
-        let results = capture.run_graph(traced)?;
-        let outputs = O::from_vec(results);
+        let outputs = O::from_vec(results?);
         if let Some(start) = start {
             capture.finish_timing(start.elapsed());
         }

@@ -1,5 +1,5 @@
 //! The knobs of `torch.compile`: `backend`, `mode`, `fullgraph`, `dynamic`, and Dynamo's
-//! `recompile_limit`.
+//! `recompile_limit` and `compiled_autograd`.
 
 use std::sync::Arc;
 
@@ -27,6 +27,9 @@ pub(crate) struct Options {
     pub recompile_limit: usize,
     /// How logs and warnings name the function.
     pub name: Arc<str>,
+    /// A `backward()` inside the function is traced into its graph instead of breaking it
+    /// (`torch._dynamo.config.compiled_autograd`).
+    pub compiled_autograd: bool,
 }
 
 impl Options {
@@ -38,6 +41,7 @@ impl Options {
             dynamic: None,
             recompile_limit: DEFAULT_RECOMPILE_LIMIT,
             name: format!("compiled function at {}", defined_at.short()).into(),
+            compiled_autograd: false,
         }
     }
 }

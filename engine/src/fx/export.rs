@@ -445,7 +445,7 @@ fn written_as(op: &Op) -> Result<(&'static str, Params), String> {
         | Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
             Params { mask: Some(mask.name().to_string()), causal: Some(*causal), scale: Some(scale.0), ..none }
         }
-        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Matmul | Op::Contiguous | Op::Linear => none,
+        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Matmul | Op::Contiguous | Op::Linear | Op::CopyInto => none,
     };
     Ok((op.name(), params))
 }
@@ -463,6 +463,7 @@ fn op_of(target: &str, params: Params) -> Result<Op, String> {
         "where" => Op::Where,
         "matmul" => Op::Matmul,
         "contiguous" => Op::Contiguous,
+        "copy_" => Op::CopyInto,
         "linear" => Op::Linear,
         "sum" => reduce(ReduceOp::Sum)?,
         "mean" => reduce(ReduceOp::Mean)?,

@@ -20,6 +20,7 @@
 //! | extern | `scaled_dot_product_attention_backward` (its gradients, for autograd) | 5 or 6 | `attention_backward`: the scores recomputed block by block (CPU), a flash-attention backward (CUDA) | an extern kernel call, `flash_attention_backward` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
+//! | mutation | `copy_` | 2 | the source written into the first operand's memory | the value stored into the graph input's own memory |
 //!
 //! [`Op::class`] and [`Op::infer_shape`] below hold each op's class and shape rule.
 //!
@@ -193,6 +194,12 @@ pub enum Op {
     /// A registered elementwise op with its own kernel source ([`CustomOp`]): its inputs broadcast
     /// together and its C (or CUDA C) function computes each output element.
     Custom(CustomOp),
+    /// `target.copy_(source)`: writes the second operand's values into the first operand's memory
+    /// and returns them (PyTorch's in-place `aten.copy_`, as an optimizer updates a parameter).
+    /// Both operands have the same shape. In a graph the target is always a graph input: a
+    /// compiled function that updates a captured tensor records this node, and Inductor stores the
+    /// new values straight into the input's memory (see [`crate::inductor`]).
+    CopyInto,
 }
 
 /// What kind of loop an op becomes, the classification Inductor's lowering starts from.
@@ -211,6 +218,8 @@ pub enum OpClass {
     /// Holds subgraphs and runs one of them (`cond`): a backend compiles each subgraph, or runs
     /// the node eagerly.
     HigherOrder,
+    /// Writes into the memory of an existing tensor (`copy_`): never removed, never recomputed.
+    Mutation,
 }
 
 impl Op {
@@ -236,6 +245,7 @@ impl Op {
             Op::ScaledDotProductAttention { .. } => "scaled_dot_product_attention",
             Op::ScaledDotProductAttentionBackward { .. } => "scaled_dot_product_attention_backward",
             Op::Custom(custom) => custom.name(),
+            Op::CopyInto => "copy_",
         }
     }
 
@@ -254,13 +264,14 @@ impl Op {
             }
             Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Linear => OpClass::Composite,
             Op::Cond { .. } => OpClass::HigherOrder,
+            Op::CopyInto => OpClass::Mutation,
         }
     }
 
     /// How many operands (tensors or scalars) the op takes: a fixed count, or a range.
     fn arity(&self) -> std::ops::RangeInclusive<usize> {
         match self {
-            Op::Binary(_) | Op::Matmul => 2..=2,
+            Op::Binary(_) | Op::Matmul | Op::CopyInto => 2..=2,
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::Linear => 2..=3,
             Op::ScaledDotProductAttention { mask: AttentionMask::None, .. } => 3..=3,
@@ -433,6 +444,8 @@ impl Op {
                 out[*dim] = (end - start).div_ceil(*step);
                 Ok(out)
             }
+            Op::CopyInto if shapes[0] == shapes[1] => Ok(shapes[0].to_vec()),
+            Op::CopyInto => Err(shape_error("copies a tensor of the same shape into the target")),
         }
     }
 }

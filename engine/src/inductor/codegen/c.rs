@@ -36,7 +36,7 @@ use super::{Dialect, Spelling, combine_expr, helper_functions, identity, scalar_
 use crate::device::cpu::vecmath;
 use crate::inductor::index::{FlatIndex, Term, Var};
 use crate::inductor::ir::PointwiseOp;
-use crate::inductor::kernel::{Combine, Kernel, KernelBody, Phase, Reduce, Stmt, Value};
+use crate::inductor::kernel::{Combine, Kernel, KernelBody, Part, Phase, Reduce, Stmt, Value};
 
 /// The suffix of the entry point that computes `x` in `x0..x1` only.
 pub const RANGE_SUFFIX: &str = "_range";
@@ -93,7 +93,8 @@ pub fn kernel(k: &Kernel) -> String {
         writeln!(out, "    {constness}float* restrict {} = args[{i}];", arg.name).unwrap();
     }
     match &k.body {
-        KernelBody::Pointwise(stmts) => out.push_str(&pointwise(k, &LoopBody::all(stmts))),
+        KernelBody::Pointwise(stmts) => out.push_str(&pointwise(k, &LoopBody::all(stmts), ("x0", "x1"), "    ")),
+        KernelBody::Foreach(parts) => out.push_str(&foreach(k, parts)),
         KernelBody::Reduction { row_len, phases, .. } => out.push_str(&rows(k, *row_len, phases)),
     }
     out.push_str("}\n");
@@ -104,23 +105,47 @@ pub fn kernel(k: &Kernel) -> String {
 }
 // ANCHOR_END: c_kernel
 
-/// The loop of a pointwise kernel over `x0..x1`: over `x` itself, or, when [`row_tile`] finds a
-/// row length, over those rows and the columns of each that lie in the range.
-fn pointwise(k: &Kernel, body: &LoopBody) -> String {
+/// The loop of a pointwise kernel over `bounds` (`x0..x1`), at `indent`: over `x` itself, or,
+/// when [`row_tile`] finds a row length, over those rows and the columns of each that lie in the
+/// range.
+fn pointwise(k: &Kernel, body: &LoopBody, (x0, x1): (&str, &str), indent: &str) -> String {
     let long = vector_math_chain(body) >= LONG_CHAIN;
     let Some(tile) = row_tile(body, long) else {
-        return range_loop(k, body, Counter::X, long, ("x0", "x1"), "    ");
+        return range_loop(k, body, Counter::X, long, (x0, x1), indent);
     };
     let mut out = String::new();
-    writeln!(out, "    // x = row * {tile} + col: a row at a time, so that no index divides x.").unwrap();
-    writeln!(out, "    for (int64_t row = x0 / {tile}; row * {tile} < x1; row++) {{").unwrap();
-    writeln!(out, "        const int64_t start = row * {tile};").unwrap();
+    writeln!(out, "{indent}// x = row * {tile} + col: a row at a time, so that no index divides x.").unwrap();
+    writeln!(out, "{indent}for (int64_t row = {x0} / {tile}; row * {tile} < {x1}; row++) {{").unwrap();
+    writeln!(out, "{indent}    const int64_t start = row * {tile};").unwrap();
     // The range may start and end inside a row.
-    out.push_str("        const int64_t col0 = x0 > start ? x0 - start : 0;\n");
-    writeln!(out, "        const int64_t col1 = x1 - start < {tile} ? x1 - start : {tile};").unwrap();
+    writeln!(out, "{indent}    const int64_t col0 = {x0} > start ? {x0} - start : 0;").unwrap();
+    writeln!(out, "{indent}    const int64_t col1 = {x1} - start < {tile} ? {x1} - start : {tile};").unwrap();
     let grouped = long && tile >= MIN_GROUPED_ROW;
-    out.push_str(&range_loop(k, body, Counter::Col { tile }, grouped, ("col0", "col1"), "        "));
-    out.push_str("    }\n");
+    out.push_str(&range_loop(k, body, Counter::Col { tile }, grouped, ("col0", "col1"), &format!("{indent}    ")));
+    writeln!(out, "{indent}}}").unwrap();
+    out
+}
+
+/// The loops of a foreach kernel over `x0..x1`: the kernel's `x` covers its parts end to end, so
+/// each part runs the stretch of the range that falls in its own, counted from its own start.
+fn foreach(k: &Kernel, parts: &[Part]) -> String {
+    let mut out = String::new();
+    let mut start = 0;
+    for (i, part) in parts.iter().enumerate() {
+        let (end, n) = (start + part.xnumel, part.xnumel);
+        writeln!(out, "    // loop {} of {}: x in {start}..{end} of the kernel, x in 0..{n} of the loop", i + 1, parts.len())
+            .unwrap();
+        writeln!(out, "    if (x0 < {end} && x1 > {start}) {{").unwrap();
+        if start == 0 {
+            writeln!(out, "        const int64_t from = x0, to = x1 < {end} ? x1 : {end};").unwrap();
+        } else {
+            writeln!(out, "        const int64_t from = x0 > {start} ? x0 - {start} : 0;").unwrap();
+            writeln!(out, "        const int64_t to = x1 < {end} ? x1 - {start} : {n};").unwrap();
+        }
+        out.push_str(&pointwise(k, &LoopBody::all(&part.stmts), ("from", "to"), "        "));
+        out.push_str("    }\n");
+        start = end;
+    }
     out
 }
 

@@ -43,6 +43,14 @@ fn input_data(input: &Concrete) -> &[f32] {
     &data[input.layout.offset()..]
 }
 
+/// A pointer to a graph input's first element, through which a kernel that updates the input in
+/// place may write it.
+fn input_ptr(input: &Concrete) -> *mut f32 {
+    let Storage::Cpu(data) = &*input.storage else { unreachable!("inputs were checked to be on the CPU") };
+    // SAFETY: the offset is inside the buffer (the input's layout was checked against it).
+    unsafe { data.shared_ptr().add(input.layout.offset()) }
+}
+
 /// The memory of a view: graph inputs are the caller's, nodes' are the plan's slots.
 fn view_data<'s>(
     view: &View,
@@ -90,8 +98,8 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
-                            // Kernels never write their inputs: the cast only fits the uniform ABI.
-                            BufferName::Input(i) => input_data(concrete[*i]).as_ptr() as *mut f32,
+                            // Written only where the graph updates the input in place (`copy_`).
+                            BufferName::Input(i) => input_ptr(concrete[*i]),
                             BufferName::Node(n) => {
                                 slots[self.schedule.slot(*n)].as_mut().expect("allocated before use").as_mut_ptr()
                             }
@@ -106,7 +114,9 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     });
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee;
-                    // its outputs are planned slots of their own, which no input shares.
+                    // its outputs are planned slots of their own, which no input shares, or an
+                    // input it updates in place through one argument, under the contract of
+                    // in-place writes (nothing else reads the tensor while the graph runs).
                     unsafe { kernel.call(&ptrs, &len, *xnumel) };
                 }
                 Run::Matmul { a, b, epilogue, out, shape } => {

@@ -116,6 +116,8 @@ pub(crate) struct KernelSpec {
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Schedule<K> {
     pub inputs: Vec<GraphInput>,
+    /// The inputs the plan writes in place (`copy_`), by position.
+    pub written_inputs: Vec<usize>,
     pub steps: Vec<Run<K>>,
     pub slot_of: PerNode<Option<SlotId>>,
     pub slot_count: usize,
@@ -127,6 +129,7 @@ impl Schedule<KernelSpec> {
     pub(crate) fn new(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[Launch]) -> Self {
         Schedule {
             inputs: graph.inputs.clone(),
+            written_inputs: graph.written_inputs().map(|(input, _)| input).collect(),
             steps: steps(graph, plan, kernels, launches),
             slot_of: plan.slot_of.clone(),
             slot_count: plan.slot_sizes.len(),
@@ -158,6 +161,7 @@ impl Schedule<KernelSpec> {
             .collect::<Result<_>>()?;
         Ok(Schedule {
             inputs: self.inputs,
+            written_inputs: self.written_inputs,
             steps,
             slot_of: self.slot_of,
             slot_count: self.slot_count,
@@ -186,7 +190,7 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
             Step::Kernel { kernel } => {
                 let k = &kernels[kernel.0];
                 let work_per_x = match k.body {
-                    KernelBody::Pointwise(_) => 1,
+                    KernelBody::Pointwise(_) | KernelBody::Foreach(_) => 1,
                     KernelBody::Reduction { row_len, .. } => row_len.max(1),
                 };
                 Run::Kernel {
