@@ -57,9 +57,7 @@ fn mlp_training(device: Device, backend: Option<Box<dyn Backend>>) {
     let eager = grads(&model.parameters());
     model.parameters().iter().for_each(Tensor::zero_grad);
     let losses = match backend {
-        None => {
-            train(&Sgd::new(&model.parameters(), 0.1).momentum(0.9), 6, &|| model.forward(&x)?.mse_loss(&target))
-        }
+        None => train(&Sgd::new(&model.parameters(), 0.1).momentum(0.9), 6, &|| model.forward(&x)?.mse_loss(&target)),
         Some(backend) => {
             let compiled = dynamo::compile(|x: Tensor| model.forward(&x)).backend(backend);
             compiled.call(&x).unwrap().mse_loss(&target).unwrap().backward().unwrap();

@@ -112,9 +112,7 @@ impl Lowering<'_> {
     /// node's buffer, which lives there), so that the caller sees the write was done in place.
     fn output(&self, id: NodeId) -> View {
         match self.written.iter().find(|(_, node, _)| *node == id) {
-            Some(&(_, _, ir)) => {
-                View { buffer: BufferName::Node(ir), layout: Layout::contiguous(&self.out[ir].shape) }
-            }
+            Some(&(_, _, ir)) => View { buffer: BufferName::Node(ir), layout: Layout::contiguous(&self.out[ir].shape) },
             None => self.value(id).clone(),
         }
     }

@@ -338,7 +338,8 @@ fn write_hazard(graph: &LoweredGraph, groups: &[Group], g: usize, n: IrId) -> Op
     if let Some(later) = groups[g + 1..].iter().flat_map(|h| &h.members).find(|&&m| graph[m].reads().contains(&buffer))
     {
         return Some(format!(
-            "{} writes {name} in place, and {} (a later kernel) still reads its old values, so the write runs              after it",
+            "{} writes {name} in place, and {} (a later kernel) still reads its old values, so the write runs \
+             after it",
             node.origin_name, graph[*later].origin_name
         ));
     }
@@ -351,13 +352,13 @@ fn write_hazard(graph: &LoweredGraph, groups: &[Group], g: usize, n: IrId) -> Op
                 && member.iteration_shape() == node.shape
                 && member.loads().iter().filter(|l| l.buffer == buffer).all(|l| l.index == written))
     };
-    match groups[g].members.iter().find(|m| reads_elsewhere(m)) {
-        Some(m) => Some(format!(
-            "{} writes {name} in place, and {} in that kernel reads {name} at other elements, so the write starts              a new kernel",
+    groups[g].members.iter().find(|m| reads_elsewhere(m)).map(|m| {
+        format!(
+            "{} writes {name} in place, and {} in that kernel reads {name} at other elements, so the write starts \
+             a new kernel",
             node.origin_name, graph[*m].origin_name
-        )),
-        None => None,
-    }
+        )
+    })
 }
 
 /// The horizontal pass: the pointwise groups whose buffers no other group reads (only returned
@@ -387,9 +388,14 @@ fn combine_independent(
     let writes = |h: usize| -> Vec<usize> { groups[h].members.iter().filter_map(|&m| graph[m].into_input).collect() };
     let reads_written = |g: usize| {
         let written: Vec<usize> = (g + 1..=last).flat_map(writes).collect();
-        groups[g].members.iter().flat_map(|&m| graph[m].reads()).any(|b| matches!(b, BufferName::Input(i) if written.contains(&i)))
+        groups[g]
+            .members
+            .iter()
+            .flat_map(|&m| graph[m].reads())
+            .any(|b| matches!(b, BufferName::Input(i) if written.contains(&i)))
     };
-    let moved: Vec<usize> = independent[..independent.len() - 1].iter().copied().filter(|&g| !reads_written(g)).collect();
+    let moved: Vec<usize> =
+        independent[..independent.len() - 1].iter().copied().filter(|&g| !reads_written(g)).collect();
     if moved.is_empty() {
         return (groups, group_of);
     }

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use super::{Optimizer, with_grads, write_back, zeros_like};
+use super::{Optimizer, new_state, with_grads, write_back};
 use crate::error::Result;
 use crate::tensor::{Tensor, autograd};
 
@@ -109,11 +109,15 @@ impl Optimizer for AdamW {
         let mut grads = Vec::with_capacity(stepped.len());
         let mut states = Vec::with_capacity(stepped.len());
         for (i, g) in &stepped {
-            let p = self.params[*i].detach();
+            let param = &self.params[*i];
             if state[*i].is_none() {
-                let step = Tensor::zeros(&[]).to(p.device())?;
-                state[*i] = Some(AdamWState { step, exp_avg: zeros_like(&p)?, exp_avg_sq: zeros_like(&p)? });
+                state[*i] = Some(AdamWState {
+                    step: new_state(param, &[], "step")?,
+                    exp_avg: new_state(param, param.shape(), "exp_avg")?,
+                    exp_avg_sq: new_state(param, param.shape(), "exp_avg_sq")?,
+                });
             }
+            let p = param.detach();
             states.push(state[*i].clone().expect("made above"));
             params.push(p);
             grads.push(g.clone());

@@ -55,9 +55,14 @@ fn with_grads(params: &[Tensor]) -> Vec<(usize, Tensor)> {
     params.iter().enumerate().filter_map(|(i, p)| p.grad().map(|g| (i, g))).collect()
 }
 
-/// Zeros of `like`'s shape on its device: a new state tensor.
-fn zeros_like(like: &Tensor) -> Result<Tensor> {
-    Tensor::zeros(like.shape()).to(like.device())
+/// Zeros of `shape` on `param`'s device: a new state tensor of the parameter, named after it
+/// (`fc1.weight.momentum_buffer`) when it has a name, so that graphs reading it say whose it is.
+fn new_state(param: &Tensor, shape: &[usize], what: &str) -> Result<Tensor> {
+    let zeros = Tensor::zeros(shape).to(param.device())?;
+    Ok(match param.name() {
+        Some(name) => zeros.with_name(&format!("{name}.{what}")),
+        None => zeros,
+    })
 }
 
 /// Writes each new value into its tensor's memory, outside the tape.

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use super::{Optimizer, with_grads, write_back, zeros_like};
+use super::{Optimizer, new_state, with_grads, write_back};
 use crate::error::Result;
 use crate::tensor::{Tensor, autograd};
 
@@ -83,7 +83,8 @@ impl Optimizer for Sgd {
         if self.momentum != 0.0 {
             for (i, _) in &stepped {
                 if state[*i].is_none() {
-                    state[*i] = Some(zeros_like(&self.params[*i])?);
+                    let param = &self.params[*i];
+                    state[*i] = Some(new_state(param, param.shape(), "momentum_buffer")?);
                 }
                 buffers.push(state[*i].clone().expect("made above"));
             }

@@ -40,7 +40,10 @@ pub(crate) fn write(target: &Tensor, src: &Tensor, location: SourceLocation) -> 
     let invalid = |message: String| Error::InvalidArgument { op: "copy_", message, location };
     let concrete = target.concrete().expect("eager operands are concrete");
     if !concrete.layout.is_contiguous() {
-        return Err(invalid(format!("writes only dense tensors; this one has strides {:?}", concrete.layout.strides())));
+        return Err(invalid(format!(
+            "writes only dense tensors; this one has strides {:?}",
+            concrete.layout.strides()
+        )));
     }
     let offset = concrete.layout.offset();
     match &*concrete.storage {

@@ -56,7 +56,7 @@ fn a_whole_mlp_step_compiles_into_one_graph_with_one_update_kernel() {
     let (eager_losses, eager_params) = mlp_training(None, 3);
     let inductor = Inductor::default();
     let (losses, params) = mlp_training(Some(Box::new(inductor.clone())), 3);
-    assert_close(&[losses], &[eager_losses.clone()], "losses");
+    assert_close(&[losses], std::slice::from_ref(&eager_losses), "losses");
     assert_close(&params, &eager_params, "the parameters after three steps");
     assert!(eager_losses[2] < eager_losses[0], "{eager_losses:?}");
     let codes = inductor.output_codes();
@@ -134,7 +134,7 @@ fn gradients_a_compiled_step_leaves_are_handed_to_the_leaves() {
     .fullgraph(true);
     f.call(&x).unwrap();
     let got = w.grad().expect("the compiled backward left a gradient").to_vec().unwrap();
-    assert_close(&[got.clone()], &[eager.clone()], "the gradient");
+    assert_close(std::slice::from_ref(&got), std::slice::from_ref(&eager), "the gradient");
     // A second call accumulates into it, as a second backward does.
     f.call(&x).unwrap();
     let twice: Vec<f32> = eager.iter().map(|g| 2.0 * g).collect();

@@ -28,8 +28,8 @@ pub use breaks::BreakReason;
 pub(crate) use breaks::{
     CaptureHooks, at_statement, break_for_side_effect, breaks_allowed, concretize, values_for_display,
 };
-pub(crate) use side_effects::{captures_autograd, note_grad};
 pub(crate) use dispatch_mode::register as register_mode;
+pub(crate) use side_effects::{captures_autograd, note_grad};
 
 use rustc_hash::FxHashMap;
 

@@ -101,7 +101,9 @@ impl super::Tracer {
         self.with_state(|s| {
             s.grads
                 .iter()
-                .filter_map(|leaf| leaf.get().filter(|g| g.symbolic().is_some_and(|g| g.trace == s.id)).map(|g| (leaf.clone(), g)))
+                .filter_map(|leaf| {
+                    leaf.get().filter(|g| g.symbolic().is_some_and(|g| g.trace == s.id)).map(|g| (leaf.clone(), g))
+                })
                 .collect()
         })
     }

@@ -133,8 +133,13 @@ fn foreach(k: &Kernel, parts: &[Part]) -> String {
     let mut start = 0;
     for (i, part) in parts.iter().enumerate() {
         let (end, n) = (start + part.xnumel, part.xnumel);
-        writeln!(out, "    // loop {} of {}: x in {start}..{end} of the kernel, x in 0..{n} of the loop", i + 1, parts.len())
-            .unwrap();
+        writeln!(
+            out,
+            "    // loop {} of {}: x in {start}..{end} of the kernel, x in 0..{n} of the loop",
+            i + 1,
+            parts.len()
+        )
+        .unwrap();
         writeln!(out, "    if (x0 < {end} && x1 > {start}) {{").unwrap();
         if start == 0 {
             writeln!(out, "        const int64_t from = x0, to = x1 < {end} ? x1 : {end};").unwrap();

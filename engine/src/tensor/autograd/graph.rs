@@ -9,7 +9,7 @@ use super::Function;
 use super::derivatives::{self, Saved, SavedOperand};
 use crate::error::{Error, Result, SourceLocation};
 use crate::op::Op;
-use crate::tensor::{Operand, Tensor, TensorMeta, dispatch};
+use crate::tensor::{Operand, Tensor, TensorMeta};
 
 /// What autograd knows about one tensor handle.
 pub(crate) enum AutogradMeta {
@@ -235,12 +235,18 @@ impl Node {
 /// Records `op`, which computed `output` from `operands`, on the tape when one of the operands
 /// requires grad: the returned tensor points at the new node. While fx traces, only the trace's
 /// own (symbolic) tensors count: a concrete tensor met in a trace becomes a graph input, and
-/// whether it requires grad is the business of whoever runs the graph. A trace with compiled
-/// autograd (see [`crate::tensor::dispatch::DispatchMode::captures_autograd`]) counts the concrete
-/// tensors too, so that a `backward()` in it reaches them.
-pub(crate) fn record_op(op: &Op, operands: &[Operand], output: Tensor, location: SourceLocation) -> Tensor {
+/// whether it requires grad is the business of whoever runs the graph, unless `captured_too`: a
+/// trace with compiled autograd (see
+/// [`crate::tensor::dispatch::DispatchMode::captures_autograd`]) counts the concrete tensors too,
+/// so that a `backward()` in it reaches them.
+pub(crate) fn record_op(
+    op: &Op,
+    operands: &[Operand],
+    output: Tensor,
+    captured_too: bool,
+    location: SourceLocation,
+) -> Tensor {
     let tracing = output.is_symbolic();
-    let captured_too = tracing && dispatch::mode().is_some_and(|m| m.captures_autograd());
     let next: Vec<Option<Edge>> = operands
         .iter()
         .map(|o| match o {

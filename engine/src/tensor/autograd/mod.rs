@@ -269,9 +269,5 @@ impl Tensor {
 /// it is a graph op (`where(root, 1, 1)`, one whatever the loss's value, NaN included), so that a
 /// traced backward captures no constant tensor.
 fn ones_like(root: &Tensor) -> Result<Tensor> {
-    if root.is_symbolic() {
-        root.detach().where_(1.0, 1.0)
-    } else {
-        Tensor::ones(root.shape()).to(root.device())
-    }
+    if root.is_symbolic() { root.detach().where_(1.0, 1.0) } else { Tensor::ones(root.shape()).to(root.device()) }
 }

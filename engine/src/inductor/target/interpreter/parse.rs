@@ -116,7 +116,8 @@ impl Parser<'_> {
             match (line.trim().strip_prefix("for x in 0.."), parts.last_mut()) {
                 (Some(extent), _) => {
                     let n = extent.split_once(" (loop ").and_then(|(n, _)| n.parse().ok());
-                    parts.push((n.ok_or_else(|| invalid(line, "expected `for x in 0..N (loop I of M):`"))?, Vec::new()));
+                    parts
+                        .push((n.ok_or_else(|| invalid(line, "expected `for x in 0..N (loop I of M):`"))?, Vec::new()));
                 }
                 (None, Some((_, stmts))) => stmts.push(self.stmt(line)?),
                 (None, None) => return Err(invalid(line, "a statement outside any loop")),
@@ -268,7 +269,9 @@ mod tests {
             let parsed = module(&k.to_string(), &[]).unwrap().kernel(&k.name).unwrap();
             let expected = match &k.body {
                 KernelBody::Pointwise(stmts) => Body::Pointwise(stmts.clone()),
-                KernelBody::Foreach(parts) => Body::Foreach(parts.iter().map(|p| (p.xnumel, p.stmts.clone())).collect()),
+                KernelBody::Foreach(parts) => {
+                    Body::Foreach(parts.iter().map(|p| (p.xnumel, p.stmts.clone())).collect())
+                }
                 KernelBody::Reduction { row_len, phases, .. } => {
                     Body::Rows { row_len: *row_len, phases: phases.clone() }
                 }
