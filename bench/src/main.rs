@@ -10,6 +10,7 @@
 //! bench models   [...]
 //! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! bench sweep    [...] [--batches 1,4,16] [--threads 1,2] [--host-overhead python] [--load N]
+//! bench train    [...] [--only TEXT] [--quick]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -21,6 +22,7 @@ mod modes;
 mod roofline;
 mod sweep;
 mod table;
+mod train;
 
 use std::path::PathBuf;
 
@@ -107,6 +109,19 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         load: usize,
     },
+    /// Training steps (forward, MSE loss, backward, SGD with momentum) of the MLP at batch 64 and
+    /// 4096 and of the naive block at two shapes: eager, the model compiled, and the whole step
+    /// compiled in each mode, with first-call times (see bench/NOTES-training.md).
+    Train {
+        #[command(flatten)]
+        common: Common,
+        /// Run only the workloads whose name contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Only the small workloads (the MLP at batch 64, the small block): for CI.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
@@ -164,6 +179,7 @@ fn main() -> Result<()> {
         Command::Sweep { common, batches, threads, host_overhead, load } => {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
+        Command::Train { common, only, quick } => train::run(&common.into(), &only, quick),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
     }
 }
