@@ -264,7 +264,8 @@ pub fn run(options: &Options, only: &[String], quick: bool) -> Result<()> {
 }
 
 fn render(rows: &[Row]) -> String {
-    let mut table = Table::new(&["workload", "form", "ms", "vs eager", "first call ms", "compile ms", "samples", "spread"]);
+    let mut table =
+        Table::new(&["workload", "form", "ms", "vs eager", "first call ms", "compile ms", "samples", "spread"]);
     for r in rows {
         table.row(vec![
             r.workload.clone(),
