@@ -476,6 +476,12 @@ impl<'a> Builder<'a> {
                 },
             })
             .collect();
+        // A copy of a value the kernel holds (a `copy_` of an update) is that value: no statement.
+        if let (PointwiseOp::Copy, [Value::Tmp(t)]) = (op, values.as_slice()) {
+            self.tmp_of.insert(m, *t);
+            emitted.push(m);
+            return Value::Tmp(*t);
+        }
         let tmp = *self.tmp_of.entry(m).or_insert_with(|| {
             self.next_tmp += 1;
             self.next_tmp - 1
