@@ -107,6 +107,9 @@ pub(crate) struct KernelSpec {
     /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions (how the
     /// CPU sizes its tasks).
     pub work_per_x: usize,
+    /// Whether its rows are strided (a reduction over an outer dimension): neighbouring `x` then
+    /// read neighbouring memory, so a CPU task should take many of them at once.
+    pub strided_rows: bool,
     /// How a GPU launches it.
     pub launch: Launch,
 }
@@ -189,12 +192,12 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
             }
             Step::Kernel { kernel } => {
                 let k = &kernels[kernel.0];
-                let work_per_x = match k.body {
-                    KernelBody::Pointwise(_) | KernelBody::Foreach(_) => 1,
-                    KernelBody::Reduction { row_len, .. } => row_len.max(1),
+                let (work_per_x, strided_rows) = match k.body {
+                    KernelBody::Pointwise(_) | KernelBody::Foreach(_) => (1, false),
+                    KernelBody::Reduction { row_len, innermost, .. } => (row_len.max(1), !innermost),
                 };
                 Run::Kernel {
-                    kernel: KernelSpec { name: k.name.clone(), work_per_x, launch: launches[kernel.0] },
+                    kernel: KernelSpec { name: k.name.clone(), work_per_x, strided_rows, launch: launches[kernel.0] },
                     args: k.args.iter().map(|a| a.buffer).collect(),
                     xnumel: k.xnumel as i64,
                 }
