@@ -40,11 +40,14 @@ pub const MLP_TRAIN_BATCHES: [usize; 2] = [64, 4096];
 /// On the CPU, seconds of timed samples to aim for per workload (all forms together).
 const CPU_SECONDS_PER_WORKLOAD: f64 = 4.0;
 
+/// A model's forward pass, shared by the step that calls it and a compiled wrapper of it.
+type Forward = Rc<dyn Fn(&Tensor) -> engine::Result<Tensor>>;
+
 /// A model being trained: its parameters, its forward, a batch and its target.
 #[derive(Clone)]
 struct Trainee {
     params: Vec<Tensor>,
-    forward: Rc<dyn Fn(&Tensor) -> engine::Result<Tensor>>,
+    forward: Forward,
     x: Tensor,
     target: Tensor,
 }
@@ -54,6 +57,9 @@ struct Workload {
     name: String,
     build: Box<dyn Fn(Device) -> Result<Trainee>>,
 }
+
+/// One form's step as the timer calls it.
+type Run<'a> = Box<dyn FnMut() -> engine::Result<()> + 'a>;
 
 fn workloads(quick: bool) -> Vec<Workload> {
     let mut all = Vec::new();
@@ -221,8 +227,7 @@ pub fn run(options: &Options, only: &[String], quick: bool) -> Result<()> {
             Device::Cuda(_) => (options.samples, options.warmup),
         };
         let bench = Bench::new(device).samples(samples).warmup(warmup).flush_cache(false);
-        let mut runs: Vec<Box<dyn FnMut() -> engine::Result<()>>> =
-            forms.iter().map(|f| Box::new(|| (f.step)().map(drop)) as Box<dyn FnMut() -> engine::Result<()>>).collect();
+        let mut runs: Vec<Run> = forms.iter().map(|f| Box::new(|| (f.step)().map(drop)) as Run).collect();
         let mut refs: Vec<&mut dyn FnMut() -> engine::Result<()>> =
             runs.iter_mut().map(|r| &mut **r as &mut dyn FnMut() -> engine::Result<()>).collect();
         let timings: Vec<Timing> = bench.run_interleaved(&mut refs)?;
