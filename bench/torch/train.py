@@ -26,10 +26,12 @@ import json
 import math
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+# The timer and the spread of `bench/torch/models.py`, beside this file.
+from models import Timer, spread
 
 MLP_FEATURES, MLP_HIDDEN = 512, 2048
 MLP_BATCHES = [64, 4096]
@@ -159,58 +161,6 @@ def sgd(model):
     return torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
 
 
-class Timer:
-    """Samples of several functions in turns, medians on the device's clock."""
-
-    def __init__(self, device):
-        self.device = device
-
-    def sync(self):
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def once(self, f):
-        self.sync()
-        start = time.perf_counter()
-        out = f()
-        self.sync()
-        return out, time.perf_counter() - start
-
-    def interleaved(self, fs, samples, warmup):
-        for _ in range(warmup):
-            for f in fs:
-                f()
-        self.sync()
-        times = [[] for _ in fs]
-        if self.device.type == "cuda":
-            events = [
-                [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
-                for _ in fs
-            ]
-            for s in range(samples):
-                for f, ev in zip(fs, events):
-                    ev[s][0].record()
-                    f()
-                    ev[s][1].record()
-            self.sync()
-            for ts, ev in zip(times, events):
-                ts.extend(start.elapsed_time(end) / 1e3 for start, end in ev)
-        else:
-            for _ in range(samples):
-                for f, ts in zip(fs, times):
-                    start = time.perf_counter()
-                    f()
-                    ts.append(time.perf_counter() - start)
-        return times
-
-
-def spread(samples):
-    if len(samples) < 2:
-        return 0.0
-    q = statistics.quantiles(samples, n=4, method="inclusive")
-    return (q[2] - q[0]) / statistics.median(samples)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -220,7 +170,7 @@ def main():
     parser.add_argument("--only", action="append", default=[])
     args = parser.parse_args()
     device = torch.device(args.device)
-    timer = Timer(device)
+    timer = Timer(device, flush_cache=False)
     timing = (
         "CUDA: median of CUDA-event samples of one step, the forms in turns, no L2 flush"
         if device.type == "cuda"
