@@ -9,7 +9,9 @@
 // - in a window as narrow as a phone (390 px), every picture is drawn at 75% of its size or more,
 //   so that its 12 px text stays legible (the book's pictures are drawn about 400 px wide for it).
 //
-// Usage: node --experimental-websocket .ci/book-browser-check.mjs [book/book]
+// Usage: node --experimental-websocket .ci/book-browser-check.mjs [book/book] [what it is]
+// Any folder of HTML pages whose content sits in a <main> element can be checked the same way: CI
+// also runs it on the compile report (`compile-report models`).
 // It needs `chromium` (Debian's package) on PATH, and nothing else: Node's own HTTP server serves
 // the book and Chromium is driven through the DevTools protocol over a WebSocket.
 
@@ -22,6 +24,7 @@ import { extname, join, relative, resolve, sep } from "node:path";
 const WIDTH = 1280;
 const PHONE = 390;
 const bookDir = resolve(process.argv[2] ?? "book/book");
+const what = process.argv[3] ?? "the built book";
 const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml",
     ".png": "image/png", ".woff2": "font/woff2", ".json": "application/json", ".ico": "image/x-icon" };
 
@@ -192,8 +195,8 @@ try {
     console.error(`note: could not remove ${profile}: ${error.message}`);
 }
 if (report.length) {
-    console.error(`${report.length} problem(s) in the built book:\n${report.join("\n")}`);
+    console.error(`${report.length} problem(s) in ${what}:\n${report.join("\n")}`);
     process.exit(1);
 }
-console.log(`${pages.length} pages load at ${WIDTH} px: no broken link (${fragmentLinks.length} with a fragment) or picture, no code block or table cut off; ` +
+console.log(`${what}: ${pages.length} pages load at ${WIDTH} px: no broken link (${fragmentLinks.length} with a fragment) or picture, no code block or table cut off; ` +
     `the pictures of ${withPictures.length} pages stay legible at ${PHONE} px`);

@@ -7,11 +7,14 @@
 #   profile example on the naive block       -> profile.txt, trace.json
 #   the profiler's tests (CUDA events)       -> profiler-test.txt
 #   bench compiled (profiler cost per launch) -> compiled.txt
+#   the naive block's first call, fresh then warm cache, by stage -> first-call-{cold,warm}.txt
+#   bench regional --device cuda --json        -> regional.json
 #
 # usage: bench/gpu-measure.sh PACKED_DIR OUT_DIR
 # PACKED_DIR holds release builds of `engine-bench`, the `profile` example and the `profiler` test binary.
 # PyTorch's side is a separate run (torch.compile takes minutes):
 #   python3 bench/torch/models.py --device cuda --json > OUT_DIR/torch-models.json
+#   python3 bench/torch/regional.py --device cuda --json > OUT_DIR/torch-regional.json
 set -u
 bin=${1:?packed binaries directory}
 out=${2:?output directory}
@@ -28,8 +31,16 @@ step() {
     tail -n 3 "$out/$name.err"
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt" 2>&1
-step models.json 240 "$bin/engine-bench" models --device cuda --json
+# Each workload's first call runs twice more in new processes (cold and warm kernel cache).
+step models.json 480 "$bin/engine-bench" models --device cuda --json
 step roofline.json 150 "$bin/engine-bench" roofline --device cuda --json --svg "$out/roofline-h100.svg"
 step profile.txt 60 "$bin/profile" --device cuda --trace "$out/trace.json"
 step profiler-test.txt 60 "$bin"/profiler-* --nocapture
 step compiled.txt 90 "$bin/engine-bench" compiled --device cuda
+cache=$(mktemp -d)
+step first-call-cold.txt 120 env ENGINE_LOGS=compile_time ENGINE_CACHE_DIR="$cache" \
+  "$bin/engine-bench" models-first-call --device cuda --workload "block 4x128x512"
+step first-call-warm.txt 60 env ENGINE_LOGS=compile_time ENGINE_CACHE_DIR="$cache" \
+  "$bin/engine-bench" models-first-call --device cuda --workload "block 4x128x512"
+rm -rf "$cache"
+step regional.json 300 "$bin/engine-bench" regional --device cuda --json

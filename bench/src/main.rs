@@ -10,6 +10,7 @@
 //! bench models   [...]
 //! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! bench sweep    [...] [--batches 1,4,16] [--threads 1,2] [--host-overhead python] [--load N]
+//! bench regional [...] [--seqs 128,256,384]
 //! bench train    [...] [--only TEXT] [--quick]
 //! ```
 //!
@@ -17,8 +18,10 @@
 
 mod compiled;
 mod eager;
+mod first_call;
 mod models;
 mod modes;
+mod regional;
 mod roofline;
 mod sweep;
 mod table;
@@ -109,6 +112,29 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         load: usize,
     },
+    /// A stack of 12 naive blocks compiled whole against compiled regionally (one block compiled
+    /// once and reused for each): the first call with an empty cache, the calls at new sequence
+    /// lengths, and the steady state (see bench/NOTES-compile-time.md).
+    Regional {
+        #[command(flatten)]
+        common: Common,
+        /// The sequence lengths, in the order they are called (the first also times the steady
+        /// state).
+        #[arg(long, value_delimiter = ',', default_value = "128,256,384")]
+        seqs: Vec<usize>,
+    },
+    /// Run by `regional` in a fresh process: one form's calls over the lengths.
+    #[command(hide = true)]
+    RegionalRun {
+        #[command(flatten)]
+        common: Common,
+        /// Which form.
+        #[arg(long, value_enum)]
+        form: regional::Form,
+        /// The sequence lengths.
+        #[arg(long, value_delimiter = ',')]
+        seqs: Vec<usize>,
+    },
     /// Training steps (forward, MSE loss, backward, SGD with momentum) of the MLP at batch 64 and
     /// 4096 and of the naive block at two shapes: eager, the model compiled, and the whole step
     /// compiled in each mode, with first-call times (see bench/NOTES-training.md).
@@ -125,6 +151,15 @@ enum Command {
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
+    /// Run by `models` in a fresh process to time one workload's first call against a given cache.
+    #[command(hide = true)]
+    ModelsFirstCall {
+        #[command(flatten)]
+        common: Common,
+        /// The workload's name, as `models` prints it.
+        #[arg(long)]
+        workload: String,
+    },
 }
 
 /// The options every command takes.
@@ -180,7 +215,10 @@ fn main() -> Result<()> {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
         Command::Train { common, only, quick } => train::run(&common.into(), &only, quick),
+        Command::Regional { common, seqs } => regional::run(&common.into(), &seqs),
+        Command::RegionalRun { common, form, seqs } => regional::run_one(&common.into(), form, &seqs),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
+        Command::ModelsFirstCall { common, workload } => models::first_call(&common.into(), &workload),
     }
 }
 

@@ -19,6 +19,7 @@ use workbook_models::phase5::{
 };
 
 use crate::Options;
+use crate::first_call::{self, FreshCache};
 use crate::table::Table;
 
 /// A workload's computation: the inputs in, one tensor out. Shared (`Rc`) so that an eager run
@@ -190,6 +191,11 @@ struct Row {
     first_call_ms: f64,
     /// Milliseconds its backend spent compiling (inside the first call).
     compile_ms: f64,
+    /// The first call in a new process with an empty kernel cache: milliseconds, and where the
+    /// compile's time went by stage.
+    cold: serde_json::Value,
+    /// The same with the cache the cold run filled (a warm start).
+    warm: serde_json::Value,
     samples: usize,
     eager_spread: f64,
     compiled_spread: f64,
@@ -224,6 +230,17 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
         if !only.is_empty() && !only.iter().any(|o| workload.name.contains(o.as_str())) {
             continue;
         }
+        let cache = FreshCache::new("models");
+        let args = vec![
+            "models-first-call".to_string(),
+            "--device".into(),
+            device.to_string(),
+            "--workload".into(),
+            workload.name.clone(),
+        ];
+        let cold = first_call::in_new_process(&args, cache.path())?;
+        let warm = first_call::in_new_process(&args, cache.path())?;
+        eprintln!("  {}: cold first call {:.1} ms: {}", workload.name, cold.seconds * 1e3, cold.stages_line());
         let compiled = dynamo::compile(workload.traceable()).name(&workload.name);
         let measured = measure(&workload, &|inputs| compiled.call(inputs), options)?;
         let row = Row {
@@ -233,6 +250,8 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
             speedup: measured.eager.median() / measured.compiled.median(),
             first_call_ms: measured.first_call.as_secs_f64() * 1e3,
             compile_ms: compiled.stats().compile_time.as_secs_f64() * 1e3,
+            cold: cold.to_json(),
+            warm: warm.to_json(),
             samples: measured.eager.samples().len(),
             eager_spread: measured.eager.spread(),
             compiled_spread: measured.compiled.spread(),
@@ -256,6 +275,21 @@ pub fn run(options: &Options, only: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// `bench models-first-call`: the first compiled call of workload `name`, in this (new) process,
+/// after bringing the device up with its inputs; prints what [`first_call::in_new_process`] reads.
+pub fn first_call(options: &Options, name: &str) -> Result<()> {
+    let device = options.device;
+    let Some(workload) = workloads(device).find(|w| w.as_ref().map_or(true, |w| w.name == name)) else {
+        bail!("no workload named `{name}`");
+    };
+    let workload = workload?;
+    device.synchronize()?;
+    let compiled = dynamo::compile(workload.traceable()).name(&workload.name);
+    let (_, seconds) = time_once(device, || compiled.call(&workload.inputs))?;
+    first_call::report(seconds.as_secs_f64(), &compiled.stats());
+    Ok(())
+}
+
 fn render(rows: &[Row]) -> String {
     let mut table = Table::new(&[
         "workload",
@@ -264,6 +298,7 @@ fn render(rows: &[Row]) -> String {
         "speedup",
         "first call ms",
         "compile ms",
+        "cold / warm first call ms",
         "samples",
         "spread e/c",
     ]);
@@ -275,6 +310,11 @@ fn render(rows: &[Row]) -> String {
             format!("{:.2}x", r.speedup),
             format!("{:.1}", r.first_call_ms),
             format!("{:.1}", r.compile_ms),
+            format!(
+                "{:.0} / {:.0}",
+                r.cold["first_call_ms"].as_f64().unwrap_or(f64::NAN),
+                r.warm["first_call_ms"].as_f64().unwrap_or(f64::NAN)
+            ),
             r.samples.to_string(),
             format!("{:.0}%/{:.0}%", r.eager_spread * 100.0, r.compiled_spread * 100.0),
         ]);

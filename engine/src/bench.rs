@@ -72,6 +72,7 @@ impl Bench {
     /// background load during the run affect all of them alike: the fair way to compare two
     /// versions of the same work. Returns one timing per closure, in order.
     pub fn run_interleaved(&self, fs: &mut [&mut dyn FnMut() -> Result<()>]) -> Result<Vec<Timing>> {
+        crate::wires::trip(crate::wires::Wire::Bench);
         for _ in 0..self.warmup {
             for f in fs.iter_mut() {
                 f()?;
@@ -118,6 +119,7 @@ pub struct Timing {
 impl Timing {
     /// A timing from samples in seconds (at least one).
     pub fn new(mut samples: Vec<f64>) -> Timing {
+        crate::wires::trip(crate::wires::Wire::Timing);
         assert!(!samples.is_empty(), "a timing needs at least one sample");
         samples.sort_by(f64::total_cmp);
         Timing { samples }
@@ -163,6 +165,7 @@ impl Timing {
 /// mostly on the host (tracing, compiling, loading), where events would miss it.
 #[track_caller]
 pub fn time_once<T>(device: Device, f: impl FnOnce() -> Result<T>) -> Result<(T, Duration)> {
+    crate::wires::trip(crate::wires::Wire::TimeOnce);
     device.synchronize()?;
     let start = Instant::now();
     let value = f()?;

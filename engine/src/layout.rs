@@ -40,6 +40,7 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 ///
 /// Shapes are aligned at their last dimension; each pair of sizes must be equal or contain a 1.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    crate::wires::trip(crate::wires::Wire::BroadcastShapes);
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {

@@ -13,10 +13,12 @@
 //! | `torch._inductor.codecache` | [`codecache`]: the system C compiler as a JIT, NVRTC output, the disk cache |
 //! | `torch.compile(backend=...)` | [`backends`]: [`backends::Eager`], [`backends::AotEager`], [`backends::Inductor`], your own [`backends::Backend`] |
 //! | `torch.optim.SGD`, `torch.optim.AdamW` | [`optim`] |
-//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache,aot_graphs` |
+//! | `TORCH_LOGS` | [`logs`]: `ENGINE_LOGS=graph,graph_breaks,recompiles,guards,fusion,output_code,cudagraphs,autotuning,fx_graph_cache,aot_graphs,compile_time` |
 //! | `triton.testing.do_bench` | [`mod@bench`]: warm-up, CUDA-event (or monotonic-clock) samples, medians and spread |
 //! | `torch.profiler` | [`profiler`]: every launch with host and device time, `key_averages()` tables, Chrome traces |
 //! | `at::parallel_for`, `torch.set_num_threads` | [`parallel`]: the thread pool every CPU kernel splits its work over |
+//! | `dynamo_timed`, `CompilationMetrics` | [`compile_time`]: where each compile's time goes, stage by stage |
+//! | `TORCH_TRACE`, `trace_structured` | [`trace_structured`]: `ENGINE_TRACE=DIR`, a JSON record of every compile, for `compile-report` |
 //!
 //! ## Layers
 //!
@@ -24,7 +26,7 @@
 //! list (the test `tests/layers.rs` fails on an import of a higher layer, and on any import loop).
 //!
 //! 1. base types: [`scalar`], [`dtype`], [`layout`], [`Device`] (the type), [`error`], [`logs`],
-//!    [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
+//!    [`compile_time`], [`trace_structured`], [`codecache`], [`parallel`], [`compile_mode`], [`host_overhead`];
 //! 2. the op catalogue, [`op`], custom ops included ([`op::CustomOp`], as `torch.library`);
 //! 3. tensors and eager kernels: [`tensor`] (its op methods, [`autograd`] (the tape and the
 //!    derivative formulas, written with the op methods), and the dispatcher's hook for the layers
@@ -60,6 +62,7 @@ pub mod backends;
 pub mod bench;
 pub mod codecache;
 pub mod compile_mode;
+pub mod compile_time;
 pub mod device;
 pub mod dtype;
 pub mod dynamo;
@@ -76,6 +79,8 @@ pub mod parallel;
 pub mod profiler;
 pub mod scalar;
 pub mod tensor;
+pub mod trace_structured;
+pub mod wires;
 
 pub use device::Device;
 pub use dtype::DType;

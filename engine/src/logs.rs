@@ -31,6 +31,8 @@ pub enum Artifact {
     /// AOTAutograd's joint graph of each graph compiled for training, its forward and backward
     /// graphs, and what the forward saves for the backward.
     AotGraphs,
+    /// Where each compile's time went, by stage, with every C or NVRTC compile and every load.
+    CompileTime,
     /// Warnings: something the user should know (a recompile limit hit, a corrupt cache entry,
     /// a missing GPU). Always printed, whatever `ENGINE_LOGS` says; [`capture`] can collect them.
     Warnings,
@@ -38,7 +40,7 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order `ENGINE_LOGS=all` lists them.
-    pub const ALL: [Artifact; 11] = [
+    pub const ALL: [Artifact; 12] = [
         Artifact::Graph,
         Artifact::GraphBreaks,
         Artifact::Recompiles,
@@ -49,6 +51,7 @@ impl Artifact {
         Artifact::Autotuning,
         Artifact::FxGraphCache,
         Artifact::AotGraphs,
+        Artifact::CompileTime,
         Artifact::Warnings,
     ];
 
@@ -65,6 +68,7 @@ impl Artifact {
             Artifact::Autotuning => "autotuning",
             Artifact::FxGraphCache => "fx_graph_cache",
             Artifact::AotGraphs => "aot_graphs",
+            Artifact::CompileTime => "compile_time",
             Artifact::Warnings => "warnings",
         }
     }

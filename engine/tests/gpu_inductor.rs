@@ -194,3 +194,32 @@ fn gpu_compiled_attention_backward_runs_as_an_extern_kernel() {
         assert!(worst < 1e-4, "compiled attention gradient differs by {worst}");
     }
 }
+
+#[test]
+fn gpu_first_run_compiles_nothing_outside_the_compile() {
+    // Naive attention (rewritten into the flash-attention extern kernel) and a product on cuBLAS:
+    // building the program compiles its kernels and the attention family and creates cuBLAS's
+    // handle, so the first run adds no NVRTC compile and no load of its own. Every compile and load
+    // of the first call is therefore inside the compile dynamo recorded, and in `CompileStats`.
+    let Some(device) = gpu() else { return };
+    let (q, k, v, w) = (
+        on(device, &[2, 4, 96, 32], 1),
+        on(device, &[2, 4, 96, 32], 2),
+        on(device, &[2, 4, 96, 32], 3),
+        on(device, &[32, 48], 4),
+    );
+    let f = |(q, k, v, w): (Tensor, Tensor, Tensor, Tensor)| {
+        let scores = q.matmul(&k.transpose(-2, -1)?)?.div(32f32.sqrt())?;
+        let shifted = scores.sub(&scores.amax(-1, true)?)?.exp()?;
+        shifted.div(&shifted.sum(-1, true)?)?.matmul(&v)?.matmul(&w)
+    };
+    let compiled = dynamo::compile(f).backend(Inductor::default());
+    let (out, whole_call) = engine::compile_time::record(|| compiled.call((&q, &k, &v, &w)));
+    out.unwrap().to_vec().unwrap();
+    let stats = compiled.stats();
+    let call = whole_call.stages();
+    assert_eq!((call.compiler_runs, call.cache_hits), (stats.stages.compiler_runs, stats.stages.cache_hits));
+    for stage in [engine::compile_time::Stage::Nvrtc, engine::compile_time::Stage::Loading] {
+        assert_eq!(call.get(stage), stats.stages.get(stage), "{stage}: the first run did some outside the compile");
+    }
+}

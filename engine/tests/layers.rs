@@ -18,12 +18,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "base types",
         &[
+            "wires",
             "scalar",
             "dtype",
             "layout",
             "device",
             "error",
             "logs",
+            "compile_time",
+            "trace_structured",
             "codecache",
             "parallel",
             "compile_mode",

@@ -8,7 +8,7 @@
 //! hold the grader; the output readers have deadlines as well.
 
 use std::ffi::OsString;
-use std::io::Read;
+use std::io::{Read, Write as _};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -71,11 +71,16 @@ impl Runner {
         &self.program
     }
 
+    /// Where a sandboxed runner may write its results (and read files handed to it).
+    pub fn scratch(&self) -> Option<&Path> {
+        self.sandbox.as_ref().and_then(Sandbox::scratch)
+    }
+
     /// Runs check `id` with `seed` in a new process, killing its group after `limit`. With
     /// `judged`, the runner judges the record in that file instead of reporting on itself.
     pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>) -> Run {
         // A sandboxed runner can write only inside its own writable directories.
-        let made = match self.sandbox.as_ref().and_then(|s| s.writable.first()) {
+        let made = match self.scratch() {
             Some(scratch) => tempfile::tempdir_in(scratch),
             None => tempfile::tempdir(),
         };
@@ -88,12 +93,15 @@ impl Runner {
             Some(sandbox) => sandbox.command(&self.program),
             None => Command::new(&self.program),
         };
+        // The seed goes on stdin, never on the command line: learner code must not know it (it keys
+        // the seal on the result, and every secret of the check).
         command
             .args(&self.leading_args)
-            .args(["run", id, "--seed", &seed.to_string(), "--result"])
+            .args(["run", id, "--result"])
             .arg(&result_path)
             .envs(self.environment.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .env(grader_harness::runner::SEED_ON_STDIN, "1")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -106,6 +114,11 @@ impl Runner {
                 return Run::Ended(error(format!("cannot start the check runner {}: {e}", self.program.display())));
             }
         };
+        if let Some(mut stdin) = child.stdin.take() {
+            // The runner reads one line before anything else; a runner that never reads it fails
+            // on its own.
+            let _ = writeln!(stdin, "{seed}");
+        }
         let readers = [tail_reader(child.stdout.take()), tail_reader(child.stderr.take())];
         let ended = wait_then_kill_group(&mut child, limit);
         let deadline = Instant::now() + READER_GRACE;
@@ -217,9 +230,13 @@ fn from_exit_status(status: ExitStatus, output: &Output) -> Outcome {
     if let Some(signal) = status.signal() {
         return fail(format!("the check crashed its process: {}{}", signal_name(signal), output.quote()));
     }
-    match status.code() {
-        Some(code) => fail(format!("the check's process exited with code {code} before finishing{}", output.quote())),
-        None => error(format!("the check's process ended without a status{}", output.quote())),
+    let wire = output.stderr.lines().rev().find_map(|l| l.strip_prefix(grader_harness::wires::MARKER));
+    match (status.code(), wire) {
+        (Some(grader_harness::wires::EXIT_CODE), Some(reason)) => fail(reason.to_string()),
+        (Some(code), _) => {
+            fail(format!("the check's process exited with code {code} before finishing{}", output.quote()))
+        }
+        (None, _) => error(format!("the check's process ended without a status{}", output.quote())),
     }
 }
 

@@ -152,6 +152,7 @@ mod tests {
             status,
             message: message.into(),
             location: Some("exercises/phase1-backends/src/a.rs:12".into()),
+            answers: None,
         }
     }
 

@@ -2,11 +2,12 @@
 //!
 //! # How a check run works
 //!
-//! 1. [`audit`] refuses a learner's crate that could read or run code outside the grader's view
-//!    (a build script, a changed manifest, `#[path]`) or uses an engine item its exercise forbids.
-//!    [`runners`] builds the phase's *check runner* with cargo
+//! 1. [`audit`] refuses a learner's crate that could run code outside the grader's view (a build
+//!    script, a changed manifest) or names an engine item its exercise forbids. [`runners`] builds
+//!    the phase's *check runner* with cargo
 //!    (`cargo build -p checks-phase1 --bin phase1-exercises --no-default-features --features exercises`),
-//!    so only that phase's crate is compiled. A compile error becomes an `error` status on every
+//!    so only that phase's crate is compiled, the learner's crate by a compiler confined to what it
+//!    may read ([`compile`]). A compile error becomes an `error` status on every
 //!    check of the phase, with the compiler's first error and its `file:line`; other phases go on.
 //!    With `--prebuilt DIR` (a directory made by `grader pack`) no cargo is needed at all.
 //! 2. [`isolation`] runs each check in a child process of its own with a time limit, the
@@ -60,6 +61,7 @@
 //! time at the same moment.
 
 pub mod audit;
+pub mod compile;
 pub mod gpu_lock;
 pub mod grade;
 pub mod isolation;

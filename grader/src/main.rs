@@ -148,6 +148,17 @@ enum DevCommand {
         #[arg(long)]
         check: bool,
     },
+    /// On a GPU: time the reference solution's challenge block and the given naive block made one
+    /// graph against the given block, as the judge does, and print the speedups that phase 5's
+    /// `GPU_SPEEDUP` bar is set from.
+    ChallengeBar {
+        /// How many runs of each.
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+        /// Print JSON (every run, and the suggested bar) instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -158,6 +169,13 @@ fn main() -> ExitCode {
         let Err(error) = grader::sandbox::trampoline(&args[1..]);
         eprintln!("error: {error:#}");
         return ExitCode::from(97);
+    }
+    // Cargo runs the grader as its `RUSTC_WRAPPER` while the grader builds (`grader::compile`).
+    if std::env::var_os(grader::compile::CONFIG_VARIABLE).is_some() {
+        return grader::compile::wrapper(&args).unwrap_or_else(|error| {
+            eprintln!("error: the grader's compile wrapper: {error:#}");
+            ExitCode::from(101)
+        });
     }
     let cli = Cli::parse();
     let root = cli.root.as_deref();
@@ -174,6 +192,9 @@ fn main() -> ExitCode {
         Command::Dev { command: DevCommand::Check { skip_mutants } } => commands::dev::check(root, &skip_mutants),
         Command::Dev { command: DevCommand::Mutants { phase } } => commands::dev::mutants(root, phase.as_deref()),
         Command::Dev { command: DevCommand::Stubs { check } } => commands::stubs::run(root, check),
+        Command::Dev { command: DevCommand::ChallengeBar { runs, json } } => {
+            commands::dev::challenge_bar(root, runs, json)
+        }
         Command::Rollup { paths, csv, top } => commands::rollup::run(&paths, csv.as_deref(), top),
         Command::Pack { out, solutions } => commands::pack::run(root, &out, solutions),
     };

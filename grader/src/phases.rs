@@ -61,6 +61,18 @@ mod tests {
         }
     }
 
+    /// An item an exercise forbids is stopped by a trip wire in the engine, whatever the route to
+    /// it, only if the engine has a wire for it.
+    #[test]
+    fn every_forbidden_item_has_a_trip_wire() {
+        for phase in PHASES {
+            for forbidden in phase.exercises.iter().flat_map(|e| e.forbidden.iter()) {
+                let wired = engine::wires::Wire::ALL.iter().any(|&w| grader_harness::wires::names(forbidden.path, w));
+                assert!(wired, "{}: no trip wire in the engine for `{}`", phase.name, forbidden.path);
+            }
+        }
+    }
+
     #[test]
     fn check_ids_are_unique_within_a_phase() {
         for phase in PHASES {

@@ -22,6 +22,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use grader_harness::transcript::Entry;
 use grader_harness::{Outcome, Phase, Status, Subject};
 use serde::{Deserialize, Serialize};
 use tabled::settings::object::Columns;
@@ -61,6 +62,10 @@ pub struct CheckReport {
     pub message: String,
     /// The `file:line` that matters, if any.
     pub location: Option<String>,
+    /// The answers a passing check recorded (for the workbook's own `dev` checks; not in the
+    /// JSON).
+    #[serde(skip)]
+    pub answers: Option<Vec<Entry>>,
 }
 
 impl CheckReport {
@@ -74,6 +79,7 @@ impl CheckReport {
             status: outcome.status,
             message: outcome.message,
             location: outcome.location,
+            answers: None,
         }
     }
 
@@ -94,22 +100,26 @@ impl PhaseReport {
                 // A check that needs a GPU is skipped where there is none, whether or not the
                 // crate compiles, so that the score counts the same checks either way.
                 let no_gpu = spec.needs_gpu.then(engine::device::cuda::unavailable_reason).flatten();
-                let outcome = match (&grading, no_gpu) {
-                    (_, Some(reason)) => {
-                        Outcome { status: Status::Skipped, message: format!("needs a GPU: {reason}"), location: None }
-                    }
+                let (outcome, answers) = match (&grading, no_gpu) {
+                    (_, Some(reason)) => (
+                        Outcome { status: Status::Skipped, message: format!("needs a GPU: {reason}"), location: None },
+                        None,
+                    ),
                     // A check that times code on a GPU runs only while this grader holds its lock.
                     (Ok(grading), None) => match gpu_lock::hold_for(phase, spec) {
-                        Ok(_gpu) => grading.verdict(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
-                        Err(e) => Outcome { status: Status::Error, message: format!("{e:#}"), location: None },
+                        Ok(_gpu) => grading.verdict_and_answers(spec.id, seed, Duration::from_secs(spec.timeout_secs)),
+                        Err(e) => (Outcome { status: Status::Error, message: format!("{e:#}"), location: None }, None),
                     },
-                    (Err(failure), None) => Outcome {
-                        status: Status::Error,
-                        message: format!("{} {}", phase.name, failure.message),
-                        location: failure.location.clone(),
-                    },
+                    (Err(failure), None) => (
+                        Outcome {
+                            status: Status::Error,
+                            message: format!("{} {}", phase.name, failure.message),
+                            location: failure.location.clone(),
+                        },
+                        None,
+                    ),
                 };
-                CheckReport::new(phase, spec.id, exercise.name, outcome)
+                CheckReport { answers, ..CheckReport::new(phase, spec.id, exercise.name, outcome) }
             })
             .collect();
         PhaseReport { phase: phase.name.to_string(), subject, seed, checks }

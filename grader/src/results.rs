@@ -140,6 +140,7 @@ mod tests {
             status: Status::Pass,
             message: "fine".into(),
             location: None,
+            answers: None,
         };
         PhaseReport { phase: phase.into(), subject: Subject::Exercises, seed: 7, checks: vec![check] }
     }

@@ -13,8 +13,9 @@ use grader_harness::{Phase, Subject};
 
 use serde::{Deserialize, Serialize};
 
+use crate::compile;
 use crate::isolation::Runner;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Places, Sandbox};
 use crate::verdict::Grading;
 use crate::workbook::Workbook;
 
@@ -46,17 +47,21 @@ pub enum Runners {
 }
 
 impl Runners {
-    /// The runner of `phase` for `subject`, building it if needed.
-    pub fn get(&self, phase: &Phase, subject: Subject) -> Result<PathBuf, BuildFailure> {
+    /// The runner of `phase` for `subject`, building it if needed (the learner's crate compiled
+    /// through `launcher`, this grader: see [`crate::compile`]).
+    pub fn get(&self, phase: &Phase, subject: Subject, launcher: &Path) -> Result<PathBuf, BuildFailure> {
         match self {
-            Runners::Cargo { workbook, release } => build_runner(workbook, phase, subject, *release),
+            Runners::Cargo { workbook, release } => build_runner(workbook, phase, subject, *release, launcher),
             Runners::Prebuilt(pack) => pack.runner(phase, subject),
         }
     }
 
-    /// The runners that grade `phase` for `subject`: the subject's, confined by the sandbox that
-    /// `launcher` (this grader) sets up, and the judge's. `cache` is the subject's own kernel
-    /// cache, apart from the one the judge uses.
+    /// The runners that grade `phase` for `subject`: the subject's and the judge's, each confined
+    /// by the sandbox that `launcher` (this grader) sets up, each with a kernel cache of its own:
+    /// `cache` for the subject, a `judge-cache` beside it for the judge, which the subject cannot
+    /// write. The judge is confined too because it compiles and runs code the learner's process
+    /// wrote (a kernel's source, an exported program): an `#include` of a file outside the
+    /// sandbox fails there as it would in the learner's process.
     pub fn grading(
         &self,
         phase: &Phase,
@@ -64,19 +69,17 @@ impl Runners {
         launcher: &Path,
         cache: &Path,
     ) -> Result<Grading, BuildFailure> {
-        let subject_exe = self.get(phase, subject)?;
-        let judge_exe = self.get(phase, Subject::Solutions).map_err(|failure| BuildFailure {
+        let subject_exe = self.get(phase, subject, launcher)?;
+        let judge_exe = self.get(phase, Subject::Solutions, launcher).map_err(|failure| BuildFailure {
             message: format!(
                 "cannot build the reference runner that judges {}: {}\nThe workbook itself is damaged: restore solutions/ and grader/ from the repository.",
                 phase.name, failure.message
             ),
             location: failure.location,
         })?;
-        confine(&subject_exe, launcher, cache).map(|(subject, scratch)| Grading {
-            subject,
-            judge: Runner::new(judge_exe),
-            scratch: Some(scratch),
-        })
+        let (subject, subject_scratch) = confine(&subject_exe, launcher, cache)?;
+        let (judge, judge_scratch) = confine(&judge_exe, launcher, &cache.with_file_name("judge-cache"))?;
+        Ok(Grading { subject, judge, scratch: vec![subject_scratch, judge_scratch] })
     }
 }
 
@@ -93,13 +96,21 @@ fn confine(exe: &Path, launcher: &Path, cache: &Path) -> Result<(Runner, tempfil
     for dir in [&bin, &tmp, &cache.to_path_buf()] {
         std::fs::create_dir_all(dir).map_err(|e| setup(&format!("create {}", dir.display()), e))?;
     }
+    // A hard link where the file system allows one (a runner is a few hundred megabytes, and a
+    // phase is graded with two): the sandbox reaches the runner through this directory only, to
+    // read and execute it, never to write it.
     let copy = bin.join(exe.file_name().unwrap_or_default());
-    std::fs::copy(exe, &copy).map_err(|e| setup(&format!("copy the runner {}", exe.display()), e))?;
+    std::fs::hard_link(exe, &copy)
+        .or_else(|_| std::fs::copy(exe, &copy).map(drop))
+        .map_err(|e| setup(&format!("copy the runner {}", exe.display()), e))?;
     let sandbox = Sandbox {
         launcher: launcher.to_path_buf(),
-        read_exec: vec![bin],
-        executables: crate::sandbox::c_toolchain(),
-        writable: vec![tmp.clone(), cache.to_path_buf()],
+        places: Places {
+            read_exec: vec![bin],
+            executables: crate::sandbox::c_toolchain(),
+            writable: vec![tmp.clone(), cache.to_path_buf()],
+            ..Places::default()
+        },
     };
     let environment =
         vec![("TMPDIR".into(), tmp.into_os_string()), ("ENGINE_CACHE_DIR".into(), cache.as_os_str().to_os_string())];
@@ -117,6 +128,7 @@ pub fn build_runner(
     phase: &Phase,
     subject: Subject,
     release: bool,
+    launcher: &Path,
 ) -> Result<PathBuf, BuildFailure> {
     let bin = runner_bin(phase, subject);
     let mut args =
@@ -124,27 +136,130 @@ pub fn build_runner(
     if release {
         args.push("--release");
     }
-    cargo_build(workbook, &args, &bin)
+    cargo_build(workbook, &args, &bin, launcher)
 }
 
-/// Runs `cargo build --message-format=json ARGS` in the workbook and returns the executable of
-/// bin target `bin`, or the compiler's first error.
-pub fn cargo_build(workbook: &Workbook, args: &[&str], bin: &str) -> Result<PathBuf, BuildFailure> {
+/// Runs `cargo build --message-format=json ARGS` in the workbook, compiling the learner's crates
+/// in the sandbox through `launcher` ([`crate::compile`]), and returns the executable of bin
+/// target `bin`, or the compiler's first error. A learner's crate that cargo found fresh but that
+/// was not built in the sandbox (by `cargo test`, say) is cleaned and built again, confined.
+pub fn cargo_build(workbook: &Workbook, args: &[&str], bin: &str, launcher: &Path) -> Result<PathBuf, BuildFailure> {
+    let setup = |message: String| BuildFailure { message, location: None };
+    let config = compile_config(workbook).map_err(|e| setup(format!("set-up problem: {e:#}")))?;
+    let mut cleaned = false;
+    loop {
+        let (output, messages) = cargo(workbook, "build", args, Some((&config, launcher)))?;
+        let unconfined = messages.learner_libraries(&config.crates).find(|l| !compile::is_stamped(&config.stamps, l));
+        match (output.status.success(), unconfined, cleaned) {
+            (true, Some(library), false) => {
+                // Built outside the grader: clean that crate, so that cargo compiles it again.
+                let package = package_of(&library, &config.crates).map_err(|e| setup(format!("{e:#}")))?;
+                cargo(workbook, "clean", &["-p", &package], None)?;
+                cleaned = true;
+            }
+            (true, Some(library), true) => {
+                return Err(setup(format!(
+                    "{} was not compiled in the grader's sandbox, even after cleaning it: is cargo's RUSTC_WRAPPER \
+                     overridden in a .cargo/config.toml?",
+                    library.display()
+                )));
+            }
+            _ => return executable(args, bin, &output, messages),
+        }
+    }
+}
+
+/// The wrapper's configuration for `workbook`: every crate under `exercises/` is the learner's.
+fn compile_config(workbook: &Workbook) -> anyhow::Result<compile::Config> {
+    let crates = std::fs::read_dir(workbook.path("exercises"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    compile::Config::new(
+        workbook.root(),
+        crates,
+        workspace_libraries(workbook)?,
+        workbook.state_dir().join("sandboxed-builds"),
+    )
+}
+
+/// The library names of the workspace's members, from `cargo metadata`.
+fn workspace_libraries(workbook: &Workbook) -> anyhow::Result<Vec<String>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(&cargo)
-        .args(["build", "--message-format=json"])
-        .args(args)
+    let output = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
         .current_dir(workbook.root())
         .stdin(Stdio::null())
-        .output()
-        .map_err(|e| BuildFailure {
-            message: format!(
-                "cannot run cargo ({e}): install Rust (https://rustup.rs), or run checks built elsewhere with --prebuilt DIR"
-            ),
-            location: None,
-        })?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let messages = parse_messages(&stdout);
+        .stderr(Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(output.status.success(), "cargo metadata failed in {}", workbook.root().display());
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let mut names = Vec::new();
+    for target in metadata["packages"].as_array().into_iter().flatten().flat_map(|p| p["targets"].as_array()).flatten()
+    {
+        let kinds = target["kind"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_str);
+        if kinds.clone().any(|k| matches!(k, "lib" | "rlib" | "dylib" | "proc-macro"))
+            && let Some(name) = target["name"].as_str()
+        {
+            names.push(name.replace('-', "_"));
+        }
+    }
+    Ok(names)
+}
+
+/// The package name of the learner's crate that built `library`.
+fn package_of(library: &Path, crates: &[PathBuf]) -> anyhow::Result<String> {
+    let name = library.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for dir in crates {
+        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml"))?.parse()?;
+        let package = manifest.get("package").and_then(|p| p.get("name")).and_then(toml::Value::as_str).unwrap_or("");
+        let lib = manifest.get("lib").and_then(|l| l.get("name")).and_then(toml::Value::as_str);
+        let lib = lib.map(str::to_string).unwrap_or_else(|| package.replace('-', "_"));
+        if name.starts_with(&format!("lib{lib}-")) {
+            return Ok(package.to_string());
+        }
+    }
+    anyhow::bail!("{} belongs to none of the learner's crates", library.display())
+}
+
+/// Runs `cargo COMMAND --message-format=json ARGS` in the workbook (through the compile wrapper
+/// when `wrapper` is given).
+fn cargo(
+    workbook: &Workbook,
+    command: &str,
+    args: &[&str],
+    wrapper: Option<(&compile::Config, &Path)>,
+) -> Result<(std::process::Output, BuildMessages), BuildFailure> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cargo = Command::new(&cargo);
+    cargo.arg(command);
+    if command == "build" {
+        cargo.arg("--message-format=json");
+    }
+    cargo.args(args).current_dir(workbook.root()).stdin(Stdio::null());
+    if let Some((config, launcher)) = wrapper {
+        config
+            .apply(&mut cargo, launcher)
+            .map_err(|e| BuildFailure { message: format!("set-up problem: {e:#}"), location: None })?;
+    }
+    let output = cargo.output().map_err(|e| BuildFailure {
+        message: format!(
+            "cannot run cargo ({e}): install Rust (https://rustup.rs), or run checks built elsewhere with --prebuilt DIR"
+        ),
+        location: None,
+    })?;
+    let messages = parse_messages(&String::from_utf8_lossy(&output.stdout));
+    Ok((output, messages))
+}
+
+/// The executable of bin target `bin` from a build's output, or why there is none.
+fn executable(
+    args: &[&str],
+    bin: &str,
+    output: &std::process::Output,
+    messages: BuildMessages,
+) -> Result<PathBuf, BuildFailure> {
     if let Some(executable) = messages.executable_of(bin).filter(|_| output.status.success()) {
         return Ok(executable);
     }
@@ -166,6 +281,8 @@ pub fn cargo_build(workbook: &Workbook, args: &[&str], bin: &str) -> Result<Path
 #[derive(Debug, Default)]
 pub struct BuildMessages {
     executables: Vec<(String, PathBuf)>,
+    /// Each crate's manifest and the files built for it.
+    artifacts: Vec<(PathBuf, Vec<PathBuf>)>,
     /// The first error the compiler reported, if any.
     pub first_error: Option<BuildFailure>,
 }
@@ -175,6 +292,19 @@ impl BuildMessages {
     pub fn executable_of(&self, bin: &str) -> Option<PathBuf> {
         self.executables.iter().find(|(name, _)| name == bin).map(|(_, path)| path.clone())
     }
+
+    /// The libraries (`.rlib`) built for the crates in `crates`.
+    pub fn learner_libraries<'a>(&'a self, crates: &'a [PathBuf]) -> impl Iterator<Item = PathBuf> + 'a {
+        self.artifacts
+            .iter()
+            .filter(|(manifest, _)| manifest.parent().is_some_and(|dir| crates.iter().any(|c| same_dir(c, dir))))
+            .flat_map(|(_, files)| files.iter().filter(|f| f.extension().is_some_and(|e| e == "rlib")).cloned())
+    }
+}
+
+/// Whether two paths name the same directory.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(a, b)| a == b)
 }
 
 /// How many lines of the compiler's rendered error to show.
@@ -189,6 +319,10 @@ pub fn parse_messages(stdout: &str) -> BuildMessages {
             Some("compiler-artifact") => {
                 if let (Some(name), Some(exe)) = (message["target"]["name"].as_str(), message["executable"].as_str()) {
                     messages.executables.push((name.to_string(), PathBuf::from(exe)));
+                }
+                if let Some(manifest) = message["manifest_path"].as_str() {
+                    let files = message["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str());
+                    messages.artifacts.push((PathBuf::from(manifest), files.map(PathBuf::from).collect()));
                 }
             }
             Some("compiler-message") if messages.first_error.is_none() => {
@@ -214,6 +348,12 @@ fn compiler_error(diagnostic: &serde_json::Value) -> Option<BuildFailure> {
     let mut message = lines[..lines.len().min(ERROR_LINES)].join("\n");
     if lines.len() > ERROR_LINES {
         message.push_str("\n...");
+    }
+    if message.contains("Permission denied") {
+        message.push_str(
+            "\n\nThe grader compiles your crate in a sandbox that reads the workbook's exercises, engine and models, \
+             but not solutions/, grader/, .git/ or the compiled runners: keep your code in your crate's own files.",
+        );
     }
     if file.starts_with("grader/") {
         message.push_str(

@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use grader_harness::transcript::Entry;
 use grader_harness::{Outcome, Record, Status};
 
 use crate::isolation::{Run, Runner};
@@ -23,41 +24,52 @@ pub struct Grading {
     pub subject: Runner,
     /// Runs them against the reference solution and judges the subject's records.
     pub judge: Runner,
-    /// The directories the sandboxed runner lives and writes in, removed when grading ends.
-    pub scratch: Option<tempfile::TempDir>,
+    /// The directories the sandboxed runners live and write in, removed when grading ends.
+    pub scratch: Vec<tempfile::TempDir>,
 }
 
 impl Grading {
     /// The verdict on check `id` with `seed`, each run bounded by `limit`.
     pub fn verdict(&self, id: &str, seed: u64, limit: Duration) -> Outcome {
+        self.verdict_and_answers(id, seed, limit).0
+    }
+
+    /// [`Grading::verdict`], and the answers the subject recorded when it passed.
+    pub fn verdict_and_answers(&self, id: &str, seed: u64, limit: Duration) -> (Outcome, Option<Vec<Entry>>) {
         let record = match self.subject.run(id, seed, limit, None) {
-            Run::Ended(outcome) => return outcome,
+            Run::Ended(outcome) => return (outcome, None),
             Run::Recorded(record) => record,
         };
         if let Some(claim) = &record.outcome
             && matches!(claim.status, Status::Fail | Status::NotStarted | Status::Error)
         {
-            return shown(claim.clone());
+            return (shown(claim.clone()), None);
         }
-        let claimed_message = record.outcome.as_ref().map(|o| printable(&o.message));
         match self.judge_record(id, seed, limit, &record) {
-            Ok(Outcome { status: Status::Pass, location, .. }) => {
-                Outcome { status: Status::Pass, message: claimed_message.unwrap_or_default(), location }
-            }
-            Ok(verdict) => shown(verdict),
-            Err(outcome) => Outcome {
-                status: Status::Error,
-                message: format!("the judge (the reference solution's runner) did not finish: {}", outcome.message),
-                location: None,
-            },
+            // A pass in the judge's words: the subject's claim, or, where the judge evaluated the
+            // subject's artifact itself, its own measurement.
+            Ok(verdict) if verdict.status == Status::Pass => (shown(verdict), Some(record.transcript)),
+            Ok(verdict) => (shown(verdict), None),
+            Err(outcome) => (
+                Outcome {
+                    status: Status::Error,
+                    message: format!("the judge (the reference solution's runner) did not finish: {}", outcome.message),
+                    location: None,
+                },
+                None,
+            ),
         }
     }
 
     /// Hands `record` to the judge: a fresh file holding the record as the grader read it, in a
-    /// directory of the grader's (the subject's process is gone by now).
-    fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
+    /// directory the judge may read (the subject's process is gone by now).
+    pub fn judge_record(&self, id: &str, seed: u64, limit: Duration, record: &Record) -> Result<Outcome, Outcome> {
         let setup_error = |message: String| Outcome { status: Status::Error, message, location: None };
-        let dir = tempfile::tempdir().map_err(|e| setup_error(format!("cannot create a temporary directory: {e}")))?;
+        let made = match self.judge.scratch() {
+            Some(scratch) => tempfile::tempdir_in(scratch),
+            None => tempfile::tempdir(),
+        };
+        let dir = made.map_err(|e| setup_error(format!("cannot create a temporary directory: {e}")))?;
         let path = dir.path().join("judged.json");
         write_record(&path, record).map_err(|e| setup_error(format!("cannot write {}: {e}", path.display())))?;
         match self.judge.run(id, seed, limit, Some(&path)) {
@@ -82,7 +94,8 @@ fn shown(outcome: Outcome) -> Outcome {
 }
 
 /// A seed for one run, drawn from the kernel's random source (or the clock, where that fails),
-/// below 2^31 so that checks may add small offsets to it.
+/// below 2^47: too many to guess or to search for from the inputs a check derives from it, and
+/// room for checks to add small offsets to it.
 pub fn fresh_seed() -> u64 {
     let mut bytes = [0u8; 8];
     // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer it is given.
@@ -92,5 +105,5 @@ pub fn fresh_seed() -> u64 {
     } else {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
     };
-    drawn % (1 << 31)
+    drawn % (1 << 47)
 }

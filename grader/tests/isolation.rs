@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use grader::isolation::Runner;
 use grader::report::PhaseReport;
 use grader::runners::BuildFailure;
-use grader::sandbox::{Sandbox, Support};
+use grader::sandbox::{Places, Sandbox, Support};
 use grader::verdict::Grading;
 use grader_harness::{
     Check, CheckResult, CheckSpec, Context, Exercise, Failure, Phase, Record, Status, Subject, record,
@@ -72,6 +72,7 @@ const FIXTURE: Phase = Phase {
             hints: &["one", "two"],
             checks: &[
                 check("writes_a_pass_and_exits"),
+                check("writes_the_right_answers_and_exits"),
                 check("exit_handler_writes_a_pass"),
                 check("constructor_writes_a_pass"),
                 check("writes_a_pass_then_loops").with_timeout(LOOP_LIMIT_SECS),
@@ -81,6 +82,23 @@ const FIXTURE: Phase = Phase {
                 check("reads_a_file_outside_its_sandbox"),
                 check("the_judge_times_a_slow_kernel"),
                 check("runs_a_program_outside_the_toolchain"),
+            ],
+            forbidden: &[],
+        },
+        Exercise {
+            name: "sandboxed",
+            file: "tests/isolation.rs",
+            section: "isolation",
+            stretch: false,
+            hints: &["one", "two"],
+            checks: &[
+                check("calls_setsid_through_the_32_bit_entry"),
+                check("starts_a_child_that_leaves_through_the_32_bit_entry"),
+                check("makes_an_x32_system_call"),
+                check("sends_a_udp_datagram"),
+                check("sends_a_unix_datagram"),
+                check("writes_to_dev_shm"),
+                check("opens_a_device_outside_the_list"),
             ],
             forbidden: &[],
         },
@@ -132,11 +150,16 @@ fn result_path() -> PathBuf {
     PathBuf::from(&args[at + 1])
 }
 
-/// Writes a record that claims a pass, with no answers, where the grader will look.
-fn forge_a_pass() {
+/// Writes a record that claims a pass, with `answers`, where the grader will look.
+fn forge_a_pass_with(answers: Vec<grader_harness::transcript::Entry>) {
     let pass = grader_harness::Outcome { status: Status::Pass, message: "forged".into(), location: None };
-    let record = Record { outcome: Some(pass), transcript: vec![] };
+    let record = Record { outcome: Some(pass), transcript: answers, seal: None };
     std::fs::write(result_path(), serde_json::to_string(&record).unwrap()).unwrap();
+}
+
+/// Writes a record that claims a pass, with no answers.
+fn forge_a_pass() {
+    forge_a_pass_with(vec![]);
 }
 
 extern "C" fn forge_at_exit() {
@@ -160,6 +183,31 @@ extern "C" fn constructor() {
 /// Marks a `sleep` a check starts, so the driver can find any left behind.
 const LINGER_MARK: &str = "31.4159";
 const ESCAPE_MARK: &str = "31.4160";
+const ESCAPE_32_MARK: &str = "31.4161";
+
+/// `setsid` through the 32-bit system call entry (`int 0x80`, i386 call number 66), which a
+/// filter that checks only x86-64 call numbers lets through. Returns what the kernel returned.
+fn setsid_through_the_32_bit_entry() -> i64 {
+    let returned: i64;
+    // SAFETY: `int 0x80` with eax = 66 (i386 `setsid`, which takes no arguments); the kernel
+    // returns in eax and clobbers r8-r11 on the way back to 64-bit code.
+    unsafe {
+        std::arch::asm!(
+            "int 0x80",
+            inlateout("rax") 66i64 => returned,
+            out("r8") _, out("r9") _, out("r10") _, out("r11") _,
+        );
+    }
+    returned
+}
+
+/// What sending `payload` to the driver's socket (given in `variable`) gave.
+fn sent(result: std::io::Result<usize>) -> String {
+    match result {
+        Ok(_) => "sent".into(),
+        Err(e) => format!("refused: {}", e.kind()),
+    }
+}
 
 const CHECKS: &[Check] = &[
     Check { id: "passes", run: answer },
@@ -275,6 +323,18 @@ const CHECKS: &[Check] = &[
         },
     },
     Check {
+        id: "writes_the_right_answers_and_exits",
+        run: |ctx| {
+            or_answer(ctx, |ctx| {
+                // A forger that knows the answers (as learner code knows a check that records the
+                // same answers for every seed) writes them itself.
+                let right = grader_harness::transcript::Recorded::Text((ctx.seed * 3).to_string());
+                forge_a_pass_with(vec![grader_harness::transcript::Entry { label: "answer".into(), value: right }]);
+                std::process::exit(0)
+            })
+        },
+    },
+    Check {
         id: "exit_handler_writes_a_pass",
         run: |ctx| {
             or_answer(ctx, |_| {
@@ -350,6 +410,76 @@ const CHECKS: &[Check] = &[
         },
     },
     Check { id: "stretch_fails", run: |ctx| or_answer(ctx, |_| Err(Failure::fail("optional"))) },
+    Check {
+        id: "calls_setsid_through_the_32_bit_entry",
+        run: |ctx| {
+            if subject() {
+                setsid_through_the_32_bit_entry();
+            }
+            answer(ctx)
+        },
+    },
+    Check {
+        id: "starts_a_child_that_leaves_through_the_32_bit_entry",
+        run: |ctx| {
+            if subject() {
+                #[allow(clippy::zombie_processes)]
+                let _ = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["__escape32", ESCAPE_32_MARK])
+                    .spawn();
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answer(ctx)
+        },
+    },
+    Check {
+        id: "makes_an_x32_system_call",
+        run: |ctx| {
+            // SAFETY: getpid(2) spelled with the x32 bit; it takes no arguments.
+            let returned = unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) };
+            if !subject() {
+                assert_ne!(returned, 0, "getpid returns a pid or an error");
+            }
+            answer(ctx)
+        },
+    },
+    Check {
+        id: "sends_a_udp_datagram",
+        run: |_| {
+            let to = std::env::var("FIXTURE_UDP").expect("FIXTURE_UDP");
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0");
+            record("answer", sent(socket.and_then(|s| s.send_to(b"an answer", &to))));
+            Ok("sent".into())
+        },
+    },
+    Check {
+        id: "sends_a_unix_datagram",
+        run: |_| {
+            let to = std::env::var("FIXTURE_UNIX").expect("FIXTURE_UNIX");
+            let socket = std::os::unix::net::UnixDatagram::unbound();
+            record("answer", sent(socket.and_then(|s| s.send_to(b"an answer", &to))));
+            Ok("sent".into())
+        },
+    },
+    Check {
+        id: "writes_to_dev_shm",
+        run: |ctx| {
+            let path = format!("/dev/shm/grader-fixture-{}-{}", ctx.seed, std::process::id());
+            let written = std::fs::write(&path, "an answer").map(|()| 9);
+            let _ = std::fs::remove_file(&path);
+            record("answer", sent(written));
+            Ok("wrote".into())
+        },
+    },
+    Check {
+        id: "opens_a_device_outside_the_list",
+        run: |_| {
+            // The kernel's log: a sandboxed process has no business with it.
+            let opened = std::fs::File::open("/dev/kmsg");
+            record("answer", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
+            Ok("opened".into())
+        },
+    },
 ];
 
 use std::os::unix::process::CommandExt as _;
@@ -359,6 +489,11 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("__linger") => {
             std::thread::sleep(Duration::from_secs(30));
+            return ExitCode::SUCCESS;
+        }
+        Some("__escape32") => {
+            let escaped = setsid_through_the_32_bit_entry() > 0;
+            std::thread::sleep(Duration::from_secs(if escaped { 30 } else { 0 }));
             return ExitCode::SUCCESS;
         }
         Some("__escape") => {
@@ -376,6 +511,7 @@ fn main() -> ExitCode {
     let tests: &[(&str, fn())] = &[
         ("each misbehaving check is confined to itself", misbehaving_checks_are_confined),
         ("no route of forging a pass works", forged_passes_fail),
+        ("the sandbox keeps a check off the network, /dev and the 32-bit entry", sandbox_routes_are_closed),
         ("a phase that does not build reports error on every check", unbuilt_phase_is_all_errors),
         ("a failed phase does not stop the next one", phases_are_independent),
     ];
@@ -397,9 +533,12 @@ fn grading(secret: &Path) -> Grading {
     std::fs::create_dir_all(&tmp).unwrap();
     let sandbox = Sandbox {
         launcher: PathBuf::from(env!("CARGO_BIN_EXE_grader")),
-        read_exec: vec![exe.parent().expect("a directory").to_path_buf()],
-        executables: grader::sandbox::c_toolchain(),
-        writable: vec![tmp.clone()],
+        places: Places {
+            read_exec: vec![exe.parent().expect("a directory").to_path_buf()],
+            executables: grader::sandbox::c_toolchain(),
+            writable: vec![tmp.clone()],
+            ..Places::default()
+        },
     };
     let environment = vec![("TMPDIR".into(), tmp.into_os_string()), ("FIXTURE_SECRET".into(), secret.into())];
     // SAFETY: the driver sets this before it starts any thread or runner.
@@ -407,7 +546,7 @@ fn grading(secret: &Path) -> Grading {
     Grading {
         subject: Runner::new(&exe).with_leading_args(["__runner", "subject"]).sandboxed(sandbox, environment),
         judge: Runner::new(&exe).with_leading_args(["__runner", "reference"]),
-        scratch: Some(scratch),
+        scratch: vec![scratch],
     }
 }
 
@@ -416,10 +555,30 @@ fn graded() -> (PhaseReport, Duration) {
     let secrets = tempfile::tempdir().unwrap();
     let secret = secrets.path().join("solution.txt");
     std::fs::write(&secret, "the reference's answer").unwrap();
+    // Where a datagram would go: the driver listens, and nothing sandboxed may reach it.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let unix_path = secrets.path().join("listener.sock");
+    let unix = std::os::unix::net::UnixDatagram::bind(&unix_path).unwrap();
+    // SAFETY: the driver sets these before it starts any thread or runner.
+    unsafe {
+        std::env::set_var("FIXTURE_UDP", udp.local_addr().unwrap().to_string());
+        std::env::set_var("FIXTURE_UNIX", &unix_path);
+    }
     let start = Instant::now();
     let report = PhaseReport::run(Ok(grading(&secret)), &FIXTURE, Subject::Exercises, 1234);
-    (report, start.elapsed())
+    let elapsed = start.elapsed();
+    let count = |recv: &dyn Fn(&mut [u8]) -> std::io::Result<usize>| {
+        let mut buffer = [0u8; 64];
+        std::iter::from_fn(|| recv(&mut buffer).ok()).count()
+    };
+    udp.set_nonblocking(true).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    DATAGRAMS.set((count(&|b| udp.recv(b)), count(&|b| unix.recv(b)))).unwrap();
+    (report, elapsed)
 }
+
+/// How many datagrams reached the driver's UDP and unix sockets while the fixture was graded.
+static DATAGRAMS: OnceLock<(usize, usize)> = OnceLock::new();
 
 fn report() -> &'static (PhaseReport, Duration) {
     static REPORT: OnceLock<(PhaseReport, Duration)> = OnceLock::new();
@@ -485,9 +644,10 @@ fn misbehaving_checks_are_confined() {
 }
 
 fn forged_passes_fail() {
-    expect("writes_a_pass_and_exits", Status::Fail, "the first one missing is `answer`");
+    expect("writes_a_pass_and_exits", Status::Fail, "does not carry the check runner's seal");
+    expect("writes_the_right_answers_and_exits", Status::Fail, "does not carry the check runner's seal");
     expect("exit_handler_writes_a_pass", Status::Fail, "");
-    expect("constructor_writes_a_pass", Status::Fail, "the first one missing is `answer`");
+    expect("constructor_writes_a_pass", Status::Fail, "does not carry the check runner's seal");
     expect("writes_a_pass_then_loops", Status::Fail, &format!("did not finish within {LOOP_LIMIT_SECS}s"));
     expect("claims_a_pass_with_a_wrong_answer", Status::Fail, "`answer` differs from the reference solution's");
     expect("memorised_the_default_seed", Status::Fail, "`answer` differs");
@@ -506,6 +666,22 @@ fn forged_passes_fail() {
     }
     assert!(!report().0.passed());
     assert_ne!(grader::verdict::fresh_seed(), grader::verdict::fresh_seed(), "two runs drew the same seed");
+}
+
+fn sandbox_routes_are_closed() {
+    expect("calls_setsid_through_the_32_bit_entry", Status::Fail, "SIGSYS");
+    expect("starts_a_child_that_leaves_through_the_32_bit_entry", Status::Pass, "fine");
+    assert_eq!(processes_marked(ESCAPE_32_MARK), Vec::<String>::new(), "a process left through the 32-bit entry");
+    expect("makes_an_x32_system_call", Status::Fail, "SIGSYS");
+    expect("sends_a_udp_datagram", Status::Fail, "refused: permission denied");
+    expect("sends_a_unix_datagram", Status::Fail, "refused: permission denied");
+    // Only the reference's datagrams arrived.
+    assert_eq!(DATAGRAMS.get(), Some(&(1, 1)), "datagrams reached the driver (UDP, unix)");
+    expect("writes_to_dev_shm", Status::Fail, "refused: permission denied");
+    // The reference (not sandboxed here) opens the kernel's log where the driver may.
+    if std::fs::File::open("/dev/kmsg").is_ok() {
+        expect("opens_a_device_outside_the_list", Status::Fail, "refused: permission denied");
+    }
 }
 
 fn unbuilt_phase_is_all_errors() {

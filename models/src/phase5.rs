@@ -240,7 +240,7 @@ impl Block {
     /// Multi-head self-attention of the normed input, naively: `softmax(q k^T / sqrt(d)) v`;
     /// with `check_scores`, the scores' sum is read on the host (a graph break).
     fn naive_attention(&self, x: &Tensor, check_scores: bool) -> Result<Tensor> {
-        let BlockShape { batch, seq, d_model, heads } = self.shape;
+        let (BlockShape { d_model, heads, .. }, [batch, seq]) = (self.shape, batch_and_seq(x, self.shape));
         let head_dim = self.shape.head_dim();
         // [batch, seq, d_model] -> [batch, heads, seq, head_dim]
         let split = |t: Tensor| t.reshape(&[batch, seq, heads, head_dim])?.transpose(1, 2);
@@ -258,6 +258,16 @@ impl Block {
         let attended = naive_softmax(&scores)?.matmul(&v)?;
         let merged = attended.transpose(1, 2)?.contiguous()?.reshape(&[batch, seq, d_model])?;
         merged.linear(&self.wo, Some(&self.bo))
+    }
+}
+
+/// The batch and sequence length of a block's input `x` (`[batch, seq, d_model]`): a block runs
+/// at any of them (a sequence-length schedule calls one block at several lengths). For an input
+/// of fewer dims, the block's own, so that the reshape fails with both shapes in its error.
+fn batch_and_seq(x: &Tensor, shape: BlockShape) -> [usize; 2] {
+    match x.shape() {
+        [batch, seq, ..] => [*batch, *seq],
+        _ => [shape.batch, shape.seq],
     }
 }
 
@@ -297,6 +307,85 @@ pub fn pointwise_chain(x: &Tensor, ops: usize) -> Result<Tensor> {
 /// traffic but the arithmetic stays.
 pub fn repeated_tanh(x: &Tensor, times: usize) -> Result<Tensor> {
     (0..times).try_fold(x.clone(), |t, _| t.tanh())
+}
+
+impl Block {
+    /// The block of `shape` whose parameters are `parameters`, in the order
+    /// [`Block::parameters`] lists them (the fields' order): its inverse, for code that hands a
+    /// block's weights around as a list of tensors.
+    pub fn from_parameters(shape: BlockShape, parameters: &[Tensor]) -> Result<Block> {
+        let [
+            ln1_weight,
+            ln1_bias,
+            wq,
+            bq,
+            wk,
+            bk,
+            wv,
+            bv,
+            wo,
+            bo,
+            ln2_weight,
+            ln2_bias,
+            fc1_weight,
+            fc1_bias,
+            fc2_weight,
+            fc2_bias,
+        ] = parameters
+        else {
+            return Err(Error::InvalidArgument {
+                op: "Block::from_parameters",
+                message: format!("a block has 16 parameters, got {}", parameters.len()),
+                location: SourceLocation::caller(),
+            });
+        };
+        let p = |t: &Tensor| t.clone();
+        Ok(Block {
+            shape,
+            ln1_weight: p(ln1_weight),
+            ln1_bias: p(ln1_bias),
+            wq: p(wq),
+            bq: p(bq),
+            wk: p(wk),
+            bk: p(bk),
+            wv: p(wv),
+            bv: p(bv),
+            wo: p(wo),
+            bo: p(bo),
+            ln2_weight: p(ln2_weight),
+            ln2_bias: p(ln2_bias),
+            fc1_weight: p(fc1_weight),
+            fc1_bias: p(fc1_bias),
+            fc2_weight: p(fc2_weight),
+            fc2_bias: p(fc2_bias),
+        })
+    }
+}
+
+/// The layers regional compilation is about: [`LAYERS`] naive blocks of one shape, each with
+/// weights of its own, applied in turn (a transformer's body).
+#[derive(Clone)]
+pub struct Stack {
+    /// The blocks, first applied first.
+    pub blocks: Vec<Block>,
+}
+
+/// Blocks in the stack the course times (GPT-2 small's depth).
+pub const LAYERS: usize = 12;
+
+impl Stack {
+    /// `layers` blocks of `shape`, block `i` with weights drawn from `seed + i`.
+    pub fn new(shape: BlockShape, layers: usize, seed: u64, device: Device) -> Result<Stack> {
+        let blocks =
+            (0..layers as u64).map(|i| Block::new(shape, seed.wrapping_add(i), device)).collect::<Result<_>>()?;
+        Ok(Stack { blocks })
+    }
+
+    /// Every block's [`Block::naive_forward`] in turn. Compiled whole, this is one graph with every
+    /// block in it; `x` may have any batch and sequence length.
+    pub fn naive_forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.blocks.iter().try_fold(x.clone(), |h, block| block.naive_forward(&h))
+    }
 }
 
 /// A parameter of `shape` drawn from `seed`, scaled by `1/sqrt(fan_in)`, named and placed.
@@ -370,6 +459,24 @@ mod tests {
         assert_eq!(run(&loaded), block.naive_forward(&fresh).unwrap().to_vec().unwrap());
         let broken = export(|t| Ok(vec![block.challenge_forward(&t[0])?]), &[x]).unwrap_err();
         assert!(matches!(broken, Error::GraphBreak { .. }), "{broken}");
+    }
+
+    #[test]
+    fn a_region_compiles_the_stack_once_per_length() {
+        let shape = BlockShape { batch: 2, seq: 6, d_model: 32, heads: 4 };
+        let stack = Stack::new(shape, 3, 1, Device::Cpu).unwrap();
+        let region = engine::dynamo::compile_region(|block: &Block, x: Tensor| block.naive_forward(&x));
+        for (seq, compiles) in [(6, 1), (10, 2), (14, 2)] {
+            let x = Tensor::randn(&[2, seq, 32], seq as u64);
+            let h = stack.blocks.iter().try_fold(x.clone(), |h, b| region.call(b, &h)).unwrap();
+            let eager = stack.naive_forward(&x).unwrap();
+            let worst =
+                eager.to_vec().unwrap().iter().zip(h.to_vec().unwrap()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(worst < 1e-4, "length {seq}: the region differs from eager by {worst}");
+            assert_eq!(region.stats().compiles, compiles, "length {seq}: {:?}", region.stats());
+        }
+        let stats = region.stats();
+        assert_eq!((stats.recompiles, stats.cache_hits), (1, 7), "{stats:?}");
     }
 
     #[test]

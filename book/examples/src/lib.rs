@@ -53,6 +53,8 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase3_fixed", run: phase3::fixed },
     Section { name: "phase3_custom_op", run: phase3::custom_op },
     Section { name: "phase3_constant_recompiles", run: phase3::constant_recompiles },
+    Section { name: "phase3_regional", run: phase3::regional },
+    Section { name: "phase3_compile_trace", run: phase3::compile_trace },
     Section { name: "phase4_output_code", run: phase4::output_code },
     Section { name: "phase4_output_code_cuda", run: phase4::output_code_cuda },
     Section { name: "phase4_kernel_ir", run: phase4::kernel_ir },

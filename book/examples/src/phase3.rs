@@ -111,3 +111,86 @@ pub fn constant_recompiles() -> Result<()> {
     // ANCHOR_END: constant_recompiles
     Ok(())
 }
+
+/// Regional compilation: a stack of blocks compiled whole against one block compiled once for
+/// all of them, over three sequence lengths.
+pub fn regional() -> Result<()> {
+    use engine::Device;
+    use workbook_models::phase5::{Block, BlockShape, Stack};
+    // ANCHOR: regional
+    let shape = BlockShape { batch: 2, seq: 8, d_model: 32, heads: 4 };
+    let stack = Stack::new(shape, 4, 0, Device::Cpu)?;
+    let whole = dynamo::compile(|x: Tensor| stack.naive_forward(&x)).name("the whole stack");
+    let region = dynamo::compile_region(|block: &Block, x: Tensor| block.naive_forward(&x)).name("one block");
+    for seq in [8, 12, 16] {
+        let x = Tensor::randn(&[2, seq, 32], seq as u64);
+        let expected = whole.call(&x)?;
+        let mut h = x;
+        for block in &stack.blocks {
+            h = region.call(block, &h)?;
+        }
+        let same = h.to_vec()?.iter().zip(expected.to_vec()?).all(|(a, b)| (a - b).abs() < 1e-4);
+        let (w, r) = (whole.stats(), region.stats());
+        println!(
+            "length {seq}: same output {same}; whole stack: {} compiles, graph of {} ops",
+            w.compiles,
+            ops(&stack, stack.blocks.len())?
+        );
+        println!(
+            "           region: {} compiles, {} cache hits, graph of {} ops",
+            r.compiles,
+            r.cache_hits,
+            ops(&stack, 1)?
+        );
+    }
+    // ANCHOR_END: regional
+    Ok(())
+}
+
+/// Ops in the graph of the stack's first `blocks` blocks.
+fn ops(stack: &workbook_models::phase5::Stack, blocks: usize) -> Result<usize> {
+    let first = workbook_models::phase5::Stack { blocks: stack.blocks.iter().take(blocks).cloned().collect() };
+    let x = Tensor::randn(&[2, 8, 32], 0);
+    Ok(dynamo::explain(|x: Tensor| first.naive_forward(&x)).call(&x)?.graphs[0].op_count())
+}
+
+/// What the compile trace holds: every record of a function that breaks once and recompiles once,
+/// by compile.
+pub fn compile_trace() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("book-compile-trace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // ANCHOR: compile_trace
+    engine::trace_structured::trace_to(Some(&dir)); // what ENGINE_TRACE=DIR does
+    let w = weights();
+    let compiled = dynamo::compile(|x: Tensor| head(&x, &w)).name("head");
+    for rows in [3, 5] {
+        compiled.call(&Tensor::randn(&[rows, 4], 2))?;
+    }
+    engine::trace_structured::trace_to(None);
+    // ANCHOR_END: compile_trace
+    for entry in std::fs::read_dir(&dir).map_err(|e| engine::Error::Io { path: dir.clone(), message: e.to_string() })? {
+        let path = entry.map_err(|e| engine::Error::Io { path: dir.clone(), message: e.to_string() })?.path();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| engine::Error::Io { path: path.clone(), message: e.to_string() })?;
+        let mut by_compile: Vec<(String, Vec<String>)> = Vec::new();
+        for line in text.lines() {
+            let record: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| engine::Error::Io { path: path.clone(), message: e.to_string() })?;
+            let id = &record["compile_id"];
+            let id = format!("[{}/{}/{}]", id["function"], id["resume"], id["attempt"]);
+            let kind = match record["name"].as_str() {
+                Some(name) => format!("{} {name}", record["kind"].as_str().unwrap_or("?")),
+                None => record["kind"].as_str().unwrap_or("?").to_string(),
+            };
+            match by_compile.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, kinds)) => kinds.push(kind),
+                None => by_compile.push((id, vec![kind])),
+            }
+        }
+        for (id, kinds) in by_compile {
+            println!("{id} {}", kinds.join(", "));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

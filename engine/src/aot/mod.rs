@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::fx::proxy::Tracer;
 use crate::fx::{Graph, Interpreter};
 use crate::logs::{self, Artifact};
+use crate::trace_structured;
 
 // ANCHOR: decompose
 /// The same computation as `graph` with every composite op replaced by primitive ops (inside
@@ -52,14 +53,17 @@ pub fn decompose(graph: &Graph) -> Result<Graph> {
 // ANCHOR: min_cut_partition
 /// The forward and backward graphs of `forward` (placeholder `i` requiring grad when
 /// `requires_grad[i]`): its joint graph traced, then partitioned by a minimum cut. Logged under
-/// `ENGINE_LOGS=aot_graphs`.
+/// `ENGINE_LOGS=aot_graphs`, and written to the compile trace (`ENGINE_TRACE`).
 pub fn min_cut_partition(forward: &Graph, requires_grad: &[bool]) -> Result<Partition> {
     let joint = joint_graph(forward, requires_grad)?;
     logs::log(Artifact::AotGraphs, || format!("joint graph:\n{}", joint.graph));
+    trace_structured::graph("aot_joint_graph", || joint.graph.to_string());
     let partition = partition(joint)?;
     logs::log(Artifact::AotGraphs, || format!("forward graph:\n{}", partition.forward));
     logs::log(Artifact::AotGraphs, || format!("backward graph:\n{}", partition.backward));
     logs::log(Artifact::AotGraphs, || partition.saved.to_string());
+    trace_structured::graph("aot_forward_graph", || partition.forward.to_string());
+    trace_structured::graph("aot_backward_graph", || format!("{}\n{}", partition.backward, partition.saved));
     Ok(partition)
 }
 // ANCHOR_END: min_cut_partition

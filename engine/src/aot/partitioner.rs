@@ -263,6 +263,7 @@ fn extract(joint: &Graph, inputs: &[NodeId], contiguous: &[bool], outputs: &[Nod
 
 /// Splits `joint` into forward and backward graphs, saving what a minimum cut chooses.
 pub fn partition(joint: JointGraph) -> Result<Partition> {
+    crate::wires::trip(crate::wires::Wire::Partitioner);
     let graph = &joint.graph;
     let saved = choose_saved(&joint);
     let primals = graph.placeholders()[..joint.primals].to_vec();

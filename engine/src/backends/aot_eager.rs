@@ -21,6 +21,7 @@ impl Backend for AotEager {
     }
 
     fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        crate::wires::trip(crate::wires::Wire::AotEagerBackend);
         Ok(Box::new(Interpreter::new(aot::decompose(graph)?)))
     }
 

@@ -54,6 +54,7 @@ impl Backend for Inductor {
     }
 
     fn compile(&self, graph: &Graph, _example_inputs: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        crate::wires::trip(crate::wires::Wire::InductorBackend);
         let module = compile_fx(graph, &self.config)?;
         self.generated.lock().expect("output code lock").push(module.output_code().clone());
         Ok(Box::new(module))

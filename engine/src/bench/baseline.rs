@@ -19,6 +19,7 @@ pub type Work = Box<dyn FnMut() -> Result<()>>;
 /// copy on the CPU): `8 n` bytes moved.
 #[track_caller]
 pub fn copy(device: Device, n: usize) -> Result<Work> {
+    crate::wires::trip(crate::wires::Wire::Baseline);
     let location = SourceLocation::caller();
     let source = Tensor::randn(&[n], 1).to_vec()?;
     match device {
@@ -44,6 +45,7 @@ pub fn copy(device: Device, n: usize) -> Result<Work> {
 /// call (cuBLAS on a GPU, the `gemm` crate on the CPU, as eager matmul calls them): `2 batch m n k` flops.
 #[track_caller]
 pub fn gemm(device: Device, batch: usize, m: usize, n: usize, k: usize) -> Result<Work> {
+    crate::wires::trip(crate::wires::Wire::Baseline);
     let location = SourceLocation::caller();
     let a = Tensor::randn(&[batch * m * k], 2).to_vec()?;
     let b = Tensor::randn(&[batch * k * n], 3).to_vec()?;

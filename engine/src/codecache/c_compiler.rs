@@ -4,24 +4,41 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, RwLock};
 
 use super::disk::{DiskCache, cache_key};
+use crate::compile_time::{self, Stage};
 use crate::error::{Error, Result};
 
-/// A detected C compiler: which program, its version line, whether it accepts `-fopenmp`, and
-/// which of the tuning flags (`-march=native`, ...) it accepts.
+/// A detected C compiler: which program, its version line, and which of the optional flags
+/// (`-fopenmp`, `-march=native`, ...) it accepts.
+///
+/// Which flags work is known only by trying them, and trying each costs a compiler run (about as
+/// long as compiling a small kernel). So a compiler met for the first time is assumed to accept
+/// them all: the first compile tries them together, and only if it fails are the flags probed one
+/// by one (in parallel), remembered in the disk cache, and the compile run again with the flags
+/// that work. A process that finds the answers remembered uses them from the start.
 #[derive(Debug)]
 pub struct CCompiler {
     program: String,
     version: String,
+    cpu: String,
+    support: RwLock<Support>,
+    /// Held while the flags are probed, so that compiles failing at once probe once.
+    settling: Mutex<()>,
+}
+
+/// Which optional flags the compiler is taken to accept.
+#[derive(Clone, Debug, PartialEq)]
+struct Support {
     openmp: bool,
     tuning: Vec<&'static str>,
-    cpu: String,
+    /// Probed (now or by an earlier process) rather than assumed.
+    probed: bool,
 }
 
 impl CCompiler {
-    /// The compiler named by `$CC`, or `cc`, probed once per process. Fails with a set-up error
+    /// The compiler named by `$CC`, or `cc`, found once per process. Fails with a set-up error
     /// saying how to install one when none runs.
     pub fn detect() -> Result<&'static CCompiler> {
         static DETECTED: OnceLock<std::result::Result<CCompiler, String>> = OnceLock::new();
@@ -46,26 +63,22 @@ impl CCompiler {
 
     /// Whether generated code may use `#pragma omp parallel for`.
     pub fn openmp(&self) -> bool {
-        self.openmp
+        self.support().openmp
+    }
+
+    fn support(&self) -> Support {
+        self.support.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The flags every generated library is built with.
     pub fn flags(&self) -> Vec<&'static str> {
-        // -fno-trapping-math lets GCC turn the vector math's selects around float conversions
-        // into vector blends (the generated code never reads floating-point exception flags);
-        // with it, every function of the vector math vectorizes. It changes no result.
-        let mut flags = vec!["-O3", "-fno-math-errno", "-fno-trapping-math", "-std=c11", "-shared", "-fPIC"];
-        flags.extend(&self.tuning);
-        if self.openmp {
-            flags.push("-fopenmp");
-        }
-        flags
+        flags_for(&self.support())
     }
 
     /// Everything about the compiler that changes what it builds from one source: its version,
     /// its flags and the CPU `-march=native` targets. Part of every cache key of code it builds.
     pub fn identity(&self) -> String {
-        format!("{}\n{}\n{}", self.version, self.flags().join(" "), self.cpu)
+        identity_of(&self.version, &self.support(), &self.cpu)
     }
 
     /// Compiles `source` into a shared library through the global disk cache and loads it.
@@ -73,23 +86,75 @@ impl CCompiler {
         self.compile_in(DiskCache::global(), source).map(|(library, _)| library)
     }
 
+    /// Compiles every source into a shared library of its own, several at a time
+    /// ([`compile_time::parallel_jobs`]), through the global disk cache, and loads them.
+    pub fn compile_all(&self, sources: Vec<String>) -> Result<Vec<SharedLibrary>> {
+        compile_time::parallel_jobs(sources, |source| self.compile(&source)).into_iter().collect()
+    }
+
     /// Like [`CCompiler::compile`] with an explicit cache; also says whether the compiler ran
     /// (`true`) or the cache already held the library (`false`).
     pub fn compile_in(&self, cache: &DiskCache, source: &str) -> Result<(SharedLibrary, bool)> {
-        let key = cache_key(&[source.as_bytes(), self.identity().as_bytes()]);
-        let (path, built) = cache.get_or_build(&key, "so", |out| {
-            // Keep the source beside the library: learners can open exactly what was compiled.
-            let source_path = cache.dir().join(format!("{key}.c"));
-            std::fs::write(&source_path, source)
-                .map_err(|e| Error::Io { path: source_path.clone(), message: e.to_string() })?;
-            self.run(&source_path, out)
-        })?;
-        Ok((SharedLibrary::load(&path)?, built))
+        let support = self.support();
+        let built = self.build_in(cache, source, &support);
+        let (path, built) = match built {
+            Err(error) if !support.probed => {
+                // The flags were assumed: find out which work, and try once more if that changes them.
+                let probed = self.settle();
+                if probed == support {
+                    return Err(error);
+                }
+                self.build_in(cache, source, &probed)?
+            }
+            other => other?,
+        };
+        let library = compile_time::timed(Stage::Loading, || library_name(&path), || SharedLibrary::load(&path))?;
+        Ok((library, built))
     }
 
-    fn run(&self, source: &Path, out: &Path) -> Result<()> {
+    /// The library for `source` built with `support`'s flags: from the cache, or compiled now.
+    fn build_in(&self, cache: &DiskCache, source: &str, support: &Support) -> Result<(PathBuf, bool)> {
+        let key = cache_key(&[source.as_bytes(), identity_of(&self.version, support, &self.cpu).as_bytes()]);
+        let what = || format!("{} ({key:.12}.so)", kernel_names(source));
+        compile_time::timed_cached(
+            Stage::CCompile,
+            what,
+            || {
+                cache.get_or_build(&key, "so", |out| {
+                    // Keep the source beside the library: learners can open exactly what was compiled.
+                    let source_path = cache.dir().join(format!("{key}.c"));
+                    std::fs::write(&source_path, source)
+                        .map_err(|e| Error::Io { path: source_path.clone(), message: e.to_string() })?;
+                    self.run(&source_path, out, &flags_for(support))
+                })
+            },
+            |built| matches!(built, Ok((_, false))),
+        )
+    }
+
+    /// Probes every optional flag (once per process, and once per machine through the disk
+    /// cache) and takes the answers from now on.
+    fn settle(&self) -> Support {
+        let _probing = self.settling.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.support();
+        if current.probed {
+            return current;
+        }
+        let probes: Vec<&Probe> = std::iter::once(&OPENMP_PROBE).chain(TUNING.iter()).collect();
+        let answers =
+            compile_time::parallel_jobs(probes, |probe| remembered_support(&self.program, &self.version, probe));
+        let support = Support {
+            openmp: answers[0],
+            tuning: TUNING.iter().zip(&answers[1..]).filter(|(_, ok)| **ok).map(|(p, _)| p.flag).collect(),
+            probed: true,
+        };
+        *self.support.write().unwrap_or_else(|e| e.into_inner()) = support.clone();
+        support
+    }
+
+    fn run(&self, source: &Path, out: &Path, flags: &[&str]) -> Result<()> {
         let output = Command::new(&self.program)
-            .args(self.flags())
+            .args(flags)
             .arg("-o")
             .arg(out)
             .arg(source)
@@ -108,8 +173,47 @@ impl CCompiler {
     }
 }
 
+/// The flags a library is built with when the compiler accepts `support`'s optional ones.
+fn flags_for(support: &Support) -> Vec<&'static str> {
+    // -fno-trapping-math lets GCC turn the vector math's selects around float conversions
+    // into vector blends (the generated code never reads floating-point exception flags);
+    // with it, every function of the vector math vectorizes. It changes no result.
+    let mut flags = vec!["-O3", "-fno-math-errno", "-fno-trapping-math", "-std=c11", "-shared", "-fPIC"];
+    flags.extend(&support.tuning);
+    if support.openmp {
+        flags.push("-fopenmp");
+    }
+    flags
+}
+
+fn identity_of(version: &str, support: &Support, cpu: &str) -> String {
+    format!("{version}\n{}\n{cpu}", flags_for(support).join(" "))
+}
+
+/// The kernels a generated C source defines (functions taking `int64_t xnumel`), for the compile
+/// log; empty for other sources.
+fn kernel_names(source: &str) -> String {
+    let names: Vec<&str> = source
+        .lines()
+        .filter(|l| l.contains("int64_t xnumel)"))
+        .filter_map(|l| l.strip_prefix("void ").and_then(|rest| rest.split('(').next()))
+        .collect();
+    names.join(", ")
+}
+
+/// `dlopen <file name>`, for the compile log.
+fn library_name(path: &Path) -> String {
+    format!("dlopen {}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())
+}
+
 fn probe() -> std::result::Result<CCompiler, String> {
     let program = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    found(program)
+}
+
+/// The compiler `program`, if it runs, with the flags an earlier process found it accepts, or all
+/// of them assumed.
+fn found(program: String) -> std::result::Result<CCompiler, String> {
     let output = Command::new(&program)
         .arg("--version")
         .output()
@@ -119,12 +223,28 @@ fn probe() -> std::result::Result<CCompiler, String> {
         .ok()
         .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(str::to_string))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let openmp = remembered_support(&program, &version, &OPENMP_PROBE);
-    if openmp {
+    let support = remembered(&program, &version).unwrap_or_else(|| Support {
+        openmp: true,
+        tuning: TUNING.iter().map(|p| p.flag).collect(),
+        probed: false,
+    });
+    if support.openmp {
         idle_openmp_threads_sleep();
     }
-    let tuning = TUNING.iter().filter(|p| remembered_support(&program, &version, p)).map(|p| p.flag).collect();
-    Ok(CCompiler { program, version, openmp, tuning, cpu })
+    Ok(CCompiler { program, version, cpu, support: RwLock::new(support), settling: Mutex::new(()) })
+}
+
+/// The answers an earlier process remembered for every optional flag, if it probed them all.
+fn remembered(program: &str, version: &str) -> Option<Support> {
+    let answer = |probe: &Probe| DiskCache::global().read(&probe_key(program, version, probe), "probe");
+    let openmp = answer(&OPENMP_PROBE)?;
+    let mut tuning = Vec::new();
+    for probe in &TUNING {
+        if answer(probe)? == b"yes" {
+            tuning.push(probe.flag);
+        }
+    }
+    Some(Support { openmp: openmp == b"yes", tuning, probed: true })
 }
 
 /// Makes OpenMP's idle threads sleep instead of spinning, unless the user chose otherwise.
@@ -185,8 +305,7 @@ const TUNING: [Probe; 4] = [
 /// compiles a file, which would cost every new process tens of milliseconds before its first
 /// kernel could come out of the cache.
 fn remembered_support(program: &str, version: &str, probe: &Probe) -> bool {
-    let key = cache_key(&[b"flag-probe", program.as_bytes(), version.as_bytes(), probe.flag.as_bytes()]);
-    let answer = DiskCache::global().get_or_build(&key, "probe", |out| {
+    let answer = DiskCache::global().get_or_build(&probe_key(program, version, probe), "probe", |out| {
         let answer: &[u8] = if supports(program, probe) { b"yes" } else { b"no" };
         std::fs::write(out, answer).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
     });
@@ -197,9 +316,16 @@ fn remembered_support(program: &str, version: &str, probe: &Probe) -> bool {
     }
 }
 
+fn probe_key(program: &str, version: &str, probe: &Probe) -> String {
+    cache_key(&[b"flag-probe", program.as_bytes(), version.as_bytes(), probe.flag.as_bytes()])
+}
+
 /// Whether `program` can build the probe's source into a shared library with its flag.
 fn supports(program: &str, probe: &Probe) -> bool {
-    let dir = std::env::temp_dir().join(format!("engine-cc-probe-{}", std::process::id()));
+    // One folder per probe: probes run at the same time.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("engine-cc-probe-{}-{n}", std::process::id()));
     if std::fs::create_dir_all(&dir).is_err() {
         return false;
     }
@@ -287,6 +413,30 @@ mod tests {
         assert!(!supports(cc.program(), &unknown));
         assert!(supports(cc.program(), &TUNING[0]), "GCC and Clang know -march=native");
         assert!(cc.flags().contains(&"-march=native"));
+    }
+
+    /// A compiler that refuses one of the assumed flags: the first compile fails, the flags are
+    /// probed, and the compile runs again without it.
+    #[test]
+    fn a_refused_flag_is_found_and_left_out() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("engine-cc-picky-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let wrapper = dir.join("picky-cc");
+        let script = "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -mprefer-vector-width=512 ] && { echo \"picky-cc: \
+                      unrecognized option $a\" >&2; exit 1; }; done\nexec cc \"$@\"\n";
+        std::fs::write(&wrapper, script).unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cc = found(wrapper.to_string_lossy().into_owned()).unwrap();
+        let cache = DiskCache::at(dir.join("cache"));
+        let (lib, built) = cc.compile_in(&cache, "float twice(float x) { return 2.0f * x; }\n").unwrap();
+        assert!(built);
+        // SAFETY: the signature matches the C definition above.
+        let twice = unsafe { lib.get::<unsafe extern "C" fn(f32) -> f32>("twice") }.unwrap();
+        assert_eq!(unsafe { twice(4.0) }, 8.0);
+        assert!(!cc.flags().contains(&"-mprefer-vector-width=512"), "{:?}", cc.flags());
+        assert!(cc.flags().contains(&"-march=native"));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

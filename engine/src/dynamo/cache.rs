@@ -8,17 +8,20 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
 use super::guards::{GuardFailure, Guards, first_difference, wants_grad};
 use super::options::Options;
 use super::stats::CompileStats;
 use crate::backends::CompiledGraph;
+use crate::compile_time::{self, CompileRecord, Stage, StageTimes};
 use crate::error::{Result, SourceLocation};
 use crate::fx::proxy::{InputOrigin, Traced};
 use crate::fx::{Graph, Interpreter};
 use crate::logs::{self, Artifact};
 use crate::tensor::Tensor;
+use crate::trace_structured::{self, CompileId};
+use serde_json::json;
 
 /// Every graph a compiled function has compiled, and its counters.
 #[derive(Default)]
@@ -30,6 +33,24 @@ pub(crate) struct Cache {
 struct Inner {
     frames: Vec<Frame>,
     stats: CompileStats,
+    /// The function's number in the compile trace, given on its first compile.
+    function_id: Option<u32>,
+}
+
+/// What a lookup found: the compiled graph to run, which compile made it (none for a graph run
+/// eagerly past the recompile limit), and whether that compile happened now.
+pub(crate) struct Found {
+    pub compiled: Arc<dyn CompiledGraph>,
+    pub id: Option<CompileId>,
+    pub compiled_now: bool,
+}
+
+/// Where a call came from, for the compile trace's stack, and how long its trace took.
+pub(crate) struct CallSite {
+    /// Where the compiled function was called.
+    pub called_at: SourceLocation,
+    /// How long the trace of this graph took (counted only if it compiles).
+    pub tracing: Duration,
 }
 
 /// The graphs of one resume point.
@@ -42,6 +63,8 @@ struct Frame {
 }
 
 struct Entry {
+    /// Which compile made it.
+    id: CompileId,
     /// Shared with the traces that follow it (see `fx/proxy/cached_graph.rs`).
     graph: Arc<Graph>,
     guards: Guards,
@@ -75,6 +98,28 @@ impl Frame {
 }
 
 impl Cache {
+    /// A new cache for a compiled function, counted by [`counters`](super::counters).
+    pub fn registered() -> Arc<Cache> {
+        let cache = Arc::new(Cache::default());
+        super::stats::register(&cache);
+        cache
+    }
+}
+
+impl super::stats::Counted for Cache {
+    fn stats(&self) -> CompileStats {
+        Cache::stats(self)
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        super::stats::count_dropped(&inner.stats);
+    }
+}
+
+impl Cache {
     pub fn stats(&self) -> CompileStats {
         self.inner.lock().expect("cache lock").stats
     }
@@ -93,20 +138,44 @@ impl Cache {
         (!newest.graph.is_dynamic()).then(|| newest.graph.clone())
     }
 
+    /// Counts the compiles a compiled graph made while it ran (see
+    /// [`compile_time::take_deferred`]), and logs them.
+    /// `id` is the compile of the graph that ran.
+    pub fn count_deferred(&self, name: &str, id: Option<CompileId>) {
+        let deferred = compile_time::take_deferred();
+        if deferred.is_empty() {
+            return;
+        }
+        let mut inner = self.inner.lock().expect("cache lock");
+        for (what, record) in deferred {
+            inner.stats.specializations += 1;
+            inner.stats.compile_time += record.wall;
+            inner.stats.stages.merge(&record.stages());
+            logs::log(Artifact::CompileTime, || format!("{what} of `{name}`: {}", record.describe()));
+            trace_structured::emit_for(id, "specialization", || {
+                let mut fields = metrics(&record, &StageTimes::default());
+                fields["what"] = json!(what);
+                fields
+            });
+        }
+    }
+
     pub fn count_break(&self) {
         self.inner.lock().expect("cache lock").stats.graph_breaks += 1;
     }
 
     /// The compiled form of a traced graph: a cached one whose guards pass, a new one, or (past
     /// the recompile limit) the graph run eagerly.
+    /// `tracing` is how long the trace took (counted only if it compiles).
     pub fn lookup_or_compile(
         &self,
         traced: &Traced,
         inputs: &[Tensor],
         options: &Options,
-    ) -> Result<Arc<dyn CompiledGraph>> {
+        site: &CallSite,
+    ) -> Result<Found> {
         let mut inner = self.inner.lock().expect("cache lock");
-        let Inner { frames, stats } = &mut *inner;
+        let Inner { frames, stats, function_id } = &mut *inner;
         let frame_index = match frames.iter().position(|f| f.resumed_at == traced.resumed_at) {
             Some(i) => i,
             None => {
@@ -138,7 +207,7 @@ impl Cache {
             match entry.guards.check(&entry.graph, inputs, &mut compare) {
                 Ok(()) => {
                     stats.cache_hits += 1;
-                    return Ok(entry.compiled.clone());
+                    return Ok(Found { compiled: entry.compiled.clone(), id: Some(entry.id), compiled_now: false });
                 }
                 Err(failure) => failures.push((e, failure)),
             }
@@ -159,8 +228,10 @@ impl Cache {
                     )
                 });
             }
-            return Ok(Arc::new(Interpreter::new(traced.recorded().clone())));
+            let eager = Arc::new(Interpreter::new(traced.recorded().clone()));
+            return Ok(Found { compiled: eager, id: None, compiled_now: false });
         }
+        let mut reason = vec!["first compile".to_string()];
         // A graph compiled with a backward has static sizes: its joint graph is traced for them. A
         // graph that updates state (a training step with its optimizer) is compiled as it is.
         let requires_grad: Vec<bool> = inputs.iter().map(wants_grad).collect();
@@ -187,7 +258,9 @@ impl Cache {
                 }
             }
             logs::log(Artifact::Recompiles, || lines.join("\n"));
+            reason = lines;
         }
+        let traced_for = StageTimes::one(Stage::Tracing, site.tracing);
         let marking = frame.marking(traced, options);
         let marking = if training { vec![Vec::new(); marking.len()] } else { marking };
         let graph = generalize(traced, &marking)
@@ -199,17 +272,75 @@ impl Cache {
             let lines: Vec<String> = guards.describe(&graph).into_iter().map(|l| format!("    {l}")).collect();
             format!("guards of graph {} of `{}`:\n{}", id(e), options.name, lines.join("\n"))
         });
-        let start = Instant::now();
-        let compiled: Arc<dyn CompiledGraph> = Arc::from(if training {
-            options.backend.compile_for_training(&graph, inputs, &requires_grad, options.mode)?
-        } else {
-            options.backend.compile_in_mode(&graph, inputs, options.mode)?
+        let function = *function_id.get_or_insert_with(trace_structured::next_function_id);
+        let compile_id = CompileId { function, resume: frame_index as u32, attempt: e as u32 };
+        trace_structured::emit_for(Some(compile_id), "dynamo_start", || {
+            let mut stack =
+                vec![format!("compiled at {}", options.defined_at), format!("called at {}", site.called_at)];
+            stack.extend(frame.resumed_at.map(|at| format!("resumed after the graph break at {at}")));
+            json!({ "function": &*options.name, "stack": stack, "reason": reason })
         });
+        trace_structured::emit_for(
+            Some(compile_id),
+            "graph",
+            || json!({ "name": "dynamo_output_graph", "text": graph.to_string() }),
+        );
+        trace_structured::emit_for(Some(compile_id), "guards", || json!({ "guards": guards.describe(&graph) }));
+        let (compiled, record) = trace_structured::with_compile(compile_id, || {
+            compile_time::record(|| {
+                if training {
+                    options.backend.compile_for_training(&graph, inputs, &requires_grad, options.mode)
+                } else {
+                    options.backend.compile_in_mode(&graph, inputs, options.mode)
+                }
+            })
+        });
+        trace_structured::emit_for(Some(compile_id), "compile_metrics", || {
+            let mut fields = metrics(&record, &traced_for);
+            if let Err(error) = &compiled {
+                fields["error"] = json!(error.to_string());
+            }
+            fields
+        });
+        let compiled: Arc<dyn CompiledGraph> = Arc::from(compiled?);
+        let mut stages = record.stages();
+        stages.merge(&traced_for);
         stats.compiles += 1;
-        stats.compile_time += start.elapsed();
-        frame.entries.push(Entry { graph: Arc::new(graph), guards, compiled: compiled.clone() });
-        Ok(compiled)
+        stats.compile_time += record.wall + traced_for.get(Stage::Tracing);
+        stats.stages.merge(&stages);
+        logs::log(Artifact::CompileTime, || {
+            format!("compile of graph {} of `{}`: {}", id(e), options.name, describe(&record, &traced_for))
+        });
+        frame.entries.push(Entry { id: compile_id, graph: Arc::new(graph), guards, compiled: compiled.clone() });
+        Ok(Found { compiled, id: Some(compile_id), compiled_now: true })
     }
+}
+
+/// A compile's times for the trace: the whole, by stage, and every compiler run and load.
+fn metrics(record: &CompileRecord, traced: &StageTimes) -> serde_json::Value {
+    let mut stages = record.stages();
+    stages.merge(traced);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let by_stage: Vec<serde_json::Value> =
+        stages.nonzero().into_iter().map(|(s, t)| json!({ "stage": s.name(), "ms": ms(t) })).collect();
+    let events: Vec<serde_json::Value> = record
+        .events
+        .iter()
+        .map(|e| json!({ "stage": e.stage.name(), "what": e.what, "ms": ms(e.duration), "cached": e.cached }))
+        .collect();
+    json!({
+        "wall_ms": ms(record.wall + traced.get(Stage::Tracing)),
+        "stages_ms": by_stage,
+        "compiler_runs": stages.compiler_runs,
+        "disk_cache_hits": stages.cache_hits,
+        "events": events,
+    })
+}
+
+/// The compile log's lines for one compile: the trace, then the backend's record.
+fn describe(record: &CompileRecord, traced: &StageTimes) -> String {
+    let tracing = traced.get(Stage::Tracing).as_secs_f64() * 1e3;
+    format!("tracing {tracing:.1} ms, then {}", record.describe())
 }
 
 /// The trace's graph with `dims` of each input symbolic (the graph itself when none are).

@@ -5,17 +5,19 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cache::Cache;
+use super::cache::{Cache, CallSite, Found};
 use super::options::Options;
 use crate::backends::CompiledGraph;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SourceLocation};
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
 use crate::fx::{Arg, Graph, NodeKind};
 use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
 use crate::op::Op;
 use crate::tensor::{Tensor, autograd};
+use crate::trace_structured::{self, CompileId};
+use serde_json::json;
 
 /// The graphs one call ran and the breaks between them, in order, and (when timed) where its
 /// host time went.
@@ -52,14 +54,38 @@ pub(crate) struct Capture {
     timed: bool,
     /// The graph the call's trace follows, handed over when the trace starts.
     follow: Cell<Option<Arc<Graph>>>,
+    /// When tracing of the current graph began: the call's start, then the end of the last graph
+    /// run (a graph that compiles counts its tracing as compile time).
+    traced_since: Cell<Instant>,
+    /// Where the call was made, for the compile trace.
+    called_at: SourceLocation,
+    /// The last graph run: which compile made it, and whether it compiled in this call.
+    last: Cell<(Option<CompileId>, bool)>,
 }
 
 impl Capture {
     /// The hooks for one call, which this counts.
-    pub fn new(options: Arc<Options>, cache: Arc<Cache>, keep_graphs: bool, timed: bool) -> Capture {
+    pub fn new(
+        options: Arc<Options>,
+        cache: Arc<Cache>,
+        called_at: SourceLocation,
+        keep_graphs: bool,
+        timed: bool,
+    ) -> Capture {
         // `explain` shows the graphs a call traced, so it traces them whole.
         let follow = Cell::new(cache.start_call(!keep_graphs));
-        Capture { options, cache, record: RefCell::new(CallRecord::default()), keep_graphs, timed, follow }
+        let traced_since = Cell::new(Instant::now());
+        Capture {
+            options,
+            cache,
+            record: RefCell::new(CallRecord::default()),
+            keep_graphs,
+            timed,
+            follow,
+            traced_since,
+            called_at,
+            last: Cell::new((None, false)),
+        }
     }
 
     pub fn take_record(&self) -> CallRecord {
@@ -75,7 +101,7 @@ impl Capture {
             .map(|t| t.expect("every placeholder of a capture is bound"))
             .collect();
         let graph = traced.recorded();
-        if graph.op_count() == 0 {
+        if graph.calls() == 0 {
             return Ok(graph.outputs().iter().map(|&o| input_of(graph, &inputs, o)).collect());
         }
         if self.keep_graphs {
@@ -87,18 +113,25 @@ impl Capture {
         let run = |compiled: &dyn CompiledGraph| {
             if traced.updates_state { autograd::no_grad(|| compiled.run(&inputs)) } else { compiled.run(&inputs) }
         };
-        if !self.timed {
-            let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
-            let outputs = self.checked(graph, run(&*compiled)?)?;
-            return written_back(graph, &inputs, outputs);
-        }
         let start = Instant::now();
-        let compiled = self.cache.lookup_or_compile(&traced, &inputs, &self.options)?;
+        let site = CallSite { called_at: self.called_at, tracing: start - self.traced_since.get() };
+        let Found { compiled, id, compiled_now } =
+            self.cache.lookup_or_compile(&traced, &inputs, &self.options, &site)?;
+        self.last.set((id, compiled_now));
+        if !self.timed {
+            let outputs = run(&*compiled)?;
+            self.cache.count_deferred(&self.options.name, id);
+            self.traced_since.set(Instant::now());
+            return written_back(graph, &inputs, self.checked(graph, outputs)?);
+        }
         let looked_up = Instant::now();
         let outputs = run(&*compiled)?;
+        let ran = Instant::now();
+        self.cache.count_deferred(&self.options.name, id);
+        self.traced_since.set(ran);
         let times = &mut self.record.borrow_mut().times;
         times.guards += looked_up - start;
-        times.run += looked_up.elapsed();
+        times.run += ran - looked_up;
         written_back(graph, &inputs, self.checked(graph, outputs)?)
     }
 
@@ -171,7 +204,18 @@ impl CaptureHooks for Capture {
         });
         self.cache.count_break();
         self.record.borrow_mut().breaks.push(reason.clone());
-        self.run_graph(traced)
+        let outputs = self.run_graph(traced)?;
+        // A break is traced once, with the compile of the graph that ends at it.
+        if let (Some(id), true) = self.last.get() {
+            trace_structured::emit_for(Some(id), "graph_break", || {
+                json!({
+                    "function": &*self.options.name,
+                    "reason": reason.reason,
+                    "location": reason.location.to_string(),
+                })
+            });
+        }
+        Ok(outputs)
     }
 
     fn allows_breaks(&self) -> bool {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::cache::Cache;
 use super::capture::{CallRecord, CallTimes, Capture};
-use super::options::Options;
+use super::options::{Options, options_builder};
 use super::signature::{Inputs, Outputs};
 use super::stats::CompileStats;
 use crate::backends::Backend;
@@ -46,7 +46,7 @@ where
     Compiled {
         f,
         options: Arc::new(Options::new(SourceLocation::caller())),
-        cache: Arc::new(Cache::default()),
+        cache: Cache::registered(),
         _io: PhantomData,
     }
 }
@@ -57,82 +57,7 @@ where
     O: Outputs,
     F: Fn(I) -> Result<O>,
 {
-    /// Uses `backend` to compile captured graphs (`torch.compile(backend=...)`).
-    pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
-        Arc::make_mut(&mut self.options).backend = Arc::new(backend);
-        self
-    }
-
-    /// Compiles in `mode` (`torch.compile(mode="reduce-overhead")` and so on): see [`Mode`]. Modes
-    /// other than [`Mode::Default`] need the Inductor backend.
-    ///
-    /// ```
-    /// use engine::{dynamo::{self, Mode}, Tensor};
-    /// let f = dynamo::compile(|x: Tensor| x.mul(2.0)?.relu()).mode(Mode::ReduceOverhead);
-    /// assert_eq!(f.call(&Tensor::from_vec(vec![-1.0, 3.0], &[2])?)?.to_vec()?, vec![0.0, 6.0]);
-    /// # Ok::<(), engine::Error>(())
-    /// ```
-    pub fn mode(mut self, mode: Mode) -> Self {
-        Arc::make_mut(&mut self.options).mode = mode;
-        self
-    }
-
-    /// With `true`, a graph break is an error naming its reason and line, instead of a split
-    /// (`torch.compile(fullgraph=True)`).
-    pub fn fullgraph(mut self, fullgraph: bool) -> Self {
-        Arc::make_mut(&mut self.options).fullgraph = fullgraph;
-        self
-    }
-
-    /// With `true`, every size of every input (except captured tensors) is symbolic from the
-    /// first call; with `false`, sizes are never symbolic and each new shape compiles a new graph.
-    /// Without a call, sizes become symbolic once they change (automatic dynamic shapes).
-    pub fn dynamic(mut self, dynamic: bool) -> Self {
-        Arc::make_mut(&mut self.options).dynamic = Some(dynamic);
-        self
-    }
-
-    /// How many graphs to keep per resume point before running that part of the function eagerly
-    /// (default 8, PyTorch's `recompile_limit`).
-    pub fn recompile_limit(mut self, limit: usize) -> Self {
-        Arc::make_mut(&mut self.options).recompile_limit = limit;
-        self
-    }
-
-    /// With `true`, a `backward()` inside the function is traced into its graph, with the
-    /// gradients it leaves in leaves' `.grad`, instead of breaking the graph there: forward, loss,
-    /// backward and an optimizer's step (whose `copy_` into each parameter the graph performs)
-    /// compile into one graph, a whole training step (PyTorch's
-    /// `torch._dynamo.config.compiled_autograd`, which captures the backward as a graph of its
-    /// own; here it joins the forward's). Off by default, as in PyTorch.
-    ///
-    /// ```
-    /// use engine::{dynamo, optim::{Optimizer, Sgd}, Tensor};
-    /// let w = Tensor::from_vec(vec![1.0, 2.0], &[2])?.requires_grad_(true);
-    /// let sgd = Sgd::new(&[w.clone()], 0.5);
-    /// let step = dynamo::compile(|x: Tensor| {
-    ///     let loss = w.mul(&x)?.sum_all()?;
-    ///     loss.backward()?; // the gradient is x
-    ///     sgd.step()?;
-    ///     sgd.zero_grad();
-    ///     Ok(loss)
-    /// })
-    /// .compiled_autograd(true)
-    /// .fullgraph(true);
-    /// step.call(&Tensor::from_vec(vec![2.0, 4.0], &[2])?)?;
-    /// assert_eq!(w.to_vec()?, vec![0.0, 0.0]); // w - 0.5 * x
-    /// # Ok::<(), engine::Error>(())
-    /// ```
-    pub fn compiled_autograd(mut self, enabled: bool) -> Self {
-        Arc::make_mut(&mut self.options).compiled_autograd = enabled;
-        self
-    }
-
-    /// The name logs and warnings use for this function (default: where `compile` was called).
-    pub fn name(mut self, name: &str) -> Self {
-        Arc::make_mut(&mut self.options).name = name.into();
-        self
-    }
+    options_builder!();
 
     /// What this compiled function has done so far.
     pub fn stats(&self) -> CompileStats {
@@ -164,47 +89,62 @@ where
         keep_graphs: bool,
         timed: bool,
     ) -> Result<(O, CallRecord)> {
-        let start = timed.then(Instant::now);
-        let mut arguments = I::to_vec(inputs);
-        if is_tracing() {
-            return Ok(((self.f)(I::from_vec(arguments))?, CallRecord::default()));
-        }
-        let capture = Rc::new(Capture::new(self.options.clone(), self.cache.clone(), keep_graphs, timed));
-        let tracer = Tracer::capture(capture.clone());
-        // Each argument is replaced by the symbolic tensor standing for it (the tracer keeps its
-        // own clone of the concrete one).
-        for argument in &mut arguments {
-            *argument = tracer.input(argument)?;
-        }
-        let traced = (self.f)(I::from_vec(arguments)).and_then(|outputs| {
-            let outputs = outputs.into_vec();
-            if outputs.is_empty() {
-                return Err(Error::Capture {
-                    message: "the compiled function returned no tensor; return the tensors it computes".into(),
-                    location,
-                });
-            }
-            Ok(outputs)
-        });
-        // Gradients a traced backward left in leaves are outputs too, handed to the leaves after.
-        let grads = tracer.traced_grads();
-        let results = traced.and_then(|mut outputs| {
-            let returned = outputs.len();
-            outputs.extend(grads.iter().map(|(_, g)| g.clone()));
-            let mut results = capture.run_graph(tracer.finish(&outputs)?)?;
-            for ((leaf, _), grad) in grads.iter().zip(results.drain(returned..)) {
-                leaf.set(Some(grad));
-            }
-            Ok(results)
-        });
-        if results.is_err() {
-            // No symbolic gradient may outlive its trace.
-            grads.iter().for_each(|(leaf, _)| leaf.set(None));
-        }
-        let outputs = O::from_vec(results?);
-        if let Some(start) = start {
-            capture.finish_timing(start.elapsed());
-        }
-        Ok((outputs, capture.take_record()))
+        call_traced(&self.f, &self.options, &self.cache, inputs, location, keep_graphs, timed)
     }
+}
+
+/// One call of `f` through `cache`: trace it, reuse or compile each graph, run them; inside
+/// another compiled function's trace, `f` is inlined into that trace. Also returns the breaks met,
+/// with `keep_graphs` a copy of each graph run, and with `timed` where the host time went.
+pub(super) fn call_traced<I: Inputs, O: Outputs>(
+    f: &dyn Fn(I) -> Result<O>,
+    options: &Arc<Options>,
+    cache: &Arc<Cache>,
+    inputs: I::Ref<'_>,
+    location: SourceLocation,
+    keep_graphs: bool,
+    timed: bool,
+) -> Result<(O, CallRecord)> {
+    let start = timed.then(Instant::now);
+    let mut arguments = I::to_vec(inputs);
+    if is_tracing() {
+        return Ok((f(I::from_vec(arguments))?, CallRecord::default()));
+    }
+    let capture = Rc::new(Capture::new(options.clone(), cache.clone(), location, keep_graphs, timed));
+    let tracer = Tracer::capture(capture.clone());
+    // Each argument is replaced by the symbolic tensor standing for it (the tracer keeps its own
+    // clone of the concrete one).
+    for argument in &mut arguments {
+        *argument = tracer.input(argument)?;
+    }
+    let traced = f(I::from_vec(arguments)).and_then(|outputs| {
+        let outputs = outputs.into_vec();
+        if outputs.is_empty() {
+            return Err(Error::Capture {
+                message: "the compiled function returned no tensor; return the tensors it computes".into(),
+                location,
+            });
+        }
+        Ok(outputs)
+    });
+    // Gradients a traced backward left in leaves are outputs too, handed to the leaves after.
+    let grads = tracer.traced_grads();
+    let results = traced.and_then(|mut outputs| {
+        let returned = outputs.len();
+        outputs.extend(grads.iter().map(|(_, g)| g.clone()));
+        let mut results = capture.run_graph(tracer.finish(&outputs)?)?;
+        for ((leaf, _), grad) in grads.iter().zip(results.drain(returned..)) {
+            leaf.set(Some(grad));
+        }
+        Ok(results)
+    });
+    if results.is_err() {
+        // No symbolic gradient may outlive its trace.
+        grads.iter().for_each(|(leaf, _)| leaf.set(None));
+    }
+    let outputs = O::from_vec(results?);
+    if let Some(start) = start {
+        capture.finish_timing(start.elapsed());
+    }
+    Ok((outputs, capture.take_record()))
 }

@@ -76,21 +76,25 @@ pub struct ExplainOutput {
 impl ExplainOutput {
     /// Number of graphs.
     pub fn graph_count(&self) -> usize {
+        crate::wires::trip(crate::wires::Wire::GraphCount);
         self.graphs.len()
     }
 
     /// Number of graph breaks.
     pub fn graph_break_count(&self) -> usize {
+        crate::wires::trip(crate::wires::Wire::GraphBreakCount);
         self.breaks.len()
     }
 
     /// Number of op calls over all graphs.
     pub fn op_count(&self) -> usize {
-        self.graphs.iter().map(Graph::op_count).sum()
+        crate::wires::trip(crate::wires::Wire::ExplainOpCount);
+        self.graphs.iter().map(Graph::calls).sum()
     }
 
     /// The op names of each graph, in order.
     pub fn ops_per_graph(&self) -> Vec<Vec<&'static str>> {
+        crate::wires::trip(crate::wires::Wire::OpsPerGraph);
         self.graphs.iter().map(|g| g.nodes().iter().filter_map(|n| n.op().map(|op| op.name())).collect()).collect()
     }
 }
@@ -106,6 +110,7 @@ impl fmt::Display for ExplainOutput {
             writeln!(f, "  Break {}: {}", i + 1, b.reason)?;
             writeln!(f, "    at {}", b.location.short())?;
         }
+        crate::wires::trip(crate::wires::Wire::OpsPerGraph);
         writeln!(f, "Ops per graph:")?;
         for (i, graph) in self.graphs.iter().enumerate() {
             writeln!(f, "  Graph {}:", i + 1)?;

@@ -179,7 +179,7 @@ impl Guards {
                 }
             }
         }
-        lines.push(format!("the same path through the code: these {} ops in this order", graph.op_count()));
+        lines.push(format!("the same path through the code: these {} ops in this order", graph.calls()));
         lines
     }
 }

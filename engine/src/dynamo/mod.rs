@@ -14,7 +14,9 @@
 //! - **guards and recompiles**: each graph is cached with guards on its inputs' shapes, dtypes,
 //!   devices and layouts and on the constants and path of the trace; a failed guard recompiles
 //!   (logged under `ENGINE_LOGS=recompiles`), a size that changed becomes dynamic, and past the
-//!   recompile limit the graph runs eagerly.
+//!   recompile limit the graph runs eagerly;
+//! - **regional compilation**: [`compile_region`] compiles a repeated layer once for all its
+//!   instances, their weights as graph inputs.
 
 mod breaks;
 mod cache;
@@ -24,6 +26,7 @@ mod cond;
 mod explain;
 mod guards;
 mod options;
+mod region;
 mod signature;
 mod stats;
 
@@ -40,8 +43,9 @@ pub use compiled::{Compiled, compile};
 pub use cond::cond;
 pub use explain::{Explain, ExplainOutput, explain};
 pub use options::DEFAULT_RECOMPILE_LIMIT;
+pub use region::{Region, compile_region};
 pub use signature::{Inputs, Outputs};
-pub use stats::CompileStats;
+pub use stats::{CompileStats, counters};
 
 /// True while the code calling it is being traced by a compiled function, like
 /// `torch.compiler.is_compiling()`: guard side effects with it so they run only eagerly.

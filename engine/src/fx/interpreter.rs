@@ -29,6 +29,7 @@ impl Interpreter {
     /// the output nodes' values are returned.
     #[track_caller]
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        crate::wires::trip(crate::wires::Wire::FxInterpreter);
         run_graph(&self.graph, inputs, SourceLocation::caller())
     }
 }

@@ -30,32 +30,56 @@ use super::target::{self, Generated, ProgramSpec, Target};
 use super::{CompiledModule, call_plan, lowering, pattern_matcher};
 use crate::aot;
 use crate::compile_mode::Mode;
+use crate::compile_time::{self, Stage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fx::{Graph, SymBindings};
 use crate::logs::{self, Artifact};
 use crate::op::CustomOp;
 use crate::tensor::Tensor;
+use crate::trace_structured;
+use serde_json::json;
 
 /// Compiles a captured graph for the device its inputs are on, with the target `config` names,
 /// from the FX graph cache when it holds the graph.
 pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
     let device = graph.placeholders().first().map(|&p| graph.node(p).meta.device).unwrap_or_default();
     let target = target::for_device(device, config.target)?;
-    let key = match fx_graph_cache::lookup(graph, &*target, config) {
+    let looked_up = compile_time::timed(
+        Stage::Loading,
+        || "FX graph cache lookup".into(),
+        || fx_graph_cache::lookup(graph, &*target, config),
+    );
+    let result = match &looked_up {
+        fx_graph_cache::Lookup::Hit(_) => "hit",
+        fx_graph_cache::Lookup::Miss(_) => "miss",
+        fx_graph_cache::Lookup::Bypass => "bypass",
+    };
+    trace_structured::emit("fx_graph_cache", || json!({ "result": result }));
+    let key = match looked_up {
         fx_graph_cache::Lookup::Hit(entry) => return from_cache(*entry, &*target, config),
         fx_graph_cache::Lookup::Miss(key) => Some(key),
         fx_graph_cache::Lookup::Bypass => None,
     };
-    let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
-    let hints = hint_bindings(&decomposed)?;
+    let (decomposed, matched, hints) = compile_time::timed(
+        Stage::Lowering,
+        || "decompose, patterns".into(),
+        || {
+            let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
+            let hints = hint_bindings(&decomposed)?;
+            Ok::<_, Error>((decomposed, matched, hints))
+        },
+    )?;
+    trace_structured::graph("inductor_decomposed_graph", || decomposed.to_string());
     let generated = generate_for(&decomposed, &hints, &*target, config, Some(&matched))?;
     let fusion_log = generated.fusion_log.clone();
+    trace_structured::emit("fusion", || json!({ "text": &fusion_log }));
     let (output_code, spec) = finish(generated, &*target, config, true)?;
+    trace_structured::emit("output_code", || json!({ "output_code": &output_code, "text": output_code.to_string() }));
     let entry = fx_graph_cache::Entry { output_code, fusion_log, program: spec };
     let encoded = key.and_then(|key| key.encode(&entry));
     let fx_graph_cache::Entry { output_code, program: spec, .. } = entry;
-    let program = target.build(spec, config.mode)?;
+    let program = build(&*target, spec, config.mode)?;
     if let Some(encoded) = encoded {
         encoded.store();
     }
@@ -71,6 +95,8 @@ pub fn compile_fx(graph: &Graph, config: &Config) -> Result<CompiledModule> {
 /// A compiled module from a cache entry: the logs a fresh compile prints, then the program built.
 fn from_cache(entry: fx_graph_cache::Entry, target: &dyn Target, config: &Config) -> Result<CompiledModule> {
     let fx_graph_cache::Entry { output_code, fusion_log, program } = entry;
+    trace_structured::emit("fusion", || json!({ "text": &fusion_log }));
+    trace_structured::emit("output_code", || json!({ "output_code": &output_code, "text": output_code.to_string() }));
     logs::log(Artifact::Fusion, || fusion_log);
     if config.mode == Mode::MaxAutotune {
         logs::log(Artifact::Autotuning, || {
@@ -81,7 +107,7 @@ fn from_cache(entry: fx_graph_cache::Entry, target: &dyn Target, config: &Config
     }
     logs::log(Artifact::OutputCode, || output_code.to_string());
     target.log_choices(&program.choices, config.mode);
-    let program = target.build(program, config.mode)?;
+    let program = build(target, program, config.mode)?;
     Ok(CompiledModule { output_code, program, dynamic: None })
 }
 
@@ -92,6 +118,18 @@ pub fn generate(graph: &Graph, device: Device, config: &Config) -> Result<Output
     let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
     let hints = hint_bindings(&decomposed)?;
     generate_for(&decomposed, &hints, &*target, config, Some(&matched)).map(|g| g.output_code)
+}
+
+/// Compiles the CUDA C that Inductor generates for `graph` (in `config`'s mode, for its default
+/// choices) for a GPU of architecture `arch` (`sm_90`) into the disk cache, without a GPU: so that
+/// a machine with such a GPU and this cache compiles nothing on the graph's first call. What a
+/// Docker image runs at build time for the course's models.
+pub fn warm_cuda_cache(graph: &Graph, arch: &str, config: &Config) -> Result<crate::device::cuda::nvrtc::Warmed> {
+    let target = target::for_any_gpu(config.target)?;
+    let (decomposed, matched) = rewrite_patterns(&aot::decompose(graph)?)?;
+    let hints = hint_bindings(&decomposed)?;
+    let generated = generate_for(&decomposed, &hints, &*target, config, Some(&matched))?;
+    target::precompile_cuda(&generated.module, arch)
 }
 
 /// The kernels Inductor generates for `graph`, in launch order, as kernel IR: what the printers
@@ -136,20 +174,40 @@ fn generate_for(
     config: &Config,
     matched: Option<&[String]>,
 ) -> Result<Generated> {
-    let lowered = lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode))?;
-    let schedule = scheduler::schedule(&lowered, config.fusion)?;
+    let lowered = compile_time::timed(
+        Stage::Lowering,
+        || "loop-level IR".into(),
+        || lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode)),
+    )?;
+    let schedule =
+        compile_time::timed(Stage::Scheduling, String::new, || scheduler::schedule(&lowered, config.fusion))?;
     let fusion_log = matched.map(|matched| fusion_log(matched, &schedule)).unwrap_or_default();
     if matched.is_some() {
         logs::log(Artifact::Fusion, || fusion_log.clone());
     }
-    let kernels = build_kernels(&lowered, &schedule)?;
-    let plan = call_plan::plan(&lowered, &schedule);
+    compile_time::timed(
+        Stage::Codegen,
+        || format!("{} for {}", target.language(), target.device()),
+        || render(lowered, &schedule, target, config, fusion_log),
+    )
+}
+
+/// Prints the kernels and the call plan of a scheduled graph with the target's renderer.
+fn render(
+    lowered: LoweredGraph,
+    schedule: &Schedule,
+    target: &dyn Target,
+    config: &Config,
+    fusion_log: String,
+) -> Result<Generated> {
+    let kernels = build_kernels(&lowered, schedule)?;
+    let plan = call_plan::plan(&lowered, schedule);
     let renderer = target.renderer(&config.printers);
     let (sources, launches) = kernels.iter().map(|k| renderer.kernel(k)).map(|r| (r.source, r.launch)).unzip();
     let custom = custom_sources(&lowered, renderer.as_ref())?;
     let output_code = OutputCode::new(target.device(), target.language(), &lowered, &kernels, sources, custom, &plan);
-    let module_source = output_code.module_source(&renderer.prelude());
-    Ok(Generated { lowered, kernels, launches, plan, output_code, module_source, fusion_log })
+    let module = output_code.module(&renderer.prelude());
+    Ok(Generated { lowered, kernels, launches, plan, output_code, module, fusion_log })
 }
 
 /// Makes generated code runnable: the target's decisions for the mode (noted in the output code),
@@ -160,15 +218,21 @@ fn finish(
     config: &Config,
     log: bool,
 ) -> Result<(OutputCode, ProgramSpec)> {
-    let choices = target.tune(&mut generated, config, log)?;
+    let choices =
+        compile_time::timed(Stage::Codegen, || "target choices".into(), || target.tune(&mut generated, config, log))?;
     let custom_ops = custom_ops(&generated.lowered);
-    let Generated { lowered, kernels, launches, plan, output_code, module_source, .. } = generated;
+    let Generated { lowered, kernels, launches, plan, output_code, module, .. } = generated;
     if log {
         logs::log(Artifact::OutputCode, || output_code.to_string());
         target.log_choices(&choices, config.mode);
     }
     let schedule = super::runtime::Schedule::new(&lowered, &plan, &kernels, &launches);
-    Ok((output_code, ProgramSpec { module_source, schedule, choices, custom_ops }))
+    Ok((output_code, ProgramSpec { module, schedule, choices, custom_ops }))
+}
+
+/// The program of `spec`, compiled (its compiles timed on their own) and loaded by the target.
+fn build(target: &dyn Target, spec: ProgramSpec, mode: Mode) -> Result<Arc<dyn Program>> {
+    compile_time::timed(Stage::Loading, || format!("{} program", target.name()), || target.build(spec, mode))
 }
 
 /// Every custom op the kernels call, once each.
@@ -217,8 +281,13 @@ impl Specializations {
         if let Some(program) = self.programs.lock().expect("programs lock").get(&key) {
             return Ok(program.clone());
         }
-        let generated = generate_for(&self.graph, &bindings, &*self.target, &self.config, None)?;
-        let program = self.target.build(finish(generated, &*self.target, &self.config, false)?.1, self.config.mode)?;
+        let sizes: Vec<String> = bindings.iter().map(|(symbol, value)| format!("{symbol}={value}")).collect();
+        let (program, record) = compile_time::record(|| {
+            let generated = generate_for(&self.graph, &bindings, &*self.target, &self.config, None)?;
+            build(&*self.target, finish(generated, &*self.target, &self.config, false)?.1, self.config.mode)
+        });
+        compile_time::deferred(format!("specialization for {}", sizes.join(", ")), record);
+        let program = program?;
         self.programs.lock().expect("programs lock").insert(key, program.clone());
         Ok(program)
     }

@@ -88,7 +88,7 @@ mod target;
 pub mod modes;
 
 pub use crate::compile_mode::Mode;
-pub use compile_fx::{compile_fx, generate, kernels};
+pub use compile_fx::{compile_fx, generate, kernels, warm_cuda_cache};
 pub use config::{Config, GemmBackends, Printers, TargetKind};
 pub use output_code::OutputCode;
 

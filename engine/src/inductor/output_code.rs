@@ -119,9 +119,60 @@ impl OutputCode {
         parts.join("\n")
     }
 
+    /// The module's source in pieces (header, then each kernel), for a target to compile.
+    pub(crate) fn module(&self, prelude: &str) -> ModuleSource {
+        ModuleSource {
+            header: self.module_header(prelude),
+            kernels: self.kernels.iter().map(|k| (k.name.clone(), k.source.clone())).collect(),
+        }
+    }
+
     /// The kernels' names, in launch order.
     pub fn kernel_names(&self) -> Vec<&str> {
         self.kernels.iter().map(|k| k.name.as_str()).collect()
+    }
+}
+
+/// The source of a compiled module, kept in pieces so that a target can compile it as one unit
+/// or as several at once: what every kernel needs (the renderer's prelude and the custom ops'
+/// sources), then each kernel.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct ModuleSource {
+    /// What precedes the kernels.
+    pub header: String,
+    /// Each kernel's name and source, in launch order.
+    pub kernels: Vec<(String, String)>,
+}
+
+impl ModuleSource {
+    /// The whole source file: the header, then every kernel.
+    pub(crate) fn whole(&self) -> String {
+        let mut parts = vec![self.header.as_str()];
+        parts.extend(self.kernels.iter().map(|(_, source)| source.as_str()));
+        parts.join("\n")
+    }
+
+    /// The kernels in at most `units` sources of their own, each the header and a run of
+    /// consecutive kernels of about equal length (so that compiling them in parallel finishes
+    /// together), with the kernels each holds: what a target compiles in parallel. With one unit,
+    /// the whole source.
+    pub(crate) fn units(&self, units: usize) -> Vec<(Vec<String>, String)> {
+        let units = units.clamp(1, self.kernels.len().max(1));
+        let total: usize = self.kernels.iter().map(|(_, s)| s.len()).sum();
+        let mut out: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
+        let mut done = 0;
+        for (name, source) in &self.kernels {
+            // Start a new unit once this one holds its share of the source.
+            let share = (total * out.len()).div_ceil(units);
+            if out.is_empty() || (done >= share && out.len() < units) {
+                out.push((Vec::new(), vec![self.header.as_str()]));
+            }
+            let last = out.last_mut().expect("pushed above");
+            last.0.push(name.clone());
+            last.1.push(source);
+            done += source.len();
+        }
+        out.into_iter().map(|(names, parts)| (names, parts.join("\n"))).collect()
     }
 }
 

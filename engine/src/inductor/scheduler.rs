@@ -152,6 +152,7 @@ pub type FusionPolicy = fn(&FusionCandidate) -> Decision;
 /// - a consumer that reads a group's buffer at any other element than its own needs that buffer
 ///   in memory, so it starts a new kernel.
 pub fn can_fuse(c: &FusionCandidate) -> Decision {
+    crate::wires::trip(crate::wires::Wire::CanFuse);
     let kind = match (&c.group, &c.own) {
         (_, LoopKind::Extern) => {
             return Decision::Refuse(format!(

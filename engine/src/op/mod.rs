@@ -300,6 +300,7 @@ impl Op {
     /// The output shape for operands of these shapes (`None` for a scalar operand), checking
     /// every rule the op has. This is the engine's FakeTensor: shape propagation without data.
     pub fn infer_shape(&self, operands: &[Option<&[usize]>], location: SourceLocation) -> Result<Vec<usize>> {
+        crate::wires::trip(crate::wires::Wire::InferShape);
         let out = self.output_shape(operands, location)?;
         if checked_numel(&out).is_none() {
             return Err(Error::Shape {

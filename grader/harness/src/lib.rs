@@ -26,6 +26,9 @@
 //! - [`random`]: seeded property tests whose failures show the shrunk input;
 //! - [`programs`]: random programs (static or with a dynamic batch) for checks that take a graph;
 //! - [`transcript`]: the answers a check records, which the judge compares with the reference's;
+//! - [`seal`]: the seal on a runner's result, keyed with the seed the learner's process is not given;
+//! - [`wires`]: the engine items an exercise forbids, armed while its checks run;
+//! - [`tolerance`]: how far a value may be from the expected one;
 //! - [`close`]: float comparison with a readable diff.
 
 pub mod check;
@@ -36,12 +39,16 @@ pub mod phase;
 pub mod programs;
 pub mod random;
 pub mod runner;
+pub mod seal;
+pub mod tolerance;
 pub mod transcript;
+pub mod wires;
 
 pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
-pub use close::{Tolerance, assert_close, check_close, max_abs_diff};
+pub use close::{assert_close, check_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Forbidden, Mutant, Phase};
-pub use random::for_all;
+pub use random::{draw, for_all, secret_duration};
 pub use runner::Record;
+pub use tolerance::Tolerance;
 pub use transcript::{judged_artifact, record, record_artifact, record_floats, record_tensor};

@@ -86,10 +86,21 @@ impl RandomProgram {
             let strides = engine::layout::contiguous_strides(tensor.shape());
             values.push(tracer.dynamic_placeholder(name, tensor.meta(), strides, batch_dims));
         }
+        let outputs = self.apply(values, |_| Ok(()))?;
+        Ok((tracer.finish(&outputs)?.graph, inputs))
+    }
+
+    /// The program's two outputs (the last value and a middle one) from its inputs' values,
+    /// concrete or traced, calling `after_step(i)` after step `i` (to break the graph there, say).
+    pub fn apply(
+        &self,
+        mut values: Vec<Tensor>,
+        mut after_step: impl FnMut(usize) -> Result<()>,
+    ) -> Result<[Tensor; 2]> {
         if self.dynamic {
             values.push(values[0].sum(-1, true)?);
         }
-        for step in &self.steps {
+        for (i, step) in self.steps.iter().enumerate() {
             let pick = |k: u8| &values[k as usize % values.len()];
             let (x, y, c) = (pick(step.a), pick(step.b), step.c);
             let value = match step.op % 13 {
@@ -110,9 +121,9 @@ impl RandomProgram {
             if let Ok(value) = value {
                 values.push(value);
             }
+            after_step(i)?;
         }
-        let outputs = [values[values.len() - 1].clone(), values[values.len() / 2].clone()];
-        Ok((tracer.finish(&outputs)?.graph, inputs))
+        Ok([values[values.len() - 1].clone(), values[values.len() / 2].clone()])
     }
 }
 

@@ -2,6 +2,7 @@
 //! the shrunk (smallest) failing input, so a learner sees a case small enough to reason about.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
@@ -52,6 +53,29 @@ where
     }
 }
 
+/// One value drawn from `strategy` with the run's seed (and `salt`, to draw several): for a check
+/// that needs a random model or program rather than a property over many.
+pub fn draw<S: Strategy>(ctx: &Context, salt: u64, strategy: S) -> S::Value {
+    use proptest::strategy::ValueTree as _;
+    let seed = seed_bytes(ctx.seed ^ salt.wrapping_mul(0xA076_1D64_78BD_642F));
+    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+    strategy.new_tree(&mut runner).expect("the grader's strategies always draw").current()
+}
+
+/// How long the `k`-th use of `role` lasts in this run (a sleep, a kernel that spins): a duration
+/// between `min` and `max`, spread evenly on a log scale, drawn from the run's seed. The learner's
+/// process is not given the seed ([`crate::seal`]), so its code can know the duration only by
+/// measuring it: a timing check compares what the learner measured with this.
+pub fn secret_duration(ctx: &Context, role: &str, k: u64, min: Duration, max: Duration) -> Duration {
+    let role = role.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    let bits = u64::from_le_bytes(
+        seed_bytes(ctx.seed ^ role ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))[..8].try_into().unwrap(),
+    );
+    let unit = (bits >> 11) as f64 / (1u64 << 53) as f64;
+    let (lo, hi) = (min.as_secs_f64().ln(), max.as_secs_f64().ln());
+    Duration::from_secs_f64((lo + unit * (hi - lo)).exp())
+}
+
 /// Spreads a 64-bit seed over the 32 bytes ChaCha wants (SplitMix64, so nearby seeds differ).
 fn seed_bytes(seed: u64) -> [u8; 32] {
     let mut state = seed;
@@ -81,6 +105,19 @@ mod tests {
         let Failure::Fail(message) = failure else { panic!("expected a failure") };
         assert!(message.contains("10 is too large"), "{message}");
         assert!(message.contains("seed 3"), "{message}");
+    }
+
+    #[test]
+    fn secret_durations_stay_in_range_and_vary() {
+        let (min, max) = (Duration::from_millis(10), Duration::from_millis(160));
+        let draws: Vec<Duration> =
+            (0..200).map(|k| secret_duration(&Context { seed: 5 }, "run", k, min, max)).collect();
+        assert!(draws.iter().all(|&d| d >= min && d <= max));
+        let short = draws.iter().filter(|&&d| d < Duration::from_millis(40)).count();
+        assert!((70..130).contains(&short), "{short} of 200 below the geometric middle");
+        let other = secret_duration(&Context { seed: 6 }, "run", 0, min, max);
+        assert_ne!(draws[0], other);
+        assert_eq!(draws[3], secret_duration(&Context { seed: 5 }, "run", 3, min, max));
     }
 
     #[test]

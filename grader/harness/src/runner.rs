@@ -32,17 +32,42 @@ pub struct Record {
     pub outcome: Option<Outcome>,
     /// The answers the check recorded, in order.
     pub transcript: Vec<Entry>,
+    /// The runner's [seal](crate::seal) on the two, keyed with the run's seed.
+    #[serde(default)]
+    pub seal: Option<String>,
 }
+
+impl Record {
+    /// A record of `outcome` and `transcript`, sealed for check `id` in a run with `seed`.
+    pub fn sealed(seed: u64, id: &str, outcome: Option<Outcome>, transcript: Vec<Entry>) -> Record {
+        let seal = crate::seal::seal(seed, id, outcome.as_ref(), &transcript);
+        Record { outcome, transcript, seal: Some(seal) }
+    }
+
+    /// Whether this record carries the seal of check `id` in a run with `seed`.
+    pub fn is_sealed(&self, seed: u64, id: &str) -> bool {
+        self.seal
+            .as_deref()
+            .is_some_and(|seal| crate::seal::verify(seal, seed, id, self.outcome.as_ref(), &self.transcript))
+    }
+}
+
+/// The environment variable by which the grader tells a runner to read its seed from stdin
+/// (one line) rather than from the command line, where any process could read it.
+pub const SEED_ON_STDIN: &str = "GRADER_SEED_ON_STDIN";
 
 /// Where the outcome goes: a file named by `--result`, or stdout when there is none.
 static RESULT_PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// The running check's id and seed, which seal its record.
+static RUNNING: OnceLock<(String, u64)> = OnceLock::new();
 
 /// The message and `file:line` of the last panic that was not a `todo!()`.
 static LAST_PANIC: Mutex<Option<(String, Option<String>)>> = Mutex::new(None);
 
 /// The `main` of a phase's runner binary ([`crate::runner!`]): the checks are the phase's own,
 /// each run by the function its declaration links.
-pub fn main_of(phase: &Phase) -> ExitCode {
+pub fn main_of(phase: &'static Phase) -> ExitCode {
     let checks: Vec<Check> =
         phase.checks().filter_map(|(_, spec)| spec.run.map(|run| Check { id: spec.id, run })).collect();
     main(phase, &checks)
@@ -51,12 +76,18 @@ pub fn main_of(phase: &Phase) -> ExitCode {
 /// Runs a runner binary: `list`, or `run <check-id> [--seed N] [--result FILE] [--judge FILE]`.
 /// Exit code 0 when the command ran (whatever the check's status), 2 for a usage error or a
 /// runner that does not match its phase data.
-pub fn main(phase: &Phase, checks: &[Check]) -> ExitCode {
+pub fn main(phase: &'static Phase, checks: &[Check]) -> ExitCode {
     main_with_args(phase, checks, &std::env::args().skip(1).collect::<Vec<_>>())
 }
 
 /// [`main`] with the arguments given rather than read from the command line.
-pub fn main_with_args(phase: &Phase, checks: &[Check], args: &[String]) -> ExitCode {
+pub fn main_with_args(phase: &'static Phase, checks: &[Check], args: &[String]) -> ExitCode {
+    // Before anything runs that could reach learner code (see `wires`). A hook already in place
+    // means something ran before this runner's `main`: no check can be trusted in this process.
+    if !crate::wires::install() {
+        eprintln!("error: the {} runner's trip wires were hooked before its main ran", phase.name);
+        return ExitCode::from(2);
+    }
     if let Err(message) = validate(phase, checks) {
         eprintln!("error: the {} runner does not match its phase data: {message}", phase.name);
         return ExitCode::from(2);
@@ -66,7 +97,7 @@ pub fn main_with_args(phase: &Phase, checks: &[Check], args: &[String]) -> ExitC
             checks.iter().for_each(|c| println!("{}", c.id));
             Ok(())
         }
-        Some("run") => run_command(checks, &args[1..]),
+        Some("run") => run_command(phase, checks, &args[1..]),
         _ => {
             Err("usage: <runner> list | <runner> run <check-id> [--seed N] [--result FILE] [--judge FILE]".to_string())
         }
@@ -94,8 +125,13 @@ pub fn validate(phase: &Phase, checks: &[Check]) -> Result<(), String> {
     }
 }
 
-fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
+fn run_command(phase: &'static Phase, checks: &[Check], args: &[String]) -> Result<(), String> {
     let (id, mut seed, mut result, mut judged) = (args.first().ok_or("run: which check?")?, 0u64, None, None);
+    if std::env::var_os(SEED_ON_STDIN).is_some() {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map_err(|e| format!("cannot read the seed from stdin: {e}"))?;
+        seed = line.trim().parse().map_err(|_| format!("the seed on stdin is not a number: `{}`", line.trim()))?;
+    }
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -116,16 +152,33 @@ fn run_command(checks: &[Check], args: &[String]) -> Result<(), String> {
         transcript::judge_of(subject.transcript.clone());
     }
     RESULT_PATH.set(result).expect("run once per process");
+    RUNNING.set((check.id.to_string(), seed)).expect("run once per process");
+    crate::wires::arm(armed(phase, check.id));
     let outcome = run_check(check, &Context { seed });
     let recorded = transcript::take();
     match judged {
-        None => deliver(&Record { outcome: Some(outcome), transcript: recorded }),
+        None => deliver(Some(outcome), recorded),
         Some(subject) => {
             let verdict = judge(id, seed, outcome, &recorded, subject, transcript::artifact_used());
-            deliver(&Record { outcome: Some(verdict), transcript: vec![] });
+            deliver(Some(verdict), vec![]);
         }
     }
     Ok(())
+}
+
+/// The forbidden items to arm for check `id`: its exercise's. A runner that does not lead its
+/// process group was not started by the grader (nor by a shell) but by code running in a check,
+/// which can make no group of its own: there, every exercise's items are armed, so that a runner
+/// started for another exercise's check is no way around a wire.
+fn armed(phase: &'static Phase, id: &str) -> Vec<&'static crate::phase::Forbidden> {
+    // SAFETY: getpgrp(2) and getpid(2) take no arguments and cannot fail.
+    let leads_its_group = unsafe { libc::getpgrp() == libc::getpid() };
+    phase
+        .exercises
+        .iter()
+        .filter(|e| !leads_its_group || e.checks.iter().any(|c| c.id == id))
+        .flat_map(|e| e.forbidden.iter())
+        .collect()
 }
 
 fn read_record(path: &Path) -> Result<Record, String> {
@@ -140,7 +193,7 @@ fn read_record(path: &Path) -> Result<Record, String> {
 /// cost the subject: a failure, a `todo!()` or a set-up problem. A pass must be earned by answers
 /// that agree with the reference's, and a skip must be one the reference makes too. When the
 /// reference's run evaluated the subject's own artifact (`artifact_used`: its kernel, timed by the
-/// judge), a failure of that run is the subject's.
+/// judge), how that run went is the subject's verdict, pass or fail, in the judge's words.
 pub fn judge(
     id: &str,
     seed: u64,
@@ -150,6 +203,14 @@ pub fn judge(
     artifact_used: bool,
 ) -> Outcome {
     let verdict = |status, message: String| Outcome { status, message, location: None };
+    if !subject.is_sealed(seed, id) {
+        return verdict(
+            Status::Fail,
+            "the check's result does not carry the check runner's seal: something other than the check wrote it \
+             (did your code write the result file, or end the process early?)"
+                .into(),
+        );
+    }
     let Some(claim) = subject.outcome else {
         return verdict(Status::Fail, "the check's process wrote no result it could have finished with".into());
     };
@@ -167,6 +228,9 @@ pub fn judge(
             ),
         ),
         (_, Status::Pass) => match transcript::compare(recorded, &subject.transcript) {
+            // The judge evaluated the subject's own artifact (timed its kernel, say): its word, not
+            // the subject's, says how that went.
+            Ok(()) if claim.status == Status::Pass && artifact_used => reference,
             Ok(()) if claim.status == Status::Pass => claim,
             Ok(()) => verdict(Status::Fail, format!("the check's process ended as `{}`", claim.status)),
             Err(difference) => verdict(
@@ -247,15 +311,17 @@ fn on_panic(info: &PanicHookInfo<'_>) {
             message: format!("not started: reached the `todo!()` at {place}"),
             location,
         };
-        deliver(&Record { outcome: Some(outcome), transcript: transcript::take() });
+        deliver(Some(outcome), transcript::take());
         std::process::exit(0);
     }
     *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some((message, location));
 }
 
-/// Writes the record as JSON where the grader asked for it.
-fn deliver(record: &Record) {
-    let json = serde_json::to_string(record).expect("a record serialises");
+/// Writes the record, sealed, as JSON where the grader asked for it.
+fn deliver(outcome: Option<Outcome>, transcript: Vec<Entry>) {
+    let (id, seed) = RUNNING.get().cloned().unwrap_or_default();
+    let record = Record::sealed(seed, &id, outcome, transcript);
+    let json = serde_json::to_string(&record).expect("a record serialises");
     match RESULT_PATH.get().and_then(Option::as_deref) {
         Some(path) => write_result(path, &json),
         None => println!("{json}"),

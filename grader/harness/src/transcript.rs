@@ -17,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 use engine::Tensor;
 use serde::{Deserialize, Serialize};
 
-use crate::close::Tolerance;
+use crate::tolerance::Tolerance;
 
 /// The most tensor elements one entry keeps; larger tensors keep an evenly strided sample plus
 /// their sum, so transcripts stay small without letting a wrong region go unseen in aggregate.
@@ -177,8 +177,9 @@ pub fn compare(reference: &[Entry], subject: &[Entry]) -> Result<(), String> {
         }
         if !agrees(&expected.value, &actual.value) {
             return Err(format!(
-                "`{}` differs from the reference solution's answer:\n  yours:     {}\n  reference: {}",
-                expected.label, actual.value, expected.value
+                "`{}` differs from the reference solution's answer; {}",
+                expected.label,
+                first_difference(&expected.value, &actual.value)
             ));
         }
     }
@@ -190,6 +191,67 @@ pub fn compare(reference: &[Entry], subject: &[Entry]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Where `actual` first departs from `expected`, in a line: the first differing line of a text,
+/// or the first value out of tolerance, with a few characters of context, never the whole
+/// reference answer.
+fn first_difference(expected: &Recorded, actual: &Recorded) -> String {
+    const CONTEXT: usize = 40;
+    match (expected, actual) {
+        (Recorded::Text(e), Recorded::Text(a)) => {
+            let (e, a) = (same_place(e), same_place(a));
+            let at = e.chars().zip(a.chars()).take_while(|(x, y)| x == y).count();
+            let line = e.chars().take(at).filter(|&c| c == '\n').count() + 1;
+            let excerpt = |text: &str| -> String {
+                let from = at.saturating_sub(CONTEXT / 2);
+                let part: String = text.chars().skip(from).take(CONTEXT).collect();
+                format!(
+                    "{}{part:?}{}",
+                    if from > 0 { "..." } else { "" },
+                    if text.chars().count() > from + CONTEXT { "..." } else { "" }
+                )
+            };
+            format!(
+                "they first differ at character {} (line {line}):\n  yours:     {}\n  reference: {}",
+                at + 1,
+                excerpt(&a),
+                excerpt(&e)
+            )
+        }
+        (
+            Recorded::Floats { shape, values, abs, rel },
+            Recorded::Floats { shape: actual_shape, values: actual_values, .. },
+        ) => {
+            if shape != actual_shape || values.len() != actual_values.len() {
+                return format!("yours has shape {actual_shape:?}, the reference's {shape:?}");
+            }
+            let tolerance = Tolerance { abs: 2.0 * abs, rel: 2.0 * rel };
+            match values.iter().zip(actual_values).position(|(&e, &a)| !tolerance.accepts(a, e)) {
+                Some(i) => format!(
+                    "value {i} (of {}) is {} where the reference has {} (allowed |diff| <= {:e} + {:e}·|reference|)",
+                    values.len(),
+                    actual_values[i],
+                    values[i],
+                    tolerance.abs,
+                    tolerance.rel
+                ),
+                None => "they differ".into(),
+            }
+        }
+        (expected, actual) => format!("yours is {actual}, where the reference recorded {}", expected.kind()),
+    }
+}
+
+impl Recorded {
+    /// What kind of value this is, in words.
+    fn kind(&self) -> &'static str {
+        match self {
+            Recorded::Floats { .. } => "numbers",
+            Recorded::Text(_) => "a text",
+            Recorded::Artifact(_) => "code of yours",
+        }
+    }
 }
 
 /// Whether `actual` agrees with the reference's `expected`. Both sides were checked against the
@@ -241,6 +303,12 @@ mod tests {
         let text = |v: &str| Entry { label: "count".into(), value: Recorded::Text(v.into()) };
         let wrong = compare(&[text("3")], &[text("4")]).unwrap_err();
         assert!(wrong.contains("`count` differs") && wrong.contains("\"4\"") && wrong.contains("\"3\""), "{wrong}");
+        // A long answer is not shown whole: only around its first difference.
+        let long = |tail: &str| text(&format!("{}{tail}{}", "a".repeat(500), "b".repeat(500)));
+        let wrong = compare(&[long("X")], &[long("Y")]).unwrap_err();
+        assert!(wrong.contains("character 501") && wrong.len() < 300, "{wrong}");
+        let wrong = compare(&[floats(&[1.0, 2.0, 3.0])], &[floats(&[1.0, 2.5, 3.0])]).unwrap_err();
+        assert!(wrong.contains("value 1 (of 3) is 2.5 where the reference has 2"), "{wrong}");
         assert!(compare(&[text("3")], &[]).unwrap_err().contains("the first one missing is `count`"));
         assert!(compare(&[text("3")], &[text("3"), text("3")]).unwrap_err().contains("recorded 2 answers"));
         assert!(compare(&[floats(&[1.0])], &[floats(&[1.1])]).is_err());

@@ -1,22 +1,26 @@
 //! `grader dev check`: the workbook's own checks, for its authors and CI (as rustlings' `dev
-//! check`): every check passes on the solutions, nothing passes on the stubs (every required
-//! check reads "not started" and points at its stub), a compile error in one phase is reported
-//! with its `file:line` and spreads to no other, and every deliberate mistake a phase declares
-//! ([`Phase::mutants`]) is caught by the checks it names (`grader dev mutants`).
+//! check`): every check passes on the solutions and records answers that depend on the seed (the
+//! reference, run again with another seed, records other answers), nothing passes on the stubs
+//! (every required check reads "not started" and points at its stub), a compile error in one
+//! phase is reported with its `file:line` and spreads to no other, and every deliberate mistake a
+//! phase declares ([`Phase::mutants`]) is caught by the checks it names (`grader dev mutants`).
 //!
 //! The learner's files it changes on the way are restored byte for byte, whatever happens.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use grader::grade;
+use grader::isolation::Run;
 use grader::phases::PHASES;
 use grader::report::PhaseReport;
 use grader::runners::Runners;
 use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
-use grader_harness::{Phase, Status, Subject};
+use grader_harness::transcript::{Entry, Recorded};
+use grader_harness::{Outcome, Phase, Record, Status, Subject};
 
 /// Grading that the `dev` checks run, in this process, with one seed for the whole run.
 struct Grader {
@@ -86,6 +90,7 @@ pub fn check(root: Option<&Path>, skip_mutants: &[String]) -> Result<ExitCode> {
                 .map(|c| format!("solutions {}/{} is {}: {}", phase.name, c.id, c.status, first_line(&c.message))),
         );
         println!("solutions, {}: {}", phase.name, summary(&report));
+        problems.extend(answers_depend_on_the_seed(&grader, phase, &report));
         let report = grader.grade(phase, Subject::Exercises);
         for c in &report.checks {
             let expected = c.status == Status::NotStarted && c.location.is_some() || c.status == Status::Skipped;
@@ -140,6 +145,66 @@ fn summary(report: &PhaseReport) -> String {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
+}
+
+/// Every check the reference solution passes records answers that depend on the seed: run again
+/// with another seed, the reference records different ones. A check whose answers were the same
+/// for every seed could be passed by a record made before the run (the seal on a record keeps the
+/// learner's code from writing one, and this keeps the answers from being known in advance).
+fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseReport) -> Vec<String> {
+    let grading = match grader.runners.grading(phase, Subject::Solutions, &grader.launcher, &grader.cache) {
+        Ok(grading) => grading,
+        Err(failure) => {
+            return vec![format!("{}: the seed-dependence proof cannot build: {}", phase.name, failure.message)];
+        }
+    };
+    // Up to three other seeds: a check whose inputs take a few values (a count from 3 to 8, say)
+    // may draw the same ones for two seeds, but hardly for four.
+    let others: Vec<u64> = std::iter::repeat_with(fresh_seed).filter(|&s| s != grader.seed).take(3).collect();
+    let mut problems = Vec::new();
+    let mut proved = 0;
+    'checks: for ((_, spec), check) in phase.checks().zip(&report.checks) {
+        let Some(answers) = &check.answers else { continue };
+        for &other in &others {
+            let run = match grader::gpu_lock::hold_for(phase, spec) {
+                Ok(_gpu) => grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None),
+                Err(e) => Run::Ended(Outcome { status: Status::Error, message: format!("{e:#}"), location: None }),
+            };
+            let problem = match run {
+                Run::Recorded(Record { outcome: Some(Outcome { status: Status::Pass, .. }), transcript, .. }) => {
+                    if &transcript != answers {
+                        proved += 1;
+                        continue 'checks;
+                    }
+                    continue;
+                }
+                Run::Recorded(record) => {
+                    format!(
+                        "{}/{}: the reference does not pass with seed {other}: {:?}",
+                        phase.name, spec.id, record.outcome
+                    )
+                }
+                Run::Ended(outcome) => format!(
+                    "{}/{}: the reference's run with seed {other} ended: {}",
+                    phase.name,
+                    spec.id,
+                    first_line(&outcome.message)
+                ),
+            };
+            problems.push(problem);
+            continue 'checks;
+        }
+        problems.push(format!(
+            "{}/{} records the same answers with seeds {} and {others:?}: draw its inputs from the seed",
+            phase.name, spec.id, grader.seed
+        ));
+    }
+    println!(
+        "solutions, {}: {proved} checks record other answers with another seed{}",
+        phase.name,
+        if problems.is_empty() { "" } else { "; WRONG for the others" }
+    );
+    problems
 }
 
 /// A type error added to phase 1's first stub: every phase 1 check is an error at that file, and
@@ -258,4 +323,112 @@ fn judge_refused(phase: &Phase, name: &str, report: &PhaseReport) -> Vec<String>
         .collect();
     println!("{}: {name}: {}", phase.name, if problems.is_empty() { "refused" } else { "WRONG" });
     problems
+}
+
+/// The label under which the challenge's checks record the learner's exported block, as
+/// `grader/checks/phase5/src/checks/challenge.rs` names it.
+const YOUR_BLOCK: &str = "your block, exported";
+
+/// One run of `grader dev challenge-bar`: the speedups over the given block that the judge
+/// measured for the reference solution and for the naive block made one graph.
+#[derive(Debug, serde::Serialize)]
+struct BarRun {
+    seed: u64,
+    solution: Option<f64>,
+    naive_one_graph: Option<f64>,
+}
+
+/// `grader dev challenge-bar`: times the reference solution's block and the given naive block made
+/// one graph (its graph break removed, nothing else changed) against the given block, `runs` times
+/// each on this machine's GPU, exactly as the judge times a learner's block in
+/// `challenge_is_faster`, and prints the ratios: what `GPU_SPEEDUP` is set from.
+pub fn challenge_bar(root: Option<&Path>, runs: usize, json: bool) -> Result<ExitCode> {
+    if let Some(reason) = engine::device::cuda::unavailable_reason() {
+        anyhow::bail!("the challenge is timed on a GPU, and this machine has none: {reason}");
+    }
+    let workbook = Workbook::find(root)?;
+    let launcher = std::env::current_exe().context("cannot find the grader's own executable")?;
+    let phase = grader::phases::select("phase5")?[0];
+    let (_, spec) = phase.checks().find(|(_, s)| s.id == "challenge_is_faster").context("phase5 has no speed check")?;
+    let limit = Duration::from_secs(spec.timeout_secs);
+    let runners = Runners::Cargo { workbook: workbook.clone(), release: true };
+    let cache = workbook.state_dir().join("learner-cache");
+    eprintln!("Building the phase 5 reference runner (release)...");
+    let grading = runners
+        .grading(phase, Subject::Solutions, &launcher, &cache)
+        .map_err(|f| anyhow::anyhow!("the phase 5 solutions do not build: {}", f.message))?;
+    let mut results = Vec::new();
+    for run in 1..=runs {
+        let seed = fresh_seed();
+        let _gpu = grader::gpu_lock::hold_for(phase, spec)?;
+        let solution = grading.verdict(spec.id, seed, limit);
+        let naive = grading.judge_record(spec.id, seed, limit, &naive_one_graph(seed, spec.id)?);
+        let naive = naive.unwrap_or_else(|ended| ended);
+        let result = BarRun { seed, solution: speedup(&solution.message), naive_one_graph: speedup(&naive.message) };
+        if !json {
+            let show = |r: Option<f64>, o: &Outcome| {
+                r.map_or_else(|| format!("- ({})", first_line(&o.message)), |r| format!("{r:.2}x"))
+            };
+            println!(
+                "run {run:>2}/{runs} (seed {seed}): solution {}, naive block made one graph {}",
+                show(result.solution, &solution),
+                show(result.naive_one_graph, &naive)
+            );
+        }
+        results.push(result);
+    }
+    let solution: Vec<f64> = results.iter().filter_map(|r| r.solution).collect();
+    let naive: Vec<f64> = results.iter().filter_map(|r| r.naive_one_graph).collect();
+    let range = |v: &[f64]| (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max));
+    let ((solution_min, _), (_, naive_max)) = (range(&solution), range(&naive));
+    let bar = (solution_min > naive_max).then(|| (solution_min + naive_max) / 2.0);
+    if json {
+        println!("{}", serde_json::json!({ "runs": results, "suggested_bar": bar }));
+    } else {
+        println!(
+            "solution: {solution:.2?}\nnaive block made one graph: {naive:.2?}\n{}",
+            match bar {
+                Some(bar) => format!(
+                    "a bar of {bar:.2} (halfway between) passes the solution {} of {} times and the naive block {} of {}",
+                    solution.iter().filter(|&&r| r >= bar).count(),
+                    solution.len(),
+                    naive.iter().filter(|&&r| r >= bar).count(),
+                    naive.len()
+                ),
+                None => "no bar separates them: the structure check of challenge_matches_block tells them apart".into(),
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A sealed record of a learner's run of check `id` with `seed` whose exported block is the given
+/// naive block made one graph, for the judge to time.
+fn naive_one_graph(seed: u64, id: &str) -> Result<Record> {
+    use workbook_models::phase5::{Block, BlockShape};
+    let shape = BlockShape::SMALL;
+    let block = Block::new(shape, seed, engine::Device::Cpu)?;
+    let x = engine::Tensor::randn(&[shape.batch, shape.seq, shape.d_model], seed);
+    let program = engine::fx::export::export(|t| Ok(vec![block.naive_forward(&t[0])?]), std::slice::from_ref(&x))?;
+    let artifact = Entry { label: YOUR_BLOCK.into(), value: Recorded::Artifact(program.to_json()?) };
+    let claim = Outcome { status: Status::Pass, message: "the naive block made one graph".into(), location: None };
+    Ok(Record::sealed(seed, id, Some(claim), vec![artifact]))
+}
+
+/// The speedup in a message of `challenge_is_faster` (`1.72x the given block, ...`).
+fn speedup(message: &str) -> Option<f64> {
+    let before = &message[..message.find("x the given block")?];
+    before.rsplit(|c: char| !(c.is_ascii_digit() || c == '.')).next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_speedup_is_read_from_the_checks_message() {
+        let message = "1.72x the given block, both compiled (yours 0.412 ms, given 0.709 ms, medians of 40 samples)";
+        assert_eq!(speedup(message), Some(1.72));
+        assert_eq!(speedup("your block cannot be exported"), None);
+    }
 }

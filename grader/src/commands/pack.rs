@@ -16,13 +16,14 @@ use grader_harness::Subject;
 /// the others, and checking that phase from the pack shows its compile error).
 pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode> {
     let workbook = Workbook::find(root)?;
+    let launcher = std::env::current_exe().context("cannot find the grader's own executable")?;
     let subject = if solutions { Subject::Solutions } else { Subject::Exercises };
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let (mut phases, mut judges) = (BTreeMap::new(), BTreeMap::new());
     for phase in PHASES {
         // Every pack carries the judges: the runners built against the solutions.
         eprintln!("Building the {} judge (release)...", phase.name);
-        let judge = build_runner(&workbook, phase, Subject::Solutions, true)
+        let judge = build_runner(&workbook, phase, Subject::Solutions, true, &launcher)
             .map_err(|f| anyhow!("the {} solutions do not build, so nothing could judge: {}", phase.name, f.message))?;
         let judge_name = runner_bin(phase, Subject::Solutions);
         copy_executable(&judge, &out.join(&judge_name))?;
@@ -32,7 +33,7 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
             continue;
         }
         eprintln!("Building the {} runner for {subject} (release)...", phase.name);
-        let packed = match build_runner(&workbook, phase, subject, true) {
+        let packed = match build_runner(&workbook, phase, subject, true, &launcher) {
             Ok(exe) => {
                 let name = runner_bin(phase, subject);
                 copy_executable(&exe, &out.join(&name))?;
@@ -46,7 +47,7 @@ pub fn run(root: Option<&Path>, out: &Path, solutions: bool) -> Result<ExitCode>
         phases.insert(phase.name.to_string(), packed);
     }
     eprintln!("Building the grader (release)...");
-    let grader = cargo_build(&workbook, &["-p", "grader", "--bin", "grader", "--release"], "grader")
+    let grader = cargo_build(&workbook, &["-p", "grader", "--bin", "grader", "--release"], "grader", &launcher)
         .map_err(|f| anyhow!("the grader {}", f.message))?;
     copy_executable(&grader, &out.join("grader"))?;
     let all_built = phases.values().all(|p| matches!(p, PackedPhase::Runner(_)));

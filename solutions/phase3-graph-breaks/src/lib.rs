@@ -10,6 +10,7 @@
 //! | `round_trip` | [`round_trip`] | statistics computed from `to_vec()` | tensor ops |
 //! | `custom_op` | [`custom_op`] | a Rust function over the values | a custom op with a C kernel |
 //! | `break_cost` (stretch) | [`break_cost`] | | measure what a break costs |
+//! | `regional` (stretch) | [`regional`] | a model of repeated layers recompiled whole | one compiled layer for all |
 //!
 //! Read `book/src/phase3/exercises.md`, then check your work with `cargo grader check phase3`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
@@ -22,6 +23,7 @@ pub mod branch;
 pub mod break_cost;
 pub mod custom_op;
 pub mod logging;
+pub mod regional;
 // The given models live once in the shared `workbook-models` crate, for both this crate and its
 // twin; `crate::models` names them as if they were here.
 pub use workbook_models::phase3 as models;
@@ -32,4 +34,5 @@ pub use break_cost::{BreakCost, measure_break_cost};
 pub use custom_op::{clipped, log_clip_op};
 pub use logging::normalized;
 pub use models::{Logger, Model, WIDTH, example_input, layered, log_clip};
+pub use regional::RegionalStack;
 pub use round_trip::standardized;

@@ -20,6 +20,7 @@ use super::pool::BufferPool;
 use super::probe::{DeviceFacts, probe};
 use super::source::eager_source;
 use crate::codecache::cache_key;
+use crate::compile_time::{self, Stage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 
@@ -131,9 +132,46 @@ impl CudaDevice {
         Ok(lock(&self.modules).entry(key).or_insert(module).clone())
     }
 
+    /// Compiles every source of `sources` and of the eager kernel `families` that is not loaded
+    /// yet, all at once ([`compile_time::parallel_jobs`]: NVRTC runs in several threads, each
+    /// CUBIN through the disk cache), then loads them: what a compiled program runs, made ready
+    /// before its first call. Returns the modules of `sources`, in order.
+    pub fn load_with_families(&self, sources: &[String], families: &[&str]) -> Result<Vec<Arc<Module>>> {
+        let family_sources = families
+            .iter()
+            .filter(|f| !lock(&self.eager).contains_key(**f))
+            .map(|f| eager_source(f).map(|s| (f.to_string(), s)))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::Compile {
+                tool: "nvrtc".into(),
+                message: format!("unknown kernel family in {families:?}"),
+            })?;
+        let mut all: Vec<&str> = sources.iter().map(String::as_str).collect();
+        all.extend(family_sources.iter().map(|(_, s)| s.as_str()));
+        let missing: Vec<&str> =
+            all.iter().copied().filter(|s| !lock(&self.modules).contains_key(&cache_key(&[s.as_bytes()]))).collect();
+        let arch = self.facts.arch();
+        let cubins = compile_time::parallel_jobs(missing.clone(), |source| compile_cubin(source, &arch));
+        for (source, cubin) in missing.into_iter().zip(cubins) {
+            let module = Arc::new(self.load_cubin(cubin?)?);
+            lock(&self.modules).entry(cache_key(&[source.as_bytes()])).or_insert(module);
+        }
+        let modules = all.iter().map(|s| self.load(s)).collect::<Result<Vec<_>>>()?;
+        for ((family, _), module) in family_sources.into_iter().zip(&modules[sources.len()..]) {
+            lock(&self.eager).entry(family).or_insert_with(|| Ok(module.clone()));
+        }
+        Ok(modules[..sources.len()].to_vec())
+    }
+
     fn load_uncached(&self, source: &str) -> Result<Module> {
-        let Cubin { bytes, path, compiled } = compile_cubin(source, &self.facts.arch())?;
-        let module = self.context.load_module(Ptx::from_binary(bytes)).map_err(|e| Error::Compile {
+        self.load_cubin(compile_cubin(source, &self.facts.arch())?)
+    }
+
+    /// Loads a compiled CUBIN as a module.
+    fn load_cubin(&self, Cubin { bytes, path, compiled }: Cubin) -> Result<Module> {
+        let what = || format!("cuModuleLoadData {}", path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+        let loaded = compile_time::timed(Stage::Loading, what, || self.context.load_module(Ptx::from_binary(bytes)));
+        let module = loaded.map_err(|e| Error::Compile {
             tool: "cuModuleLoadData".into(),
             message: format!("{}: {}", path.display(), CudaError::from(e)),
         })?;
@@ -161,7 +199,11 @@ impl CudaDevice {
 
     /// The cuBLAS handle, bound to this device's stream; created on first use.
     pub(crate) fn blas(&self) -> std::result::Result<MutexGuard<'_, CudaBlas>, CudaError> {
-        let blas = self.blas.get_or_init(|| Ok(Mutex::new(CudaBlas::new(self.stream.clone())?)));
+        let blas = self.blas.get_or_init(|| {
+            let created =
+                compile_time::timed(Stage::Loading, || "cuBLAS handle".into(), || CudaBlas::new(self.stream.clone()));
+            Ok(Mutex::new(created?))
+        });
         Ok(lock(blas.as_ref().map_err(Clone::clone)?))
     }
 
@@ -173,7 +215,9 @@ impl CudaDevice {
     /// The cuBLASLt handle and workspace (for GEMMs with epilogues); created on first use.
     pub(crate) fn lt(&self) -> std::result::Result<&LtHandle, CudaError> {
         let hopper = self.facts.compute_capability.0 >= 9;
-        self.lt.get_or_init(|| LtHandle::new(&self.stream, hopper)).as_ref().map_err(Clone::clone)
+        let create =
+            || compile_time::timed(Stage::Loading, || "cuBLASLt handle".into(), || LtHandle::new(&self.stream, hopper));
+        self.lt.get_or_init(create).as_ref().map_err(Clone::clone)
     }
 
     /// Queues a read of a buffer twice the L2 size, so that the next timed kernel finds none of

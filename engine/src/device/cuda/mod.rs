@@ -38,7 +38,7 @@ mod pointwise;
 mod pool;
 pub mod probe;
 mod reduce;
-mod source;
+pub(crate) mod source;
 pub mod tuned;
 
 use crate::device::Device;

@@ -11,6 +11,7 @@ use cudarc::nvrtc::{result, sys};
 
 use super::probe::probe;
 use crate::codecache::{DiskCache, cache_key};
+use crate::compile_time::{self, Stage};
 use crate::error::{Error, Result};
 
 /// A compiled kernel image.
@@ -43,15 +44,62 @@ pub fn compile_cubin_in(cache: &DiskCache, source: &str, arch: &str) -> Result<C
     };
     let options = options(arch);
     let key = cache_key(&[source.as_bytes(), arch.as_bytes(), options.join(" ").as_bytes(), version.as_bytes()]);
-    let (path, compiled) = cache.get_or_build(&key, "cubin", |out| {
-        // Keep the source beside the binary: learners can open exactly what was compiled.
-        let source_path = cache.dir().join(format!("{key}.cu"));
-        std::fs::write(&source_path, source).map_err(|e| Error::Io { path: source_path, message: e.to_string() })?;
-        let bytes = run_nvrtc(source, &options)?;
-        std::fs::write(out, bytes).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
-    })?;
+    let what = || format!("{} for {arch} ({key:.12}.cubin)", kernel_names(source));
+    let built = compile_time::timed_cached(
+        Stage::Nvrtc,
+        what,
+        || {
+            cache.get_or_build(&key, "cubin", |out| {
+                // Keep the source beside the binary: learners can open exactly what was compiled.
+                let source_path = cache.dir().join(format!("{key}.cu"));
+                std::fs::write(&source_path, source)
+                    .map_err(|e| Error::Io { path: source_path, message: e.to_string() })?;
+                let bytes = run_nvrtc(source, &options)?;
+                std::fs::write(out, bytes).map_err(|e| Error::Io { path: out.to_path_buf(), message: e.to_string() })
+            })
+        },
+        |built| matches!(built, Ok((_, false))),
+    );
+    let (path, compiled) = built?;
     let bytes = std::fs::read(&path).map_err(|e| Error::Io { path: path.clone(), message: e.to_string() })?;
     Ok(Cubin { bytes, path, compiled })
+}
+
+/// How many CUBINs a warm-up compiled, and how many the disk cache already held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Warmed {
+    /// Compiled by NVRTC now.
+    pub compiled: usize,
+    /// Found in the disk cache.
+    pub cached: usize,
+}
+
+impl Warmed {
+    /// Counts one compile's outcome.
+    pub fn add(&mut self, compiled_now: bool) {
+        if compiled_now {
+            self.compiled += 1;
+        } else {
+            self.cached += 1;
+        }
+    }
+}
+
+/// Compiles `sources` for `arch` into the global disk cache, several at a time; needs NVRTC but
+/// no GPU. What a warm-up of the cache for another machine's GPU runs.
+pub fn warm(sources: Vec<String>, arch: &str) -> Result<Warmed> {
+    let mut warmed = Warmed::default();
+    for cubin in compile_time::parallel_jobs(sources, |source| compile_cubin(&source, arch)) {
+        warmed.add(cubin?.compiled);
+    }
+    Ok(warmed)
+}
+
+/// Compiles every eager kernel family ([`super::eager_families`]) for `arch` into the global
+/// disk cache, so that a process on a GPU of that architecture loads them without NVRTC.
+pub fn warm_eager_families(arch: &str) -> Result<Warmed> {
+    let sources = super::eager_families().iter().map(|f| super::eager_source(f).expect("a listed family")).collect();
+    warm(sources, arch)
 }
 
 /// An NVRTC program, destroyed on drop.
@@ -81,6 +129,24 @@ fn run_nvrtc(source: &str, options: &[String]) -> Result<Vec<u8>> {
             .result()
             .map_err(|e| failed(format!("no CUBIN (is the architecture an `sm_XX` one?): {e:?}")))?;
         Ok(bytes)
+    }
+}
+
+/// What a CUDA source holds, for the compile log: its first comment line (an eager kernel
+/// family's source names the family there), else the kernels it defines (`extern "C" __global__
+/// void name(`), at most three.
+fn kernel_names(source: &str) -> String {
+    if let Some(comment) = source.lines().next().and_then(|l| l.strip_prefix("// ")) {
+        return comment.trim_end_matches('.').to_string();
+    }
+    let names: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.split("__global__ void ").nth(1))
+        .filter_map(|rest| rest.split('(').next())
+        .collect();
+    match names.len() {
+        0..=3 => names.join(", "),
+        n => format!("{}, ... ({n} kernels)", names[..3].join(", ")),
     }
 }
 

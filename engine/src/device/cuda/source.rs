@@ -21,20 +21,20 @@ use crate::op::{BinaryOp, UnaryOp};
 const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_norm"];
 
 /// The family of the flash-attention kernels (`kernels/attention.cu`).
-const ATTENTION: &str = "attention";
+pub(crate) const ATTENTION: &str = "attention";
 
 /// The family of the attention backward kernels (`kernels/attention_backward.cu`).
-const ATTENTION_BACKWARD: &str = "attention_backward";
+pub(crate) const ATTENTION_BACKWARD: &str = "attention_backward";
 
 /// The family of `cat`'s one-launch copy (`kernels/cat.cu`).
-pub(super) const CAT: &str = "cat";
+pub(crate) const CAT: &str = "cat";
 
 /// The family of the few-row matrix products compiled code runs (`kernels/skinny_gemm.cu`).
-pub(super) const SKINNY_GEMM: &str = "skinny_gemm";
+pub(crate) const SKINNY_GEMM: &str = "skinny_gemm";
 
 /// The family of the tensor-core float32 matrix products max-autotune may pick
 /// (`kernels/tf32x3_gemm.cu`).
-pub(super) const TF32X3_GEMM: &str = "tf32x3_gemm";
+pub(crate) const TF32X3_GEMM: &str = "tf32x3_gemm";
 
 /// Every eager kernel family, for tests and tools that must cover them all.
 pub fn eager_families() -> Vec<String> {
@@ -47,24 +47,21 @@ pub fn eager_families() -> Vec<String> {
     unary.chain(binary).chain(others).collect()
 }
 
-/// The CUDA C source of one kernel family, or `None` for an unknown name.
+/// The CUDA C source of one kernel family, or `None` for an unknown name. Its first line names
+/// the family (the compile log and the compile trace show it).
 pub fn eager_source(family: &str) -> Option<String> {
-    if family == CAT {
-        return Some(include_str!("kernels/cat.cu").to_string());
-    }
-    if family == ATTENTION_BACKWARD {
-        return Some(include_str!("kernels/attention_backward.cu").to_string());
-    }
     let tf32x3 = include_str!("kernels/tf32x3.cuh");
-    if family == ATTENTION {
-        return Some([tf32x3, include_str!("kernels/attention.cu")].concat());
-    }
     let linear_params = include_str!("kernels/linear_params.cuh");
-    if family == SKINNY_GEMM {
-        return Some([linear_params, include_str!("kernels/skinny_gemm.cu")].concat());
-    }
-    if family == TF32X3_GEMM {
-        return Some([linear_params, tf32x3, include_str!("kernels/tf32x3_gemm.cu")].concat());
+    let files: Option<&[&str]> = match family {
+        CAT => Some(&[include_str!("kernels/cat.cu")]),
+        ATTENTION_BACKWARD => Some(&[include_str!("kernels/attention_backward.cu")]),
+        ATTENTION => Some(&[tf32x3, include_str!("kernels/attention.cu")]),
+        SKINNY_GEMM => Some(&[linear_params, include_str!("kernels/skinny_gemm.cu")]),
+        TF32X3_GEMM => Some(&[linear_params, tf32x3, include_str!("kernels/tf32x3_gemm.cu")]),
+        _ => None,
+    };
+    if let Some(files) = files {
+        return Some(format!("// Eager kernel family `{family}`.\n{}", files.concat()));
     }
     let selection = if let Some(op) = UnaryOp::ALL.iter().find(|op| family == format!("unary_{}", op.name())) {
         pointwise(family, &op.c_expr("x"))

@@ -149,6 +149,12 @@ impl Graph {
 
     /// Number of op-call nodes (what `explain` reports as the op count).
     pub fn op_count(&self) -> usize {
+        crate::wires::trip(crate::wires::Wire::GraphOpCount);
+        self.calls()
+    }
+
+    /// [`Graph::op_count`], for the engine's own use.
+    pub(crate) fn calls(&self) -> usize {
         self.nodes.iter().filter(|n| n.op().is_some()).count()
     }
 

@@ -87,6 +87,7 @@ pub fn prelude() -> String {
 
 /// A whole C source file: the prelude, then every kernel.
 pub fn module(kernels: &[Kernel]) -> String {
+    crate::wires::trip(crate::wires::Wire::CModule);
     let mut out = prelude();
     for k in kernels {
         out.push('\n');
@@ -98,6 +99,7 @@ pub fn module(kernels: &[Kernel]) -> String {
 // ANCHOR: c_kernel
 /// One kernel as two C functions: over a range of `x`, and over all of it.
 pub fn kernel(k: &Kernel) -> String {
+    crate::wires::trip(crate::wires::Wire::CKernel);
     let mut out = format!("void {}{RANGE_SUFFIX}(float* const* args, int64_t x0, int64_t x1) {{\n", k.name);
     for (i, arg) in k.args.iter().enumerate() {
         let constness = if arg.output { "" } else { "const " };

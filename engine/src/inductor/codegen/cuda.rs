@@ -73,6 +73,7 @@ __device__ __forceinline__ float {block}(float v, float* smem) {{
 
 /// A whole CUDA C module: the prelude, then every kernel.
 pub fn module(kernels: &[CudaKernel]) -> String {
+    crate::wires::trip(crate::wires::Wire::CudaModule);
     let mut out = prelude();
     for k in kernels {
         out.push('\n');
@@ -133,6 +134,7 @@ pub fn kernel(k: &Kernel) -> CudaKernel {
 /// Prints one kernel, named `name`, for `launch`, one of [`launch_candidates`]: only its
 /// `__launch_bounds__` depend on the block size.
 pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
+    crate::wires::trip(crate::wires::Wire::CudaKernel);
     let body = match &k.body {
         KernelBody::Pointwise(stmts) => pointwise(k, stmts),
         KernelBody::Foreach(parts) => parts

@@ -101,6 +101,7 @@ impl Spelling<'_> {
     /// One statement as a line of C (`float tmp2 = tmp0 + tmp1;`); `declare` puts `float` in
     /// front of definitions.
     pub fn stmt(&self, kernel: &Kernel, stmt: &Stmt, declare: bool) -> String {
+        crate::wires::trip(crate::wires::Wire::Spelling);
         let ty = if declare { "float " } else { "" };
         match stmt {
             Stmt::Load { tmp, arg, index } => {
@@ -119,6 +120,7 @@ impl Spelling<'_> {
 
 /// The plain spelling: `tmpN` and indices over `x` and `r`.
 pub fn scalar_spelling(dialect: Dialect) -> Spelling<'static> {
+    crate::wires::trip(crate::wires::Wire::ScalarSpelling);
     Spelling { dialect, tmp: &|t| format!("tmp{t}"), index: &|i| i.to_c() }
 }
 

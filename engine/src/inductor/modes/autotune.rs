@@ -254,7 +254,9 @@ impl Tuning<'_> {
             .collect();
         let bench = Bench::new(Device::Cuda(gpu.ordinal())).warmup(3).samples(15).flush_cache(false);
         let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = candidates.iter_mut().map(|c| &mut **c as _).collect();
-        let times: Vec<f64> = bench.run_interleaved(&mut refs)?.iter().map(|t| t.median()).collect();
+        // The engine timing its own candidates answers no exercise: no wire trips.
+        let times: Vec<f64> =
+            crate::wires::internal(|| bench.run_interleaved(&mut refs))?.iter().map(|t| t.median()).collect();
         let header = format!("AUTOTUNE {label}, {} epilogue, {:.2} GFLOP", p.epilogue.name(), p.flops() / 1e9);
         let (best, why) = fastest(&header, &names, &times, |t| format!("{:>7.1} TFLOP/s", p.flops() / t / 1e12));
         Ok((choices[best], why))

@@ -48,6 +48,14 @@ pub(crate) enum EngineGemm {
 }
 
 impl EngineGemm {
+    /// The eager kernel family (a CUDA module) its kernels come from.
+    pub(crate) fn family(self) -> &'static str {
+        match self {
+            EngineGemm::Skinny => skinny_gemm::FAMILY,
+            EngineGemm::Tf32x3(_) => tf32x3_gemm::FAMILY,
+        }
+    }
+
     /// The kernel loaded for products of `shape`.
     pub(crate) fn load(self, gpu: &Arc<CudaDevice>, shape: LinearShape) -> Result<LinearGemm> {
         match self {
@@ -69,6 +77,14 @@ pub(crate) enum GemmSpec {
 }
 
 impl GemmSpec {
+    /// The kernel family it loads, for a kernel of the engine's own (cuBLASLt needs none).
+    pub(crate) fn family(&self) -> Option<&'static str> {
+        match self {
+            GemmSpec::Lt { .. } => None,
+            GemmSpec::Engine { kernel, .. } => Some(kernel.family()),
+        }
+    }
+
     /// The kernel, ready to run on `gpu`.
     pub(crate) fn load(&self, gpu: &Arc<CudaDevice>) -> Result<GemmKernel> {
         Ok(match *self {

@@ -128,7 +128,9 @@ fn tune(
     }
     let bench = Bench::new(Device::Cuda(gpu.ordinal())).warmup(3).samples(15).flush_cache(false);
     let mut refs: Vec<&mut dyn FnMut() -> Result<()>> = runs.iter_mut().map(|r| &mut **r as _).collect();
-    let times: Vec<f64> = bench.run_interleaved(&mut refs)?.iter().map(|t| t.median()).collect();
+    // The engine timing its own candidates answers no exercise: no wire trips.
+    let times: Vec<f64> =
+        crate::wires::internal(|| bench.run_interleaved(&mut refs))?.iter().map(|t| t.median()).collect();
     let bytes: usize = k.args.iter().map(|a| 4 * extent(graph, a.buffer)).sum();
     let labels: Vec<String> = candidates.iter().map(|c| format!("{} threads", c.block)).collect();
     let header = format!("AUTOTUNE {} (xnumel {}, {:.1} MB of arguments)", k.name, k.xnumel, bytes as f64 / 1e6);

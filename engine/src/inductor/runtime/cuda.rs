@@ -50,7 +50,7 @@ pub(crate) struct Launched {
 pub(crate) struct CudaProgram {
     device: Arc<CudaDevice>,
     /// Keeps the kernels loaded while their functions are in the schedule.
-    _module: Option<Arc<Module>>,
+    _modules: Vec<Arc<Module>>,
     schedule: Schedule<Launched>,
     /// The matmuls not on cuBLAS (the engine's own kernels, or cuBLASLt under max-autotune), by node.
     gemms: HashMap<IrId, GemmKernel>,
@@ -61,17 +61,20 @@ fn failed(what: &str, e: impl Into<CudaError>) -> Error {
 }
 
 impl CudaProgram {
-    /// Resolves each kernel of `schedule` in `module` and fixes its launch shape for the plan's
-    /// sizes; `gemms` are the matmuls not on cuBLAS.
+    /// Resolves each kernel of `schedule` in the module `module_of` gives for its name and fixes
+    /// its launch shape for the plan's sizes; `gemms` are the matmuls not on cuBLAS.
     pub(crate) fn new(
         device: Arc<CudaDevice>,
         schedule: Schedule<KernelSpec>,
-        module: Option<Arc<Module>>,
+        module_of: HashMap<String, Arc<Module>>,
         gemms: HashMap<IrId, GemmKernel>,
     ) -> Result<CudaProgram> {
         let sm_count = device.facts().multiprocessors;
         let schedule = schedule.resolve(|k, xnumel| {
-            let module = module.as_ref().expect("a plan with kernels has a module");
+            let module = module_of.get(&k.name).ok_or_else(|| Error::Backend {
+                backend: "inductor".into(),
+                message: format!("no compiled module holds kernel `{}`", k.name),
+            })?;
             let config = LaunchConfig {
                 grid_dim: (k.launch.grid_size(xnumel as usize, sm_count), 1, 1),
                 block_dim: (k.launch.block, 1, 1),
@@ -79,7 +82,13 @@ impl CudaProgram {
             };
             Ok(Launched { function: module.function(&k.name)?, name: k.name, config })
         })?;
-        Ok(CudaProgram { device, _module: module, schedule, gemms })
+        let mut modules: Vec<Arc<Module>> = Vec::new();
+        for module in module_of.into_values() {
+            if !modules.iter().any(|m| Arc::ptr_eq(m, &module)) {
+                modules.push(module);
+            }
+        }
+        Ok(CudaProgram { device, _modules: modules, schedule, gemms })
     }
 
     /// A view's buffer and its layout within that buffer.

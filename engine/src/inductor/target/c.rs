@@ -3,14 +3,16 @@
 //! by the system C compiler into a shared library (cached on disk), loaded, and called by the host
 //! runtime on chunks of their `x` range from the engine's thread pool.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Generated, ProgramSpec, Target, TargetChoices};
 use crate::codecache::{CCompiler, SharedLibrary};
 use crate::compile_mode::Mode;
+use crate::compile_time;
 use crate::device::Device;
 use crate::device::cpu::{PARALLEL_THRESHOLD, TASK_WORK};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inductor::codegen::Renderer;
 use crate::inductor::codegen::c::{COLUMN_BLOCK, RANGE_SUFFIX};
 use crate::inductor::config::{Config, Printers};
@@ -64,12 +66,24 @@ impl Target for CTarget {
         cudagraphs::log_host_skip(mode);
     }
 
+    /// The kernels compiled as one shared library per compile thread, at once (each a run of
+    /// consecutive kernels after the prelude), loaded, and run by the host runtime.
     fn build(&self, spec: ProgramSpec, _mode: Mode) -> Result<Arc<dyn Program>> {
-        let has_kernels = spec.schedule.has_kernels();
-        let library =
-            if has_kernels { Some(Arc::new(CCompiler::detect()?.compile(&spec.module_source)?)) } else { None };
+        let mut library_of: HashMap<String, Arc<SharedLibrary>> = HashMap::new();
+        if spec.schedule.has_kernels() {
+            let (names, sources): (Vec<_>, Vec<_>) =
+                spec.module.units(compile_time::compile_threads()).into_iter().unzip();
+            let libraries = CCompiler::detect()?.compile_all(sources)?;
+            for (names, library) in names.into_iter().zip(libraries) {
+                let library = Arc::new(library);
+                library_of.extend(names.into_iter().map(|name| (name, library.clone())));
+            }
+        }
         let program = HostProgram::new(spec.schedule, |k| {
-            let library = library.clone().expect("a plan with kernels has a library");
+            let library = library_of.get(&k.name).cloned().ok_or_else(|| Error::Backend {
+                backend: "inductor".into(),
+                message: format!("no compiled library holds kernel `{}`", k.name),
+            })?;
             CKernel::load(library, k)
         })?;
         Ok(Arc::new(program))

@@ -13,20 +13,23 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Generated, ProgramSpec, Target, TargetChoices};
+use super::{Generated, ModuleSource, ProgramSpec, Target, TargetChoices};
 use crate::compile_mode::Mode;
+use crate::compile_time::{self, Stage};
 use crate::device::Device;
 use crate::device::cuda::CudaDevice;
+use crate::device::cuda::nvrtc::{self, Warmed};
 use crate::device::cuda::tuned::cublaslt::lt_version;
-use crate::error::Result;
+use crate::device::cuda::tuned::extern_family;
+use crate::error::{Error, Result};
 use crate::inductor::codegen::{Renderer, cuda};
 use crate::inductor::config::{Config, Printers};
 use crate::inductor::ir::IrId;
 use crate::inductor::lowering::FoldFor;
 use crate::inductor::modes::gemm_choice::{self, GemmSpec};
 use crate::inductor::modes::{autotune, cudagraphs, gemm_epilogue, launch_tuning};
-use crate::inductor::runtime::Program;
 use crate::inductor::runtime::cuda::CudaProgram;
+use crate::inductor::runtime::{Program, Run};
 use crate::logs::{self, Artifact};
 
 /// CUDA C for the GPU of this ordinal.
@@ -89,7 +92,8 @@ impl Target for CudaTarget {
                     Vec::new()
                 }
                 Ok(_) => {
-                    let choices = autotune::choose_gemms(&gpu, &generated.lowered, config.gemm_backends)?;
+                    let choose = || autotune::choose_gemms(&gpu, &generated.lowered, config.gemm_backends);
+                    let choices = compile_time::timed(Stage::Autotune, || "GEMM choices".into(), choose)?;
                     generated.output_code.choices.extend(choices.notes.iter().map(|n| format!("max-autotune: {n}")));
                     choices.gemms
                 }
@@ -100,7 +104,7 @@ impl Target for CudaTarget {
             choices.gemms
         };
         if config.mode == Mode::MaxAutotune {
-            tune_launches(&gpu, generated)?;
+            compile_time::timed(Stage::Autotune, || "kernel launches".into(), || tune_launches(&gpu, generated))?;
         }
         let cuda_graph_skip = cudagraphs::skip_reason(&generated.lowered);
         TargetChoices::of(&CudaChoices { gemms, cuda_graph_skip })
@@ -114,20 +118,61 @@ impl Target for CudaTarget {
         }
     }
 
-    /// NVRTC's CUBIN loaded as a module, each matmul's chosen kernel loaded; under reduce-overhead
-    /// and max-autotune, a plan that can be recorded is wrapped to record and replay a CUDA graph.
+    /// Everything the program runs, made ready before its first call: each generated kernel
+    /// compiled by NVRTC into a CUBIN of its own, and the extern kernel families its plan calls
+    /// (flash attention, `cat`, the engine's GEMMs), all at once in parallel threads and through
+    /// the disk cache, then loaded; each matmul's chosen kernel loaded, and cuBLAS's handle
+    /// created if a product runs on it. Under reduce-overhead and max-autotune, a plan that can be
+    /// recorded is wrapped to record and replay a CUDA graph.
     fn build(&self, spec: ProgramSpec, mode: Mode) -> Result<Arc<dyn Program>> {
         let CudaChoices { gemms, cuda_graph_skip } = spec.choices.read()?;
         let gpu = CudaDevice::get(self.ordinal)?;
-        let module = if spec.schedule.has_kernels() { Some(gpu.load(&spec.module_source)?) } else { None };
+        let (names, sources): (Vec<Vec<String>>, Vec<String>) =
+            if spec.schedule.has_kernels() { units(&spec.module).into_iter().unzip() } else { Default::default() };
+        let mut families: Vec<&str> = gemms.iter().filter_map(|(_, gemm)| gemm.family()).collect();
+        let mut on_cublas = false;
+        for step in &spec.schedule.steps {
+            match step {
+                Run::ExternKernel { op, .. } => families.extend(extern_family(op)),
+                Run::Matmul { out, .. } => on_cublas |= !gemms.iter().any(|(id, _)| id == out),
+                _ => {}
+            }
+        }
+        families.sort_unstable();
+        families.dedup();
+        let modules = gpu.load_with_families(&sources, &families)?;
+        if on_cublas {
+            drop(
+                gpu.blas()
+                    .map_err(|e| Error::Backend { backend: "inductor".into(), message: format!("cuBLAS: {e}") })?,
+            );
+        }
+        let module_of = names
+            .into_iter()
+            .zip(modules)
+            .flat_map(|(names, module)| names.into_iter().map(move |name| (name, module.clone())))
+            .collect();
         let gemms = gemms.iter().map(|(id, gemm)| Ok((*id, gemm.load(&gpu)?))).collect::<Result<HashMap<_, _>>>()?;
-        let program = CudaProgram::new(gpu, spec.schedule, module, gemms)?;
+        let program = CudaProgram::new(gpu, spec.schedule, module_of, gemms)?;
         Ok(if mode.records_cuda_graphs() && cuda_graph_skip.is_none() {
             Arc::new(cudagraphs::Graphed::new(program))
         } else {
             Arc::new(program)
         })
     }
+}
+
+/// What NVRTC compiles for a module: each kernel after the header, in a CUBIN of its own (NVRTC
+/// compiles them in parallel threads, and a kernel whose source did not change between two
+/// graphs, or two sizes of one graph, comes from the disk cache).
+fn units(module: &ModuleSource) -> Vec<(Vec<String>, String)> {
+    module.units(module.kernels.len())
+}
+
+/// Compiles `module`'s kernels for a GPU of architecture `arch` (`sm_90`) into the disk cache, as
+/// [`CudaTarget::build`] would, without a GPU.
+pub(crate) fn precompile(module: &ModuleSource, arch: &str) -> Result<Warmed> {
+    nvrtc::warm(units(module).into_iter().map(|(_, source)| source).collect(), arch)
 }
 
 /// Max-autotune's launch for each kernel the engine's CUDA printer wrote (a learner's printer's
@@ -149,6 +194,6 @@ fn tune_launches(gpu: &Arc<CudaDevice>, generated: &mut Generated) -> Result<()>
         generated.launches[i] = launch;
         generated.output_code.choices.push(format!("max-autotune: {note}"));
     }
-    generated.module_source = generated.output_code.module_source(&prelude);
+    generated.module = generated.output_code.module(&prelude);
     Ok(())
 }

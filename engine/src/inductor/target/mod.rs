@@ -29,6 +29,7 @@ use super::ir::LoweredGraph;
 use super::kernel::Kernel;
 use super::launch::Launch;
 use super::lowering::FoldFor;
+pub(crate) use super::output_code::ModuleSource;
 use super::output_code::OutputCode;
 use super::runtime::{KernelSpec, Program, Schedule};
 use crate::compile_mode::Mode;
@@ -91,6 +92,18 @@ pub(crate) fn for_device(device: Device, kind: TargetKind) -> Result<Arc<dyn Tar
     }
 }
 
+/// The CUDA target for code generation alone, which needs no GPU (a warm-up of the cache for
+/// another machine's GPU).
+pub(crate) fn for_any_gpu(kind: TargetKind) -> Result<Arc<dyn Target>> {
+    for_device(Device::Cuda(0), kind)
+}
+
+/// Compiles `module` (CUDA C) for a GPU of architecture `arch` into the disk cache as the CUDA
+/// target's build would, without a GPU: a warm-up for another machine.
+pub(crate) fn precompile_cuda(module: &ModuleSource, arch: &str) -> Result<crate::device::cuda::nvrtc::Warmed> {
+    cuda::precompile(module, arch)
+}
+
 /// Everything code generation produces for one graph and one binding of its sizes, before
 /// anything is compiled: what a target tunes and builds from.
 pub(crate) struct Generated {
@@ -104,8 +117,8 @@ pub(crate) struct Generated {
     pub plan: CallPlan,
     /// What the user reads.
     pub output_code: OutputCode,
-    /// The whole source to compile: the renderer's prelude, then every kernel.
-    pub module_source: String,
+    /// The source to compile: the renderer's prelude, then every kernel.
+    pub module: ModuleSource,
     /// What `ENGINE_LOGS=fusion` prints for it.
     pub fusion_log: String,
 }
@@ -116,8 +129,8 @@ pub(crate) struct Generated {
 /// from the cache is built exactly as a fresh one.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct ProgramSpec {
-    /// The whole source to compile: the renderer's prelude, then every kernel.
-    pub module_source: String,
+    /// The source to compile: the renderer's prelude, then every kernel.
+    pub module: ModuleSource,
     /// The call plan's steps, buffers and outputs.
     pub schedule: Schedule<KernelSpec>,
     /// The target's decisions ([`Target::tune`]).

@@ -89,6 +89,7 @@ pub(super) fn run(
     retain_graph: bool,
     location: SourceLocation,
 ) -> Result<Option<Vec<Option<Tensor>>>> {
+    crate::wires::trip(crate::wires::Wire::Autograd);
     let _no_grad = GradMode::set(false);
     // Concrete roots are differentiated now, even from traced code (a backward() that broke the
     // graph); symbolic ones (the joint graph's) are recorded by their trace.

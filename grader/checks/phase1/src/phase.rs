@@ -150,14 +150,14 @@ const MUTANTS: &[Mutant] = &[
         ".fold(0.0, f32::max)",
         ".fold(0.0, f32::min)",
     )
-    .fails(crate::check_ids![compare::differences_are_measured]),
+    .fails(crate::check_ids![compare::differences_are_measured, compare::reports_every_backend]),
     Mutant::new(
         "compare_backends compiles with Eager whatever backend it is given",
         "src/compare.rs",
         ".backend(backend);",
         ".backend(engine::backends::Eager);",
     )
-    .fails(crate::check_ids![compare::differences_are_measured]),
+    .fails(crate::check_ids![compare::differences_are_measured, compare::reports_every_backend]),
     Mutant::new(
         "median does not sort",
         "src/latency.rs",

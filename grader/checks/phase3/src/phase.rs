@@ -2,7 +2,11 @@
 //! `grader_harness::declare`): its exercises, their hints and book sections, the checks grading
 //! each one, named by their functions in `src/checks/`, and the mistakes those checks must catch.
 
-use grader_harness::{Exercise, Mutant, Phase};
+use grader_harness::{Exercise, Forbidden, Mutant, Phase};
+
+/// The regional checks compile twelve blocks (and the whole stack) with the system C compiler, in
+/// the grader's debug build: more than the default time.
+const REGIONAL: u64 = 300;
 
 /// Phase 3: four models that break their graphs, fixed; and what a break costs.
 pub const PHASE: Phase = Phase {
@@ -105,6 +109,33 @@ pub const PHASE: Phase = Phase {
             checks: crate::checks![break_cost::counts_the_graphs, break_cost::times_are_medians_of_real_calls],
             forbidden: &[],
         },
+        Exercise {
+            name: "regional",
+            file: "src/regional.rs",
+            section: "regional",
+            stretch: true,
+            hints: &[
+                "One `dynamo::compile` in `new`, kept in the struct; `forward` calls it once per block. A closure \
+                 that captures a block's weights serves that block only: give the weights to the compiled function \
+                 as arguments instead, after the input (`Vec<Tensor>` in, `Tensor` out).",
+                "`block.parameters()` lists a block's 16 weights; `Block::from_parameters(shape, &args[1..])` builds \
+                 a block back from them inside the compiled function, whose `naive_forward(&args[0])` is the block.",
+                "The field's type names the closure's: `Compiled<Vec<Tensor>, Tensor, BlockFn>`, with the closure \
+                 boxed (`let f: BlockFn = Box::new(move |args: Vec<Tensor>| ...)`). Leave dynamic sizes as they are: \
+                 the second length makes the length a symbol.",
+            ],
+            checks: crate::checks![
+                regional::regional_matches_the_stack.with_timeout(REGIONAL),
+                regional::one_compile_serves_every_block.with_timeout(REGIONAL),
+                regional::new_lengths_recompile_only_the_region.with_timeout(REGIONAL),
+                regional::regional_compiles_less_and_runs_as_fast.with_timeout(REGIONAL).timed(),
+            ],
+            forbidden: &[Forbidden {
+                path: "compile_region",
+                everywhere: false,
+                why: "this exercise asks you to build regional compilation from `dynamo::compile` yourself",
+            }],
+        },
     ],
     mutants: MUTANTS,
 };
@@ -117,14 +148,14 @@ const MUTANTS: &[Mutant] = &[
         "|hs| hs[0].neg()?.sigmoid()",
         "|hs| hs[0].relu()",
     )
-    .fails(crate::check_ids![branch::gated_matches_the_original]),
+    .fails(crate::check_ids![branch::gated_matches_the_original, branch::gated_is_one_graph]),
     Mutant::new(
         "gated branches on the wrong sign",
         "src/branch.rs",
         ".gt(0.0)?",
         ".lt(0.0)?",
     )
-    .fails(crate::check_ids![branch::gated_matches_the_original]),
+    .fails(crate::check_ids![branch::gated_matches_the_original, branch::gated_is_one_graph]),
     Mutant::new(
         "normalized drops a log line",
         "src/logging.rs",
@@ -145,14 +176,14 @@ const MUTANTS: &[Mutant] = &[
         "let out = h.softmax(-1)?;",
         "let out = h.softmax(0)?;",
     )
-    .fails(crate::check_ids![logging::normalized_matches_the_original]),
+    .fails(crate::check_ids![logging::normalized_matches_the_original, logging::normalized_is_one_graph, logging::still_logs_when_eager]),
     Mutant::new(
         "standardized takes the variance of the uncentered values",
         "src/round_trip.rs",
         "let var = centered.mul(&centered)?",
         "let var = h.mul(&h)?",
     )
-    .fails(crate::check_ids![round_trip::standardized_matches_the_original]),
+    .fails(crate::check_ids![round_trip::standardized_matches_the_original, round_trip::standardized_is_one_graph, round_trip::no_recompile_for_new_values]),
     Mutant::new(
         "standardized computes the mean on the host",
         "src/round_trip.rs",
@@ -173,7 +204,7 @@ const MUTANTS: &[Mutant] = &[
         "copysignf(1.0f + logf(a), x)",
         "(1.0f + logf(a))",
     )
-    .fails(crate::check_ids![custom_op::the_kernel_computes_log_clip, custom_op::clipped_matches_the_original]),
+    .fails(crate::check_ids![custom_op::the_kernel_computes_log_clip, custom_op::clipped_matches_the_original, custom_op::clipped_is_one_graph_with_the_op]),
     Mutant::new(
         "break_cost times the whole version twice",
         "src/break_cost.rs",
@@ -188,4 +219,41 @@ const MUTANTS: &[Mutant] = &[
         "let graphs_split = dynamo::explain(&whole)",
     )
     .fails(crate::check_ids![break_cost::counts_the_graphs]),
+    Mutant::new(
+        "regional compiles a function per block",
+        "src/regional.rs",
+        "h = self.region.call(&args)?;",
+        "h = RegionalStack::new(block.shape).region.call(&args)?;",
+    )
+    .fails(crate::check_ids![regional::one_compile_serves_every_block, regional::new_lengths_recompile_only_the_region])
+    .may_fail(crate::check_ids![regional::regional_compiles_less_and_runs_as_fast]),
+    Mutant::new(
+        "regional runs every block with the first block's weights",
+        "src/regional.rs",
+        "args.extend(block.parameters());",
+        "args.extend(stack.blocks[0].parameters());",
+    )
+    .fails(crate::check_ids![regional::regional_matches_the_stack]),
+    Mutant::new(
+        "regional turns dynamic sizes off",
+        "src/regional.rs",
+        "dynamo::compile(block).name(\"block region\")",
+        "dynamo::compile(block).name(\"block region\").dynamic(false)",
+    )
+    .fails(crate::check_ids![regional::new_lengths_recompile_only_the_region]),
+    Mutant::new(
+        "regional runs the blocks eagerly",
+        "src/regional.rs",
+        "h = self.region.call(&args)?;",
+        "h = block.naive_forward(&args[0])?;",
+    )
+    .fails(crate::check_ids![regional::one_compile_serves_every_block, regional::new_lengths_recompile_only_the_region])
+    .may_fail(crate::check_ids![regional::regional_compiles_less_and_runs_as_fast]),
+    Mutant::new(
+        "regional throws the compiled output away and runs each block eagerly",
+        "src/regional.rs",
+        "h = self.region.call(&args)?;",
+        "self.region.call(&args)?;\n            h = block.naive_forward(&args[0])?;",
+    )
+    .fails(crate::check_ids![regional::regional_compiles_less_and_runs_as_fast]),
 ];

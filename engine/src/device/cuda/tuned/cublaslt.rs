@@ -23,6 +23,7 @@ use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
 use cudarc::driver::DevicePtr;
 
+use crate::compile_time::{self, Stage};
 use crate::device::cuda::Input;
 use crate::device::cuda::buffer::CudaBuffer;
 use crate::device::cuda::context::CudaDevice;
@@ -284,6 +285,12 @@ impl LtGemm {
     /// Up to `count` algorithms cuBLASLt's heuristics rank first for this problem, for pointers
     /// aligned to `alignment` bytes, best first.
     pub fn algorithms(&self, device: &CudaDevice, count: usize, alignment: u32) -> Result<Vec<Algorithm>, CudaError> {
+        let p = self.problem;
+        let what = || format!("{}x{}x{} (batch {}, {})", p.m, p.n, p.k, p.batch, p.epilogue.name());
+        compile_time::timed(Stage::CublasLt, what, || self.query_algorithms(device, count, alignment))
+    }
+
+    fn query_algorithms(&self, device: &CudaDevice, count: usize, alignment: u32) -> Result<Vec<Algorithm>, CudaError> {
         use sys::cublasLtMatmulPreferenceAttributes_t as Pref;
         let handle = device.lt()?;
         let pref = lt::create_matmul_pref()?;

@@ -72,6 +72,18 @@ impl KernelProvider for Tuned<'_> {
     }
 }
 
+/// The eager kernel family that [`extern_into`] runs `op` with, if it has an extern kernel: what a
+/// compiled program compiles (or reads from the disk cache) and loads when it is built, beside its
+/// own kernels, so that its first run compiles nothing.
+pub(crate) fn extern_family(op: &Op) -> Option<&'static str> {
+    match op {
+        Op::Cat { .. } => Some(super::source::CAT),
+        Op::ScaledDotProductAttention { .. } => Some(super::source::ATTENTION),
+        Op::ScaledDotProductAttentionBackward { .. } => Some(super::source::ATTENTION_BACKWARD),
+        _ => None,
+    }
+}
+
 /// An extern kernel of compiled code (`cat`, `flash_attention`) written straight into its planned
 /// buffer `out`, as Inductor calls ATen's `out=` variants: no buffer of its own, no copy after.
 pub(crate) fn extern_into(

@@ -12,7 +12,7 @@ use cudarc::driver::LaunchConfig;
 use super::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::context::CudaDevice;
 use crate::device::cuda::error::CudaError;
-use crate::device::cuda::source::SKINNY_GEMM as FAMILY;
+pub(crate) use crate::device::cuda::source::SKINNY_GEMM as FAMILY;
 
 /// The most rows (the product of the batch dims and `m`) the kernel takes.
 pub(crate) const MAX_ROWS: usize = 16;

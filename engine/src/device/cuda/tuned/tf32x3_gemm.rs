@@ -10,7 +10,7 @@ use cudarc::driver::LaunchConfig;
 use super::linear_gemm::{LinearGemm, LinearShape};
 use crate::device::cuda::context::CudaDevice;
 use crate::device::cuda::error::CudaError;
-use crate::device::cuda::source::TF32X3_GEMM as FAMILY;
+pub(crate) use crate::device::cuda::source::TF32X3_GEMM as FAMILY;
 
 /// A tile shape the kernel is compiled for: the block's `rows x cols` of the output, the `k` it
 /// copies at a time, its warps and its pipeline depth (`TF32X3_GEMMS` in the kernel).

@@ -73,7 +73,7 @@ impl Target for InterpreterTarget {
     }
 
     fn build(&self, spec: ProgramSpec, _mode: Mode) -> Result<Arc<dyn Program>> {
-        let module = parse::module(&spec.module_source, &spec.custom_ops)?;
+        let module = parse::module(&spec.module.whole(), &spec.custom_ops)?;
         let program = HostProgram::new(spec.schedule, |k| module.kernel(&k.name))?;
         Ok(Arc::new(program))
     }

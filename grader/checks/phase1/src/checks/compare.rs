@@ -11,11 +11,18 @@ use crate::subject::{Mlp, backends, compare_backends, example_input};
 /// How far a reported difference may be from the grader's measurement of it.
 const MEASURED: Tolerance = Tolerance { abs: 1e-6, rel: 1e-3 };
 
-/// One report per backend of `backends()`, named and in order.
+/// One report per backend of `backends()`, named and in order, and one for a probe backend
+/// that shifts every output by an amount drawn from the seed (so that the answers depend on it).
 pub fn reports_every_backend(ctx: &Context) -> CheckResult {
     let (mlp, x) = (Mlp::new(ctx.seed), example_input(4, ctx.seed + 1));
-    let expected: Vec<String> = backends().iter().map(|b| b.name().to_string()).collect();
-    let reports = compare_backends(&mlp, &x, backends())?;
+    let offset = (1 + ctx.seed % 97) as f32 / 256.0;
+    let with_probe = || {
+        let mut all = backends();
+        all.push(Box::new(Probe::new().offset(offset)));
+        all
+    };
+    let expected: Vec<String> = with_probe().iter().map(|b| b.name().to_string()).collect();
+    let reports = compare_backends(&mlp, &x, with_probe())?;
     let names: Vec<&str> = reports.iter().map(|r| r.backend.as_str()).collect();
     record("backends reported", format!("{names:?}"));
     let diffs: Vec<f32> = reports.iter().map(|r| r.max_abs_diff).collect();

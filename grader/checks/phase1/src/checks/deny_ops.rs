@@ -6,29 +6,29 @@ use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ens
 use super::support::capture;
 use crate::subject::{DenyOps, Mlp, example_input};
 
-/// Denying `softmax` fails the compile with an error naming the op and its source line.
+/// Denying one of the MLP's ops (which one is drawn from the seed) fails the compile with an
+/// error naming the op and its source line.
 pub fn refuses_a_denied_op(ctx: &Context) -> CheckResult {
     let (mlp, x) = (Mlp::new(ctx.seed), example_input(2, ctx.seed + 1));
     let (graph, _) = capture(&mlp, &x)?;
-    let softmax = graph
-        .nodes()
-        .iter()
-        .find(|n| n.op().is_some_and(|op| op.name() == "softmax"))
-        .expect("the MLP ends in softmax");
-    let line = softmax.location.expect("call nodes have locations").short();
-    let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(DenyOps::new(&["softmax"]));
+    let calls: Vec<_> = graph.nodes().iter().filter(|n| n.op().is_some()).collect();
+    let denied = calls[(ctx.seed % calls.len() as u64) as usize].op().expect("filtered to calls").name();
+    // The first node calling it is the one a backend refuses.
+    let first = calls.iter().find(|n| n.op().is_some_and(|op| op.name() == denied)).expect("found above");
+    let line = first.location.expect("call nodes have locations").short();
+    let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(DenyOps::new(&[denied]));
     let result = compiled.call(&x);
-    let names =
-        result.as_ref().err().map(|e| e.to_string()).is_some_and(|m| m.contains("softmax") && m.contains(&line));
-    record("refused, naming the op and its line", format!("{} {names}", result.is_err()));
+    let names = result.as_ref().err().map(|e| e.to_string()).is_some_and(|m| m.contains(denied) && m.contains(&line));
+    record(format!("refused `{denied}`, naming the op and its line"), format!("{} {names}", result.is_err()));
     match result {
-        Ok(_) => Err(Failure::fail(
-            "with DenyOps::new(&[\"softmax\"]) the MLP (which ends in softmax) compiled and ran; expected an error",
-        )),
+        Ok(_) => Err(Failure::fail(format!(
+            "with DenyOps::new(&[\"{denied}\"]) the MLP (which calls {denied} at {line}) compiled and ran; expected an \
+             error"
+        ))),
         Err(error) => {
             let message = error.to_string();
-            ensure(message.contains("softmax") && message.contains(&line), || {
-                format!("the error should name the op `softmax` and its line `{line}`; it reads: {message}")
+            ensure(message.contains(denied) && message.contains(&line), || {
+                format!("the error should name the op `{denied}` and its line `{line}`; it reads: {message}")
             })?;
             Ok(format!("refused with: {message}"))
         }

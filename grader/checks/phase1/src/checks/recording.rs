@@ -1,10 +1,15 @@
 //! Checks of `recording`.
 
 use engine::{Tensor, dynamo};
-use grader_harness::{CheckResult, Context, Tolerance, assert_close, ensure, record};
+use grader_harness::{CheckResult, Context, Tolerance, assert_close, ensure, record, record_tensor};
 
 use super::support::capture;
 use crate::subject::{Mlp, RecordingBackend, example_input};
+
+/// A batch size drawn from the seed, so that the graphs recorded (and printed) depend on it.
+fn batch(ctx: &Context, k: u64) -> usize {
+    2 + ((ctx.seed >> (4 * k)) % 7) as usize
+}
 
 /// The shape of the first placeholder (the input batch) of each graph.
 fn input_shapes(graphs: &[engine::fx::Graph]) -> Vec<Vec<usize>> {
@@ -39,9 +44,10 @@ pub fn keeps_one_graph_per_compile(ctx: &Context) -> CheckResult {
 
 /// The recorded graph is the captured graph itself: equal, and printed the same.
 pub fn graphs_print_as_captured(ctx: &Context) -> CheckResult {
-    let (mlp, x) = (Mlp::new(ctx.seed), example_input(4, ctx.seed + 1));
+    let (mlp, x) = (Mlp::new(ctx.seed), example_input(batch(ctx, 0), ctx.seed + 1));
     let recorder = RecordingBackend::new();
-    dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(recorder.clone()).call(&x)?;
+    let output = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(recorder.clone()).call(&x)?;
+    record_tensor("the output through the recording backend", &output, Tolerance::F32);
     let (expected, _) = capture(&mlp, &x)?;
     let graphs = recorder.graphs();
     record("the recorded graphs", graphs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"));
@@ -60,9 +66,12 @@ pub fn separate_backends_do_not_share(ctx: &Context) -> CheckResult {
     ensure(used.graphs().is_empty(), || {
         format!("RecordingBackend::new() already holds {} graphs", used.graphs().len())
     })?;
-    dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(used.clone()).call(&example_input(2, ctx.seed))?;
+    dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(used.clone()).call(&example_input(batch(ctx, 1), ctx.seed))?;
     let (a, b) = (used.graphs().len(), unused.graphs().len());
-    record("graphs held by the used and the unused backend", format!("{a} {b}"));
+    record(
+        "graphs held by the used and the unused backend, and the used one's input shapes",
+        format!("{a} {b} {:?}", input_shapes(&used.graphs())),
+    );
     ensure(a == 1 && b == 0, || {
         format!(
             "after compiling with one of two backends, they hold {a} and {b} graphs; expected 1 and 0 (each new() starts its own record)"

@@ -39,7 +39,8 @@ impl Counts {
 }
 
 /// A backend that compiles with [`Eager`] and lets the grader observe and shape what happens:
-/// it counts compiles and runs, sleeps a known time in each, can keep the device busy a known
+/// it counts compiles and runs, sleeps a time the check chose in each (a secret one, drawn from
+/// the run's seed, which the learner's process is not given), can keep the device busy a known
 /// time after each run (so a timer that does not wait for the GPU measures too little), and can
 /// shift every output by a known offset.
 #[derive(Clone, Default)]
@@ -47,7 +48,7 @@ pub struct Probe {
     /// Shared counters; keep a clone of the `Arc` to read them.
     pub counts: Arc<Counts>,
     compile_delay: Duration,
-    run_delay: Duration,
+    run_delays: Arc<[Duration]>,
     device_work: Option<(Device, Duration)>,
     offset: f32,
 }
@@ -63,9 +64,9 @@ impl Probe {
         Probe { compile_delay: delay, ..self }
     }
 
-    /// Each run sleeps at least `delay`.
-    pub fn run_delay(self, delay: Duration) -> Probe {
-        Probe { run_delay: delay, ..self }
+    /// Run `k` sleeps at least `delays[k]` (the last one for every later run).
+    pub fn run_delays(self, delays: Vec<Duration>) -> Probe {
+        Probe { run_delays: delays.into(), ..self }
     }
 
     /// After each run, `device` is kept busy for at least `busy` ([`engine::bench::spin`]); the
@@ -89,11 +90,13 @@ impl Backend for Probe {
         std::thread::sleep(self.compile_delay);
         self.counts.compiles.fetch_add(1, Ordering::SeqCst);
         let inner = Eager.compile(graph, example_inputs)?;
-        let (counts, run_delay, device_work, offset) =
-            (self.counts.clone(), self.run_delay, self.device_work, self.offset);
+        let (counts, run_delays, device_work, offset) =
+            (self.counts.clone(), self.run_delays.clone(), self.device_work, self.offset);
         Ok(Box::new(move |inputs: &[Tensor]| {
-            std::thread::sleep(run_delay);
-            counts.runs.fetch_add(1, Ordering::SeqCst);
+            let run = counts.runs.fetch_add(1, Ordering::SeqCst);
+            if let Some(&delay) = run_delays.get(run).or(run_delays.last()) {
+                std::thread::sleep(delay);
+            }
             let outputs = inner.run(inputs)?;
             if let Some((device, busy)) = device_work {
                 engine::bench::spin(device, busy)?;

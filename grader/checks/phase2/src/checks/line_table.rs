@@ -4,7 +4,7 @@
 use engine::dynamo;
 use engine::fx::Graph;
 use engine::{Result, Tensor};
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
+use grader_harness::{CheckResult, Context, Failure, draw, ensure, for_all, record};
 
 use crate::subject::{Attention, LineOps, example_input, line_table};
 use grader_harness::programs::RandomProgram;
@@ -41,15 +41,24 @@ fn attention_graph(seed: u64) -> Result<Graph> {
     Ok(report.graphs[0].clone())
 }
 
-/// The attention block as captured: a line that makes three nodes, a line that makes none.
+/// A random program drawn from the seed, as traced.
+fn random_graph(ctx: &Context) -> Result<Graph> {
+    Ok(draw(ctx, 1, RandomProgram::strategy(14)).trace()?.0)
+}
+
+/// The attention block as captured: a line that makes three nodes, a line that makes none; then a
+/// random program drawn from the seed.
 pub fn groups_the_captured_graph(ctx: &Context) -> CheckResult {
+    agrees(&random_graph(ctx)?)?;
     let graph = attention_graph(ctx.seed)?;
     agrees(&graph)?;
     Ok(format!("{} lines, {} ops, grouped as the grader does", reference(&graph).len(), graph.op_count()))
 }
 
-/// After AOT decomposition one line makes many primitive nodes.
+/// After AOT decomposition one line makes many primitive nodes (the attention block's, and a
+/// random program's drawn from the seed).
 pub fn groups_the_decomposed_graph(ctx: &Context) -> CheckResult {
+    agrees(&engine::aot::decompose(&random_graph(ctx)?)?)?;
     let graph = engine::aot::decompose(&attention_graph(ctx.seed)?)?;
     agrees(&graph)?;
     let most = reference(&graph).iter().map(|r| r.ops.len()).max().unwrap_or(0);

@@ -9,5 +9,6 @@ pub mod branch;
 pub mod break_cost;
 pub mod custom_op;
 pub mod logging;
+pub mod regional;
 pub mod round_trip;
 mod support;

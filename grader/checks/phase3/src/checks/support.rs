@@ -3,7 +3,7 @@
 
 use engine::dynamo::{self, ExplainOutput};
 use engine::{Result, Tensor};
-use grader_harness::{Failure, Tolerance, assert_close, record};
+use grader_harness::{Failure, Tolerance, assert_close, record, record_tensor};
 
 /// Runs `f` on `x` under `explain` and fails, listing each break with its reason and line,
 /// unless it made exactly one graph.
@@ -26,8 +26,12 @@ impl Input {
 
 pub fn one_graph(what: &str, f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<ExplainOutput, Failure> {
     let report = dynamo::explain(f).call(x)?;
-    // Counts only: a fix may rightly write other ops than the reference's.
+    // Counts only: a fix may rightly write other ops than the reference's. The outputs on the
+    // seed's input, which any right fix computes, make the answers the seed's own.
     record(format!("graphs and breaks of {what}"), format!("{} {}", report.graph_count(), report.graph_break_count()));
+    for (i, output) in report.outputs.iter().enumerate() {
+        record_tensor(format!("output {i} of {what}"), output, Tolerance::F32);
+    }
     if report.graph_break_count() > 0 || report.graph_count() != 1 {
         let breaks: Vec<String> =
             report.breaks.iter().map(|b| format!("  - {} (at {})", b.reason, b.location.short())).collect();

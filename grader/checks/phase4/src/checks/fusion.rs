@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use engine::backends::Inductor;
 use engine::inductor::scheduler::{self, Access, Decision, FusionCandidate, FusionKind, GroupRead, LoopKind};
 use engine::{Result, Tensor};
-use grader_harness::{CheckResult, Context, Failure, ensure, record};
+use grader_harness::{CheckResult, Context, Failure, ensure, record, wires};
 
 use super::support::matches_eager;
 use crate::subject::{can_fuse, catalogue};
@@ -22,8 +22,11 @@ fn candidate(group: LoopKind, own: LoopKind, access: Option<Access>) -> FusionCa
     }
 }
 
-/// Hand-made candidates and the engine's decision for each (`None`: refuse).
-fn known_cases() -> Vec<(&'static str, FusionCandidate, Option<FusionKind>)> {
+/// Hand-made candidates and the engine's decision for each (`None`: refuse), over `rows x cols`
+/// tensors whose sizes are drawn from the seed (`rows != cols`).
+fn known_cases(ctx: &Context) -> Vec<(String, FusionCandidate, Option<FusionKind>)> {
+    let r = 2 + (ctx.seed % 7) as usize;
+    let c = r + 1 + ((ctx.seed / 7) % 5) as usize;
     let pw = |s: &[usize]| LoopKind::Pointwise { shape: s.to_vec() };
     let red = |s: &[usize], dim| LoopKind::Reduction { shape: s.to_vec(), dim };
     let node = |s: &[usize]| LoopKind::Pointwise { shape: s.to_vec() };
@@ -31,55 +34,56 @@ fn known_cases() -> Vec<(&'static str, FusionCandidate, Option<FusionKind>)> {
     let same = Some(Access::SameElement);
     let row = Some(Access::RowValue);
     let other = Some(Access::Other);
-    vec![
+    let cases = vec![
         (
             "pointwise after pointwise, same shape",
-            candidate(pw(&[4, 8]), node(&[4, 8]), same),
+            candidate(pw(&[r, c]), node(&[r, c]), same),
             Some(FusionKind::Pointwise),
         ),
-        ("pointwise after pointwise, other shape", candidate(pw(&[4, 8]), node(&[8, 4]), same), None),
-        ("pointwise reading a transposed buffer", candidate(pw(&[4, 4]), node(&[4, 4]), other), None),
+        ("pointwise after pointwise, other shape", candidate(pw(&[r, c]), node(&[c, r]), same), None),
+        ("pointwise reading a transposed buffer", candidate(pw(&[r, r]), node(&[r, r]), other), None),
         (
             "reduction of the group's shape",
-            candidate(pw(&[4, 8]), reduce(&[4, 8], 1), same),
+            candidate(pw(&[r, c]), reduce(&[r, c], 1), same),
             Some(FusionKind::ReductionPrologue),
         ),
-        ("reduction of another shape", candidate(pw(&[4, 8]), reduce(&[8, 8], 1), same), None),
-        ("reduction reading through a view", candidate(pw(&[4, 8]), reduce(&[4, 8], 0), other), None),
+        ("reduction of another shape", candidate(pw(&[r, c]), reduce(&[c, c], 1), same), None),
+        ("reduction reading through a view", candidate(pw(&[r, c]), reduce(&[r, c], 0), other), None),
         (
             "element op in a reduction kernel",
-            candidate(red(&[4, 8], 1), node(&[4, 8]), row),
+            candidate(red(&[r, c], 1), node(&[r, c]), row),
             Some(FusionKind::RowEpilogue),
         ),
         (
             "row op (keepdim) in a reduction kernel",
-            candidate(red(&[4, 8], 1), node(&[4, 1]), row),
+            candidate(red(&[r, c], 1), node(&[r, 1]), row),
             Some(FusionKind::PerRow),
         ),
         (
             "row op (squeezed) in a reduction kernel",
-            candidate(red(&[4, 8], 0), node(&[8]), row),
+            candidate(red(&[r, c], 0), node(&[c]), row),
             Some(FusionKind::PerRow),
         ),
-        ("op over the wrong dim's rows", candidate(red(&[4, 8], 1), node(&[8]), row), None),
+        ("op over the wrong dim's rows", candidate(red(&[r, c], 1), node(&[c]), row), None),
         (
             "second reduction, same rows",
-            candidate(red(&[4, 8], 1), reduce(&[4, 8], 1), same),
+            candidate(red(&[r, c], 1), reduce(&[r, c], 1), same),
             Some(FusionKind::AnotherReduction),
         ),
-        ("second reduction, other dim", candidate(red(&[4, 8], 1), reduce(&[4, 8], 0), same), None),
-        ("element op reading through a view", candidate(red(&[4, 8], 1), node(&[4, 8]), other), None),
-        ("matmul after pointwise", candidate(pw(&[4, 8]), LoopKind::Extern, None), None),
-        ("pointwise after matmul", candidate(LoopKind::Extern, node(&[4, 8]), same), None),
-    ]
+        ("second reduction, other dim", candidate(red(&[r, c], 1), reduce(&[r, c], 0), same), None),
+        ("element op reading through a view", candidate(red(&[r, c], 1), node(&[r, c]), other), None),
+        ("matmul after pointwise", candidate(pw(&[r, c]), LoopKind::Extern, None), None),
+        ("pointwise after matmul", candidate(LoopKind::Extern, node(&[r, c]), same), None),
+    ];
+    cases.into_iter().map(|(what, case, kind)| (format!("{what} (rows {r}, cols {c})"), case, kind)).collect()
 }
 
 /// The subject decides every hand-made case as Inductor does.
-pub fn decides_known_cases(_: &Context) -> CheckResult {
-    let cases = known_cases();
+pub fn decides_known_cases(ctx: &Context) -> CheckResult {
+    let cases = known_cases(ctx);
     for (what, c, expected) in &cases {
         let got = can_fuse(c);
-        record(*what, decided(&got));
+        record(what.as_str(), decided(&got));
         let right = match (expected, &got) {
             (Some(kind), Decision::Fuse(k)) => kind == k,
             (None, Decision::Refuse(_)) => true,
@@ -97,9 +101,9 @@ pub fn decides_known_cases(_: &Context) -> CheckResult {
 }
 
 /// Every refusal says why; a refusal caused by a read names the buffer.
-pub fn refusals_give_reasons(_: &Context) -> CheckResult {
+pub fn refusals_give_reasons(ctx: &Context) -> CheckResult {
     let mut refusals = 0;
-    for (what, c, expected) in known_cases() {
+    for (what, c, expected) in known_cases(ctx) {
         if expected.is_some() {
             continue;
         }
@@ -107,9 +111,9 @@ pub fn refusals_give_reasons(_: &Context) -> CheckResult {
             return Err(Failure::fail(format!("{what}: must be refused, got {:?}", can_fuse(&c))));
         };
         let by_read = c.reads.iter().any(|r| r.access == Access::Other)
-            && matches!(scheduler::can_fuse(&c), Decision::Refuse(ref r) if r.contains("buf3"));
+            && matches!(wires::exempt(|| scheduler::can_fuse(&c)), Decision::Refuse(ref r) if r.contains("buf3"));
         record(
-            what,
+            what.as_str(),
             format!("explained: {}, names buf3: {}", reason.trim().len() >= 10, reason.contains("buf3") || !by_read),
         );
         ensure(reason.trim().len() >= 10, || format!("{what}: the reason {reason:?} does not explain the refusal"))?;
@@ -133,10 +137,12 @@ thread_local! {
     static SEEN: RefCell<Vec<FusionCandidate>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The subject's decision, recording each candidate it was asked about.
+/// The subject's decision, recording each candidate it was asked about. It runs inside the
+/// grader's compilation, past the wires (the scheduler checks every "fuse" against the engine's
+/// own decision), so the subject's code arms them again.
 fn recording(c: &FusionCandidate) -> Decision {
     SEEN.with(|seen| seen.borrow_mut().push(c.clone()));
-    can_fuse(c)
+    wires::learner(|| can_fuse(c))
 }
 
 /// More models than the catalogue: chains of every fusion kind.
@@ -167,10 +173,12 @@ pub fn fuses_as_much_as_inductor(ctx: &Context) -> CheckResult {
     let mut candidates = 0;
     for (name, model, inputs) in &models {
         SEEN.with(|seen| seen.borrow_mut().clear());
-        let yours = matches_eager(&format!("model `{name}`"), Inductor::with_fusion_policy(recording), model, inputs)?;
+        let yours = wires::exempt(|| {
+            matches_eager(&format!("model `{name}`"), Inductor::with_fusion_policy(recording), model, inputs)
+        })?;
         record(format!("kernels of model `{name}`"), format!("{:?}", yours.kernel_names()));
         let reference = Inductor::default();
-        let expected = matches_eager(&format!("model `{name}`"), reference, model, inputs)?;
+        let expected = wires::exempt(|| matches_eager(&format!("model `{name}`"), reference, model, inputs))?;
         ensure(yours.kernels.len() <= expected.kernels.len(), || {
             format!(
                 "model `{name}`: your decision leaves {} kernels {:?}, Inductor's {} {:?}. Run with \
@@ -182,7 +190,7 @@ pub fn fuses_as_much_as_inductor(ctx: &Context) -> CheckResult {
             )
         })?;
         for c in SEEN.with(|seen| seen.take()) {
-            let (mine, theirs) = (can_fuse(&c), scheduler::can_fuse(&c));
+            let (mine, theirs) = (can_fuse(&c), wires::exempt(|| scheduler::can_fuse(&c)));
             record(format!("decision for {} in model `{name}`", c.node), decided(&mine));
             let agree = matches!((&mine, &theirs), (Decision::Refuse(_), Decision::Refuse(_))) || mine == theirs;
             ensure(agree, || {

@@ -10,16 +10,27 @@ use engine::bench::Bench;
 use engine::inductor::kernel::Kernel;
 use engine::inductor::{Config, Printers, compile_fx};
 use grader_harness::{
-    CheckResult, Context, Tolerance, assert_close, ensure, for_all, gpu, judged_artifact, record_artifact,
+    CheckResult, Context, Tolerance, assert_close, ensure, for_all, gpu, judged_artifact, record_artifact, wires,
 };
 
 use super::support::{PointwiseProgram, capture, matches_eager};
 use crate::subject::{pointwise_c, pointwise_cuda};
 
+/// The subject's C printer. It runs inside the grader's compilation, which passes the wires (the
+/// engine prints the module around the kernel), so the subject's code arms them again.
+fn your_c(kernel: &Kernel) -> String {
+    wires::learner(|| pointwise_c(kernel))
+}
+
+/// The subject's CUDA printer, with the wires armed as in [`your_c`].
+fn your_cuda(kernel: &Kernel) -> String {
+    wires::learner(|| pointwise_cuda(kernel))
+}
+
 /// Inductor with the subject's C printer for pointwise kernels.
 fn with_c_printer() -> Inductor {
     Inductor::with_config(Config {
-        printers: Printers { pointwise_c: Some(pointwise_c), ..Printers::default() },
+        printers: Printers { pointwise_c: Some(your_c), ..Printers::default() },
         ..Config::default()
     })
 }
@@ -29,13 +40,14 @@ pub fn pointwise_c_matches_eager(ctx: &Context) -> CheckResult {
     let cases = 24;
     for_all(ctx, cases, PointwiseProgram::strategy(), |program| {
         let inputs = program.inputs(ctx.seed);
-        matches_eager("the compiled program's output", with_c_printer(), &|t| program.run(t), &inputs).map(|_| ())
+        let run = |t| program.run(t);
+        wires::exempt(|| matches_eager("the compiled program's output", with_c_printer(), &run, &inputs)).map(|_| ())
     })?;
     Ok(format!("{cases} random pointwise programs compiled with your C match eager"))
 }
 
 fn with_cuda_printer_config() -> Config {
-    Config { printers: Printers { pointwise_cuda: Some(pointwise_cuda), ..Printers::default() }, ..Config::default() }
+    Config { printers: Printers { pointwise_cuda: Some(your_cuda), ..Printers::default() }, ..Config::default() }
 }
 
 /// Random pointwise programs compiled with `pointwise_cuda` match eager (on a GPU).
@@ -45,7 +57,8 @@ pub fn pointwise_cuda_matches_eager(ctx: &Context) -> CheckResult {
     for_all(ctx, cases, PointwiseProgram::strategy(), |program| {
         let inputs = program.inputs(ctx.seed).iter().map(|t| t.to(device)).collect::<engine::Result<Vec<_>>>()?;
         let inductor = Inductor::with_config(with_cuda_printer_config());
-        matches_eager("the compiled program's output", inductor, &|t| program.run(t), &inputs).map(|_| ())
+        let run = |t| program.run(t);
+        wires::exempt(|| matches_eager("the compiled program's output", inductor, &run, &inputs)).map(|_| ())
     })?;
     Ok(format!("{cases} random pointwise programs compiled with your CUDA C match eager on the GPU"))
 }
@@ -61,7 +74,7 @@ thread_local! {
 
 /// The subject's printer, remembering what it printed.
 fn recording_printer(kernel: &Kernel) -> String {
-    let source = pointwise_cuda(kernel);
+    let source = your_cuda(kernel);
     SOURCE.with(|s| s.replace(source.clone()));
     source
 }
@@ -73,10 +86,12 @@ fn replaying_printer(_: &Kernel) -> String {
 }
 
 /// The kernel `pointwise_cuda` prints moves memory at 80% or more of the engine's own (on a GPU):
-/// add-ReLU-mul over 16 M floats, both timed with CUDA events, interleaved. The timing that
-/// counts is the judge's: the learner's process records the kernel's source, and the judge (built
-/// against the solutions) compiles that source itself, checks its output and times it against the
-/// engine's kernel, so no code of the learner's runs where the clock is read.
+/// add-ReLU-mul over 16 M floats, both timed with CUDA events, interleaved, each run on the next of
+/// three input sets. The timing that counts is the judge's: the learner's process records the
+/// kernel's source, and the judge (built against the solutions) compiles that source itself,
+/// times it against the engine's kernel and checks the output of every timed run, so no code of
+/// the learner's runs where the clock is read, and a kernel that skips its work in some runs
+/// fails.
 pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
     let device = gpu()?;
     let n = 1 << 24;
@@ -91,22 +106,50 @@ pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
         Some(learners) => {
             record_artifact(YOUR_KERNEL, learners.clone());
             SOURCE.with(|s| s.replace(learners));
-            compile_fx(&graph, &printing(replaying_printer))?
+            wires::exempt(|| compile_fx(&graph, &printing(replaying_printer)))?
         }
         None => {
-            let compiled = compile_fx(&graph, &printing(recording_printer))?;
+            let compiled = wires::exempt(|| compile_fx(&graph, &printing(recording_printer)))?;
             record_artifact(YOUR_KERNEL, SOURCE.with(|s| s.borrow().clone()));
             compiled
         }
     };
-    let reference = compile_fx(&graph, &Config::default())?;
-    let expected = model(inputs.to_vec())?;
+    let reference = wires::exempt(|| compile_fx(&graph, &Config::default()))?;
+    // Three input sets, made on the device from the seed's, so that consecutive runs read other
+    // inputs. Every timed run's output is kept and checked once timing is over, so a kernel that
+    // skips its work in some runs (counting its launches in device memory, say) fails.
+    let sets: Vec<Vec<Tensor>> = (0..3)
+        .map(|k| Ok(vec![inputs[0].mul(1.0 + 0.5 * k as f32)?.add(k as f32)?, inputs[1].sub(0.25 * k as f32)?]))
+        .collect::<engine::Result<_>>()?;
+    let expected: Vec<Tensor> = sets.iter().map(|set| model(set.clone())).collect::<engine::Result<_>>()?;
     let bench = Bench::new(device).warmup(3).samples(25);
-    let mut run_yours = || yours.run(&inputs).map(drop);
-    let mut run_reference = || reference.run(&inputs).map(drop);
-    let t = bench.run_interleaved(&mut [&mut run_reference, &mut run_yours])?;
-    // The output of the timed kernel, after the timed runs.
-    assert_close("your kernel's output", &yours.run(&inputs)?[0], &expected, Tolerance::F32)?;
+    let mut outputs: Vec<(usize, Tensor)> = Vec::new();
+    let t = {
+        let (mut yours_next, mut reference_next) = (0, 0);
+        let mut run_yours = || {
+            let k = yours_next % sets.len();
+            yours_next += 1;
+            outputs.push((k, yours.run(&sets[k])?.remove(0)));
+            Ok(())
+        };
+        let mut run_reference = || {
+            reference_next += 1;
+            reference.run(&sets[reference_next % sets.len()]).map(drop)
+        };
+        bench.run_interleaved(&mut [&mut run_reference, &mut run_yours])?
+    };
+    for (run, (k, output)) in outputs.iter().enumerate() {
+        let worst = output.sub(&expected[*k])?.abs()?.amax(0, false)?.item()?;
+        let largest = expected[*k].abs()?.amax(0, false)?.item()?;
+        ensure(worst <= Tolerance::F32.abs + Tolerance::F32.rel * largest, || {
+            format!(
+                "the output of your kernel's timed run {run} (input set {k}) is off by up to {worst:e}: every run \
+                 must compute every element"
+            )
+        })?;
+    }
+    let (k, last) = outputs.last().expect("timed runs");
+    assert_close("your kernel's output in its last timed run", last, &expected[*k], Tolerance::F32)?;
     let bytes = 12.0 * n as f64;
     let (theirs, mine) = (bytes / t[0].median() / 1e9, bytes / t[1].median() / 1e9);
     let ratio = mine / theirs;

@@ -122,7 +122,7 @@ pub fn plot_shows_both_series(ctx: &Context) -> CheckResult {
         let missing: Vec<&str> = texts.iter().copied().filter(|t| !svg.contains(&format!("\n{t}\n"))).collect();
         let lines: Vec<Vec<(f64, f64)>> = polylines(&svg).into_iter().filter(|l| l.len() == points.len()).collect();
         let found = lines.iter().any(|a| lines.iter().any(|b| draws_both(&points, a, b)));
-        record("an SVG with both series on log-log axes", found);
+        record(format!("an SVG with both series of {points:?} on log-log axes"), found);
         record("labels missing", format!("{missing:?}"));
         ensure(svg.starts_with("<svg"), || format!("{} is not an SVG file", path.display()))?;
         ensure(missing.is_empty(), || format!("the plot has no text {missing:?} (each label is a text of its own)"))?;

@@ -1,0 +1,444 @@
+//! Routes around the grader, built as a learner would build them (changes only under
+//! `exercises/*/src`, in a scratch copy of this workbook), each of which passed its check on the
+//! grader as it was before the defences it now meets, and must fail now:
+//!
+//! - reading the solutions at build time: `#[path]` made by a macro, `include!` of a file the
+//!   audit never read, a symbolic link to a directory, assembler's `.incbin`;
+//! - handing an exercise to the engine item that answers it, however it is spelled or reached: a
+//!   module alias, an item named in another file, a macro, or another public item doing the same
+//!   job (the fusion rule through a config value, the C printer through the renderer,
+//!   broadcasting through matmul's shape rule);
+//! - measurements made up rather than measured, and a timer that reads the seed from its own
+//!   command line;
+//! - a pass record with the answers written by the learner's code;
+//! - the given naive block made one graph as the speed challenge's answer;
+//! - on a GPU, a kernel that skips its work in some of the timed runs.
+//!
+//! The sandbox's routes (system calls through the 32-bit entry, datagrams, `/dev/shm`) are in
+//! `isolation.rs`. The scratch copy shares this workbook's engine, models and harness (by path)
+//! and target directory, so only its own crates are built; the tests take turns with it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use grader::report::{CheckReport, PhaseReport};
+use grader::runners::Runners;
+use grader::workbook::Workbook;
+use grader_harness::{Exercise, Phase, Status, Subject};
+
+/// The scratch copy of the workbook: its root, and the files a route changed.
+struct Scratch {
+    root: PathBuf,
+}
+
+/// What a route puts in place of a file of the scratch copy's, relative to its root.
+enum Put {
+    /// A file with this text.
+    Text(&'static str, String),
+    /// A symbolic link to this target.
+    Link(&'static str, &'static str),
+}
+
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("grader/ has a parent").to_path_buf()
+}
+
+/// The scratch copy, made once per test run (into the target directory, where a later run finds
+/// its builds fresh) and lent to one test at a time.
+fn scratch() -> MutexGuard<'static, Scratch> {
+    static SCRATCH: OnceLock<Mutex<Scratch>> = OnceLock::new();
+    SCRATCH.get_or_init(|| Mutex::new(Scratch::make())).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Scratch {
+    fn make() -> Scratch {
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).parent().expect("target/tmp").to_path_buf();
+        let root = target.join("route-tests").join("workbook");
+        let source = here();
+        for dir in ["exercises", "solutions", "grader/checks"] {
+            let to = root.join(dir);
+            let _ = std::fs::remove_dir_all(&to);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            // `cp -a` keeps the files' times, so that a later run's build finds them fresh.
+            let copied = Command::new("cp").arg("-a").arg(source.join(dir)).arg(&to).status().unwrap();
+            assert!(copied.success(), "cannot copy {dir}");
+        }
+        std::fs::copy(source.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
+        let manifest = std::fs::read_to_string(source.join("Cargo.toml")).unwrap();
+        let members = manifest.find("members = [").unwrap();
+        let end = members + manifest[members..].find(']').unwrap() + 1;
+        let mut manifest = format!(
+            "{}members = [\"exercises/*\", \"solutions/*\", \"grader/checks/*\"]{}",
+            &manifest[..members],
+            &manifest[end..]
+        );
+        for shared in ["engine", "models", "grader/harness"] {
+            let absolute = source.join(shared);
+            manifest = manifest.replace(&format!("path = \"{shared}\""), &format!("path = \"{}\"", absolute.display()));
+        }
+        write_if_changed(&root.join("Cargo.toml"), &manifest);
+        let config = format!("[build]\ntarget-dir = \"{}\"\n", target.display());
+        write_if_changed(&root.join(".cargo/config.toml"), &config);
+        Scratch { root }
+    }
+
+    /// Grades `exercises` of phase `name` with `puts` in place, then puts the files back.
+    fn grade(&self, name: &str, exercises: &[&str], puts: Vec<Put>) -> PhaseReport {
+        let kept: Vec<(PathBuf, Option<Vec<u8>>)> = puts
+            .iter()
+            .map(|put| {
+                let path = self.root.join(match put {
+                    Put::Text(path, _) | Put::Link(path, _) => path,
+                });
+                let old = std::fs::read(&path).ok().filter(|_| !path.is_symlink());
+                (path, old)
+            })
+            .collect();
+        for put in &puts {
+            match put {
+                Put::Text(path, text) => {
+                    let path = self.root.join(path);
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(path, text).unwrap();
+                }
+                Put::Link(path, target) => {
+                    let path = self.root.join(path);
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    let _ = std::fs::remove_file(&path);
+                    std::os::unix::fs::symlink(target, path).unwrap();
+                }
+            }
+        }
+        let report = self.grade_as_is(name, exercises);
+        for (path, old) in kept.into_iter().rev() {
+            let _ = std::fs::remove_file(&path);
+            if let Some(bytes) = old {
+                std::fs::write(&path, bytes).unwrap();
+            }
+        }
+        report
+    }
+
+    fn grade_as_is(&self, name: &str, exercises: &[&str]) -> PhaseReport {
+        let full = grader::phases::select(name).unwrap()[0];
+        let phase = only(full, exercises);
+        let workbook = Workbook::find(Some(&self.root)).unwrap();
+        let runners = Runners::Cargo { workbook: workbook.clone(), release: false };
+        let launcher = PathBuf::from(env!("CARGO_BIN_EXE_grader"));
+        let cache = self.root.join(".grader/learner-cache");
+        let seed = grader::verdict::fresh_seed();
+        grader::grade::phase(&runners, Some(&workbook), phase, Subject::Exercises, seed, &launcher, &cache)
+    }
+
+    /// The text of a file of the scratch copy (a solution, to make a route from).
+    fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.root.join(path)).unwrap()
+    }
+}
+
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// `phase` with only the exercises named.
+fn only(phase: &'static Phase, names: &[&str]) -> &'static Phase {
+    let exercises: Vec<Exercise> = phase
+        .exercises
+        .iter()
+        .filter(|e| names.contains(&e.name))
+        .map(|e| Exercise {
+            name: e.name,
+            file: e.file,
+            section: e.section,
+            stretch: e.stretch,
+            hints: e.hints,
+            checks: e.checks,
+            forbidden: e.forbidden,
+        })
+        .collect();
+    Box::leak(Box::new(Phase { exercises: Box::leak(exercises.into_boxed_slice()), ..*phase }))
+}
+
+fn check<'a>(report: &'a PhaseReport, id: &str) -> &'a CheckReport {
+    report.checks.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no check `{id}` in {report:#?}"))
+}
+
+/// Fails unless check `id` neither passed nor was skipped, and says `needle`.
+fn caught(report: &PhaseReport, route: &str, id: &str, needle: &str) {
+    let c = check(report, id);
+    assert!(
+        !matches!(c.status, Status::Pass | Status::Skipped) && c.message.contains(needle),
+        "{route}: `{id}` is {} ({}), expected it to fail saying `{needle}`",
+        c.status,
+        c.message
+    );
+}
+
+/// `text` with `insert` after its module's doc comment (where a macro must be defined, before its
+/// uses).
+fn after_module_docs(text: &str, insert: &str) -> String {
+    let docs: usize = text.lines().take_while(|l| l.starts_with("//!")).map(|l| l.len() + 1).sum();
+    format!("{}{insert}{}", &text[..docs], &text[docs..])
+}
+
+/// `text` with its function `name` renamed, so that a route can put its own in place.
+fn renamed(text: &str, name: &str) -> String {
+    text.replacen(&format!("pub fn {name}("), &format!("#[allow(dead_code)]\nfn {name}_as_solved("), 1)
+}
+
+const PHASE1_COMPARE: &str = "exercises/phase1-backends/src/compare.rs";
+
+#[test]
+fn the_build_reads_no_solution() {
+    let scratch = scratch();
+    let solved = scratch.read("solutions/phase1-backends/src/compare.rs");
+    let routes: Vec<(&str, Vec<Put>)> = vec![
+        (
+            "a #[path] made by a macro, through cfg_attr and the macro's argument",
+            vec![Put::Text(
+                PHASE1_COMPARE,
+                "macro_rules! from { ($($a:tt)*) => { #[cfg_attr(all(), $($a)*)] mod answer; }; }\n\
+                 from!(path = \"../../../solutions/phase1-backends/src/compare.rs\");\npub use answer::*;\n"
+                    .into(),
+            )],
+        ),
+        (
+            "include! through a macro, of a file the audit does not read",
+            vec![
+                Put::Text(
+                    PHASE1_COMPARE,
+                    "macro_rules! inc { ($m:ident, $f:literal) => { $m!($f); }; }\ninc!(include, \"answer.txt\");\n"
+                        .into(),
+                ),
+                Put::Text(
+                    "exercises/phase1-backends/src/answer.txt",
+                    "#[path = \"../../../solutions/phase1-backends/src/compare.rs\"]\nmod answer;\npub use answer::*;\n"
+                        .into(),
+                ),
+            ],
+        ),
+        (
+            "a symbolic link to the solutions' directory",
+            vec![
+                Put::Text(PHASE1_COMPARE, "mod sol {\n    pub mod compare;\n}\npub use sol::compare::*;\n".into()),
+                Put::Link("exercises/phase1-backends/src/compare/sol", "../../../../solutions/phase1-backends/src"),
+            ],
+        ),
+        (
+            "assembler that includes a solution's bytes",
+            vec![Put::Text(
+                PHASE1_COMPARE,
+                format!(
+                    "{solved}\ncore::arch::global_asm!(\".section .rodata\\n.incbin \\\"{}\\\"\");\n",
+                    scratch.root.join("solutions/phase1-backends/src/compare.rs").display()
+                ),
+            )],
+        ),
+    ];
+    for (route, puts) in routes {
+        let report = scratch.grade("phase1", &["compare_backends"], puts);
+        for id in ["reports_every_backend", "differences_are_measured"] {
+            caught(&report, route, id, "does not compile");
+        }
+    }
+}
+
+#[test]
+fn forbidden_items_trip_however_they_are_reached() {
+    let scratch = scratch();
+    let interpreter = scratch.read("solutions/phase1-backends/src/interpreter.rs");
+    let alias = format!(
+        "{}\nuse engine::fx as f;\n\npub fn interpret(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {{\n    \
+         f::Interpreter::new(graph.clone()).run(inputs)\n}}\n",
+        renamed(&interpreter, "interpret")
+    );
+    let report = scratch.grade(
+        "phase1",
+        &["interpreter"],
+        vec![Put::Text("exercises/phase1-backends/src/interpreter.rs", alias)],
+    );
+    caught(&report, "a module alias", "runs_the_mlp_graph", "off limits");
+
+    // `Eager` is refused by name in the interpreter's own file only: named in another, it ran.
+    let lib = scratch.read("exercises/phase1-backends/src/lib.rs");
+    let other_file = interpreter.replacen(
+        "Ok(Box::new(move |inputs: &[Tensor]| interpret(&graph, inputs)))",
+        "crate::helper::compile(&graph, _example_inputs)",
+        1,
+    );
+    let report = scratch.grade(
+        "phase1",
+        &["interpreter"],
+        vec![
+            Put::Text("exercises/phase1-backends/src/lib.rs", format!("{lib}\nmod helper;\n")),
+            Put::Text(
+                "exercises/phase1-backends/src/helper.rs",
+                "use engine::backends::{Backend, CompiledGraph, Eager};\n\
+                 pub fn compile(graph: &engine::fx::Graph, inputs: &[engine::Tensor]) -> engine::Result<Box<dyn CompiledGraph>> {\n    \
+                 Eager.compile(graph, inputs)\n}\n"
+                    .into(),
+            ),
+            Put::Text("exercises/phase1-backends/src/interpreter.rs", other_file),
+        ],
+    );
+    caught(&report, "an item named in another file", "backend_runs_compiled_functions", "off limits");
+
+    let explain = scratch.read("solutions/phase2-capture/src/explain_report.rs").replacen(
+        "op_count: ops.iter().map(Vec::len).sum(),",
+        "op_count: via!(report, op_count),",
+        1,
+    );
+    let explain = after_module_docs(&explain, "macro_rules! via { ($r:ident, $m:ident) => { $r.$m() }; }\n");
+    let shapes = format!(
+        "{}\n/// Broadcasting by matmul's shape rule: both shapes given a trailing 1 x 1 matrix.\n\
+         pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {{\n    \
+         let (ma, mb) = ([a, &[1, 1]].concat(), [b, &[1, 1]].concat());\n    \
+         match shape_rule(&Op::Matmul, &[Some(&ma), Some(&mb)], engine::SourceLocation::caller()) {{\n        \
+         Ok(mut out) => {{ out.truncate(out.len() - 2); Ok(out) }}\n        \
+         Err(_) => Err(format!(\"shapes {{a:?}} and {{b:?}} do not broadcast\")),\n    }}\n}}\n",
+        renamed(&scratch.read("solutions/phase2-capture/src/shape_prop.rs"), "broadcast")
+    );
+    let report = scratch.grade(
+        "phase2",
+        &["explain_report", "shape_propagation"],
+        vec![
+            Put::Text("exercises/phase2-capture/src/explain_report.rs", explain),
+            Put::Text("exercises/phase2-capture/src/shape_prop.rs", shapes),
+        ],
+    );
+    caught(&report, "a method called through macro_rules", "summarizes_one_graph", "off limits");
+    caught(&report, "broadcasting through matmul's shape rule", "broadcast_follows_the_rules", "off limits");
+
+    let fusion = format!(
+        "{}\npub fn can_fuse(c: &FusionCandidate) -> Decision {{\n    (engine::inductor::Config::default().fusion)(c)\n}}\n",
+        renamed(&scratch.read("solutions/phase4-codegen/src/fusion.rs"), "can_fuse")
+    );
+    let printer = format!(
+        "{}\npub fn pointwise_c(kernel: &Kernel) -> String {{\n    use engine::inductor::codegen::Renderer as _;\n    \
+         engine::inductor::codegen::CRenderer.kernel(kernel).source\n}}\n",
+        renamed(&scratch.read("solutions/phase4-codegen/src/pointwise.rs"), "pointwise_c")
+    );
+    let report = scratch.grade(
+        "phase4",
+        &["can_fuse", "pointwise_c"],
+        vec![
+            Put::Text("exercises/phase4-codegen/src/fusion.rs", fusion),
+            Put::Text("exercises/phase4-codegen/src/pointwise.rs", printer),
+        ],
+    );
+    caught(&report, "the fusion rule through a config value", "decides_known_cases", "off limits");
+    caught(&report, "the C printer through the renderer", "pointwise_c_matches_eager", "off limits");
+}
+
+#[test]
+fn measurements_are_judged_against_secret_work() {
+    let scratch = scratch();
+    // Compiles and calls as asked (so the counts are right), but times nothing.
+    let latency = format!(
+        "{}\npub fn measure_latency(backend: Box<dyn Backend>, device: Device, steady_calls: usize) -> Result<Latency> {{\n    \
+         let (mlp, x) = workload(device, BATCH)?;\n    let name = backend.name().to_string();\n    \
+         let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(backend);\n    \
+         for _ in 0..=steady_calls {{ compiled.call(&x)?.to_vec()?; }}\n    \
+         let steady = vec![Duration::from_millis(10); steady_calls];\n    \
+         Ok(Latency {{ backend: name, first_call: Duration::from_millis(400), steady_median: median(&steady), steady, stats: compiled.stats() }})\n}}\n\
+         #[allow(dead_code)]\nfn unused() -> Instant {{ Instant::now() }}\n",
+        renamed(&scratch.read("solutions/phase1-backends/src/latency.rs"), "measure_latency")
+    );
+    let report =
+        scratch.grade("phase1", &["latency"], vec![Put::Text("exercises/phase1-backends/src/latency.rs", latency)]);
+    caught(&report, "phase 1's latency, made up", "timings_are_real", "you measured");
+
+    let break_cost = format!(
+        "{}\npub fn measure_break_cost(\n    whole: impl Fn(Tensor) -> Result<Tensor>,\n    split: impl Fn(Tensor) -> Result<Tensor>,\n    \
+         x: &Tensor,\n    calls: usize,\n) -> Result<BreakCost> {{\n    \
+         let graphs_whole = dynamo::explain(&whole).call(x)?.graph_count();\n    \
+         let graphs_split = dynamo::explain(&split).call(x)?.graph_count();\n    \
+         let (whole, split) = (dynamo::compile(&whole), dynamo::compile(&split));\n    \
+         for _ in 0..=calls {{ whole.call(x)?; split.call(x)?; }}\n    \
+         Ok(BreakCost {{ graphs_whole, graphs_split, whole: Duration::from_millis(1), split: Duration::from_millis(10) }})\n}}\n\
+         #[allow(dead_code)]\nfn unused() -> Instant {{ Instant::now() }}\n",
+        renamed(&scratch.read("solutions/phase3-graph-breaks/src/break_cost.rs"), "measure_break_cost")
+    );
+    let report = scratch.grade(
+        "phase3",
+        &["break_cost"],
+        vec![Put::Text("exercises/phase3-graph-breaks/src/break_cost.rs", break_cost)],
+    );
+    caught(&report, "phase 3's break cost, made up", "times_are_medians_of_real_calls", "you measured");
+
+    // The timer check's work lasted 2 ms plus 125 µs for each unit of the seed modulo 16, and the
+    // seed was on the runner's command line.
+    let timer = format!(
+        "{}\npub fn do_bench(_device: Device, config: &TimerConfig, mut f: impl FnMut() -> Result<()>) -> Result<Measurement> {{\n    \
+         let args: Vec<String> = std::env::args().collect();\n    \
+         let seed: u64 = args.iter().position(|a| a == \"--seed\").and_then(|i| args.get(i + 1)).and_then(|s| s.parse().ok()).unwrap_or(0);\n    \
+         let wait = (2000 + (seed % 16) * 125) as f64 * 1e-6;\n    \
+         let n = 2 * config.round;\n    for _ in 0..config.warmup + n {{ f()?; }}\n    \
+         Ok(Measurement {{ samples: vec![wait; n] }})\n}}\n\
+         #[allow(dead_code)]\nfn unused(device: Device) -> Result<(Stamp, CacheFlush)> {{ Ok((Stamp::new(device)?, CacheFlush::new(device))) }}\n",
+        renamed(&scratch.read("solutions/phase5-benchmarking/src/timer.rs"), "do_bench")
+    );
+    let report =
+        scratch.grade("phase5", &["timer"], vec![Put::Text("exercises/phase5-benchmarking/src/timer.rs", timer)]);
+    caught(&report, "phase 5's timer, reading the seed", "times_known_work", "");
+}
+
+#[test]
+fn answers_cannot_be_written_in_advance() {
+    let scratch = scratch();
+    // The answers the check records for every seed, written by the learner's code as a pass.
+    let forged = format!(
+        "{}\npub fn compare_backends(_mlp: &Mlp, _x: &Tensor, _backends: Vec<Box<dyn Backend>>) -> Result<Vec<BackendDiff>> {{\n    \
+         let args: Vec<String> = std::env::args().collect();\n    \
+         let path = args.iter().position(|a| a == \"--result\").map(|i| args[i + 1].clone()).unwrap_or_default();\n    \
+         let record = r#\"{{\"outcome\":{{\"status\":\"pass\",\"message\":\"forged\",\"location\":null}},\"transcript\":[\
+         {{\"label\":\"backends reported\",\"value\":{{\"text\":\"[\\\"eager\\\", \\\"aot_eager\\\", \\\"inductor\\\"]\"}}}},\
+         {{\"label\":\"max |diff| per backend\",\"value\":{{\"floats\":{{\"shape\":[3],\"values\":[0.0,0.0,0.0],\"abs\":1e-6,\"rel\":0.001}}}}}}]}}\"#;\n    \
+         std::fs::write(path, record).ok();\n    std::process::exit(0)\n}}\n",
+        renamed(&scratch.read("solutions/phase1-backends/src/compare.rs"), "compare_backends")
+    );
+    let report = scratch.grade("phase1", &["compare_backends"], vec![Put::Text(PHASE1_COMPARE, forged)]);
+    caught(&report, "a pass record written by the learner's code", "reports_every_backend", "");
+}
+
+#[test]
+fn the_challenge_is_won_only_as_the_book_says() {
+    let scratch = scratch();
+    let naive = "//! The given naive block made one graph.\n\nuse engine::{Result, Tensor};\n\nuse crate::models::Block;\n\n\
+                 pub struct FastBlock {\n    block: Block,\n}\n\nimpl FastBlock {\n    \
+                 pub fn new(block: &Block) -> Result<FastBlock> {\n        Ok(FastBlock { block: block.clone() })\n    }\n\n    \
+                 pub fn forward(&self, x: &Tensor) -> Result<Tensor> {\n        self.block.naive_forward(x)\n    }\n}\n";
+    let report = scratch.grade(
+        "phase5",
+        &["challenge"],
+        vec![Put::Text("exercises/phase5-benchmarking/src/challenge.rs", naive.into())],
+    );
+    caught(&report, "the naive block made one graph", "challenge_matches_block", "");
+}
+
+#[test]
+fn gpu_speed_checks_every_timed_run() {
+    if engine::device::cuda::unavailable_reason().is_some() {
+        eprintln!("skipped: no GPU here");
+        return;
+    }
+    let scratch = scratch();
+    // The solution's kernel, which does nothing in its first 20 launches (counted in device
+    // memory), so that only the last runs of the timing compute anything.
+    let pointwise = format!(
+        "{}\npub fn pointwise_cuda(kernel: &Kernel) -> String {{\n    \
+         let honest = pointwise_cuda_as_solved(kernel);\n    let body = honest.find('{{').expect(\"a body\") + 1;\n    \
+         format!(\"__device__ unsigned int route_launches = 0;\\n{{}}\\n    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&route_launches, 1u);\\n    if (route_launches < 20u) return;{{}}\", &honest[..body], &honest[body..])\n}}\n",
+        renamed(&scratch.read("solutions/phase4-codegen/src/pointwise.rs"), "pointwise_cuda")
+    );
+    let report = scratch.grade(
+        "phase4",
+        &["pointwise_cuda"],
+        vec![Put::Text("exercises/phase4-codegen/src/pointwise.rs", pointwise)],
+    );
+    caught(&report, "a kernel that skips its work in the first launches", "pointwise_cuda_bandwidth", "");
+}
