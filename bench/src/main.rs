@@ -10,6 +10,7 @@
 //! bench modes    [...] [--only TEXT] [--mode default|reduce-overhead|max-autotune]
 //! bench sweep    [...] [--batches 1,4,16] [--threads 1,2] [--host-overhead python] [--load N]
 //! bench regional [...] [--seqs 128,256,384]
+//! bench train    [...] [--only TEXT] [--quick]
 //! ```
 //!
 //! Also `cargo engine-bench models` from the workspace (a release build).
@@ -17,12 +18,14 @@
 mod compiled;
 mod eager;
 mod first_call;
+mod fp8;
 mod models;
 mod modes;
 mod regional;
 mod roofline;
 mod sweep;
 mod table;
+mod train;
 
 use std::path::PathBuf;
 
@@ -136,6 +139,29 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         seqs: Vec<usize>,
     },
+    /// Training steps (forward, MSE loss, backward, SGD with momentum) of the MLP at batch 64 and
+    /// 4096 and of the naive block at two shapes: eager, the model compiled, and the whole step
+    /// compiled in each mode, with first-call times (see bench/NOTES-training.md).
+    Train {
+        #[command(flatten)]
+        common: Common,
+        /// Run only the workloads whose name contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Only the small workloads (the MLP at batch 64, the small block): for CI.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// The MLP 512-2048-512 with its matrix products in FP8 (e4m3, per-tensor scales, as
+    /// `torch._scaled_mm`) against bf16, eager and compiled, with each form's error against
+    /// float32 (GPUs of compute capability 8.9+; see bench/NOTES-precision.md).
+    Fp8 {
+        #[command(flatten)]
+        common: Common,
+        /// Rows of the input batch.
+        #[arg(long, default_value_t = 4096)]
+        batch: usize,
+    },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
@@ -208,6 +234,8 @@ fn main() -> Result<()> {
         Command::Sweep { common, batches, threads, host_overhead, load } => {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
+        Command::Train { common, only, quick } => train::run(&common.into(), &only, quick),
+        Command::Fp8 { common, batch } => fp8::run(&common.into(), batch),
         Command::Regional { common, seqs } => regional::run(&common.into(), &seqs),
         Command::RegionalRun { common, form, seqs } => regional::run_one(&common.into(), form, &seqs),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),

@@ -83,6 +83,10 @@ pub(crate) fn run(op: &Op, operands: &[Operand], location: SourceLocation) -> Re
             kernel(op, operands, &out_shape, dtype, device)
                 .map_err(|e| e.at(op.name(), device, operand_shapes(operands), location))
         }
+        Op::CopyInto => match operands {
+            [Operand::Tensor(target), Operand::Tensor(src)] => crate::tensor::inplace::write(target, src, location),
+            _ => unreachable!("shape inference rejects scalar operands of copy_"),
+        },
         Op::Cond { true_graph, false_graph } => {
             let Operand::Tensor(pred) = operands[0] else { unreachable!("shape inference rejects a scalar predicate") };
             let inputs: Vec<Tensor> = operands[1..]

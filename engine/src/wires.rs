@@ -63,11 +63,20 @@ pub enum Wire {
     CudaModule,
     /// `dynamo::compile_region` (phase 3, `regional`).
     CompileRegion,
+    /// The autograd engine running a backward: `Tensor::backward`, `backward_with`,
+    /// `autograd::grad`, and AOT's joint graph, which runs it (phase 4, `layer_norm_backward`).
+    Autograd,
+    /// `aot::partition`, the min-cut partitioner, and `aot::min_cut_partition` with it (phase 4,
+    /// `save_or_recompute`).
+    Partitioner,
+    /// `aot::Network::min_cut`, the minimum cut the partitioner solves (phase 4,
+    /// `save_or_recompute`).
+    MinCut,
 }
 
 impl Wire {
     /// Every wire.
-    pub const ALL: [Wire; 23] = [
+    pub const ALL: [Wire; 26] = [
         Wire::FxInterpreter,
         Wire::EagerBackend,
         Wire::AotEagerBackend,
@@ -91,6 +100,9 @@ impl Wire {
         Wire::CudaKernel,
         Wire::CudaModule,
         Wire::CompileRegion,
+        Wire::Autograd,
+        Wire::Partitioner,
+        Wire::MinCut,
     ];
 
     /// The item's path inside the engine, its module's last part first: `fx::Interpreter`,
@@ -120,6 +132,9 @@ impl Wire {
             Wire::CudaKernel => "cuda::kernel",
             Wire::CudaModule => "cuda::module",
             Wire::CompileRegion => "dynamo::compile_region",
+            Wire::Autograd => "autograd::backward",
+            Wire::Partitioner => "aot::partition",
+            Wire::MinCut => "aot::Network",
         }
     }
 }

@@ -174,3 +174,50 @@ fn generated_backward_kernels_are_valid() {
         }
     }
 }
+
+#[test]
+fn a_whole_training_step_is_valid() {
+    // Forward, loss, backward and SGD with momentum traced into one graph (compiled autograd):
+    // its kernels, the foreach update writing the parameters in place among them.
+    use std::sync::{Arc, Mutex};
+    use workbook_models::phase5::{MLP_FEATURES, Mlp};
+    if !has_cxx() {
+        return;
+    }
+    #[derive(Clone, Default)]
+    struct Keep(Arc<Mutex<Vec<engine::fx::Graph>>>);
+    impl engine::backends::Backend for Keep {
+        fn name(&self) -> &str {
+            "keep"
+        }
+        fn compile(
+            &self,
+            graph: &engine::fx::Graph,
+            _: &[Tensor],
+        ) -> engine::Result<Box<dyn engine::backends::CompiledGraph>> {
+            self.0.lock().unwrap().push(graph.clone());
+            Ok(Box::new(engine::fx::Interpreter::new(graph.clone())))
+        }
+    }
+    use engine::optim::{Optimizer, Sgd};
+    let mlp = Mlp::new(0, Device::Cpu).unwrap().requires_grad_();
+    let sgd = Sgd::new(&mlp.parameters(), 0.01).momentum(0.9);
+    let keep = Keep::default();
+    let step = dynamo::compile(|(x, y): (Tensor, Tensor)| {
+        let loss = mlp.forward(&x)?.mse_loss(&y)?;
+        loss.backward()?;
+        sgd.step()?;
+        sgd.zero_grad();
+        Ok(loss)
+    })
+    .backend(keep.clone())
+    .compiled_autograd(true)
+    .fullgraph(true);
+    step.call((&Tensor::randn(&[8, MLP_FEATURES], 1), &Tensor::randn(&[8, MLP_FEATURES], 2))).unwrap();
+    let graph = keep.0.lock().unwrap().pop().unwrap();
+    let code = generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
+    assert!(code.kernel_names().iter().any(|n| n.starts_with("for_fused")), "{code}");
+    if let Err(why) = syntax_check(&code.module_source(&codegen::cuda::prelude())) {
+        panic!("{why}");
+    }
+}

@@ -685,10 +685,10 @@ fn gpu_parameters_update_in_place() {
     let Some(device) = gpu() else { return };
     let w = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap().to(device).unwrap().requires_grad_(true);
     let view = w.detach();
-    let mut sgd = engine::optim::Sgd::new(std::slice::from_ref(&w), 0.5);
+    let sgd = engine::optim::Sgd::new(std::slice::from_ref(&w), 0.5);
     engine::optim::Optimizer::zero_grad(&sgd);
     w.mul(&w).unwrap().sum_all().unwrap().backward().unwrap();
-    engine::optim::Optimizer::step(&mut sgd).unwrap();
+    engine::optim::Optimizer::step(&sgd).unwrap();
     assert_eq!(view.to_vec().unwrap(), vec![0.0, 0.0, 0.0], "every handle sees w - 0.5 * 2w");
 }
 

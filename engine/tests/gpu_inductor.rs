@@ -207,7 +207,7 @@ fn gpu_compiled_training_matches_eager_gradients() {
     let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(Inductor::default());
     compiled.call(&x).unwrap().mse_loss(&target).unwrap().backward().unwrap();
     compare(grads(&mlp.parameters()), eager, "MLP");
-    let mut sgd = Sgd::new(&mlp.parameters(), 0.05).momentum(0.9);
+    let sgd = Sgd::new(&mlp.parameters(), 0.05).momentum(0.9);
     let losses: Vec<f32> = (0..5)
         .map(|_| {
             sgd.zero_grad();

@@ -335,3 +335,71 @@ fn gpu_seventeen_rows_leave_the_skinny_kernel_and_long_few_tile_products_stay_on
         few_row_linear_agrees(&t(&[512, 2048], 4), &t(&[512, 2048], 5), &t(&[512], 6), false, Mode::Default).unwrap();
     assert!(!code.contains("tf32x3_gemm"), "{code}");
 }
+
+/// `steps` MLP training steps (SGD with momentum) on `device`: eagerly (`None`), or compiled
+/// whole with compiled autograd in `mode`. The losses, the parameters after, and the
+/// `cudagraphs` log.
+fn mlp_steps(device: Device, mode: Option<Mode>, steps: usize) -> (Vec<f32>, Vec<Vec<f32>>, String) {
+    use engine::optim::{Optimizer, Sgd};
+    use workbook_models::phase5::{MLP_FEATURES, Mlp};
+    let model = Mlp::new(3, device).unwrap().requires_grad_();
+    let sgd = Sgd::new(&model.parameters(), 0.05).momentum(0.9);
+    let x = Tensor::randn(&[64, MLP_FEATURES], 1).to(device).unwrap();
+    let target = Tensor::randn(&[64, MLP_FEATURES], 2).to(device).unwrap();
+    let step_of = |x: &Tensor, t: &Tensor| -> engine::Result<Tensor> {
+        let loss = model.forward(x)?.mse_loss(t)?;
+        loss.backward()?;
+        sgd.step()?;
+        sgd.zero_grad();
+        Ok(loss)
+    };
+    let compiled = dynamo::compile(|(x, t): (Tensor, Tensor)| step_of(&x, &t))
+        .mode(mode.unwrap_or(Mode::Default))
+        .compiled_autograd(true)
+        .fullgraph(true);
+    let (losses, log) = logs::capture(&[Artifact::Cudagraphs], || {
+        (0..steps)
+            .map(|_| match mode {
+                None => step_of(&x, &target),
+                Some(_) => compiled.call((&x, &target)),
+            })
+            .map(|loss| loss.unwrap().item().unwrap())
+            .collect::<Vec<f32>>()
+    });
+    let params = model.parameters().iter().map(|p| p.to_vec().unwrap()).collect();
+    (losses, params, log)
+}
+
+#[test]
+fn a_whole_training_step_in_reduce_overhead_runs_the_default_plan_on_cpu() {
+    let (_, eager, _) = mlp_steps(Device::Cpu, None, 3);
+    let (_, compiled, log) = mlp_steps(Device::Cpu, Some(Mode::ReduceOverhead), 3);
+    for (c, e) in compiled.iter().zip(&eager) {
+        let worst = c.iter().zip(e).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "the parameters differ by {worst}");
+    }
+    assert_eq!(log.matches("skipping cudagraphs due to cpu device").count(), 1, "{log}");
+}
+
+#[test]
+fn gpu_a_whole_training_step_is_one_cuda_graph_replay() {
+    let Some((device, _alone)) = gpu_alone() else { return };
+    let (eager_losses, eager, _) = mlp_steps(device, None, 6);
+    for mode in Mode::ALL {
+        let (losses, params, log) = mlp_steps(device, Some(mode), 6);
+        assert!(losses[5] < losses[0], "{mode}: {losses:?}");
+        for (what, got, expected) in
+            [("losses", &vec![losses.clone()], &vec![eager_losses.clone()]), ("params", &params, &eager)]
+        {
+            for (c, e) in got.iter().zip(expected) {
+                let worst = c.iter().zip(e).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
+                assert!(worst < 1e-3, "{mode}: the {what} differ from eager by {worst}");
+            }
+        }
+        if mode == Mode::ReduceOverhead {
+            // Warm-up, one recording, then replays: the parameters are written in place by the
+            // graph itself, so every step replays the one recording.
+            assert_eq!(log.matches("recorded CUDA graph").count(), 1, "{log}");
+        }
+    }
+}

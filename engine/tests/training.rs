@@ -6,8 +6,12 @@
 mod common;
 #[path = "training/compiled_training.rs"]
 mod compiled_training;
+#[path = "training/foreach.rs"]
+mod foreach;
 #[path = "training/partitioner.rs"]
 mod partitioner;
+#[path = "training/whole_step.rs"]
+mod whole_step;
 
 use engine::backends::{AotEager, Backend, Inductor};
 use engine::optim::{AdamW, Optimizer, Sgd};
@@ -28,7 +32,7 @@ fn assert_grads_close(got: &[Vec<f32>], expected: &[Vec<f32>], what: &str) {
 }
 
 /// Runs `steps` optimizer steps of `loss_of` and returns the losses.
-fn train(optimizer: &mut dyn Optimizer, steps: usize, loss_of: &dyn Fn() -> Result<Tensor>) -> Vec<f32> {
+fn train(optimizer: &dyn Optimizer, steps: usize, loss_of: &dyn Fn() -> Result<Tensor>) -> Vec<f32> {
     (0..steps)
         .map(|_| {
             optimizer.zero_grad();
@@ -53,15 +57,13 @@ fn mlp_training(device: Device, backend: Option<Box<dyn Backend>>) {
     let eager = grads(&model.parameters());
     model.parameters().iter().for_each(Tensor::zero_grad);
     let losses = match backend {
-        None => {
-            train(&mut Sgd::new(&model.parameters(), 0.1).momentum(0.9), 6, &|| model.forward(&x)?.mse_loss(&target))
-        }
+        None => train(&Sgd::new(&model.parameters(), 0.1).momentum(0.9), 6, &|| model.forward(&x)?.mse_loss(&target)),
         Some(backend) => {
             let compiled = dynamo::compile(|x: Tensor| model.forward(&x)).backend(backend);
             compiled.call(&x).unwrap().mse_loss(&target).unwrap().backward().unwrap();
             assert_grads_close(&grads(&model.parameters()), &eager, "the compiled MLP");
             let step = || compiled.call(&x)?.mse_loss(&target);
-            let losses = train(&mut Sgd::new(&model.parameters(), 0.1).momentum(0.9), 6, &step);
+            let losses = train(&Sgd::new(&model.parameters(), 0.1).momentum(0.9), 6, &step);
             assert_eq!(compiled.stats().compiles, 1, "one graph, with its backward, for every step");
             losses
         }
@@ -87,14 +89,14 @@ fn block_training(device: Device, backend: Option<Box<dyn Backend>>) {
     block.naive_forward(&x).unwrap().mse_loss(&target).unwrap().backward().unwrap();
     let eager = grads(&block.parameters());
     block.parameters().iter().for_each(Tensor::zero_grad);
-    let mut adamw = AdamW::new(&block.parameters(), 1e-2);
+    let adamw = AdamW::new(&block.parameters(), 1e-2);
     let losses = match backend {
-        None => train(&mut adamw, 8, &|| block.naive_forward(&x)?.mse_loss(&target)),
+        None => train(&adamw, 8, &|| block.naive_forward(&x)?.mse_loss(&target)),
         Some(backend) => {
             let compiled = dynamo::compile(|x: Tensor| block.naive_forward(&x)).backend(backend);
             compiled.call(&x).unwrap().mse_loss(&target).unwrap().backward().unwrap();
             assert_grads_close(&grads(&block.parameters()), &eager, "the compiled block");
-            train(&mut adamw, 8, &|| compiled.call(&x)?.mse_loss(&target))
+            train(&adamw, 8, &|| compiled.call(&x)?.mse_loss(&target))
         }
     };
     assert!(falls(&losses), "losses {losses:?}");
@@ -123,7 +125,7 @@ fn a_whole_step_compiles_with_a_break_at_backward() {
         loss.backward()?;
         Ok(loss)
     });
-    let mut sgd = Sgd::new(&model.parameters(), 0.5);
+    let sgd = Sgd::new(&model.parameters(), 0.5);
     let losses: Vec<f32> = (0..4)
         .map(|_| {
             sgd.zero_grad();

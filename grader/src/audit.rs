@@ -314,6 +314,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_training_exercises_refuse_autograd_and_the_partitioner_by_any_route() {
+        // Phase 4's layer_norm_backward and save_or_recompute, as declared: each route a learner
+        // could take to the engine's answer that names it (an alias, a glob, a method through its
+        // type, a macro) is refused before the build; the others (`backward_with`, AOT's joint
+        // graph, which run the same autograd engine) trip the engine's wires when they run.
+        let forbidden: Vec<&Forbidden> = checks_phase4::PHASE
+            .exercises
+            .iter()
+            .filter(|e| ["layer_norm_backward", "save_or_recompute"].contains(&e.name))
+            .flat_map(|e| e.forbidden.iter())
+            .collect();
+        for source in [
+            "fn g(x: &Tensor, y: &Tensor) { y.mul(x).unwrap().sum_all().unwrap().backward().unwrap(); }",
+            "fn g(y: &Tensor) { Tensor::backward(y).unwrap(); }",
+            "use engine::tensor::autograd::grad as derivative;",
+            "use engine::tensor::autograd::*;",
+            "fn g() { engine::tensor::autograd::grad(&[], &[], &[], false); }",
+            "use engine::tensor::{Tensor, autograd as ad};",
+            "fn plan(j: JointGraph) { let _ = engine::aot::partition(j); }",
+            "use engine::aot::{Network, INFINITE};",
+            "use engine::aot::partition as split;",
+            "macro_rules! ask { ($j:expr) => { engine::aot::partition($j) } }",
+        ] {
+            let refusal = source_rules(source, &forbidden);
+            assert!(refusal.is_err(), "not refused: {source}");
+        }
+        // Their own names are theirs: a helper called `grad` or `partition` of the learner's.
+        for source in ["fn grad(x: f32) -> f32 { x }", "fn partition(v: &[usize]) -> usize { v.len() }"] {
+            assert_eq!(source_rules(source, &forbidden), Ok(()), "{source}");
+        }
+    }
+
     const PHASE: Phase = Phase {
         name: "phase0",
         title: "Fixture",

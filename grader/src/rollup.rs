@@ -359,21 +359,21 @@ mod tests {
         let ada = &rollup.rows[0];
         assert_eq!(ada.learner, "ada");
         assert_eq!(ada.last_check.as_deref(), Some("2026-11-23T11:00:00Z"));
-        assert_eq!(ada.phases["phase4"], PhaseScore { core: (4, 4), stretch: (1, 1) });
+        assert_eq!(ada.phases["phase4"], PhaseScore { core: (6, 6), stretch: (1, 1) });
         assert_eq!(ada.speed["phase4/pointwise_cuda_bandwidth"], "93% pass");
         let bo = &rollup.rows[1];
-        assert_eq!(bo.phases["phase4"], PhaseScore { core: (0, 4), stretch: (0, 1) });
+        assert_eq!(bo.phases["phase4"], PhaseScore { core: (0, 6), stretch: (0, 1) });
         assert_eq!(bo.speed["phase4/pointwise_cuda_bandwidth"], "not_started");
         assert!(rollup.failing.is_empty(), "not started is not failing: {:?}", rollup.failing);
         let table = rollup.table();
-        assert!(table.contains("4/4 +1") && table.contains("0/4"), "{table}");
+        assert!(table.contains("6/6 +1") && table.contains("0/6"), "{table}");
         let csv = rollup.csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(
             lines[0],
             "learner,phase4 core done,phase4 core total,phase4 stretch done,phase4 stretch total,phase4/pointwise_cuda_bandwidth,last check"
         );
-        assert_eq!(lines[1], "ada,4,4,1,1,93% pass,2026-11-23T11:00:00Z");
+        assert_eq!(lines[1], "ada,6,6,1,1,93% pass,2026-11-23T11:00:00Z");
         assert!(rollup.summary(5).contains("no check fails"), "{}", rollup.summary(5));
     }
 
@@ -423,9 +423,9 @@ mod tests {
         expected.sort();
         assert_eq!(names, expected);
         let score = |name: &str| rollup.rows.iter().find(|r| r.learner == name).unwrap().phases["phase4"].clone();
-        assert_eq!(score(&ada), PhaseScore { core: (4, 4), stretch: (1, 1) });
-        assert_eq!(score(&bo), PhaseScore { core: (0, 4), stretch: (0, 1) });
-        assert_eq!(score("cy"), PhaseScore { core: (0, 4), stretch: (0, 1) });
+        assert_eq!(score(&ada), PhaseScore { core: (6, 6), stretch: (1, 1) });
+        assert_eq!(score(&bo), PhaseScore { core: (0, 6), stretch: (0, 1) });
+        assert_eq!(score("cy"), PhaseScore { core: (0, 6), stretch: (0, 1) });
         assert!(collect(&[dir.path().join("missing")]).unwrap_err().to_string().ends_with("does not exist"));
     }
 

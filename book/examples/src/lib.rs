@@ -22,6 +22,7 @@ pub mod phase3;
 pub mod phase4;
 pub mod phase5;
 pub mod tour;
+pub mod training;
 
 /// One runnable example: the name it is run and snapshotted by, and the code.
 pub struct Section {
@@ -63,6 +64,10 @@ pub const SECTIONS: &[Section] = &[
     Section { name: "phase5_interleaved", run: phase5::interleaved },
     Section { name: "phase5_profile", run: phase5::profile },
     Section { name: "phase5_modes", run: modes::modes },
+    Section { name: "training_joint_graph", run: training::joint_graph },
+    Section { name: "training_partition", run: training::partition },
+    Section { name: "training_backward_code", run: training::backward_code },
+    Section { name: "training_whole_step", run: training::whole_step },
 ];
 
 /// The section called `name`.

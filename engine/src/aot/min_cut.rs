@@ -40,6 +40,7 @@ impl Network {
     /// residual network). The cut's edges are those from a reachable vertex to an unreachable one;
     /// their capacities add up to the flow.
     pub fn min_cut(mut self, source: usize, sink: usize) -> (u64, Vec<bool>) {
+        crate::wires::trip(crate::wires::Wire::MinCut);
         let mut flow: u64 = 0;
         loop {
             let (reached, via) = self.search(source);

@@ -144,6 +144,7 @@ pub fn ban_reason(graph: &Graph, id: NodeId) -> Option<&'static str> {
         OpClass::Extern if matches!(op, Op::Cat { .. }) => Some("cat: not on the recomputable list"),
         OpClass::Extern => Some("compute-intensive (matmul, attention): never recomputed"),
         OpClass::Composite | OpClass::HigherOrder => Some("not a primitive op"),
+        OpClass::Mutation => Some("writes memory in place"),
     }
 }
 
@@ -262,6 +263,7 @@ fn extract(joint: &Graph, inputs: &[NodeId], contiguous: &[bool], outputs: &[Nod
 
 /// Splits `joint` into forward and backward graphs, saving what a minimum cut chooses.
 pub fn partition(joint: JointGraph) -> Result<Partition> {
+    crate::wires::trip(crate::wires::Wire::Partitioner);
     let graph = &joint.graph;
     let saved = choose_saved(&joint);
     let primals = graph.placeholders()[..joint.primals].to_vec();

@@ -191,8 +191,9 @@ pub(crate) fn execute<P: KernelProvider>(
         | Op::Expand { .. }
         | Op::Slice { .. }
         | Op::Linear
-        | Op::Cond { .. } => {
-            unreachable!("views, linear and cond are handled before device kernels")
+        | Op::Cond { .. }
+        | Op::CopyInto => {
+            unreachable!("views, linear, cond and copy_ are handled before device kernels")
         }
     }
 }

@@ -232,9 +232,10 @@ impl Cache {
             return Ok(Found { compiled: eager, id: None, compiled_now: false });
         }
         let mut reason = vec!["first compile".to_string()];
-        // A graph compiled with a backward has static sizes: its joint graph is traced for them.
+        // A graph compiled with a backward has static sizes: its joint graph is traced for them. A
+        // graph that updates state (a training step with its optimizer) is compiled as it is.
         let requires_grad: Vec<bool> = inputs.iter().map(wants_grad).collect();
-        let training = requires_grad.iter().any(|&r| r);
+        let training = requires_grad.iter().any(|&r| r) && !traced.updates_state;
         if !failures.is_empty() {
             stats.recompiles += 1;
             let mut lines = vec![format!(

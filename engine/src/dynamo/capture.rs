@@ -7,13 +7,15 @@ use std::time::{Duration, Instant};
 
 use super::cache::{Cache, CallSite, Found};
 use super::options::Options;
+use crate::backends::CompiledGraph;
 use crate::device::Device;
 use crate::error::{Error, Result, SourceLocation};
 use crate::fx::proxy::{BreakReason, CaptureHooks, Traced};
-use crate::fx::{Graph, NodeKind};
+use crate::fx::{Arg, Graph, NodeKind};
 use crate::host_overhead::{self, Cost};
 use crate::logs::{self, Artifact};
-use crate::tensor::Tensor;
+use crate::op::Op;
+use crate::tensor::{Tensor, autograd};
 use crate::trace_structured::{self, CompileId};
 use serde_json::json;
 
@@ -106,26 +108,31 @@ impl Capture {
             self.record.borrow_mut().graphs.push(graph.clone());
         }
         host_overhead::pay(Cost::GraphCall, inputs.first().map_or(Device::Cpu, Tensor::device));
+        // A graph that updates state outside itself (an optimizer's writes, a traced backward's
+        // gradients) runs outside autograd: what it computes needs no backward.
+        let run = |compiled: &dyn CompiledGraph| {
+            if traced.updates_state { autograd::no_grad(|| compiled.run(&inputs)) } else { compiled.run(&inputs) }
+        };
         let start = Instant::now();
         let site = CallSite { called_at: self.called_at, tracing: start - self.traced_since.get() };
         let Found { compiled, id, compiled_now } =
             self.cache.lookup_or_compile(&traced, &inputs, &self.options, &site)?;
         self.last.set((id, compiled_now));
         if !self.timed {
-            let outputs = compiled.run(&inputs)?;
+            let outputs = run(&*compiled)?;
             self.cache.count_deferred(&self.options.name, id);
             self.traced_since.set(Instant::now());
-            return self.checked(graph, outputs);
+            return written_back(graph, &inputs, self.checked(graph, outputs)?);
         }
         let looked_up = Instant::now();
-        let outputs = compiled.run(&inputs)?;
+        let outputs = run(&*compiled)?;
         let ran = Instant::now();
         self.cache.count_deferred(&self.options.name, id);
         self.traced_since.set(ran);
         let times = &mut self.record.borrow_mut().times;
         times.guards += looked_up - start;
         times.run += ran - looked_up;
-        self.checked(graph, outputs)
+        written_back(graph, &inputs, self.checked(graph, outputs)?)
     }
 
     /// What a compiled graph returned, checked against the graph: one concrete tensor per output,
@@ -167,6 +174,22 @@ impl Capture {
     }
 }
 
+/// The outputs of a graph that ran, after making sure each `copy_` output (a write into an input,
+/// at the end of the outputs) reached the input's memory: a backend that returned the value in a
+/// buffer of its own (instead of writing in place, as the interpreter and Inductor do) has it
+/// copied in now.
+fn written_back(graph: &Graph, inputs: &[Tensor], outputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    for (&node, value) in graph.outputs().iter().zip(&outputs) {
+        let NodeKind::Call { op: Op::CopyInto, args } = &graph.node(node).kind else { continue };
+        let Some(Arg::Node(target)) = args.first() else { continue };
+        let target = input_of(graph, inputs, *target);
+        if !target.shares_memory(value) {
+            autograd::no_grad(|| target.copy_(value))?;
+        }
+    }
+    Ok(outputs)
+}
+
 /// The input bound to placeholder `node`.
 fn input_of(graph: &Graph, inputs: &[Tensor], node: crate::fx::NodeId) -> Tensor {
     debug_assert!(matches!(graph.node(node).kind, NodeKind::Placeholder { .. }));
@@ -201,5 +224,9 @@ impl CaptureHooks for Capture {
 
     fn graph_to_follow(&self) -> Option<Arc<Graph>> {
         self.follow.take()
+    }
+
+    fn captures_autograd(&self) -> bool {
+        self.options.compiled_autograd
     }
 }

@@ -117,16 +117,32 @@ pub(super) fn call_traced<I: Inputs, O: Outputs>(
     for argument in &mut arguments {
         *argument = tracer.input(argument)?;
     }
-    let outputs = f(I::from_vec(arguments))?.into_vec();
-    if outputs.is_empty() {
-        return Err(Error::Capture {
-            message: "the compiled function returned no tensor; return the tensors it computes".into(),
-            location,
-        });
+    let traced = f(I::from_vec(arguments)).and_then(|outputs| {
+        let outputs = outputs.into_vec();
+        if outputs.is_empty() {
+            return Err(Error::Capture {
+                message: "the compiled function returned no tensor; return the tensors it computes".into(),
+                location,
+            });
+        }
+        Ok(outputs)
+    });
+    // Gradients a traced backward left in leaves are outputs too, handed to the leaves after.
+    let grads = tracer.traced_grads();
+    let results = traced.and_then(|mut outputs| {
+        let returned = outputs.len();
+        outputs.extend(grads.iter().map(|(_, g)| g.clone()));
+        let mut results = capture.run_graph(tracer.finish(&outputs)?)?;
+        for ((leaf, _), grad) in grads.iter().zip(results.drain(returned..)) {
+            leaf.set(Some(grad));
+        }
+        Ok(results)
+    });
+    if results.is_err() {
+        // No symbolic gradient may outlive its trace.
+        grads.iter().for_each(|(leaf, _)| leaf.set(None));
     }
-    let traced = tracer.finish(&outputs)?;
-    let results = capture.run_graph(traced)?;
-    let outputs = O::from_vec(results);
+    let outputs = O::from_vec(results?);
     if let Some(start) = start {
         capture.finish_timing(start.elapsed());
     }

@@ -46,6 +46,12 @@ where
     O: Outputs,
     F: Fn(I) -> Result<O>,
 {
+    /// With `true`, a `backward()` inside the function is traced into its graph (see
+    /// [`Compiled::compiled_autograd`]).
+    pub fn compiled_autograd(self, enabled: bool) -> Self {
+        Explain { compiled: self.compiled.compiled_autograd(enabled) }
+    }
+
     /// Runs the function once under capture (compiling each graph with the default backend,
     /// Inductor, as `compile` does) and reports.
     #[track_caller]

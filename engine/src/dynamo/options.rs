@@ -29,6 +29,9 @@ pub(crate) struct Options {
     pub name: Arc<str>,
     /// Where `compile` was called (the compile trace's stack starts there).
     pub defined_at: SourceLocation,
+    /// A `backward()` inside the function is traced into its graph instead of breaking it
+    /// (`torch._dynamo.config.compiled_autograd`).
+    pub compiled_autograd: bool,
 }
 
 impl Options {
@@ -41,6 +44,7 @@ impl Options {
             recompile_limit: DEFAULT_RECOMPILE_LIMIT,
             name: format!("compiled function at {}", defined_at.short()).into(),
             defined_at,
+            compiled_autograd: false,
         }
     }
 }
@@ -89,6 +93,35 @@ macro_rules! options_builder {
         /// (default 8, PyTorch's `recompile_limit`).
         pub fn recompile_limit(mut self, limit: usize) -> Self {
             Arc::make_mut(&mut self.options).recompile_limit = limit;
+            self
+        }
+
+        /// With `true`, a `backward()` inside the function is traced into its graph, with the
+        /// gradients it leaves in leaves' `.grad`, instead of breaking the graph there: forward,
+        /// loss, backward and an optimizer's step (whose `copy_` into each parameter the graph
+        /// performs) compile into one graph, a whole training step (PyTorch's
+        /// `torch._dynamo.config.compiled_autograd`, which captures the backward as a graph of its
+        /// own; here it joins the forward's). Off by default, as in PyTorch.
+        ///
+        /// ```
+        /// use engine::{dynamo, optim::{Optimizer, Sgd}, Tensor};
+        /// let w = Tensor::from_vec(vec![1.0, 2.0], &[2])?.requires_grad_(true);
+        /// let sgd = Sgd::new(&[w.clone()], 0.5);
+        /// let step = dynamo::compile(|x: Tensor| {
+        ///     let loss = w.mul(&x)?.sum_all()?;
+        ///     loss.backward()?; // the gradient is x
+        ///     sgd.step()?;
+        ///     sgd.zero_grad();
+        ///     Ok(loss)
+        /// })
+        /// .compiled_autograd(true)
+        /// .fullgraph(true);
+        /// step.call(&Tensor::from_vec(vec![2.0, 4.0], &[2])?)?;
+        /// assert_eq!(w.to_vec()?, vec![0.0, 0.0]); // w - 0.5 * x
+        /// # Ok::<(), engine::Error>(())
+        /// ```
+        pub fn compiled_autograd(mut self, enabled: bool) -> Self {
+            Arc::make_mut(&mut self.options).compiled_autograd = enabled;
             self
         }
 

@@ -456,7 +456,7 @@ fn written_as(op: &Op) -> Result<(&'static str, Params), String> {
             Params { mask: Some(mask.name().to_string()), causal: Some(*causal), scale: Some(scale.0), ..none }
         }
         Op::ToDtype { dtype } | Op::ScaledMm { out_dtype: dtype } => Params { dtype: Some(*dtype), ..none },
-        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Matmul | Op::Contiguous | Op::Linear => none,
+        Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Matmul | Op::Contiguous | Op::Linear | Op::CopyInto => none,
     };
     Ok((op.name(), params))
 }
@@ -474,6 +474,7 @@ fn op_of(target: &str, params: Params) -> Result<Op, String> {
         "where" => Op::Where,
         "matmul" => Op::Matmul,
         "contiguous" => Op::Contiguous,
+        "copy_" => Op::CopyInto,
         "linear" => Op::Linear,
         "sum" => reduce(ReduceOp::Sum)?,
         "mean" => reduce(ReduceOp::Mean)?,

@@ -36,6 +36,12 @@ impl Graph {
                 x.clone()
             }
             Op::ScaledMm { .. } => self.matmul(x, tensors[1], out, loc),
+            Op::CopyInto => {
+                for (target, source) in x.dims().iter().zip(tensors[1].dims()) {
+                    self.unify(target, source, "copy_: the source must have the target's shape", loc);
+                }
+                x.clone()
+            }
             Op::Binary(_) | Op::Where | Op::Custom(_) => self.broadcast(&tensors, out, name, loc),
             Op::Reduce { dim, keepdim, .. } => {
                 let mut dims = x.dims().to_vec();

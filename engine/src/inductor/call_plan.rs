@@ -3,6 +3,9 @@
 //! memory of a dead buffer of the same size, launch kernels and extern calls in order, and return
 //! views of the results.
 //!
+//! A node that writes a graph input in place has no memory of its own: its kernel stores into the
+//! input, and the graph returns the input.
+//!
 //! Everything here is decided at compile time, so running a compiled graph only walks the steps.
 
 use super::ir::{BufferName, IrId, LoweredGraph, PerNode, View};
@@ -85,7 +88,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
     let kernel_ids = schedule.kernel_ids();
     // ANCHOR: reuse
     for (g, group) in groups.iter().enumerate() {
-        for &m in group.members.iter().filter(|&&m| schedule.stored[m]) {
+        for &m in group.members.iter().filter(|&&m| schedule.stored[m] && graph[m].into_input.is_none()) {
             let (size, dtype) = (numel(&graph[m].shape), graph[m].dtype);
             let reused = free
                 .iter()
@@ -117,5 +120,7 @@ pub fn plan(graph: &LoweredGraph, schedule: &Schedule) -> CallPlan {
         }
     }
     // ANCHOR_END: reuse
-    CallPlan { steps, slot_of, slot_sizes, slot_dtypes, outputs: graph.outputs.clone() }
+    let outputs =
+        graph.outputs.iter().map(|v| View { buffer: graph.memory(v.buffer), layout: v.layout.clone() }).collect();
+    CallPlan { steps, slot_of, slot_sizes, slot_dtypes, outputs }
 }

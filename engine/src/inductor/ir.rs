@@ -240,6 +240,10 @@ pub struct IrNode {
     pub dtype: DType,
     /// What it computes.
     pub body: NodeBody,
+    /// `Some(i)`: the node's value is stored into graph input `i`'s own memory rather than into a
+    /// buffer of its own: the in-place update a `copy_` into that input asks for (Inductor keeps
+    /// a mutated input's buffer as the node's layout, its `MutationLayout`).
+    pub into_input: Option<usize>,
 }
 
 impl IrNode {
@@ -331,6 +335,20 @@ impl LoweredGraph {
     /// Each node with its id, in execution order.
     pub fn enumerate(&self) -> impl Iterator<Item = (IrId, &IrNode)> {
         self.nodes.iter().enumerate().map(|(i, n)| (IrId(i), n))
+    }
+
+    /// The memory a buffer lives in: the graph input a node writes into in place, otherwise the
+    /// buffer itself. Kernels, the call plan and the runtime address buffers through this.
+    pub fn memory(&self, buffer: BufferName) -> BufferName {
+        match buffer {
+            BufferName::Node(n) => self[n].into_input.map_or(buffer, BufferName::Input),
+            BufferName::Input(_) => buffer,
+        }
+    }
+
+    /// The graph inputs the graph writes in place, each with the node whose value it receives.
+    pub fn written_inputs(&self) -> impl Iterator<Item = (usize, IrId)> + '_ {
+        self.enumerate().filter_map(|(id, node)| node.into_input.map(|input| (input, id)))
     }
 
     /// The name a buffer has in listings: the placeholder's name for inputs, `bufN` otherwise.

@@ -5,8 +5,12 @@
 //!
 //! A pointwise kernel is one loop over `x` with a body of statements. A reduction kernel loops
 //! over rows `x`; each row runs [`Phase`]s: loops over the row's elements `r` that accumulate
-//! reductions, and per-row statements between them. Values computed inside the kernel pass in
-//! temporaries (`tmpN`); only buffers read by other kernels or returned are stored.
+//! reductions, and per-row statements between them. A foreach kernel runs several pointwise
+//! loops, each over its own elements ([`Part`]), in one launch. Values computed inside the kernel
+//! pass in temporaries (`tmpN`); only buffers read by other kernels or returned are stored.
+//!
+//! A kernel that writes a graph input in place (an optimizer's update) reads and writes it
+//! through one argument, `in_out_ptrN`, as Inductor's kernels do.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -99,11 +103,24 @@ pub enum Phase {
     },
 }
 
+/// One loop of a foreach kernel: `x` runs over this part's own elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    /// The extent of `x` in this loop.
+    pub xnumel: usize,
+    /// Its statements, as a pointwise kernel's.
+    pub stmts: Vec<Stmt>,
+}
+
 /// A kernel's loops and statements.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KernelBody {
     /// One loop over `x`, the flat element index.
     Pointwise(Vec<Stmt>),
+    /// Independent pointwise loops run one after another in one launch (Inductor's foreach and
+    /// combo kernels): the kernel's `x` covers the parts end to end, so that its range can be
+    /// split over threads as one.
+    Foreach(Vec<Part>),
     /// A loop over rows `x`, each row running the phases.
     Reduction {
         /// Elements per row: the range of `r`.
@@ -122,11 +139,11 @@ pub enum KernelBody {
 /// A pointer argument of a kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelArg {
-    /// Its name in the source (`in_ptr0`, `out_ptr0`).
+    /// Its name in the source (`in_ptr0`, `in_out_ptr0`, `out_ptr0`).
     pub name: String,
-    /// The buffer passed for it.
+    /// The memory passed for it (see [`LoweredGraph::memory`]).
     pub buffer: BufferName,
-    /// Whether the kernel writes it.
+    /// Whether the kernel writes it (an output, or an input it updates in place).
     pub output: bool,
     /// The element type of the buffer: a load widens it to `f32`, a store rounds to it, as
     /// Inductor's generated code upcasts half-precision loads (`codegen_upcast_to_fp32`).
@@ -155,14 +172,15 @@ pub struct Origin {
 /// Every kernel also takes `xnumel`, the extent of `x`, at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
-    /// `poi_fused_add_relu_mul_0`: kind (`poi`ntwise, `per`sistent or looped `red`uction), the
+    /// `poi_fused_add_relu_mul_0`: kind (`poi`ntwise, `per`sistent or looped `red`uction, `for`each), the
     /// ops fused in the order they first run, and the kernel's position. An op's name is written
     /// without underscores (a custom op `phase3::log_clip` reads `logclip`), so that the name
     /// splits at `_` into exactly its parts.
     pub name: String,
-    /// Pointer arguments: inputs, then outputs.
+    /// Pointer arguments: inputs, then inputs updated in place, then outputs.
     pub args: Vec<KernelArg>,
-    /// The extent of `x` for the traced shapes (elements, or rows of a reduction).
+    /// The extent of `x` for the traced shapes (elements, rows of a reduction, or the elements of
+    /// every part of a foreach kernel).
     pub xnumel: usize,
     /// Loops and statements.
     pub body: KernelBody,
@@ -212,6 +230,14 @@ impl fmt::Display for Kernel {
                     writeln!(f, "    {}", self.stmt_text(s))?;
                 }
             }
+            KernelBody::Foreach(parts) => {
+                for (i, part) in parts.iter().enumerate() {
+                    writeln!(f, "  for x in 0..{} (loop {} of {}):", part.xnumel, i + 1, parts.len())?;
+                    for s in &part.stmts {
+                        writeln!(f, "    {}", self.stmt_text(s))?;
+                    }
+                }
+            }
             KernelBody::Reduction { row_len, phases, .. } => {
                 writeln!(f, "  for x in 0..{} (rows of {row_len}):", self.xnumel)?;
                 for phase in phases {
@@ -243,9 +269,10 @@ impl fmt::Display for Kernel {
 /// a fallback) is a library call, not a kernel: asking for its kernel is an error.
 #[track_caller]
 pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: KernelId) -> Result<Kernel> {
-    let (shape, dim) = match &group.kind {
-        LoopKind::Pointwise { shape } => (shape.clone(), None),
-        LoopKind::Reduction { shape, dim } => (shape.clone(), Some(*dim)),
+    let (shape, dim): (&[usize], _) = match &group.kind {
+        LoopKind::Pointwise { shape } => (shape, None),
+        LoopKind::Reduction { shape, dim } => (shape, Some(*dim)),
+        LoopKind::Foreach { .. } => (&[], None),
         LoopKind::Extern => {
             return Err(Error::InvalidArgument {
                 op: "kernel::build",
@@ -254,17 +281,23 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: Kerne
             });
         }
     };
-    let mut builder = Builder::new(graph, schedule, group, &shape, dim);
-    let body = match dim {
-        None => {
-            let (mut stmts, mut emitted) = (Vec::new(), Vec::new());
-            for &m in &group.members {
-                builder.emit(m, &mut stmts, &mut emitted);
-                builder.store(m, &mut stmts);
+    let mut builder = Builder::new(graph, schedule, group, shape, dim);
+    let body = match (&group.kind, dim) {
+        (LoopKind::Foreach { parts }, _) => {
+            let mut built = Vec::with_capacity(parts.len());
+            for part in parts {
+                let LoopKind::Pointwise { shape } = &part.kind else {
+                    unreachable!("the horizontal pass puts only pointwise groups into a foreach kernel")
+                };
+                builder.members = &part.members;
+                builder.shape = shape;
+                builder.load_tmp.clear();
+                built.push(Part { xnumel: shape.iter().product(), stmts: builder.pointwise(&part.members) });
             }
-            KernelBody::Pointwise(stmts)
+            KernelBody::Foreach(built)
         }
-        Some(d) => {
+        (_, None) => KernelBody::Pointwise(builder.pointwise(&group.members)),
+        (_, Some(d)) => {
             let innermost = shape[d + 1..].iter().all(|&s| s == 1);
             KernelBody::Reduction {
                 row_len: shape[d],
@@ -274,9 +307,13 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: Kerne
             }
         }
     };
-    let xnumel = shape.iter().enumerate().filter(|&(i, _)| Some(i) != dim).map(|(_, s)| s).product();
+    let xnumel = match &body {
+        KernelBody::Foreach(parts) => parts.iter().map(|p| p.xnumel).sum(),
+        _ => shape.iter().enumerate().filter(|&(i, _)| Some(i) != dim).map(|(_, s)| s).product(),
+    };
     let prefix = match &body {
         KernelBody::Pointwise(_) => "poi",
+        KernelBody::Foreach(_) => "for",
         KernelBody::Reduction { persistent: true, .. } => "per",
         KernelBody::Reduction { .. } => "red",
     };
@@ -324,6 +361,9 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
+    /// The builder for `group`, whose arguments are the memory its members read from other
+    /// groups and inputs, then the memory they store: inputs first, then inputs written in place
+    /// (read and written through one pointer), then outputs.
     fn new(
         graph: &'a LoweredGraph,
         schedule: &'a Schedule,
@@ -331,31 +371,31 @@ impl<'a> Builder<'a> {
         shape: &'a [usize],
         dim: Option<usize>,
     ) -> Self {
-        let mut args: Vec<KernelArg> = Vec::new();
+        let mut reads: Vec<BufferName> = Vec::new();
         for &m in &group.members {
             for buffer in graph[m].reads() {
                 let internal = matches!(buffer, BufferName::Node(p) if group.members.contains(&p));
-                if !internal && !args.iter().any(|a| a.buffer == buffer) {
-                    args.push(KernelArg {
-                        name: format!("in_ptr{}", args.len()),
-                        buffer,
-                        output: false,
-                        dtype: graph.buffer_dtype(buffer),
-                    });
+                let memory = graph.memory(buffer);
+                if !internal && !reads.contains(&memory) {
+                    reads.push(memory);
                 }
             }
         }
-        let inputs = args.len();
-        for &m in &group.members {
-            if schedule.stored[m] {
-                args.push(KernelArg {
-                    name: format!("out_ptr{}", args.len() - inputs),
-                    buffer: BufferName::Node(m),
-                    output: true,
-                    dtype: graph[m].dtype,
-                });
-            }
-        }
+        let writes: Vec<BufferName> =
+            group.members.iter().filter(|&&m| schedule.stored[m]).map(|&m| graph.memory(BufferName::Node(m))).collect();
+        let arg = |prefix: &str, k: usize, buffer: BufferName, output: bool| KernelArg {
+            name: format!("{prefix}{k}"),
+            buffer,
+            output,
+            dtype: graph.buffer_dtype(buffer),
+        };
+        let inputs = reads.iter().filter(|b| !writes.contains(b));
+        let in_outs = writes.iter().filter(|b| reads.contains(b));
+        let outputs = writes.iter().filter(|b| !reads.contains(b));
+        let args = (inputs.enumerate().map(|(k, &b)| arg("in_ptr", k, b, false)))
+            .chain(in_outs.enumerate().map(|(k, &b)| arg("in_out_ptr", k, b, true)))
+            .chain(outputs.enumerate().map(|(k, &b)| arg("out_ptr", k, b, true)))
+            .collect();
         Builder {
             graph,
             schedule,
@@ -375,7 +415,18 @@ impl<'a> Builder<'a> {
     }
 
     fn arg_of(&self, buffer: BufferName) -> usize {
-        self.args.iter().position(|a| a.buffer == buffer).expect("every buffer read or written has an argument")
+        let memory = self.graph.memory(buffer);
+        self.args.iter().position(|a| a.buffer == memory).expect("every buffer read or written has an argument")
+    }
+
+    /// The statements of a pointwise loop computing and storing `members`.
+    fn pointwise(&mut self, members: &[IrId]) -> Vec<Stmt> {
+        let (mut stmts, mut emitted) = (Vec::new(), Vec::new());
+        for &m in members {
+            self.emit(m, &mut stmts, &mut emitted);
+            self.store(m, &mut stmts);
+        }
+        stmts
     }
 
     fn node(&self, m: IrId) -> &'a IrNode {
@@ -438,6 +489,12 @@ impl<'a> Builder<'a> {
                 },
             })
             .collect();
+        // A copy of a value the kernel holds (a `copy_` of an update) is that value: no statement.
+        if let (PointwiseOp::Copy, [Value::Tmp(t)]) = (op, values.as_slice()) {
+            self.tmp_of.insert(m, *t);
+            emitted.push(m);
+            return Value::Tmp(*t);
+        }
         let tmp = *self.tmp_of.entry(m).or_insert_with(|| {
             self.next_tmp += 1;
             self.next_tmp - 1

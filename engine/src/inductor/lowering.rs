@@ -1,6 +1,10 @@
 //! Lowering, the analogue of TorchInductor's `lowering.py` and `GraphLowering`: each primitive
 //! node of a decomposed graph becomes one loop-level [`IrNode`]; view ops become new strided views
 //! of the same buffer, so broadcasting, permutes and slices cost index arithmetic, not copies.
+//!
+//! A `copy_` into a graph input (an optimizer's update of a captured parameter) becomes a copy
+//! node that stores into the input's own memory ([`IrNode::into_input`]); later readers of the
+//! node read its source, and no node may read the input after it is written.
 
 use super::index::Affine;
 use super::ir::{
@@ -43,7 +47,13 @@ pub(crate) type FoldFor = fn(&Graph, &[bool]) -> Box<dyn Fold>;
 pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, fold: Option<FoldFor>) -> Result<LoweredGraph> {
     let live = live_nodes(graph);
     let fold = fold.map(|make| make(graph, &live));
-    let mut lowering = Lowering { graph, values: vec![None; graph.nodes().len()], out: LoweredGraph::default(), fold };
+    let mut lowering = Lowering {
+        graph,
+        values: vec![None; graph.nodes().len()],
+        out: LoweredGraph::default(),
+        fold,
+        written: Vec::new(),
+    };
     for id in graph.ids() {
         let node = graph.node(id);
         let shape = node.sym_shape.eval(bindings).ok_or_else(|| unsupported(node, "a size symbol is not bound"))?;
@@ -61,7 +71,7 @@ pub(crate) fn lower_with(graph: &Graph, bindings: &SymBindings, fold: Option<Fol
         };
         lowering.values[id.index()] = Some(view);
     }
-    let outputs = graph.outputs().iter().map(|o| lowering.value(*o).clone()).collect();
+    let outputs = graph.outputs().iter().map(|o| lowering.output(*o)).collect();
     Ok(LoweredGraph { outputs, ..lowering.out })
 }
 
@@ -88,11 +98,23 @@ struct Lowering<'g> {
     out: LoweredGraph,
     /// The target's fold, if it has one.
     fold: Option<Box<dyn Fold>>,
+    /// The graph inputs written so far by `copy_` nodes, with the graph node and the IR node
+    /// writing each.
+    written: Vec<(usize, NodeId, IrId)>,
 }
 
 impl Lowering<'_> {
     fn value(&self, id: NodeId) -> &View {
         self.values[id.index()].as_ref().expect("graph nodes only read earlier nodes")
+    }
+
+    /// What the graph returns for node `id`: for a `copy_`, the written input's memory (its IR
+    /// node's buffer, which lives there), so that the caller sees the write was done in place.
+    fn output(&self, id: NodeId) -> View {
+        match self.written.iter().find(|(_, node, _)| *node == id) {
+            Some(&(_, _, ir)) => View { buffer: BufferName::Node(ir), layout: Layout::contiguous(&self.out[ir].shape) },
+            None => self.value(id).clone(),
+        }
     }
 
     fn placeholder(&mut self, node: &Node, shape: Vec<usize>, strides: Vec<usize>) -> View {
@@ -116,6 +138,7 @@ impl Lowering<'_> {
             shape: shape.clone(),
             dtype: origin.meta.dtype,
             body,
+            into_input: None,
         });
         View { buffer: BufferName::Node(index), layout: Layout::contiguous(&shape) }
     }
@@ -143,6 +166,19 @@ impl Lowering<'_> {
 
     fn call(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
         let node = self.graph.node(id);
+        for arg in args {
+            if let Arg::Node(a) = arg
+                && let BufferName::Input(i) = self.value(*a).buffer
+                && let Some((_, writer, _)) = self.written.iter().find(|(input, ..)| *input == i)
+            {
+                let why = format!(
+                    "it reads input `{}` after `{}` wrote it in place; read the value written instead",
+                    self.out.inputs[i].name,
+                    self.graph.node(*writer).name
+                );
+                return Err(unsupported(node, &why));
+            }
+        }
         if let Some(fold) = &self.fold {
             let operands: Vec<(NodeId, View)> = args
                 .iter()
@@ -263,10 +299,45 @@ impl Lowering<'_> {
                 let v = source()?;
                 if v.layout.is_contiguous() { v } else { self.copy(id, op, &v) }
             }
+            Op::CopyInto => return self.copy_into(id, op, args, shape),
             Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Linear => {
                 return Err(unsupported(node, "composite ops must be decomposed first (aot::decompose)"));
             }
         })
+    }
+
+    /// `copy_(target, source)`: a copy node storing the source into the target input's memory.
+    /// Readers of the node read the source itself, which holds the same values.
+    fn copy_into(&mut self, id: NodeId, op: &Op, args: &[Arg], shape: Vec<usize>) -> Result<View> {
+        let node = self.graph.node(id);
+        let (Arg::Node(target), Arg::Node(source)) = (&args[0], &args[1]) else {
+            return Err(unsupported(node, "copy_ takes two tensors"));
+        };
+        let target_view = self.value(*target).clone();
+        let input = match target_view.buffer {
+            BufferName::Input(i) if matches!(self.graph.node(*target).kind, NodeKind::Placeholder { .. }) => i,
+            _ => return Err(unsupported(node, "copy_ in a graph writes only into a graph input")),
+        };
+        if !target_view.layout.is_contiguous() || target_view.layout.offset() != 0 {
+            return Err(unsupported(node, "copy_ writes only into a dense graph input"));
+        }
+        if self.written.iter().any(|(i, ..)| *i == input) {
+            return Err(unsupported(node, "the graph writes this input twice; write it once"));
+        }
+        let mut source = self.value(*source).clone();
+        let dense = Layout::contiguous(&shape);
+        // A view of the target itself (its transpose) is read at other elements than the ones
+        // written: it is copied out first.
+        if source.buffer == BufferName::Input(input) && source.layout != dense {
+            source = self.copy(id, op, &source);
+        }
+        let load = Load { buffer: source.buffer, index: Affine::of_view(&source.layout, &shape) };
+        let body = NodeBody::Pointwise { op: PointwiseOp::Copy, operands: vec![Operand::Load(load)] };
+        let written = self.push(id, op, shape, body);
+        let BufferName::Node(ir) = written.buffer else { unreachable!("push makes a node buffer") };
+        self.out.nodes[ir.0].into_input = Some(input);
+        self.written.push((input, id, ir));
+        Ok(source)
     }
 }
 

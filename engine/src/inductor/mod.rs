@@ -30,7 +30,7 @@
 //! | `pattern_matcher.py`, `fx_passes/fuse_attention.py` | [`pattern_matcher`] |
 //! | `lowering.py` | [`lowering`] |
 //! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`), its index expressions | [`ir`], [`index`] |
-//! | `scheduler.py` (`can_fuse`) | [`scheduler`] |
+//! | `scheduler.py` (`can_fuse`, `ForeachKernelSchedulerNode`) | [`scheduler`] |
 //! | the kernel body a `SIMDKernel` collects | [`kernel`] |
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
 //! | Triton launch metadata (block size, grid) | [`launch`] |

@@ -315,7 +315,8 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
         out.push_str(&line);
         out.push('\n');
     }
-    let returned: Vec<String> = graph.outputs.iter().map(|o| view_text(graph, o)).collect();
+    // A value written into an input in place is returned as that input.
+    let returned: Vec<String> = plan.outputs.iter().map(|o| view_text(graph, o)).collect();
     out.push_str(&format!("    return ({},);\n}}\n", returned.join(", ")));
     out
 }

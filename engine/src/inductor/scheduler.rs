@@ -7,6 +7,15 @@
 //! read a producer of its own group at the element it is computing itself (or, inside a reduction
 //! kernel, the reduced value of its own row). Anything else needs the producer's buffer in memory
 //! and therefore another kernel.
+//!
+//! A node that writes a graph input in place (`copy_`, [`IrNode::into_input`]) joins a group only
+//! where no later kernel still reads the input's old values, and where the group reads the input
+//! at exactly the elements it writes.
+//!
+//! After this *vertical* fusion, a *horizontal* pass (Inductor's `ForeachKernelSchedulerNode`
+//! and combo kernels) puts the independent pointwise groups that nothing else reads (an
+//! optimizer's update of each parameter, say) into one **foreach** kernel: one launch runs each
+//! group's loop in turn over its own elements, however different their sizes.
 
 use std::fmt;
 
@@ -31,6 +40,12 @@ pub enum LoopKind {
     },
     /// A library call (matmul) or an eager fallback (`cond`); never fused.
     Extern,
+    /// Independent pointwise loops in one kernel (a foreach kernel), each its own group over its
+    /// own shape: made by the horizontal pass after fusion, never offered to a fusion policy.
+    Foreach {
+        /// The pointwise groups, in the order they run.
+        parts: Vec<Group>,
+    },
 }
 
 impl fmt::Display for LoopKind {
@@ -39,6 +54,7 @@ impl fmt::Display for LoopKind {
             LoopKind::Pointwise { shape } => write!(f, "pointwise over {shape:?}"),
             LoopKind::Reduction { shape, dim } => write!(f, "reduction over dim {dim} of {shape:?}"),
             LoopKind::Extern => f.write_str("extern call"),
+            LoopKind::Foreach { parts } => write!(f, "foreach kernel of {} pointwise loops", parts.len()),
         }
     }
 }
@@ -95,6 +111,9 @@ pub enum FusionKind {
     PerRow,
     /// Another reduction over the same rows (softmax's `sum` after its `amax`).
     AnotherReduction,
+    /// An independent pointwise loop that nothing else reads, beside others in one foreach kernel
+    /// (the horizontal pass's decision, never a fusion policy's).
+    Foreach,
 }
 
 impl fmt::Display for FusionKind {
@@ -105,6 +124,7 @@ impl fmt::Display for FusionKind {
             FusionKind::RowEpilogue => "an op on the rows' elements (epilogue)",
             FusionKind::PerRow => "an op on the reduced values (one per row)",
             FusionKind::AnotherReduction => "another reduction of the same rows",
+            FusionKind::Foreach => "an independent pointwise loop of its own (horizontal, foreach)",
         })
     }
 }
@@ -186,7 +206,7 @@ pub fn is_row_shape(s: &[usize], full: &[usize], dim: usize) -> bool {
 }
 
 /// One group of IR nodes that becomes one kernel (or one extern call).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
     /// The loop structure.
     pub kind: LoopKind,
@@ -270,7 +290,10 @@ pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> 
         let joined = match latest_producer {
             Some(g) => {
                 let candidate = candidate(graph, &groups[g], n);
-                let decision = policy(&candidate);
+                let decision = match write_hazard(graph, &groups, g, n) {
+                    Some(why) => Decision::Refuse(why),
+                    None => policy(&candidate),
+                };
                 decisions.push(FusionRecord {
                     node: format!("{} ({})", node.origin_name, BufferName::Node(n)),
                     group_nodes: groups[g].members.iter().map(|&m| graph[m].origin_name.clone()).collect(),
@@ -299,8 +322,113 @@ pub fn schedule(graph: &LoweredGraph, policy: FusionPolicy) -> Result<Schedule> 
         });
         group_of.0.push(g);
     }
+    let (groups, group_of) = combine_independent(graph, groups, group_of, &mut decisions);
     let stored = stored_buffers(graph, &group_of);
     Ok(Schedule { groups, decisions, stored })
+}
+
+/// Why node `n`, which writes a graph input in place, may not join group `g` (its latest
+/// producer's); `None` when it may. Every reader of the input's old values must have run by the
+/// time the write happens: no later group may read the input, and the group itself may read it
+/// only at the elements it writes, each before writing it, which only a pointwise loop does.
+fn write_hazard(graph: &LoweredGraph, groups: &[Group], g: usize, n: IrId) -> Option<String> {
+    let node = &graph[n];
+    let input = node.into_input?;
+    let buffer = BufferName::Input(input);
+    let name = &graph.inputs[input].name;
+    if let Some(later) = groups[g + 1..].iter().flat_map(|h| &h.members).find(|&&m| graph[m].reads().contains(&buffer))
+    {
+        return Some(format!(
+            "{} writes {name} in place, and {} (a later kernel) still reads its old values, so the write runs \
+             after it",
+            node.origin_name, graph[*later].origin_name
+        ));
+    }
+    let written = Affine::contiguous(&node.shape);
+    let pointwise = matches!(groups[g].kind, LoopKind::Pointwise { .. });
+    let reads_elsewhere = |m: &IrId| {
+        let member = &graph[*m];
+        member.reads().contains(&buffer)
+            && !(pointwise
+                && member.iteration_shape() == node.shape
+                && member.loads().iter().filter(|l| l.buffer == buffer).all(|l| l.index == written))
+    };
+    groups[g].members.iter().find(|m| reads_elsewhere(m)).map(|m| {
+        format!(
+            "{} writes {name} in place, and {} in that kernel reads {name} at other elements, so the write starts \
+             a new kernel",
+            node.origin_name, graph[*m].origin_name
+        )
+    })
+}
+
+/// The horizontal pass: the pointwise groups whose buffers no other group reads (only returned
+/// or written into inputs) run as the parts of one foreach kernel, at the place of the last of
+/// them. A group moves later only if nothing between its place and that one writes an input it
+/// reads. Returns the groups and each node's group.
+fn combine_independent(
+    graph: &LoweredGraph,
+    groups: Vec<Group>,
+    group_of: PerNode<usize>,
+    decisions: &mut Vec<FusionRecord>,
+) -> (Vec<Group>, PerNode<usize>) {
+    let mut read_elsewhere = vec![false; groups.len()];
+    for (n, node) in graph.enumerate() {
+        for read in node.reads() {
+            if let BufferName::Node(p) = read
+                && group_of[p] != group_of[n]
+            {
+                read_elsewhere[group_of[p]] = true;
+            }
+        }
+    }
+    let independent: Vec<usize> = (0..groups.len())
+        .filter(|&g| matches!(groups[g].kind, LoopKind::Pointwise { .. }) && !read_elsewhere[g])
+        .collect();
+    let Some(&last) = independent.last() else { return (groups, group_of) };
+    let writes = |h: usize| -> Vec<usize> { groups[h].members.iter().filter_map(|&m| graph[m].into_input).collect() };
+    let reads_written = |g: usize| {
+        let written: Vec<usize> = (g + 1..=last).flat_map(writes).collect();
+        groups[g]
+            .members
+            .iter()
+            .flat_map(|&m| graph[m].reads())
+            .any(|b| matches!(b, BufferName::Input(i) if written.contains(&i)))
+    };
+    let moved: Vec<usize> =
+        independent[..independent.len() - 1].iter().copied().filter(|&g| !reads_written(g)).collect();
+    if moved.is_empty() {
+        return (groups, group_of);
+    }
+    let names = |g: &Group| -> Vec<String> { g.members.iter().map(|&m| graph[m].origin_name.clone()).collect() };
+    for &g in &moved {
+        let first = groups[g].members[0];
+        decisions.push(FusionRecord {
+            node: format!("{} ({})", graph[first].origin_name, BufferName::Node(first)),
+            group_nodes: names(&groups[last]),
+            decision: Decision::Fuse(FusionKind::Foreach),
+        });
+    }
+    let mut combined: Vec<Group> = Vec::with_capacity(groups.len() - moved.len());
+    let mut parts: Vec<Group> = Vec::with_capacity(moved.len() + 1);
+    for (g, group) in groups.into_iter().enumerate() {
+        if moved.contains(&g) {
+            parts.push(group);
+        } else if g == last {
+            parts.push(group);
+            let members = parts.iter().flat_map(|p| p.members.iter().copied()).collect();
+            combined.push(Group { kind: LoopKind::Foreach { parts: std::mem::take(&mut parts) }, members });
+        } else {
+            combined.push(group);
+        }
+    }
+    let mut group_of = group_of;
+    for (g, group) in combined.iter().enumerate() {
+        for &m in &group.members {
+            group_of[m] = g;
+        }
+    }
+    (combined, group_of)
 }
 
 /// The loops a node runs on its own.
@@ -343,7 +471,7 @@ fn access(graph: &LoweredGraph, group: &LoopKind, reader: &IrNode, p: IrId, inde
     let (full, dim) = match group {
         LoopKind::Pointwise { shape } => (shape.as_slice(), None),
         LoopKind::Reduction { shape, dim } => (shape.as_slice(), Some(*dim)),
-        LoopKind::Extern => return Access::Other,
+        LoopKind::Extern | LoopKind::Foreach { .. } => return Access::Other,
     };
     // A per-row value is computed once per row, outside the loops over the row's elements, so it
     // cannot take an element's value from a register, even where a row has a single element.
@@ -422,7 +550,8 @@ fn check_legal(c: &FusionCandidate, kind: FusionKind) -> Result<()> {
     })
 }
 
-/// Which nodes' outputs must be written to memory: those read by another group, and outputs.
+/// Which nodes' outputs must be written to memory: those read by another group, outputs, and
+/// writes into graph inputs.
 fn stored_buffers(graph: &LoweredGraph, group_of: &PerNode<usize>) -> PerNode<bool> {
     let mut stored = PerNode::filled(graph.nodes.len(), false);
     for (n, node) in graph.enumerate() {
@@ -438,6 +567,9 @@ fn stored_buffers(graph: &LoweredGraph, group_of: &PerNode<usize>) -> PerNode<bo
         if let BufferName::Node(p) = out.buffer {
             stored[p] = true;
         }
+    }
+    for (_, node) in graph.written_inputs() {
+        stored[node] = true;
     }
     stored
 }

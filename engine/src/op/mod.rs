@@ -22,6 +22,7 @@
 //! | extern | `scaled_mm` (FP8 inputs, per-tensor scales) | 4 | `scaled_mm`: cuBLASLt's FP8 GEMM (GPUs of compute capability 8.9 on; refused elsewhere) | an extern kernel call, `scaled_mm` |
 //! | composite | `gelu`, `softmax`, `log_softmax`, `layer_norm`, `linear` | 1 to 3 | `unary`, `softmax`, `layer_norm`; `linear` is a matmul and an add | decomposed by [`aot`](crate::aot) first |
 //! | higher order | `cond` | 1 + the branches' inputs | the chosen branch's graph, through fx | an eager fallback step |
+//! | mutation | `copy_` | 2 | the source written into the first operand's memory | the value stored into the graph input's own memory |
 //!
 //! [`Op::class`], [`Op::infer_shape`] and [`Op::infer_dtype`] below hold each op's class, shape
 //! rule and dtype rule.
@@ -211,6 +212,12 @@ pub enum Op {
         /// The dtype of the product (`f32`, `bf16` or `f16`).
         out_dtype: DType,
     },
+    /// `target.copy_(source)`: writes the second operand's values into the first operand's memory
+    /// and returns them (PyTorch's in-place `aten.copy_`, as an optimizer updates a parameter).
+    /// Both operands have the same shape. In a graph the target is always a graph input: a
+    /// compiled function that updates a captured tensor records this node, and Inductor stores the
+    /// new values straight into the input's memory (see [`crate::inductor`]).
+    CopyInto,
 }
 
 /// What kind of loop an op becomes, the classification Inductor's lowering starts from.
@@ -229,6 +236,8 @@ pub enum OpClass {
     /// Holds subgraphs and runs one of them (`cond`): a backend compiles each subgraph, or runs
     /// the node eagerly.
     HigherOrder,
+    /// Writes into the memory of an existing tensor (`copy_`): never removed, never recomputed.
+    Mutation,
 }
 
 impl Op {
@@ -256,6 +265,7 @@ impl Op {
             Op::Custom(custom) => custom.name(),
             Op::ToDtype { .. } => "to_dtype",
             Op::ScaledMm { .. } => "scaled_mm",
+            Op::CopyInto => "copy_",
         }
     }
 
@@ -275,13 +285,14 @@ impl Op {
             }
             Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNorm { .. } | Op::Linear => OpClass::Composite,
             Op::Cond { .. } => OpClass::HigherOrder,
+            Op::CopyInto => OpClass::Mutation,
         }
     }
 
     /// How many operands (tensors or scalars) the op takes: a fixed count, or a range.
     fn arity(&self) -> std::ops::RangeInclusive<usize> {
         match self {
-            Op::Binary(_) | Op::Matmul => 2..=2,
+            Op::Binary(_) | Op::Matmul | Op::CopyInto => 2..=2,
             Op::Where | Op::LayerNorm { .. } => 3..=3,
             Op::ScaledMm { .. } => 4..=4,
             Op::Linear => 2..=3,
@@ -464,6 +475,8 @@ impl Op {
                 out[*dim] = (end - start).div_ceil(*step);
                 Ok(out)
             }
+            Op::CopyInto if shapes[0] == shapes[1] => Ok(shapes[0].to_vec()),
+            Op::CopyInto => Err(shape_error("copies a tensor of the same shape into the target")),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Adam with decoupled weight decay, `torch.optim.AdamW` (Loshchilov and Hutter).
 
-use super::{Optimizer, with_grads, write_back};
+use std::sync::Mutex;
+
+use super::{Optimizer, new_state, with_grads, write_back};
 use crate::error::Result;
 use crate::tensor::{Tensor, autograd};
 
@@ -8,14 +10,29 @@ use crate::tensor::{Tensor, autograd};
 /// `p = p * (1 - lr * weight_decay)` (the decay acts on the parameter, not through the gradient),
 /// `m = beta1 * m + (1 - beta1) * g`, `v = beta2 * v + (1 - beta2) * g^2`, and
 /// `p = p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)`.
+///
+/// The step count `t` is a tensor, as with PyTorch's `capturable=True`: the bias corrections are
+/// computed from it by tensor ops, so a compiled step's graph is the same on every step.
 pub struct AdamW {
     params: Vec<Tensor>,
     lr: f32,
     betas: (f32, f32),
     eps: f32,
     weight_decay: f32,
-    /// Per parameter: its step count and first and second moments (`None` before its first step).
-    state: Vec<Option<(u32, Tensor, Tensor)>>,
+    /// Per parameter, its state (`None` before its first step).
+    state: Mutex<Vec<Option<AdamWState>>>,
+}
+
+/// One parameter's AdamW state: its step count and its first and second moments (PyTorch's
+/// `state["step"]`, `exp_avg` and `exp_avg_sq`).
+#[derive(Clone)]
+pub struct AdamWState {
+    /// Steps taken, a one-element tensor on the parameter's device.
+    pub step: Tensor,
+    /// The first moment, `exp_avg`.
+    pub exp_avg: Tensor,
+    /// The second moment, `exp_avg_sq`.
+    pub exp_avg_sq: Tensor,
 }
 
 impl AdamW {
@@ -28,7 +45,7 @@ impl AdamW {
             betas: (0.9, 0.999),
             eps: 1e-8,
             weight_decay: 1e-2,
-            state: vec![None; params.len()],
+            state: Mutex::new(vec![None; params.len()]),
         }
     }
 
@@ -51,35 +68,33 @@ impl AdamW {
     }
 }
 
-/// A parameter's first and second moments (`exp_avg`, `exp_avg_sq`).
-pub type Moments = (Tensor, Tensor);
-
 /// One AdamW update as a pure function of lists (`_multi_tensor_adamw`): the new parameters and
-/// first and second moments from `params`, their `grads`, their moments and their step numbers
-/// (1 on a first step, whose moments are zeros).
+/// states from `params`, their `grads` and their `states` (zeros before a first step).
 #[allow(clippy::too_many_arguments)]
 pub fn adamw_update(
     params: &[Tensor],
     grads: &[Tensor],
-    moments: &[Moments],
-    steps: &[u32],
+    states: &[AdamWState],
     lr: f32,
     (beta1, beta2): (f32, f32),
     eps: f32,
     weight_decay: f32,
-) -> Result<(Vec<Tensor>, Vec<Moments>)> {
+) -> Result<(Vec<Tensor>, Vec<AdamWState>)> {
+    // `1 - beta^t` from the step tensor: `beta^t = exp(t ln(beta))`.
+    let correction = |t: &Tensor, beta: f32| t.mul(beta.ln())?.exp()?.neg()?.add(1.0);
     let mut new_params = Vec::with_capacity(params.len());
-    let mut new_moments = Vec::with_capacity(params.len());
-    for (((p, g), (m, v)), &t) in params.iter().zip(grads).zip(moments).zip(steps) {
+    let mut new_states = Vec::with_capacity(params.len());
+    for ((p, g), state) in params.iter().zip(grads).zip(states) {
+        let step = state.step.add(1.0)?;
         let decayed = p.mul(1.0 - lr * weight_decay)?;
-        let m = m.mul(beta1)?.add(&g.mul(1.0 - beta1)?)?;
-        let v = v.mul(beta2)?.add(&g.mul(g)?.mul(1.0 - beta2)?)?;
-        let (correction1, correction2) = (1.0 - beta1.powi(t as i32), 1.0 - beta2.powi(t as i32));
-        let denominator = v.div(correction2)?.sqrt()?.add(eps)?;
-        new_params.push(decayed.sub(&m.div(&denominator)?.mul(lr / correction1)?)?);
-        new_moments.push((m, v));
+        let m = state.exp_avg.mul(beta1)?.add(&g.mul(1.0 - beta1)?)?;
+        let v = state.exp_avg_sq.mul(beta2)?.add(&g.mul(g)?.mul(1.0 - beta2)?)?;
+        let denominator = v.div(&correction(&step, beta2)?)?.sqrt()?.add(eps)?;
+        let update = m.div(&correction(&step, beta1)?)?.div(&denominator)?.mul(lr)?;
+        new_params.push(decayed.sub(&update)?);
+        new_states.push(AdamWState { step, exp_avg: m, exp_avg_sq: v });
     }
-    Ok((new_params, new_moments))
+    Ok((new_params, new_states))
 }
 
 impl Optimizer for AdamW {
@@ -87,33 +102,33 @@ impl Optimizer for AdamW {
         &self.params
     }
 
-    fn step(&mut self) -> Result<()> {
+    fn step(&self) -> Result<()> {
         let stepped = with_grads(&self.params);
+        let mut state = self.state.lock().expect("optimizer state lock");
         let mut params = Vec::with_capacity(stepped.len());
         let mut grads = Vec::with_capacity(stepped.len());
-        let mut moments = Vec::with_capacity(stepped.len());
-        let mut steps = Vec::with_capacity(stepped.len());
+        let mut states = Vec::with_capacity(stepped.len());
         for (i, g) in &stepped {
-            let p = self.params[*i].detach();
-            let (t, m, v) = match &self.state[*i] {
-                Some((t, m, v)) => (*t, m.clone(), v.clone()),
-                None => {
-                    let zeros = Tensor::zeros(p.shape()).to(p.device())?;
-                    (0, zeros.clone(), zeros)
-                }
-            };
+            let param = &self.params[*i];
+            if state[*i].is_none() {
+                state[*i] = Some(AdamWState {
+                    step: new_state(param, &[], "step")?,
+                    exp_avg: new_state(param, param.shape(), "exp_avg")?,
+                    exp_avg_sq: new_state(param, param.shape(), "exp_avg_sq")?,
+                });
+            }
+            let p = param.detach();
+            states.push(state[*i].clone().expect("made above"));
             params.push(p);
             grads.push(g.clone());
-            moments.push((m, v));
-            steps.push(t + 1);
         }
-        let (new_params, new_moments) = autograd::no_grad(|| {
-            adamw_update(&params, &grads, &moments, &steps, self.lr, self.betas, self.eps, self.weight_decay)
+        let (new_params, new_states) = autograd::no_grad(|| {
+            adamw_update(&params, &grads, &states, self.lr, self.betas, self.eps, self.weight_decay)
         })?;
-        for (((i, _), (m, v)), t) in stepped.iter().zip(new_moments).zip(&steps) {
-            self.state[*i] = Some((*t, m, v));
-        }
-        let updated: Vec<(usize, Tensor)> = stepped.iter().map(|(i, _)| *i).zip(new_params).collect();
-        write_back(&self.params, &updated)
+        let parts = |s: &[AdamWState]| -> Vec<Tensor> {
+            s.iter().flat_map(|s| [s.step.clone(), s.exp_avg.clone(), s.exp_avg_sq.clone()]).collect()
+        };
+        write_back(&parts(&states), &parts(&new_states))?;
+        write_back(&params, &new_params)
     }
 }

@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 
 use crate::error::{Result, SourceLocation};
 use crate::op::{Op, Subgraph};
+use crate::tensor::autograd::LeafGrad;
 use crate::tensor::{Operand, Tensor};
 
 /// What the layer above the eager kernels (fx) provides to the dispatcher.
@@ -42,6 +43,15 @@ pub(crate) trait DispatchMode: Sync {
     /// Makes the innermost trace record every op with `location` (or with its own caller's
     /// line again, for `None`); returns the setting it replaces.
     fn override_location(&self, location: Option<SourceLocation>) -> Option<SourceLocation>;
+
+    /// Whether the innermost recording trace puts the concrete tensors it captures on autograd's
+    /// tape (a compiled function with compiled autograd): then a `backward()` inside it is traced
+    /// into its graph instead of breaking it.
+    fn captures_autograd(&self) -> bool;
+
+    /// Tells the innermost trace that a traced backward left a symbolic gradient in `leaf`'s
+    /// `.grad`, which the graph must compute and the capture hand to the leaf when it has run.
+    fn note_grad(&self, leaf: LeafGrad);
 }
 
 /// While it lives, ops run on the eager kernels even inside a trace: autograd's backward of

@@ -10,7 +10,7 @@ pub mod autograd;
 mod constructors;
 mod dims;
 pub(crate) mod dispatch;
-mod inplace;
+pub(crate) mod inplace;
 mod meta;
 mod methods;
 mod random;
@@ -114,6 +114,14 @@ impl Tensor {
         match &*self.repr {
             Repr::Concrete(c) => Some(c),
             Repr::Symbolic(_) => None,
+        }
+    }
+
+    /// Whether both are concrete views of the same memory from the same first element.
+    pub(crate) fn shares_memory(&self, other: &Tensor) -> bool {
+        match (self.concrete(), other.concrete()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.storage, &b.storage) && a.layout.offset() == b.layout.offset(),
+            _ => false,
         }
     }
 

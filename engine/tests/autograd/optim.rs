@@ -17,7 +17,7 @@ fn with_grad(w: &Tensor, g: &[f32]) {
 #[test]
 fn sgd_with_momentum_and_weight_decay() {
     let w = Tensor::from_vec(vec![1.0, -2.0], &[2]).unwrap().requires_grad_(true);
-    let mut sgd = Sgd::new(std::slice::from_ref(&w), 0.1).momentum(0.9).weight_decay(0.5);
+    let sgd = Sgd::new(std::slice::from_ref(&w), 0.1).momentum(0.9).weight_decay(0.5);
     // Step 1: g = [0.5, 1.0] + 0.5 * [1, -2] = [1.0, 0.0]; buf = g; w = w - 0.1 * buf.
     with_grad(&w, &[0.5, 1.0]);
     sgd.step().unwrap();
@@ -38,7 +38,7 @@ fn sgd_with_momentum_and_weight_decay() {
 fn adamw_decouples_the_weight_decay() {
     let (lr, b1, b2, eps, wd) = (0.01f64, 0.9f64, 0.999f64, 1e-8f64, 0.1f64);
     let w = Tensor::from_vec(vec![0.5, -1.5, 2.0], &[3]).unwrap().requires_grad_(true);
-    let mut adamw = AdamW::new(std::slice::from_ref(&w), lr as f32)
+    let adamw = AdamW::new(std::slice::from_ref(&w), lr as f32)
         .betas(b1 as f32, b2 as f32)
         .eps(eps as f32)
         .weight_decay(wd as f32);

@@ -11,6 +11,7 @@
 //! | `modes` | [`modes`] | the three compile modes against eager, and their break-even |
 //! | `challenge` | [`challenge`] | the naive transformer block, rewritten to compile well |
 //! | `profile` (stretch) | [`profile`] | the three most expensive kernels of the compiled block, by the profiler |
+//! | `train_break_even` | [`train`] | a compiled training step's costs and break-even |
 //!
 //! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
@@ -28,3 +29,4 @@ pub mod modes;
 pub mod profile;
 pub mod sweep;
 pub mod timer;
+pub mod train;

@@ -359,6 +359,16 @@ impl HostBuffer {
         })
     }
 
+    /// The address of element 0, through which kernels may write the buffer while shared handles
+    /// exist: how a compiled graph updates a graph input in place (a `copy_` into it). Writing
+    /// through it carries [`HostBuffer::write_shared`]'s contract: nothing else reads or writes
+    /// those elements meanwhile.
+    pub(crate) fn shared_ptr_bytes(&self) -> *mut u8 {
+        // SAFETY: the pointer comes from the cell, so writes through it do not go through a
+        // shared reference.
+        unsafe { (*self.memory.get()).as_mut_ptr().cast() }
+    }
+
     /// A new buffer holding a copy of `values`.
     pub(crate) fn copy_of(values: &[f32]) -> HostBuffer {
         let mut buffer = uninit(values.len());

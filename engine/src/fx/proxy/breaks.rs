@@ -36,6 +36,10 @@ pub(crate) trait CaptureHooks {
     /// instead of building its own (see `cached_graph.rs`); `None` to build one. Asked once, when the
     /// trace starts.
     fn graph_to_follow(&self) -> Option<Arc<Graph>>;
+
+    /// Whether the trace puts the concrete tensors it captures on autograd's tape, so that a
+    /// `backward()` in it is traced (compiled autograd). Asked once, when the trace starts.
+    fn captures_autograd(&self) -> bool;
 }
 
 /// A live value that the graph run at a break computes: which output holds it, and the name of

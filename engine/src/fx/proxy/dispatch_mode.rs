@@ -2,10 +2,11 @@
 //! that `make_fx` pushes: while a trace is active ops are recorded, symbolic tensors are made
 //! concrete by graph breaks, and `cond` branches run through the interpreter.
 
-use super::{concretize, record, replace_override, set_paused, values_for_display};
+use super::{captures_autograd, concretize, note_grad, record, replace_override, set_paused, values_for_display};
 use crate::error::{Result, SourceLocation};
 use crate::fx::interpreter::run_graph;
 use crate::op::{Op, Subgraph};
+use crate::tensor::autograd::LeafGrad;
 use crate::tensor::dispatch::{self, DispatchMode};
 use crate::tensor::{Operand, Tensor};
 
@@ -38,6 +39,14 @@ impl DispatchMode for FxMode {
 
     fn override_location(&self, location: Option<SourceLocation>) -> Option<SourceLocation> {
         replace_override(location)
+    }
+
+    fn captures_autograd(&self) -> bool {
+        captures_autograd()
+    }
+
+    fn note_grad(&self, leaf: LeafGrad) {
+        note_grad(leaf);
     }
 }
 

@@ -21,6 +21,7 @@ mod breaks;
 mod cached_graph;
 mod dispatch_mode;
 mod names;
+mod side_effects;
 mod values;
 
 pub use breaks::BreakReason;
@@ -28,6 +29,7 @@ pub(crate) use breaks::{
     CaptureHooks, at_statement, break_for_side_effect, breaks_allowed, concretize, values_for_display,
 };
 pub(crate) use dispatch_mode::register as register_mode;
+pub(crate) use side_effects::{captures_autograd, note_grad};
 
 use rustc_hash::FxHashMap;
 
@@ -39,6 +41,7 @@ use crate::scalar::Scalar;
 use crate::tensor::{Dims, Operand, Symbolic, Tensor, TensorMeta};
 use cached_graph::FollowedGraph;
 use names::InputName;
+use side_effects::Mutation;
 use values::Values;
 
 /// A decomposition table: returns the composite op's value built from other ops, or `None` to
@@ -94,6 +97,14 @@ struct TraceState {
     statement: Option<SourceLocation>,
     /// An error noticed where it could not be returned (inside `Display`), reported at the end.
     pending_error: Option<Error>,
+    /// Whether concrete tensors this trace captures go on autograd's tape (compiled autograd).
+    captures_autograd: bool,
+    /// The writes into graph inputs of the graph so far (see `side_effects.rs`).
+    mutations: Vec<Mutation>,
+    /// Leaves a traced backward left a symbolic gradient in, over the whole trace.
+    grads: Vec<crate::tensor::autograd::LeafGrad>,
+    /// Whether a backward was traced into the graph so far.
+    backward_in_graph: bool,
 }
 
 thread_local! {
@@ -119,6 +130,10 @@ pub struct Traced {
     /// Set when a dynamo capture's trace repeated a cached graph node for node: that graph, not
     /// copied (`graph` is then empty). Such a trace never leaves the crate.
     pub(crate) repeated: Option<Arc<Graph>>,
+    /// Whether the graph changes state outside itself: it writes tensors from outside the function
+    /// (`copy_` nodes, its last outputs) or a backward traced in it computes gradients for leaves.
+    /// Such a graph runs as it is, outside autograd, with no backward of its own.
+    pub updates_state: bool,
 }
 
 impl Traced {
@@ -184,6 +199,7 @@ impl Tracer {
         let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
         TRACES.with(|t| {
             let follow = hooks.as_ref().and_then(|h| h.graph_to_follow()).map(FollowedGraph::new);
+            let captures_autograd = hooks.as_ref().is_some_and(|h| h.captures_autograd());
             t.borrow_mut().push(TraceState {
                 id,
                 graph: Graph::new(),
@@ -201,6 +217,10 @@ impl Tracer {
                 resumed_at: None,
                 statement: None,
                 pending_error: None,
+                captures_autograd,
+                mutations: Vec::new(),
+                grads: Vec::new(),
+                backward_in_graph: false,
             })
         });
         Tracer { id, _this_thread: PhantomData }
@@ -351,7 +371,11 @@ impl TraceState {
     fn lifted_node(&mut self, tensor: &Tensor, name: InputName, origin: InputOrigin) -> NodeId {
         let same = |bound: &Option<Tensor>| bound.as_ref().is_some_and(|t| Arc::ptr_eq(&t.repr, &tensor.repr));
         match self.bound.iter().position(same) {
-            Some(index) => self.placeholders()[index],
+            // A tensor the graph wrote reads as the value written.
+            Some(index) => {
+                let placeholder = self.placeholders()[index];
+                self.written(placeholder).unwrap_or(placeholder)
+            }
             None => self.add_input(tensor, name, origin),
         }
     }
@@ -438,17 +462,37 @@ impl TraceState {
                 Operand::Tensor(t) => Arg::Node(self.node_of(t, location)?),
             });
         }
-        if let Some(id) = self.follow.as_mut().and_then(|f| f.call(op, args, location)) {
+        if let (Op::CopyInto, [Arg::Node(target), ..]) = (op, args.as_slice()) {
+            let input = self.copy_target(*target, location)?;
+            args[0] = Arg::Node(input);
+            let id = self.add_or_follow(op, args, location)?;
+            if let Operand::Tensor(tensor) = operands[0] {
+                self.note_copy(input, id, tensor);
+            }
             return Ok(self.symbolic(id));
         }
-        self.stop_following();
-        // The graph keeps the arguments: the buffer goes with them.
-        let id = self.graph.add_call(op.clone(), std::mem::take(args), location)?;
+        let id = self.add_or_follow(op, args, location)?;
         Ok(self.symbolic(id))
     }
 
-    /// Moves the graph out with `outputs` set, leaving an empty graph for the trace to go on in.
+    /// The node for `op` on `args`: the followed graph's, or a new one (inlined: see
+    /// [`TraceState::record`]).
+    #[inline(always)]
+    fn add_or_follow(&mut self, op: &Op, args: &mut Vec<Arg>, location: SourceLocation) -> Result<NodeId> {
+        if let Some(id) = self.follow.as_mut().and_then(|f| f.call(op, args, location)) {
+            return Ok(id);
+        }
+        self.stop_following();
+        // The graph keeps the arguments: the buffer goes with them.
+        self.graph.add_call(op.clone(), std::mem::take(args), location)
+    }
+
+    /// Moves the graph out with `outputs` set (and after them the writes into inputs, which the
+    /// graph performs), leaving an empty graph for the trace to go on in.
     fn take_graph(&mut self, outputs: Vec<NodeId>) -> Traced {
+        let updates_state = self.updates_state();
+        self.backward_in_graph = false;
+        let outputs = self.with_writes(outputs);
         let repeated = self.follow.as_ref().and_then(|f| f.finished(&outputs));
         if repeated.is_none() {
             self.stop_following();
@@ -465,6 +509,7 @@ impl TraceState {
             origins: std::mem::take(&mut self.origins),
             resumed_at: self.resumed_at,
             repeated,
+            updates_state,
         }
     }
 }

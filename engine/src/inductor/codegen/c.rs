@@ -28,6 +28,12 @@
 //! one chain through the whole loop; a core overlaps independent chains. Chains of two or more
 //! vector-math calls gain from the groups, a single call does not (bench/NOTES-cpu.md, "Generated
 //! C that vectorizes and overlaps its chains").
+//!
+//! A reduction over an outer dimension (a bias's gradient, summed over the batch) has rows that
+//! are strided: walking one would read one float per cache line. Such a kernel takes its rows
+//! [`COLUMN_BLOCK`] at a time instead, side by side: for each `r`, the block's neighbouring `x`
+//! are contiguous in memory and one vectorized loop goes through them, each with its own
+//! accumulator (Inductor's C++ backend reorders these loops the same way).
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -36,7 +42,7 @@ use super::{Dialect, Spelling, c_type, combine_expr, helper_functions, identity,
 use crate::device::cpu::vecmath;
 use crate::inductor::index::{FlatIndex, Term, Var};
 use crate::inductor::ir::PointwiseOp;
-use crate::inductor::kernel::{Combine, Kernel, KernelBody, Phase, Reduce, Stmt, Value};
+use crate::inductor::kernel::{Combine, Kernel, KernelBody, Part, Phase, Reduce, Stmt, Value};
 
 /// The suffix of the entry point that computes `x` in `x0..x1` only.
 pub const RANGE_SUFFIX: &str = "_range";
@@ -60,6 +66,11 @@ pub const MIN_GROUPED_ROW: usize = 256;
 /// Shortest row, when its length is a power of two, by which a pointwise loop is tiled (see
 /// [`row_tile`]): a shorter row fills no vector, and is faster read with gathers.
 pub const MIN_TILE: usize = 8;
+
+/// Rows a reduction over an outer dimension computes side by side (see [`columns`]): 64
+/// neighbouring floats, four cache lines per read, and 256 bytes of each per-row value on the
+/// stack.
+pub const COLUMN_BLOCK: usize = 64;
 
 /// The header every C kernel file starts with: the NaN-propagating `maximum` (declared as an
 /// OpenMP reduction, so that loops reducing with it vectorize) and the vector math (`vm_exp`,
@@ -167,8 +178,10 @@ pub fn kernel(k: &Kernel) -> String {
         writeln!(out, "    {constness}{ty}* restrict {} = {cast}args[{i}];", arg.name).unwrap();
     }
     match &k.body {
-        KernelBody::Pointwise(stmts) => out.push_str(&pointwise(k, &LoopBody::all(stmts))),
-        KernelBody::Reduction { row_len, phases, .. } => out.push_str(&rows(k, *row_len, phases)),
+        KernelBody::Pointwise(stmts) => out.push_str(&pointwise(k, &LoopBody::all(stmts), ("x0", "x1"), "    ")),
+        KernelBody::Foreach(parts) => out.push_str(&foreach(k, parts)),
+        KernelBody::Reduction { row_len, phases, innermost: true, .. } => out.push_str(&rows(k, *row_len, phases)),
+        KernelBody::Reduction { row_len, phases, innermost: false, .. } => out.push_str(&columns(k, *row_len, phases)),
     }
     out.push_str("}\n");
     let name = &k.name;
@@ -178,23 +191,52 @@ pub fn kernel(k: &Kernel) -> String {
 }
 // ANCHOR_END: c_kernel
 
-/// The loop of a pointwise kernel over `x0..x1`: over `x` itself, or, when [`row_tile`] finds a
-/// row length, over those rows and the columns of each that lie in the range.
-fn pointwise(k: &Kernel, body: &LoopBody) -> String {
+/// The loop of a pointwise kernel over `bounds` (`x0..x1`), at `indent`: over `x` itself, or,
+/// when [`row_tile`] finds a row length, over those rows and the columns of each that lie in the
+/// range.
+fn pointwise(k: &Kernel, body: &LoopBody, (x0, x1): (&str, &str), indent: &str) -> String {
     let long = vector_math_chain(body) >= LONG_CHAIN;
     let Some(tile) = row_tile(body, long) else {
-        return range_loop(k, body, Counter::X, long, ("x0", "x1"), "    ");
+        return range_loop(k, body, Counter::X, long, (x0, x1), indent);
     };
     let mut out = String::new();
-    writeln!(out, "    // x = row * {tile} + col: a row at a time, so that no index divides x.").unwrap();
-    writeln!(out, "    for (int64_t row = x0 / {tile}; row * {tile} < x1; row++) {{").unwrap();
-    writeln!(out, "        const int64_t start = row * {tile};").unwrap();
+    writeln!(out, "{indent}// x = row * {tile} + col: a row at a time, so that no index divides x.").unwrap();
+    writeln!(out, "{indent}for (int64_t row = {x0} / {tile}; row * {tile} < {x1}; row++) {{").unwrap();
+    writeln!(out, "{indent}    const int64_t start = row * {tile};").unwrap();
     // The range may start and end inside a row.
-    out.push_str("        const int64_t col0 = x0 > start ? x0 - start : 0;\n");
-    writeln!(out, "        const int64_t col1 = x1 - start < {tile} ? x1 - start : {tile};").unwrap();
+    writeln!(out, "{indent}    const int64_t col0 = {x0} > start ? {x0} - start : 0;").unwrap();
+    writeln!(out, "{indent}    const int64_t col1 = {x1} - start < {tile} ? {x1} - start : {tile};").unwrap();
     let grouped = long && tile >= MIN_GROUPED_ROW;
-    out.push_str(&range_loop(k, body, Counter::Col { tile }, grouped, ("col0", "col1"), "        "));
-    out.push_str("    }\n");
+    out.push_str(&range_loop(k, body, Counter::Col { tile }, grouped, ("col0", "col1"), &format!("{indent}    ")));
+    writeln!(out, "{indent}}}").unwrap();
+    out
+}
+
+/// The loops of a foreach kernel over `x0..x1`: the kernel's `x` covers its parts end to end, so
+/// each part runs the stretch of the range that falls in its own, counted from its own start.
+fn foreach(k: &Kernel, parts: &[Part]) -> String {
+    let mut out = String::new();
+    let mut start = 0;
+    for (i, part) in parts.iter().enumerate() {
+        let (end, n) = (start + part.xnumel, part.xnumel);
+        writeln!(
+            out,
+            "    // loop {} of {}: x in {start}..{end} of the kernel, x in 0..{n} of the loop",
+            i + 1,
+            parts.len()
+        )
+        .unwrap();
+        writeln!(out, "    if (x0 < {end} && x1 > {start}) {{").unwrap();
+        if start == 0 {
+            writeln!(out, "        const int64_t from = x0, to = x1 < {end} ? x1 : {end};").unwrap();
+        } else {
+            writeln!(out, "        const int64_t from = x0 > {start} ? x0 - {start} : 0;").unwrap();
+            writeln!(out, "        const int64_t to = x1 < {end} ? x1 - {start} : {n};").unwrap();
+        }
+        out.push_str(&pointwise(k, &LoopBody::all(&part.stmts), ("from", "to"), "        "));
+        out.push_str("    }\n");
+        start = end;
+    }
     out
 }
 
@@ -282,6 +324,66 @@ fn rows(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                 let body = LoopBody::new(stmts, reductions, &kept, &stored);
                 stored.extend(&body.write);
                 out.push_str(&row_loop(k, row_len, &body, reductions, indent));
+            }
+        }
+    }
+    out.push_str("    }\n");
+    out
+}
+
+/// The rows `x0..x1` of a reduction over an outer dimension, [`COLUMN_BLOCK`] at a time: every
+/// per-row value is an array over the block (`tmpN[j]` for row `x = xb + j`), and each loop over
+/// `r` runs the block's rows side by side in a vectorized loop over `j`, reading neighbouring
+/// memory.
+fn columns(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
+    let per_row: Vec<usize> = phases
+        .iter()
+        .flat_map(|p| match p {
+            Phase::Row(stmts) => defined(stmts),
+            Phase::Loop { reductions, .. } => reductions.iter().map(|r| r.tmp).collect(),
+        })
+        .collect();
+    let tmp = |t: usize| if per_row.contains(&t) { format!("tmp{t}[j]") } else { format!("tmp{t}") };
+    let spell = Spelling { dialect: Dialect::C, tmp: &tmp, index: &|i: &FlatIndex| i.to_c() };
+    // Per-row values are declared with the block; values of one element where they are computed.
+    let line = |s: &Stmt| {
+        let declare = matches!(s, Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } if !per_row.contains(tmp));
+        spell.stmt(k, s, declare)
+    };
+    let b = COLUMN_BLOCK;
+    let mut out = format!("    // {b} rows side by side: along r they are neighbours in memory.\n");
+    writeln!(out, "    for (int64_t xb = x0; xb < x1; xb += {b}) {{").unwrap();
+    writeln!(out, "        const int64_t nb = x1 - xb < {b} ? x1 - xb : {b};").unwrap();
+    if !per_row.is_empty() {
+        let arrays: Vec<String> = per_row.iter().map(|t| format!("tmp{t}[{b}]")).collect();
+        writeln!(out, "        float {};", arrays.join(", ")).unwrap();
+    }
+    for phase in phases {
+        match phase {
+            Phase::Row(stmts) => {
+                out.push_str("        for (int64_t j = 0; j < nb; j++) {\n            const int64_t x = xb + j;\n");
+                for s in stmts {
+                    writeln!(out, "            {}", line(s)).unwrap();
+                }
+                out.push_str("        }\n");
+            }
+            Phase::Loop { stmts, reductions } => {
+                for r in reductions {
+                    let start = identity(r.combine, Dialect::C);
+                    writeln!(out, "        for (int64_t j = 0; j < nb; j++) tmp{}[j] = {start};", r.tmp).unwrap();
+                }
+                writeln!(out, "        for (int64_t r = 0; r < {row_len}; r++) {{").unwrap();
+                out.push_str("            #pragma omp simd\n            for (int64_t j = 0; j < nb; j++) {\n");
+                out.push_str("                const int64_t x = xb + j;\n");
+                for s in stmts {
+                    writeln!(out, "                {}", line(s)).unwrap();
+                }
+                for r in reductions {
+                    let acc = format!("tmp{}[j]", r.tmp);
+                    writeln!(out, "                {acc} = {};", combine_expr(r.combine, &acc, &spell.value(&r.value)))
+                        .unwrap();
+                }
+                out.push_str("            }\n        }\n");
             }
         }
     }

@@ -9,6 +9,9 @@
 //! - Every load of a half-precision buffer widens to float and every store into one rounds
 //!   (`bf16_to_float`, `float_to_bf16`, from the prelude): the math is float32, the memory traffic
 //!   the narrow dtype's, as Inductor's Triton code upcasts its loads.
+//! - Foreach kernels: the pointwise loop of each part in turn, in a block of its own with its own
+//!   extent (`xnumel`); every thread of the grid strides through each part, so one launch of the
+//!   whole grid covers them all.
 //! - Persistent reductions (`per_`): one block per row; each thread keeps its share of the row in
 //!   registers, so the row is read once however many loops the phases need; partial results meet
 //!   through warp shuffles and shared memory.
@@ -99,7 +102,7 @@ pub fn module(kernels: &[CudaKernel]) -> String {
 /// below write code for the block size it chooses.
 pub fn launch(k: &Kernel) -> Launch {
     match &k.body {
-        KernelBody::Pointwise(_) => {
+        KernelBody::Pointwise(_) | KernelBody::Foreach(_) => {
             Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * vec_width(k) as u32 } }
         }
         KernelBody::Reduction { persistent: true, row_len, .. } => {
@@ -116,7 +119,7 @@ pub fn launch(k: &Kernel) -> Launch {
 pub fn launch_candidates(k: &Kernel) -> Vec<Launch> {
     let default = launch(k);
     let blocks: &[u32] = match &k.body {
-        KernelBody::Pointwise(_) => &[128, 256, 512, 1024],
+        KernelBody::Pointwise(_) | KernelBody::Foreach(_) => &[128, 256, 512, 1024],
         KernelBody::Reduction { persistent: true, .. } => &[],
         KernelBody::Reduction { innermost: true, .. } => &[128, 256, 512, 1024],
         KernelBody::Reduction { .. } => &[64, 128, 256, 512],
@@ -150,6 +153,19 @@ pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
     crate::wires::trip(crate::wires::Wire::CudaKernel);
     let body = match &k.body {
         KernelBody::Pointwise(stmts) => pointwise(k, stmts),
+        KernelBody::Foreach(parts) => parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let inner: String = pointwise(k, &part.stmts).lines().map(|l| format!("    {l}\n")).collect();
+                format!(
+                    "    // loop {} of {}\n    {{\n        const long long xnumel = {};\n{inner}    }}\n",
+                    i + 1,
+                    parts.len(),
+                    part.xnumel
+                )
+            })
+            .collect(),
         KernelBody::Reduction { persistent: true, row_len, phases, .. } => persistent(k, *row_len, phases),
         KernelBody::Reduction { innermost: true, .. } => {
             let mut body = String::from("    __shared__ float smem[32];\n");

@@ -90,6 +90,8 @@ impl<R: Renderer> Renderer for WithPrinters<R> {
         let replacement = match kernel.body {
             KernelBody::Pointwise(_) => self.pointwise,
             KernelBody::Reduction { .. } => self.reduction,
+            // The engine's own printer: a replacement printer prints one loop.
+            KernelBody::Foreach(_) => None,
         };
         match replacement {
             Some(print) => Rendered { source: print(kernel), launch: Launch::GRID_STRIDE },

@@ -57,7 +57,9 @@ const MAX_RECORDINGS: usize = 4;
 /// captured weight, like a module parameter in PyTorch) is read in place, and the recording keeps
 /// its memory alive. Any other input is copied into a static buffer before each replay. When an
 /// input read in place later arrives as another tensor, the graph is recorded again with that
-/// input copied (logged, with the count of recordings).
+/// input copied (logged, with the count of recordings). An input the plan writes in place (a
+/// parameter a whole training step updates) is always read in place, since a write into a copy
+/// would be lost: when it arrives as another tensor, the graph is recorded again on that one.
 ///
 /// **Outputs.** A replay writes into the recording's own buffers, and the returned tensors share
 /// them: nothing is copied. PyTorch lets the next replay overwrite them (reading one afterwards
@@ -169,7 +171,7 @@ impl Program for Graphed {
             }
             State::Failed => return self.program.run(inputs),
             State::Warm { seen } => {
-                let copied = concrete.iter().zip(seen.iter()).map(|(c, &s)| address(&c.storage) != s).collect();
+                let copied = self.copied(concrete.iter().zip(seen.iter()).map(|(c, &s)| address(&c.storage) != s));
                 let mut replays = Vec::new();
                 let outputs = self.record(&mut replays, &concrete, copied, inputs, "first recording")?;
                 *state = match replays.is_empty() {
@@ -200,15 +202,10 @@ impl Program for Graphed {
         }
         if !fits {
             // An input read in place arrived as another tensor: from now on it is copied.
-            let copied: Vec<bool> = replay
-                .inputs
-                .iter()
-                .zip(&concrete)
-                .map(|(s, c)| match s {
-                    StaticInput::InPlace { storage, .. } => !Arc::ptr_eq(storage, &c.storage),
-                    StaticInput::Copied { .. } => true,
-                })
-                .collect();
+            let copied = self.copied(replay.inputs.iter().zip(&concrete).map(|(s, c)| match s {
+                StaticInput::InPlace { storage, .. } => !Arc::ptr_eq(storage, &c.storage),
+                StaticInput::Copied { .. } => true,
+            }));
             replays.clear();
             let outputs = self.record(replays, &concrete, copied, inputs, "an input read in place changed")?;
             if replays.is_empty() {
@@ -224,6 +221,13 @@ impl Program for Graphed {
 }
 
 impl Graphed {
+    /// Which inputs a recording copies into static buffers, from whether each `changed` between
+    /// calls: the changing ones, except those the plan writes in place.
+    fn copied(&self, changed: impl Iterator<Item = bool>) -> Vec<bool> {
+        let written = self.program.written_inputs();
+        changed.enumerate().map(|(i, changed)| changed && !written.contains(&i)).collect()
+    }
+
     /// Records the plan with the inputs marked `copied` in static buffers, replays it once for
     /// this call and adds it to `replays`; on failure says why once and runs the default plan
     /// (leaving `replays` as it was).

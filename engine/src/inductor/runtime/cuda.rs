@@ -325,6 +325,11 @@ impl CudaProgram {
         &self.schedule.slot_of
     }
 
+    /// The inputs the plan writes in place.
+    pub(crate) fn written_inputs(&self) -> &[usize] {
+        &self.schedule.written_inputs
+    }
+
     /// The GPU the program runs on.
     pub(crate) fn device(&self) -> &Arc<CudaDevice> {
         &self.device

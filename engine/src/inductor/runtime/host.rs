@@ -47,11 +47,12 @@ fn input_data(input: &Concrete) -> (&HostBuffer, usize) {
     (data, input.layout.offset())
 }
 
-/// The address of a graph input's first element, as a generated kernel takes it.
+/// The address of a graph input's first element, as a generated kernel takes it: written only
+/// where the graph updates the input in place (`copy_`).
 fn input_ptr(input: &Concrete) -> *mut f32 {
     let (data, offset) = input_data(input);
-    // Kernels never write their inputs: the cast only fits the uniform ABI.
-    data.bytes()[offset * data.dtype().size_in_bytes()..].as_ptr() as *mut f32
+    // SAFETY: the offset is inside the buffer (the input's layout was checked against it).
+    unsafe { data.shared_ptr_bytes().add(offset * data.dtype().size_in_bytes()).cast() }
 }
 
 /// The memory of a view: graph inputs are the caller's, nodes' are the plan's slots. The layout
@@ -181,6 +182,7 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     let ptrs: Vec<*mut f32> = args
                         .iter()
                         .map(|b| match b {
+                            // Written only where the graph updates the input in place (`copy_`).
                             BufferName::Input(i) => input_ptr(concrete[*i]),
                             BufferName::Node(n) => slots[self.schedule.slot(*n)]
                                 .as_mut()
@@ -201,7 +203,9 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     });
                     // SAFETY: the kernel indexes each argument within the shapes and strides it
                     // was generated for, which `check_inputs` and the plan's slot sizes guarantee;
-                    // its outputs are planned slots of their own, which no input shares.
+                    // its outputs are planned slots of their own, which no input shares, or an
+                    // input it updates in place through one argument, under the contract of
+                    // in-place writes (nothing else reads the tensor while the graph runs).
                     unsafe { kernel.call(&ptrs, &len, *xnumel) };
                 }
                 Run::Matmul { a, b, epilogue, out, shape } => {

@@ -109,6 +109,9 @@ pub(crate) struct KernelSpec {
     /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions (how the
     /// CPU sizes its tasks).
     pub work_per_x: usize,
+    /// Whether its rows are strided (a reduction over an outer dimension): neighbouring `x` then
+    /// read neighbouring memory, so a CPU task should take many of them at once.
+    pub strided_rows: bool,
     /// How a GPU launches it.
     pub launch: Launch,
 }
@@ -118,6 +121,8 @@ pub(crate) struct KernelSpec {
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Schedule<K> {
     pub inputs: Vec<GraphInput>,
+    /// The inputs the plan writes in place (`copy_`), by position.
+    pub written_inputs: Vec<usize>,
     pub steps: Vec<Run<K>>,
     pub slot_of: PerNode<Option<SlotId>>,
     pub slot_count: usize,
@@ -129,6 +134,7 @@ impl Schedule<KernelSpec> {
     pub(crate) fn new(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[Launch]) -> Self {
         Schedule {
             inputs: graph.inputs.clone(),
+            written_inputs: graph.written_inputs().map(|(input, _)| input).collect(),
             steps: steps(graph, plan, kernels, launches),
             slot_of: plan.slot_of.clone(),
             slot_count: plan.slot_sizes.len(),
@@ -160,6 +166,7 @@ impl Schedule<KernelSpec> {
             .collect::<Result<_>>()?;
         Ok(Schedule {
             inputs: self.inputs,
+            written_inputs: self.written_inputs,
             steps,
             slot_of: self.slot_of,
             slot_count: self.slot_count,
@@ -187,12 +194,12 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
             }
             Step::Kernel { kernel } => {
                 let k = &kernels[kernel.0];
-                let work_per_x = match k.body {
-                    KernelBody::Pointwise(_) => 1,
-                    KernelBody::Reduction { row_len, .. } => row_len.max(1),
+                let (work_per_x, strided_rows) = match k.body {
+                    KernelBody::Pointwise(_) | KernelBody::Foreach(_) => (1, false),
+                    KernelBody::Reduction { row_len, innermost, .. } => (row_len.max(1), !innermost),
                 };
                 Run::Kernel {
-                    kernel: KernelSpec { name: k.name.clone(), work_per_x, launch: launches[kernel.0] },
+                    kernel: KernelSpec { name: k.name.clone(), work_per_x, strided_rows, launch: launches[kernel.0] },
                     args: k.args.iter().map(|a| a.buffer).collect(),
                     xnumel: k.xnumel as i64,
                 }

@@ -14,7 +14,7 @@ use crate::device::Device;
 use crate::device::cpu::{PARALLEL_THRESHOLD, TASK_WORK};
 use crate::error::{Error, Result};
 use crate::inductor::codegen::Renderer;
-use crate::inductor::codegen::c::RANGE_SUFFIX;
+use crate::inductor::codegen::c::{COLUMN_BLOCK, RANGE_SUFFIX};
 use crate::inductor::config::{Config, Printers};
 use crate::inductor::lowering::FoldFor;
 use crate::inductor::modes::{cudagraphs, gemm_epilogue};
@@ -103,6 +103,10 @@ struct CKernel {
     range: Option<RangeFn>,
     /// Elements one `x` touches: 1 for pointwise kernels, the row length for reductions.
     work_per_x: usize,
+    /// The fewest `x` one task takes: a reduction over an outer dimension reads
+    /// [`COLUMN_BLOCK`] rows side by side, and a task of fewer reads a sliver of each cache line
+    /// and of each page.
+    min_per_task: usize,
     /// The kernel's name, as profiles list it.
     name: String,
     /// Keeps the code loaded while the function pointers above are called.
@@ -116,7 +120,8 @@ impl CKernel {
         // point, where there is one, the `RangeFn` signature.
         let whole = unsafe { *library.get::<KernelFn>(&k.name)? };
         let range = unsafe { library.get::<RangeFn>(&format!("{}{RANGE_SUFFIX}", k.name)) }.ok().map(|f| *f);
-        Ok(CKernel { whole, range, work_per_x: k.work_per_x, name: k.name, _library: library })
+        let min_per_task = if k.strided_rows { COLUMN_BLOCK } else { 1 };
+        Ok(CKernel { whole, range, work_per_x: k.work_per_x, min_per_task, name: k.name, _library: library })
     }
 }
 
@@ -130,7 +135,7 @@ impl HostKernel for CKernel {
         let n = xnumel.max(0) as usize;
         match self.range {
             Some(range) if n * self.work_per_x > PARALLEL_THRESHOLD => {
-                let per_task = (TASK_WORK / self.work_per_x).max(1);
+                let per_task = (TASK_WORK / self.work_per_x).max(self.min_per_task);
                 // The tasks of a split kernel write disjoint ranges of `x`, and the pointers stay
                 // valid until every task has returned.
                 let pointers = Disjoint::new(args.as_ptr().cast_mut());

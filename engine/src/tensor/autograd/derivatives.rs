@@ -59,9 +59,14 @@ impl Saved {
 }
 
 /// Whether the op has a derivative at all: comparisons (which return 0/1 masks) do not, so their
-/// results never require grad, as PyTorch's boolean results do not.
+/// results never require grad, as PyTorch's boolean results do not; nor does `copy_`, which
+/// writes memory (an optimizer's update, under `no_grad`).
 pub(super) fn is_differentiable(op: &Op) -> bool {
-    !matches!(op, Op::Binary(BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge))
+    !matches!(
+        op,
+        Op::Binary(BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+            | Op::CopyInto
+    )
 }
 
 /// The node's name as `grad_fn` shows it: `MulBackward`, `LayerNormBackward`.
@@ -151,6 +156,7 @@ pub(super) fn backward(
             "FP8 products are for inference; train in bf16 (autocast) and quantize the weights afterwards",
             location,
         )),
+        Op::CopyInto => unreachable!("copy_ writes memory in place: not differentiable, so never recorded"),
         Op::Cat { dim } => {
             let mut offset = 0;
             let mut grads = Vec::with_capacity(saved.len());

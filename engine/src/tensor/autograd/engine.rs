@@ -49,7 +49,15 @@ impl Sink<'_> {
     fn deliver(&mut self, leaf: &Arc<AutogradMeta>, grad: Tensor, from: &str, location: SourceLocation) -> Result<()> {
         let AutogradMeta::Leaf(cell) = &**leaf else { unreachable!("accumulate edges point at leaves") };
         match self {
-            Sink::AccumulateGrad => cell.accumulate(grad, from, location),
+            Sink::AccumulateGrad => {
+                let symbolic = grad.is_symbolic();
+                cell.accumulate(grad, from, location)?;
+                // A traced backward's gradient: the trace computes it and the capture hands it over.
+                if symbolic && let Some(mode) = dispatch::mode() {
+                    mode.note_grad(super::LeafGrad::of(leaf));
+                }
+                Ok(())
+            }
             Sink::Capture { inputs, grads, .. } => {
                 if let Some(i) = inputs.iter().position(|&p| std::ptr::eq(p, Arc::as_ptr(leaf))) {
                     if grad.shape() != cell.meta().shape.as_slice() {
@@ -95,6 +103,7 @@ pub(super) fn run(
     retain_graph: bool,
     location: SourceLocation,
 ) -> Result<Option<Vec<Option<Tensor>>>> {
+    crate::wires::trip(crate::wires::Wire::Autograd);
     let _no_grad = GradMode::set(false);
     // Concrete roots are differentiated now, even from traced code (a backward() that broke the
     // graph); symbolic ones (the joint graph's) are recorded by their trace.

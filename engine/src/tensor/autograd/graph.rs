@@ -72,6 +72,39 @@ impl Leaf {
     }
 }
 
+/// A leaf's `.grad` slot, held by a trace whose traced backward wrote a symbolic gradient into it
+/// (compiled autograd): once the graph has run, the capture puts the concrete gradient there.
+#[derive(Clone)]
+pub(crate) struct LeafGrad(Arc<AutogradMeta>);
+
+impl LeafGrad {
+    /// The slot of `meta`, which must be a leaf's.
+    pub fn of(meta: &Arc<AutogradMeta>) -> LeafGrad {
+        debug_assert!(matches!(**meta, AutogradMeta::Leaf(_)), "gradients accumulate into leaves");
+        LeafGrad(meta.clone())
+    }
+
+    fn leaf(&self) -> &Leaf {
+        let AutogradMeta::Leaf(leaf) = &*self.0 else { unreachable!("a LeafGrad is a leaf's") };
+        leaf
+    }
+
+    /// The gradient in the slot.
+    pub fn get(&self) -> Option<Tensor> {
+        self.leaf().grad()
+    }
+
+    /// Puts `grad` in the slot.
+    pub fn set(&self, grad: Option<Tensor>) {
+        self.leaf().set_grad(grad.map(|g| g.detach()));
+    }
+
+    /// Whether both are the slot of one leaf.
+    pub fn same(&self, other: &LeafGrad) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Where the gradient of one input of a node goes.
 #[derive(Clone)]
 pub(crate) enum Edge {
@@ -202,13 +235,22 @@ impl Node {
 /// Records `op`, which computed `output` from `operands`, on the tape when one of the operands
 /// requires grad: the returned tensor points at the new node. While fx traces, only the trace's
 /// own (symbolic) tensors count: a concrete tensor met in a trace becomes a graph input, and
-/// whether it requires grad is the business of whoever runs the graph.
-pub(crate) fn record_op(op: &Op, operands: &[Operand], output: Tensor, location: SourceLocation) -> Tensor {
+/// whether it requires grad is the business of whoever runs the graph, unless `captured_too`: a
+/// trace with compiled autograd (see
+/// [`crate::tensor::dispatch::DispatchMode::captures_autograd`]) counts the concrete tensors too,
+/// so that a `backward()` in it reaches them.
+pub(crate) fn record_op(
+    op: &Op,
+    operands: &[Operand],
+    output: Tensor,
+    captured_too: bool,
+    location: SourceLocation,
+) -> Tensor {
     let tracing = output.is_symbolic();
     let next: Vec<Option<Edge>> = operands
         .iter()
         .map(|o| match o {
-            Operand::Tensor(t) if t.is_symbolic() == tracing => Edge::of(t),
+            Operand::Tensor(t) if t.is_symbolic() == tracing || captured_too => Edge::of(t),
             _ => None,
         })
         .collect();

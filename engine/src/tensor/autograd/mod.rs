@@ -36,7 +36,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 pub(crate) use graph::AutogradMeta;
-pub(crate) use graph::record_op;
+pub(crate) use graph::{LeafGrad, record_op};
 
 use crate::error::{Error, Result, SourceLocation};
 use crate::tensor::{Tensor, TensorMeta};
@@ -211,7 +211,9 @@ impl Tensor {
     /// Backward from this one-element tensor (a loss): the gradient of every leaf it depends on is
     /// added into that leaf's [`Tensor::grad`], and the graph's saved values are freed
     /// (`loss.backward()`). Inside a compiled function this is a graph break: the graph so far
-    /// runs, with its compiled backward, and backward runs on its result.
+    /// runs, with its compiled backward, and backward runs on its result; with compiled autograd
+    /// ([`Compiled::compiled_autograd`](crate::dynamo::Compiled::compiled_autograd)) the backward
+    /// is traced into the function's graph instead.
     #[track_caller]
     pub fn backward(&self) -> Result<()> {
         self.backward_at(None, false, SourceLocation::caller())
@@ -226,6 +228,8 @@ impl Tensor {
     }
 
     fn backward_at(&self, gradient: Option<&Tensor>, retain_graph: bool, location: SourceLocation) -> Result<()> {
+        // A traced loss with a tape (compiled autograd) is differentiated in the trace; one without
+        // needs its value: a graph break.
         let reason = "Tensor::backward() runs the autograd engine on concrete values";
         let root = if self.is_symbolic() && self.autograd.is_none() {
             self.concretize(reason, location)?
@@ -233,9 +237,9 @@ impl Tensor {
             self.clone()
         };
         let gradient = match gradient {
-            Some(g) if g.is_symbolic() => g.concretize(reason, location)?,
+            Some(g) if g.is_symbolic() && !root.is_symbolic() => g.concretize(reason, location)?,
             Some(g) => g.clone(),
-            None if root.numel() == 1 && !root.is_symbolic() => Tensor::ones(root.shape()).to(root.device())?,
+            None if root.numel() == 1 => ones_like(&root)?,
             None => {
                 return Err(Error::Autograd {
                     message: format!(
@@ -259,4 +263,11 @@ impl Tensor {
         }
         engine::run(&[(root, gradient)], None, retain_graph, location).map(|_| ())
     }
+}
+
+/// Ones of `root`'s shape on its device, the gradient a loss starts backward with. Inside a trace
+/// it is a graph op (`where(root, 1, 1)`, one whatever the loss's value, NaN included), so that a
+/// traced backward captures no constant tensor.
+fn ones_like(root: &Tensor) -> Result<Tensor> {
+    if root.is_symbolic() { root.detach().where_(1.0, 1.0) } else { Tensor::ones(root.shape()).to(root.device()) }
 }

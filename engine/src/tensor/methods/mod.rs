@@ -48,7 +48,8 @@ impl Op {
         if tracked && autograd::is_grad_enabled() {
             // What runs below (a decomposition, a cond branch) is not recorded a second time.
             let output = autograd::no_grad(|| self.dispatch(operands, location))?;
-            return Ok(autograd::record_op(self, operands, output, location));
+            let captured_too = output.is_symbolic() && dispatch::mode().is_some_and(|m| m.captures_autograd());
+            return Ok(autograd::record_op(self, operands, output, captured_too, location));
         }
         self.dispatch(operands, location)
     }

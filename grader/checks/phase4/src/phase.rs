@@ -146,9 +146,57 @@ pub const PHASE: Phase = Phase {
             checks: crate::checks![reduction::reduction_c_matches_eager.with_timeout(COMPILES)],
             forbidden: &[],
         },
+        Exercise {
+            name: "layer_norm_backward",
+            file: "src/derivative.rs",
+            section: "layer_norm_backward",
+            stretch: false,
+            hints: &[
+                "Name the pieces of the forward first: `centered = x - mean(x)`, `std = sqrt(mean(centered^2) + \
+                 eps)`, `normed = centered / std`, all with `mean(-1, true)` so that they broadcast back over the \
+                 row.",
+                "The easy two: `grad_bias` sums `grad_y` over every row, `grad_weight` sums `grad_y * normed`; \
+                 reshape to `[rows, d]` and `sum(0, false)`.",
+                "For `grad_x`, let `g = grad_y * weight`. The mean and the variance each depend on every element \
+                 of the row, which takes away two components: `grad_x = (g - mean(g) - normed * mean(g * normed)) \
+                 / std`.",
+            ],
+            checks: crate::checks![derivative::layer_norm_backward_matches_finite_differences],
+            forbidden: &[
+                Forbidden { path: ".backward", everywhere: true, why: ASK_AUTOGRAD },
+                Forbidden { path: "autograd", everywhere: true, why: ASK_AUTOGRAD },
+            ],
+        },
+        Exercise {
+            name: "save_or_recompute",
+            file: "src/partition.rs",
+            section: "save_or_recompute",
+            stretch: false,
+            hints: &[
+                "`recomputation` first: walk back from the values the backward reads. A value that is an input or \
+                 saved stops the walk; any other is recomputed (once: keep a flag per value), and its own inputs \
+                 are wanted in turn. A banned value reached that way, or saved bytes over the budget, and the plan \
+                 does not work.",
+                "For `choose_saved`, start from a plan you can cost: which values could ever be worth saving? At \
+                 most 16 values means at most 2^16 plans.",
+                "Trying every subset of the values that are not inputs and keeping the cheapest that works is \
+                 correct and fast enough here. Ties do not matter: any plan of least recomputation passes.",
+            ],
+            checks: crate::checks![partition::plans_are_costed, partition::plans_are_optimal],
+            forbidden: &[
+                Forbidden { path: "aot::partition", everywhere: true, why: DECIDE_YOURSELF },
+                Forbidden { path: "aot::Network", everywhere: true, why: DECIDE_YOURSELF },
+            ],
+        },
     ],
     mutants: MUTANTS,
 };
+
+/// Why `layer_norm_backward` may not call autograd.
+const ASK_AUTOGRAD: &str = "this exercise asks you to write the derivative yourself, not to ask autograd for it";
+
+/// Why `save_or_recompute` may not call the engine's partitioner.
+const DECIDE_YOURSELF: &str = "this exercise asks you to make the save-or-recompute decision yourself";
 
 /// Deliberately wrong variants of the solutions, and the checks that catch each one.
 const MUTANTS: &[Mutant] = &[
@@ -246,6 +294,69 @@ const MUTANTS: &[Mutant] = &[
         "src/pointwise.rs",
         "pub fn pointwise_c(kernel: &Kernel) -> String {\n",
         "pub fn pointwise_c(kernel: &Kernel) -> String {\n    return engine::inductor::codegen::c::kernel(kernel);\n",
+    )
+    .refused(),
+    Mutant::new(
+        "layer_norm_backward forgets that the mean depends on x",
+        "src/derivative.rs",
+        "let through_mean = g.sub(&g.mean(-1, true)?)?;",
+        "let through_mean = g.clone();",
+    )
+    .fails(crate::check_ids![derivative::layer_norm_backward_matches_finite_differences]),
+    Mutant::new(
+        "layer_norm_backward forgets that the variance depends on x",
+        "src/derivative.rs",
+        "let grad_x = through_mean.sub(&through_variance)?.div(&std)?;",
+        "let grad_x = through_mean.div(&std)?;",
+    )
+    .fails(crate::check_ids![derivative::layer_norm_backward_matches_finite_differences]),
+    Mutant::new(
+        "layer_norm_backward's weight gradient uses x, not the normalised x",
+        "src/derivative.rs",
+        "let grad_weight = rows(&grad_y.mul(&normed)?)?.sum(0, false)?;",
+        "let grad_weight = rows(&grad_y.mul(x)?)?.sum(0, false)?;",
+    )
+    .fails(crate::check_ids![derivative::layer_norm_backward_matches_finite_differences]),
+    Mutant::new(
+        "layer_norm_backward asks autograd",
+        "src/derivative.rs",
+        "    // ANCHOR: solution\n    let d = x.shape()[x.rank() - 1];",
+        "    // ANCHOR: solution\n    let _ = grad_y.sum_all()?.backward();\n    let d = x.shape()[x.rank() - 1];",
+    )
+    .refused(),
+    Mutant::new(
+        "recomputation ignores the budget",
+        "src/partition.rs",
+        "if bytes > problem.budget {",
+        "if bytes > u64::MAX - 1 {",
+    )
+    .fails(crate::check_ids![partition::plans_are_costed, partition::plans_are_optimal]),
+    Mutant::new(
+        "recomputation computes banned values again",
+        "src/partition.rs",
+        "if values[v].kind == Kind::Banned {",
+        "if values[v].kind == Kind::Banned && values[v].bytes == 0 {",
+    )
+    .fails(crate::check_ids![partition::plans_are_costed, partition::plans_are_optimal]),
+    Mutant::new(
+        "recomputation forgets what a recomputed value is computed from",
+        "src/partition.rs",
+        "wanted.extend(&values[v].inputs);",
+        "wanted.extend(values[v].inputs.iter().filter(|&&i| values[i].needed));",
+    )
+    .fails(crate::check_ids![partition::plans_are_costed, partition::plans_are_optimal]),
+    Mutant::new(
+        "choose_saved keeps the first plan that works",
+        "src/partition.rs",
+        "&& best.as_ref().is_none_or(|(least, _)| cost < *least)",
+        "&& best.is_none()",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal]),
+    Mutant::new(
+        "choose_saved asks the engine's partitioner",
+        "src/partition.rs",
+        "    // ANCHOR: solution\n    // Every set of values",
+        "    // ANCHOR: solution\n    let _ = engine::aot::partition;\n    // Every set of values",
     )
     .refused(),
 ];

@@ -122,6 +122,22 @@ const EXERCISES: &[Exercise] = &[
         checks: crate::checks![modes::fastest_is_picked, modes::modes_are_measured.with_timeout(TIMED).timed()],
         forbidden: TIMERS,
     },
+    Exercise {
+        name: "train_break_even",
+        file: "src/train.rs",
+        section: "train_break_even",
+        stretch: false,
+        hints: &[
+            "Two copies of the model, each with its own `Sgd`: one trains eagerly, one through the compiled step. \
+             Write the step once as a closure taking the model and the optimizer, and call it from both.",
+            "`dynamo::compile(|(x, target): (Tensor, Tensor)| step(&model, &sgd, &x, &target)).compiled_autograd(true)` \
+             makes the whole step one graph; call it with `(&x, &target)`.",
+            "As in `measure_costs`: `device.synchronize()?`, `Instant::now()`, the first compiled call, \
+             `device.synchronize()?`; only then `do_bench` the compiled and the eager step.",
+        ],
+        checks: crate::checks![train::training_costs_are_measured.with_timeout(TIMED).timed()],
+        forbidden: TIMERS,
+    },
     CHALLENGE,
     Exercise {
         name: "profile",
@@ -390,4 +406,11 @@ const MUTANTS: &[Mutant] = &[
         "            forward(x)?;\n        }\n",
     )
     .fails(crate::check_ids![profile::top_kernels_are_named]),
+    Mutant::new(
+        "measure_training_costs warms the compiled step up before timing its first call",
+        "src/train.rs",
+        "    device.synchronize()?;\n    let start = Instant::now();",
+        "    compiled.call((&x, &target))?;\n    device.synchronize()?;\n    let start = Instant::now();",
+    )
+    .fails(crate::check_ids![train::training_costs_are_measured]),
 ];

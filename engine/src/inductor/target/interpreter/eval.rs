@@ -32,6 +32,9 @@ pub(super) struct Interpreted {
 pub(super) enum Body {
     /// One loop over `x`, the flat element index.
     Pointwise(Vec<Stmt>),
+    /// Pointwise loops one after another, each over `x in 0..N` with its statements (a foreach
+    /// kernel).
+    Foreach(Vec<(usize, Vec<Stmt>)>),
     /// A loop over rows `x`, each running the phases over `r in 0..row_len`.
     Rows {
         /// Elements per row.
@@ -45,7 +48,7 @@ pub(super) enum Body {
 enum Buffer<'a> {
     /// Read only.
     In(Elements<'a>),
-    /// Written (and never read: a kernel's values pass between statements in temporaries).
+    /// Written: an output, or an input updated in place (read at an element, then written there).
     Out(ElementsMut<'a>),
 }
 
@@ -91,14 +94,24 @@ impl HostKernel for Interpreted {
                 }
             })
             .collect();
-        let n = xnumel.max(0) as usize;
-        for start in (0..n).step_by(CHUNK) {
-            let mut chunk = Chunk { xs: start..(start + CHUNK).min(n), tmps: Vec::new() };
-            match &self.body {
-                Body::Pointwise(stmts) => chunk.run(stmts, 0, &mut buffers),
-                Body::Rows { row_len, phases } => chunk.rows(*row_len, phases, &mut buffers),
+        match &self.body {
+            Body::Foreach(parts) => {
+                for (n, stmts) in parts {
+                    each_chunk(*n, |chunk| chunk.run(stmts, 0, &mut buffers));
+                }
+            }
+            Body::Pointwise(stmts) => each_chunk(xnumel.max(0) as usize, |chunk| chunk.run(stmts, 0, &mut buffers)),
+            Body::Rows { row_len, phases } => {
+                each_chunk(xnumel.max(0) as usize, |chunk| chunk.rows(*row_len, phases, &mut buffers))
             }
         }
+    }
+}
+
+/// Runs `f` on the chunks of `0..n`, in order.
+fn each_chunk(n: usize, mut f: impl FnMut(&mut Chunk)) {
+    for start in (0..n).step_by(CHUNK) {
+        f(&mut Chunk { xs: start..(start + CHUNK).min(n), tmps: Vec::new() });
     }
 }
 

@@ -11,6 +11,9 @@
 //!       tmp2 = sum over r of tmp1           a reduction
 //!     out_ptr0[x] = tmp2                    a store
 //! ```
+//!
+//! A foreach kernel has one `for x in 0..N (loop i of n):` line per part, each followed by that
+//! part's statements.
 
 use std::collections::HashMap;
 
@@ -75,6 +78,7 @@ fn kernel(header: &str, body: &[&str], custom_ops: &[CustomOp]) -> Result<Interp
     let extent =
         loop_line.trim().strip_prefix("for x in 0..").ok_or_else(|| invalid(loop_line, "expected `for x in 0..N`"))?;
     let body = match extent.split_once(" (rows of ") {
+        None if extent.contains(" (loop ") => Body::Foreach(parser.parts(body)?),
         None => Body::Pointwise(rest.iter().map(|l| parser.stmt(l)).collect::<Result<_>>()?),
         Some((_, row)) => {
             let row_len = row
@@ -94,6 +98,7 @@ fn kernel(header: &str, body: &[&str], custom_ops: &[CustomOp]) -> Result<Interp
     };
     match &body {
         Body::Pointwise(stmts) => mark(stmts),
+        Body::Foreach(parts) => parts.iter().for_each(|(_, stmts)| mark(stmts)),
         Body::Rows { phases, .. } => {
             for phase in phases {
                 match phase {
@@ -112,6 +117,24 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
+    /// The loops of a foreach kernel: each `for x in 0..N (loop i of n):` line starts one, whose
+    /// statements follow it.
+    fn parts(&self, lines: &[&str]) -> Result<Vec<(usize, Vec<Stmt>)>> {
+        let mut parts: Vec<(usize, Vec<Stmt>)> = Vec::new();
+        for line in lines {
+            match (line.trim().strip_prefix("for x in 0.."), parts.last_mut()) {
+                (Some(extent), _) => {
+                    let n = extent.split_once(" (loop ").and_then(|(n, _)| n.parse().ok());
+                    parts
+                        .push((n.ok_or_else(|| invalid(line, "expected `for x in 0..N (loop I of M):`"))?, Vec::new()));
+                }
+                (None, Some((_, stmts))) => stmts.push(self.stmt(line)?),
+                (None, None) => return Err(invalid(line, "a statement outside any loop")),
+            }
+        }
+        Ok(parts)
+    }
+
     /// The phases of a row: statements indented by four spaces are the row's, a `for r` line
     /// starts a loop whose statements and reductions are indented by six.
     fn phases(&self, lines: &[&str]) -> Result<Vec<Phase>> {
@@ -258,6 +281,9 @@ mod tests {
             let parsed = module(&k.to_string(), &[]).unwrap().kernel(&k.name).unwrap();
             let expected = match &k.body {
                 KernelBody::Pointwise(stmts) => Body::Pointwise(stmts.clone()),
+                KernelBody::Foreach(parts) => {
+                    Body::Foreach(parts.iter().map(|p| (p.xnumel, p.stmts.clone())).collect())
+                }
                 KernelBody::Reduction { row_len, phases, .. } => {
                     Body::Rows { row_len: *row_len, phases: phases.clone() }
                 }

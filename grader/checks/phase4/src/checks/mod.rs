@@ -5,8 +5,10 @@
 //! engine's own output code, fusion decisions are plugged into the real scheduler (which rejects
 //! an illegal fusion), and printed kernels are compiled and run against eager execution.
 
+pub mod derivative;
 pub mod fusion;
 pub mod inspect;
+pub mod partition;
 pub mod pointwise;
 pub mod reduction;
 mod support;

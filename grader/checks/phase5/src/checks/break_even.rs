@@ -4,7 +4,7 @@
 //! into a fresh, empty kernel cache, so that both first calls pay the whole compile.
 
 use engine::Device;
-use grader_harness::{CheckResult, Context, ensure, for_all, record, record_floats};
+use grader_harness::{CheckResult, Context, Tolerance, ensure, for_all, record, record_floats};
 use proptest::prelude::*;
 
 use super::support::{Timed, cold_kernel_cache, log2_ms, timed};
@@ -55,30 +55,43 @@ pub fn costs_are_measured(_ctx: &Context) -> CheckResult {
     let (rows, cols) = if device == Device::Cpu { (64, 256) } else { (8192, 1024) };
     // The first call is measured cold, compile included: all of it holds the GPU's lock.
     let costs = grader_harness::timed(|| measure_costs(device, rows, cols, &config))?;
-    let Costs { first_call, compiled, eager } = costs;
-    let call = format!("measure_costs({device}, {rows}, {cols}, ..)");
+    judge_costs(&format!("measure_costs({device}, {rows}, {cols}, ..)"), "call", &costs, steady, first_call_tolerance)
+}
+
+/// Costs a `measure_...` function returned, judged alike for one call of a compiled function and
+/// one training step (`unit`, "call" or "step"): every time positive, the first dearer than a
+/// steady compiled one, and the three times and the break-even count recorded for the judge, who
+/// measures them again. `call` names the call in messages.
+pub(super) fn judge_costs(
+    call: &str,
+    unit: &str,
+    costs: &Costs,
+    steady: Tolerance,
+    first_call_tolerance: Tolerance,
+) -> CheckResult {
+    let Costs { first_call, compiled, eager } = *costs;
     ensure([first_call, compiled, eager].iter().all(|t| t.is_finite() && *t > 0.0), || {
         format!("{call} returned {costs:?}: every cost is a positive number of seconds")
     })?;
     ensure(first_call > compiled, || {
         format!(
-            "{call} returned a first call of {:.3} ms, no more than a steady compiled call ({:.3} ms): the first call \
-             traces and compiles, so time it alone, before any other call",
+            "{call} returned a first {unit} of {:.3} ms, no more than a steady compiled {unit} ({:.3} ms): the first \
+             {unit} traces and compiles, so time it alone, before any other",
             first_call * 1e3,
             compiled * 1e3
         )
     })?;
-    record_floats("log2 of the first call's ms", &[log2_ms(first_call)], first_call_tolerance);
-    record_floats("log2 of a compiled call's ms", &[log2_ms(compiled)], steady);
-    record_floats("log2 of an eager call's ms", &[log2_ms(eager)], steady);
-    let count = reference_break_even(&costs);
+    record_floats(format!("log2 of the first {unit}'s ms"), &[log2_ms(first_call)], first_call_tolerance);
+    record_floats(format!("log2 of a compiled {unit}'s ms"), &[log2_ms(compiled)], steady);
+    record_floats(format!("log2 of an eager {unit}'s ms"), &[log2_ms(eager)], steady);
+    let count = reference_break_even(costs);
     record("repaid at all", count.is_some());
     if let Some(n) = count {
         // The count is about the first call over the steady saving: as uncertain as the first call.
         record_floats("log2 of the break-even count", &[(n as f32).log2()], first_call_tolerance);
     }
     Ok(format!(
-        "first call {:.1} ms, then {:.3} ms compiled against {:.3} ms eager: repaid after {} calls",
+        "first {unit} {:.1} ms, then {:.3} ms compiled against {:.3} ms eager: repaid after {} {unit}s",
         first_call * 1e3,
         compiled * 1e3,
         eager * 1e3,

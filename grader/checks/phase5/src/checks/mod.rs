@@ -12,3 +12,4 @@ pub mod profile;
 mod support;
 pub mod sweep;
 pub mod timer;
+pub mod train;
