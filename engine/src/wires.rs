@@ -72,11 +72,14 @@ pub enum Wire {
     /// `aot::Network::min_cut`, the minimum cut the partitioner solves (phase 4,
     /// `save_or_recompute`).
     MinCut,
+    /// A compiled function's cache of graphs looked up or filled: every `dynamo::compile`d or
+    /// `dynamo::explain`ed call (phase 2, `recompiles`).
+    DynamoCache,
 }
 
 impl Wire {
     /// Every wire.
-    pub const ALL: [Wire; 26] = [
+    pub const ALL: [Wire; 27] = [
         Wire::FxInterpreter,
         Wire::EagerBackend,
         Wire::AotEagerBackend,
@@ -103,6 +106,7 @@ impl Wire {
         Wire::Autograd,
         Wire::Partitioner,
         Wire::MinCut,
+        Wire::DynamoCache,
     ];
 
     /// The item's path inside the engine, its module's last part first: `fx::Interpreter`,
@@ -135,6 +139,7 @@ impl Wire {
             Wire::Autograd => "autograd::backward",
             Wire::Partitioner => "aot::partition",
             Wire::MinCut => "aot::Network",
+            Wire::DynamoCache => "dynamo::compile",
         }
     }
 }

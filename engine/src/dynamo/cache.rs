@@ -174,6 +174,7 @@ impl Cache {
         options: &Options,
         site: &CallSite,
     ) -> Result<Found> {
+        crate::wires::trip(crate::wires::Wire::DynamoCache);
         let mut inner = self.inner.lock().expect("cache lock");
         let Inner { frames, stats, function_id } = &mut *inner;
         let frame_index = match frames.iter().position(|f| f.resumed_at == traced.resumed_at) {

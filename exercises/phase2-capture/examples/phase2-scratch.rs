@@ -3,10 +3,11 @@
 //! still `todo!()` prints one line saying so, and the others still run. Edit freely: the grader
 //! never reads this file.
 
-use engine::{Tensor, dynamo};
+use engine::logs::{self, Artifact};
+use engine::{DType, Tensor, dynamo};
 use phase2_capture::{
-    Attention, broadcast, eliminate_common_subexpressions, eliminate_dead_code, example_input, line_table, propagate,
-    summarize, wasteful,
+    Attention, Call, broadcast, eliminate_common_subexpressions, eliminate_dead_code, example_input, line_table,
+    predict, propagate, summarize, wasteful,
 };
 
 #[path = "../../show.rs"]
@@ -40,4 +41,27 @@ fn main() {
         let graph = graph_of(&|x| wasteful(&x))?;
         Ok(format!("before:\n{graph}\nafter:\n{}", eliminate_common_subexpressions(&graph)?))
     });
+    // The engine's own cache on a few calls, with its `recompiles` and `guards` logs, next to your
+    // prediction: change the calls and the limit to test an idea.
+    let limit = 3;
+    let calls: Vec<Call> = [(DType::F32, [2, 5]), (DType::F32, [3, 5]), (DType::BF16, [3, 6]), (DType::F32, [4, 7])]
+        .into_iter()
+        .map(|(dtype, shape)| Call { dtype, shape: shape.to_vec() })
+        .collect();
+    show_text("the engine's cache on those calls", || {
+        let compiled = dynamo::compile(|x: Tensor| x.relu()?.sum(-1, false)).recompile_limit(limit);
+        let mut out = String::new();
+        for call in &calls {
+            let x = Tensor::randn(&call.shape, 0).to_dtype(call.dtype)?;
+            let (result, log) = logs::capture(&[Artifact::Recompiles, Artifact::Guards], || compiled.call(&x));
+            result?;
+            let stats = compiled.stats();
+            out.push_str(&format!(
+                "call {} {:?}: so far {} compiles, {} cache hits, {} eager runs\n{log}",
+                call.dtype, call.shape, stats.compiles, stats.cache_hits, stats.eager_fallbacks
+            ));
+        }
+        Ok(out)
+    });
+    show(&format!("predict (those calls, limit {limit})"), || Ok(predict(&calls, limit)));
 }

@@ -107,5 +107,6 @@ mod tests {
         assert!(names("c::kernel", Wire::CKernel) && !names("c::kernel", Wire::CudaKernel));
         assert!(names("Spelling", Wire::Spelling) && !names("Spelling", Wire::ScalarSpelling));
         assert!(!names("scheduler::can_fuse", Wire::CKernel));
+        assert!(names("dynamo::compile", Wire::DynamoCache) && !names("dynamo::compile", Wire::CompileRegion));
     }
 }

@@ -130,6 +130,32 @@ pub const PHASE: Phase = Phase {
             forbidden: &[],
         },
         Exercise {
+            name: "recompiles",
+            file: "src/recompiles.rs",
+            section: "recompiles",
+            stretch: false,
+            hints: &[
+                "Keep what the cache keeps: a list of the graphs compiled so far, each with what its guards check \
+                 (a dtype, and each size either fixed or a symbol). A call is a hit if any graph's guards pass. \
+                 Run the scratch example with `ENGINE_LOGS=recompiles,guards` on a few calls of your own and read \
+                 why each graph failed.",
+                "A graph fails a call for one reason: the first guard that does not hold. A dtype that differs is \
+                 not a size, and a size guard names one dim only. Look at which of those reasons the engine's \
+                 `automatic dynamic shapes` lines react to, and over which graphs: the newest, or every one that \
+                 failed?",
+                "Which dims are symbols is decided per function, not per graph: once a dim is marked, every graph \
+                 compiled later (whatever its dtype) has it symbolic. The limit counts the graphs the function has; \
+                 past it, a miss runs eagerly and changes nothing, and a hit is still a hit.",
+            ],
+            checks: crate::checks![recompiles::predictions_match_the_engine],
+            forbidden: &[Forbidden {
+                path: "dynamo::compile",
+                everywhere: false,
+                why: "this exercise asks you to predict the cache, not to run it (experiment in the scratch \
+                      example instead)",
+            }],
+        },
+        Exercise {
             name: "cse",
             file: "src/cse.rs",
             section: "cse",
@@ -151,12 +177,58 @@ pub const PHASE: Phase = Phase {
 /// Deliberately wrong variants of the solutions, and the checks that catch each one.
 const MUTANTS: &[Mutant] = &[
     Mutant::new(
+        "recompiles: no recompile limit",
+        "src/recompiles.rs",
+        "} else if graphs.len() >= limit {",
+        "} else if graphs.len() >= usize::MAX {",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: a graph of another dtype fits",
+        "src/recompiles.rs",
+        "            if graph.dtype != call.dtype {\n                continue;\n            }\n",
+        "",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: only the newest graph's size failure makes a dim dynamic",
+        "src/recompiles.rs",
+        "Some(dim) => sizes_failed.push(dim),",
+        "Some(dim) => sizes_failed.extend(sizes_failed.is_empty().then_some(dim)),",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: every dim becomes dynamic at the first recompile",
+        "src/recompiles.rs",
+        "marked.extend(sizes_failed);",
+        "marked.extend(if graphs.is_empty() { 0..0 } else { 0..call.shape.len() });",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: dims dynamic per graph, not per function",
+        "src/recompiles.rs",
+        "marked.extend(sizes_failed);",
+        "marked = sizes_failed.into_iter().collect();",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: predicts with the engine's cache",
+        "src/recompiles.rs",
+        "pub fn predict(calls: &[Call], limit: usize) -> Vec<Outcome> {\n",
+        "pub fn predict(calls: &[Call], limit: usize) -> Vec<Outcome> {\n    let _ = engine::dynamo::compile(|x: engine::Tensor| x.relu()).recompile_limit(limit);\n",
+    )
+    .refused(),
+    Mutant::new(
         "summarize counts graphs as breaks",
         "src/explain_report.rs",
         "break_count: report.breaks.len(),",
         "break_count: report.graphs.len(),",
     )
-    .fails(crate::check_ids![explain_report::summarizes_one_graph, explain_report::summarizes_graphs_and_breaks]),
+    .fails(crate::check_ids![
+        explain_report::summarizes_one_graph,
+        explain_report::summarizes_graphs_and_breaks,
+        explain_report::summarizes_breaks_at_the_edges,
+    ]),
     Mutant::new(
         "summarize counts a break between every two graphs",
         "src/explain_report.rs",

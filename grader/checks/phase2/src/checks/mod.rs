@@ -9,5 +9,6 @@ pub mod cse;
 pub mod dead_code;
 pub mod explain_report;
 pub mod line_table;
+pub mod recompiles;
 pub mod shape_prop;
 mod support;
