@@ -41,27 +41,6 @@ pub fn measure_break_cost(
     x: &Tensor,
     calls: usize,
 ) -> Result<BreakCost> {
-    // ANCHOR: solution
-    let graphs_whole = dynamo::explain(&whole).call(x)?.graph_count();
-    let graphs_split = dynamo::explain(&split).call(x)?.graph_count();
-    let (whole, split) = (dynamo::compile(&whole), dynamo::compile(&split));
-    whole.call(x)?;
-    split.call(x)?;
-    let time = |f: &dyn Fn() -> Result<Tensor>| -> Result<Duration> {
-        let start = Instant::now();
-        f()?;
-        Ok(start.elapsed())
-    };
-    let (mut whole_samples, mut split_samples) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
-    for _ in 0..calls {
-        whole_samples.push(time(&|| whole.call(x))?);
-        split_samples.push(time(&|| split.call(x))?);
-    }
-    let median = |mut samples: Vec<Duration>| {
-        samples.sort();
-        samples[samples.len() / 2]
-    };
-    Ok(BreakCost { graphs_whole, graphs_split, whole: median(whole_samples), split: median(split_samples) })
-    // ANCHOR_END: solution
+    todo!()
 }
 // ANCHOR_END: measure_break_cost

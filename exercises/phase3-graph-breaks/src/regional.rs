@@ -31,49 +31,23 @@ pub type BlockFn = Box<dyn Fn(Vec<Tensor>) -> Result<Tensor>>;
 /// Book: `book/src/phase3/exercises.md`, section "regional" (the idea: `book/src/phase3/regional.md`).
 /// Check: `cargo grader check phase3`.
 pub struct RegionalStack {
-    // ANCHOR: solution
-    // stub: // Your fields.
-    region: Compiled<Vec<Tensor>, Tensor, BlockFn>,
-    // ANCHOR_END: solution
+    // Your fields.
 }
 
 impl RegionalStack {
     /// The compiled function for blocks of `shape` (the batch and length of their inputs may vary).
     pub fn new(shape: BlockShape) -> RegionalStack {
-        // ANCHOR: solution
-        // The weights come in as arguments after the input, so the one graph serves every block;
-        // a closure capturing one block's weights would be a compiled function per block.
-        let block: BlockFn = Box::new(move |args: Vec<Tensor>| {
-            let no_input = || Error::InvalidArgument {
-                op: "RegionalStack",
-                message: "the block region takes the input, then the weights".into(),
-                location: SourceLocation::caller(),
-            };
-            let (x, weights) = args.split_first().ok_or_else(no_input)?;
-            Block::from_parameters(shape, weights)?.naive_forward(x)
-        });
-        RegionalStack { region: dynamo::compile(block).name("block region") }
-        // ANCHOR_END: solution
+        todo!()
     }
 
     /// `stack`'s blocks applied in turn to `x`, each through the one compiled function.
     pub fn forward(&self, stack: &Stack, x: &Tensor) -> Result<Tensor> {
-        // ANCHOR: solution
-        let mut h = x.clone();
-        for block in &stack.blocks {
-            let mut args = vec![h];
-            args.extend(stack.blocks[0].parameters());
-            h = self.region.call(&args)?;
-        }
-        Ok(h)
-        // ANCHOR_END: solution
+        todo!()
     }
 
     /// What the compiled function has done so far (the checks count with `dynamo::counters()`).
     pub fn stats(&self) -> CompileStats {
-        // ANCHOR: solution
-        self.region.stats()
-        // ANCHOR_END: solution
+        todo!()
     }
 }
 // ANCHOR_END: regional_stack
