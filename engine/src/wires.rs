@@ -63,6 +63,9 @@ pub enum Wire {
     CudaModule,
     /// `dynamo::compile_region` (phase 3, `regional`).
     CompileRegion,
+    /// `Tensor::scaled_mm` and the GPU's FP8 matrix product under it, however reached (phase 5,
+    /// `fp8_scales`).
+    ScaledMm,
     /// The autograd engine running a backward: `Tensor::backward`, `backward_with`,
     /// `autograd::grad`, and AOT's joint graph, which runs it (phase 4, `layer_norm_backward`).
     Autograd,
@@ -76,7 +79,7 @@ pub enum Wire {
 
 impl Wire {
     /// Every wire.
-    pub const ALL: [Wire; 26] = [
+    pub const ALL: [Wire; 27] = [
         Wire::FxInterpreter,
         Wire::EagerBackend,
         Wire::AotEagerBackend,
@@ -103,6 +106,7 @@ impl Wire {
         Wire::Autograd,
         Wire::Partitioner,
         Wire::MinCut,
+        Wire::ScaledMm,
     ];
 
     /// The item's path inside the engine, its module's last part first: `fx::Interpreter`,
@@ -132,6 +136,7 @@ impl Wire {
             Wire::CudaKernel => "cuda::kernel",
             Wire::CudaModule => "cuda::module",
             Wire::CompileRegion => "dynamo::compile_region",
+            Wire::ScaledMm => "Tensor::scaled_mm",
             Wire::Autograd => "autograd::backward",
             Wire::Partitioner => "aot::partition",
             Wire::MinCut => "aot::Network",
