@@ -18,6 +18,7 @@
 mod compiled;
 mod eager;
 mod first_call;
+mod fp8;
 mod models;
 mod modes;
 mod regional;
@@ -151,6 +152,16 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// The MLP 512-2048-512 with its matrix products in FP8 (e4m3, per-tensor scales, as
+    /// `torch._scaled_mm`) against bf16, eager and compiled, with each form's error against
+    /// float32 (GPUs of compute capability 8.9+; see bench/NOTES-precision.md).
+    Fp8 {
+        #[command(flatten)]
+        common: Common,
+        /// Rows of the input batch.
+        #[arg(long, default_value_t = 4096)]
+        batch: usize,
+    },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
     CompiledFirstCall(Common),
@@ -224,6 +235,7 @@ fn main() -> Result<()> {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
         Command::Train { common, only, quick } => train::run(&common.into(), &only, quick),
+        Command::Fp8 { common, batch } => fp8::run(&common.into(), batch),
         Command::Regional { common, seqs } => regional::run(&common.into(), &seqs),
         Command::RegionalRun { common, form, seqs } => regional::run_one(&common.into(), form, &seqs),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),
