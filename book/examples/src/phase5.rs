@@ -79,7 +79,8 @@ pub fn precision_error() -> Result<()> {
     let shape = BlockShape { batch: 2, seq: 64, d_model: 256, heads: 4 };
     let block = Block::new(shape, 0, Device::Cpu)?;
     let (x_mlp, x_block) = (Tensor::randn(&[64, 512], 1), Tensor::randn(&[2, 64, 256], 2));
-    let models: [(&str, &dyn Fn(Tensor) -> Result<Tensor>, &Tensor); 2] = [
+    type Forward<'a> = &'a dyn Fn(Tensor) -> Result<Tensor>;
+    let models: [(&str, Forward, &Tensor); 2] = [
         ("mlp 512-2048-512", &|x| mlp.forward(&x), &x_mlp),
         ("block 2x64x256", &|x| block.naive_forward(&x), &x_block),
     ];
