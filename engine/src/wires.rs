@@ -63,6 +63,9 @@ pub enum Wire {
     CudaModule,
     /// `dynamo::compile_region` (phase 3, `regional`).
     CompileRegion,
+    /// `Tensor::scaled_mm` and the GPU's FP8 matrix product under it, however reached (phase 5,
+    /// `fp8_scales`).
+    ScaledMm,
     /// The autograd engine running a backward: `Tensor::backward`, `backward_with`,
     /// `autograd::grad`, and AOT's joint graph, which runs it (phase 4, `layer_norm_backward`).
     Autograd,
@@ -79,7 +82,7 @@ pub enum Wire {
 
 impl Wire {
     /// Every wire.
-    pub const ALL: [Wire; 27] = [
+    pub const ALL: [Wire; 28] = [
         Wire::FxInterpreter,
         Wire::EagerBackend,
         Wire::AotEagerBackend,
@@ -106,6 +109,7 @@ impl Wire {
         Wire::Autograd,
         Wire::Partitioner,
         Wire::MinCut,
+        Wire::ScaledMm,
         Wire::DynamoCache,
     ];
 
@@ -136,6 +140,7 @@ impl Wire {
             Wire::CudaKernel => "cuda::kernel",
             Wire::CudaModule => "cuda::module",
             Wire::CompileRegion => "dynamo::compile_region",
+            Wire::ScaledMm => "Tensor::scaled_mm",
             Wire::Autograd => "autograd::backward",
             Wire::Partitioner => "aot::partition",
             Wire::MinCut => "aot::Network",

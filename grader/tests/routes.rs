@@ -332,6 +332,22 @@ fn forbidden_items_trip_however_they_are_reached() {
     );
     caught(&report, "the fusion rule through a config value", "decides_known_cases", "off limits");
     caught(&report, "the C printer through the renderer", "pointwise_c_matches_eager", "off limits");
+
+    // The FP8 product handed to the engine's `scaled_mm` through macro_rules: the wire trips as it
+    // is called, on the CPU (where it could not run anyway) as on a GPU.
+    let fp8 = after_module_docs(
+        &scratch.read("solutions/phase5-benchmarking/src/fp8.rs").replacen(
+            "    let product = a.data.to_dtype(DType::F32)?",
+            "    let one = Tensor::from_vec(vec![1.0], &[1])?;\n    \
+             let _ = via!(a.data, scaled_mm, &b.data.t()?, &one, &one, DType::F32)?;\n    \
+             let product = a.data.to_dtype(DType::F32)?",
+            1,
+        ),
+        "macro_rules! via { ($t:expr, $m:ident, $($arg:expr),*) => { $t.$m($($arg),*) }; }\n",
+    );
+    let report =
+        scratch.grade("phase5", &["fp8_scales"], vec![Put::Text("exercises/phase5-benchmarking/src/fp8.rs", fp8)]);
+    caught(&report, "scaled_mm through macro_rules", "product_applies_the_scales", "off limits");
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use engine::backends::Inductor;
 use engine::inductor::{Config, generate, kernels, lowering, scheduler};
 use engine::logs::{self, Artifact};
-use engine::{Device, Result, Tensor, aot, dynamo};
+use engine::precision::autocast;
+use engine::{DType, Device, Result, Tensor, aot, dynamo};
 use workbook_models::phase5::{Block, BlockShape};
 
 use crate::mlp::Mlp;
@@ -87,5 +88,31 @@ pub fn concat_linear() -> Result<()> {
         println!("{line}");
     }
     // ANCHOR_END: concat_linear
+    Ok(())
+}
+
+/// The MLP compiled under autocast to bf16: its output code loads and stores in each tensor's own
+/// dtype and computes in `float` between (precision section of the engine page).
+pub fn output_code_bf16() -> Result<()> {
+    // ANCHOR: output_code_bf16
+    let mlp = Mlp::new(0);
+    let inductor = Inductor::default();
+    let model = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(inductor.clone());
+    let y = autocast(Device::Cpu, Some(DType::BF16), || model.call(&Tensor::randn(&[2, 4], 100)))?;
+    println!("output: {} {:?}\n", y.dtype(), y.shape());
+    print!("{}", inductor.output_codes()[0]);
+    // ANCHOR_END: output_code_bf16
+    Ok(())
+}
+
+/// A pointwise chain over bf16 tensors printed as CUDA C: 16-byte loads of eight bf16 values,
+/// widened in registers.
+pub fn output_code_cuda_bf16() -> Result<()> {
+    // ANCHOR: output_code_cuda_bf16
+    let add_relu_mul = |(x, bias): (Tensor, Tensor)| x.add(&bias)?.relu()?.mul(2.0);
+    let (x, bias) = (Tensor::randn_dtype(&[4096], 0, DType::BF16), Tensor::randn_dtype(&[4096], 1, DType::BF16));
+    let report = dynamo::explain(add_relu_mul).call((&x, &bias))?;
+    print!("{}", generate(&report.graphs[0], Device::Cuda(0), &Config::default())?);
+    // ANCHOR_END: output_code_cuda_bf16
     Ok(())
 }

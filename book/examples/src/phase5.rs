@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use engine::bench::{Bench, Stamp, spin};
+use engine::precision::autocast;
 use engine::profiler::{self, SortBy};
-use engine::{Device, Result, Tensor, dynamo};
+use engine::{DType, Device, Result, Tensor, dynamo};
+use workbook_models::phase5::{Block, BlockShape, Mlp};
 
 /// Two stamps around work of a known duration.
 pub fn stamps() -> Result<()> {
@@ -66,5 +68,36 @@ pub fn profile() -> Result<()> {
     profile.export_chrome_trace(&trace)?; // open it in https://ui.perfetto.dev
     println!("trace: {} spans on the host track, kernels on each GPU's", profile.events().len());
     // ANCHOR_END: profile
+    Ok(())
+}
+
+/// How far bf16 and f16 under autocast move the MLP's and a block's outputs from float32, eager
+/// and compiled (precision page).
+pub fn precision_error() -> Result<()> {
+    // ANCHOR: precision_error
+    let mlp = Mlp::new(0, Device::Cpu)?;
+    let shape = BlockShape { batch: 2, seq: 64, d_model: 256, heads: 4 };
+    let block = Block::new(shape, 0, Device::Cpu)?;
+    let (x_mlp, x_block) = (Tensor::randn(&[64, 512], 1), Tensor::randn(&[2, 64, 256], 2));
+    type Forward<'a> = &'a dyn Fn(Tensor) -> Result<Tensor>;
+    let models: [(&str, Forward, &Tensor); 2] = [
+        ("mlp 512-2048-512", &|x| mlp.forward(&x), &x_mlp),
+        ("block 2x64x256", &|x| block.naive_forward(&x), &x_block),
+    ];
+    for (name, forward, x) in models {
+        let reference = forward(x.clone())?.to_vec()?; // float32, eager
+        let scale = reference.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let compiled = dynamo::compile(|x: Tensor| forward(x));
+        for dtype in [DType::BF16, DType::F16] {
+            let eager = autocast(Device::Cpu, Some(dtype), || forward(x.clone()))?;
+            let fused = autocast(Device::Cpu, Some(dtype), || compiled.call(x))?;
+            for (how, y) in [("eager", eager), ("compiled", fused)] {
+                let y = y.to_vec()?;
+                let error = y.iter().zip(&reference).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
+                println!("{name:<17} {dtype:<4} {how:<8} error {:.2} eps", error / dtype.epsilon());
+            }
+        }
+    }
+    // ANCHOR_END: precision_error
     Ok(())
 }

@@ -213,3 +213,28 @@ fn the_readme_names_every_phase() {
         .expect("exercise crates");
     assert!(readme.contains(&format!("… `{last}`, or `all`")), "README.md's phase list must end at {last}");
 }
+
+/// The precision page's table of formats: each dtype's row states its epsilon and its largest
+/// finite value as `DType` has them (`torch.finfo`'s numbers), to the digits the table prints.
+#[test]
+fn the_format_table_matches_the_dtypes() {
+    use engine::DType;
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../src/phase5/precision.md"))
+        .expect("the precision page");
+    // As the table writes them: whole numbers and values from 0.1 on as they are, others as 1.2e-7.
+    let short = |v: f32| {
+        if (v.fract() == 0.0 && v < 1e6) || (0.1..1.0).contains(&v) { format!("{v}") } else { format!("{v:.1e}") }
+    };
+    for dtype in [DType::F32, DType::BF16, DType::F16, DType::F8E4M3, DType::F8E5M2] {
+        let row = format!("| `{}` |", dtype.name());
+        let line =
+            text.lines().find(|l| l.starts_with(&row)).unwrap_or_else(|| panic!("no row for {dtype} in the table"));
+        for (what, value) in [("epsilon", dtype.epsilon()), ("largest finite", dtype.max_value())] {
+            let written = short(value);
+            assert!(
+                line.contains(&format!("| {written} |")),
+                "book/src/phase5/precision.md: the {dtype} row should state its {what} as {written}: {line}"
+            );
+        }
+    }
+}

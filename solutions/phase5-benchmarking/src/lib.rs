@@ -12,6 +12,7 @@
 //! | `challenge` | [`challenge`] | the naive transformer block, rewritten to compile well |
 //! | `profile` (stretch) | [`profile`] | the three most expensive kernels of the compiled block, by the profiler |
 //! | `train_break_even` | [`train`] | a compiled training step's costs and break-even |
+//! | `fp8_scales` | [`fp8`] | per-row scales for 8-bit floats, and the scaled matrix product |
 //!
 //! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
@@ -22,6 +23,7 @@
 // stub:
 pub mod break_even;
 pub mod challenge;
+pub mod fp8;
 // The given workloads live once in the shared `workbook-models` crate, for both this crate and its
 // twin; `crate::models` names them as if they were here.
 pub use workbook_models::phase5 as models;

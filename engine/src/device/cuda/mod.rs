@@ -105,6 +105,8 @@ impl DeviceKernels for Arc<CudaDevice> {
 
     /// cuBLAS has no FP8 products: both providers take cuBLASLt's.
     fn scaled_mm(&self, inputs: [Input; 4], out_shape: &[usize], dtype: DType) -> Result<CudaBuffer, CudaError> {
+        // Every route to the FP8 product (eager, a compiled graph, a graph built by hand) ends here.
+        crate::wires::trip(crate::wires::Wire::ScaledMm);
         tuned::cublaslt::scaled_mm(self, inputs, out_shape, dtype)
     }
 

@@ -71,6 +71,7 @@ impl Tensor {
     /// an [`Error::Unsupported`].
     #[track_caller]
     pub fn scaled_mm(&self, b: &Tensor, scale_a: &Tensor, scale_b: &Tensor, out_dtype: DType) -> Result<Tensor> {
+        crate::wires::trip(crate::wires::Wire::ScaledMm);
         let rest = [Operand::Tensor(b), Operand::Tensor(scale_a), Operand::Tensor(scale_b)];
         self.apply(Op::ScaledMm { out_dtype }, &rest, SourceLocation::caller())
     }

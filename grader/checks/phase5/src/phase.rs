@@ -138,6 +138,32 @@ const EXERCISES: &[Exercise] = &[
         checks: crate::checks![train::training_costs_are_measured.with_timeout(TIMED).timed()],
         forbidden: TIMERS,
     },
+    Exercise {
+        name: "fp8_scales",
+        file: "src/fp8.rs",
+        section: "fp8_scales",
+        stretch: false,
+        hints: &[
+            "A row's scale decides where its largest magnitude lands: divided by the scale, it should land at the \
+             format's largest value, `dtype.max_value()`, or in the binade just below. One row's scale is its largest \
+             magnitude over that value; a row of zeros can take any positive scale.",
+            "`x.abs()?.amax(1, false)?.to_vec()?` gives each row's largest magnitude. Divide `x` by a `[rows, 1]` \
+             tensor of the scales (it broadcasts over the columns), then `to_dtype(dtype)`.",
+            "In `fp8_linear`, element (i, j) is the sum over k of `a[i, k] * sa[i] * b[j, k] * sb[j]`: `sa[i] * sb[j]` \
+             comes out of the sum. Widen both data tensors to `f32`, `matmul` with `b`'s transposed, then multiply \
+             by a `[m, 1]` tensor of `a`'s scales and a `[1, n]` tensor of `b`'s.",
+        ],
+        checks: crate::checks![
+            fp8::rows_fill_the_format,
+            fp8::product_applies_the_scales,
+            fp8::error_stays_within_the_format,
+        ],
+        forbidden: &[Forbidden {
+            path: ".scaled_mm",
+            everywhere: true,
+            why: "this exercise asks you to write the scaled product yourself, as `scaled_mm` computes it on a GPU",
+        }],
+    },
     CHALLENGE,
     Exercise {
         name: "profile",
@@ -413,4 +439,69 @@ const MUTANTS: &[Mutant] = &[
         "    compiled.call((&x, &target))?;\n    device.synchronize()?;\n    let start = Instant::now();",
     )
     .fails(crate::check_ids![train::training_costs_are_measured]),
+    Mutant::new(
+        "fp8: quantize_rows takes one scale for the whole matrix",
+        "src/fp8.rs",
+        "let largest = x.abs()?.amax(1, false)?.to_vec()?;",
+        "let largest = vec![x.abs()?.amax(1, false)?.amax(0, false)?.item()?; x.shape()[0]];",
+    )
+    .fails(crate::check_ids![fp8::rows_fill_the_format, fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: quantize_rows scales by the largest value instead of the largest magnitude",
+        "src/fp8.rs",
+        "let largest = x.abs()?.amax(1, false)?.to_vec()?;",
+        "let largest = x.amax(1, false)?.to_vec()?;",
+    )
+    .fails(crate::check_ids![fp8::rows_fill_the_format, fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: quantize_rows gives a row of zeros the scale 0",
+        "src/fp8.rs",
+        "if a > 0.0 { a / max } else { 1.0 }",
+        "a / max",
+    )
+    .fails(crate::check_ids![fp8::rows_fill_the_format, fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: quantize_rows uses f8e4m3's range for both formats",
+        "src/fp8.rs",
+        "let max = dtype.max_value();",
+        "let max = DType::F8E4M3.max_value();",
+    )
+    .fails(crate::check_ids![fp8::rows_fill_the_format])
+    .may_fail(crate::check_ids![fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: quantize_rows multiplies by the scales",
+        "src/fp8.rs",
+        "x.div(&column)",
+        "x.mul(&column)",
+    )
+    .fails(crate::check_ids![fp8::rows_fill_the_format, fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: fp8_linear forgets b's scales",
+        "src/fp8.rs",
+        "product.mul(&scale_a)?.mul(&scale_b)",
+        "product.mul(&scale_a)",
+    )
+    .fails(crate::check_ids![fp8::product_applies_the_scales, fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: fp8_linear applies a's scales to the columns",
+        "src/fp8.rs",
+        "Tensor::from_vec(a.scales.clone(), &[a.scales.len(), 1])",
+        "Tensor::from_vec(a.scales.clone(), &[1, a.scales.len()])",
+    )
+    .fails(crate::check_ids![fp8::product_applies_the_scales, fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: fp8_linear multiplies in bf16",
+        "src/fp8.rs",
+        "a.data.to_dtype(DType::F32)?.matmul(&b.data.to_dtype(DType::F32)?.t()?)?",
+        "a.data.to_dtype(DType::BF16)?.matmul(&b.data.to_dtype(DType::BF16)?.t()?)?",
+    )
+    .fails(crate::check_ids![fp8::product_applies_the_scales])
+    .may_fail(crate::check_ids![fp8::error_stays_within_the_format]),
+    Mutant::new(
+        "fp8: fp8_linear hands the product to the engine's scaled_mm",
+        "src/fp8.rs",
+        "    let product = a.data.to_dtype(DType::F32)?",
+        "    let one = Tensor::from_vec(vec![1.0], &[1])?;\n    let _ = a.data.scaled_mm(&b.data.t()?, &one, &one, DType::F32)?;\n    let product = a.data.to_dtype(DType::F32)?",
+    )
+    .refused(),
 ];

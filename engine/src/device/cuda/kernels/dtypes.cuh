@@ -147,12 +147,14 @@ __device__ __forceinline__ void vload4(const f16* p, float* d) {
     const uint2 v = *reinterpret_cast<const uint2*>(p);
     d[0] = f16x2_lo(v.x), d[1] = f16x2_hi(v.x), d[2] = f16x2_lo(v.y), d[3] = f16x2_hi(v.y);
 }
+// ANCHOR: vload8
 __device__ __forceinline__ void vload8(const bf16* p, float* d) {
     const uint4 v = *reinterpret_cast<const uint4*>(p);
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) d[2 * i] = bf16x2_lo(w[i]), d[2 * i + 1] = bf16x2_hi(w[i]);
 }
+// ANCHOR_END: vload8
 __device__ __forceinline__ void vload8(const f16* p, float* d) {
     const uint4 v = *reinterpret_cast<const uint4*>(p);
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
