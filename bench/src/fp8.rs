@@ -11,6 +11,7 @@
 
 use anyhow::{Context, Result, bail};
 use engine::bench::Bench;
+use engine::profiler::{self, SortBy};
 use engine::{DType, Device, Tensor, dynamo};
 use serde::Serialize;
 use workbook_models::phase5::{MLP_FEATURES, Mlp};
@@ -89,8 +90,9 @@ fn relative_error(a: &Tensor, reference: &[f32]) -> Result<f64> {
     Ok(worst / scale.max(f64::MIN_POSITIVE))
 }
 
-/// `bench fp8`: the MLP at `batch` rows in bf16 and FP8, eager and compiled.
-pub fn run(options: &Options, batch: usize) -> Result<()> {
+/// `bench fp8`: the MLP at `batch` rows in bf16 and FP8, eager and compiled; with `profile`, each
+/// form's kernels by device time after the timing.
+pub fn run(options: &Options, batch: usize, profile: bool) -> Result<()> {
     let device = options.device;
     if !matches!(device, Device::Cuda(_)) {
         bail!("bench fp8 runs on a GPU (FP8 tensor cores need compute capability 8.9 or newer): pass --device cuda");
@@ -128,6 +130,19 @@ pub fn run(options: &Options, batch: usize) -> Result<()> {
         .zip(&errors)
         .map(|((name, t), &relative_error)| Row { form: name.to_string(), ms: t.median() * 1e3, relative_error })
         .collect();
+    drop(refs);
+    drop(runs);
+    if profile {
+        for (name, form) in names.iter().zip(&forms) {
+            let ((), calls) = profiler::profile(|| {
+                for _ in 0..10 {
+                    form()?;
+                }
+                device.synchronize()
+            })?;
+            eprintln!("{name}, 10 calls:\n{}\n", calls.key_averages().sort_by(SortBy::SelfDeviceTotal));
+        }
+    }
     let fp8_speedup_compiled = rows[1].ms / rows[3].ms;
     if options.json {
         let timing = "CUDA: median of interleaved CUDA-event samples, L2 flushed before each";

@@ -151,6 +151,10 @@ enum Command {
         /// Only the small workloads (the MLP at batch 64, the small block): for CI.
         #[arg(long)]
         quick: bool,
+        /// After timing, profile three steps of each form and print the profiler's table (kernels
+        /// by device time), as `torch.profiler` shows where a step's time goes.
+        #[arg(long)]
+        profile: bool,
     },
     /// The MLP 512-2048-512 with its matrix products in FP8 (e4m3, per-tensor scales, as
     /// `torch._scaled_mm`) against bf16, eager and compiled, with each form's error against
@@ -161,6 +165,9 @@ enum Command {
         /// Rows of the input batch.
         #[arg(long, default_value_t = 4096)]
         batch: usize,
+        /// After timing, profile ten calls of each form and print the profiler's table.
+        #[arg(long)]
+        profile: bool,
     },
     /// Run by `compiled` in a fresh process to time a first call against a given cache.
     #[command(hide = true)]
@@ -234,8 +241,8 @@ fn main() -> Result<()> {
         Command::Sweep { common, batches, threads, host_overhead, load } => {
             sweep::run(&common.into(), &sweep::Sweep { batches, threads, host_overhead, load })
         }
-        Command::Train { common, only, quick } => train::run(&common.into(), &only, quick),
-        Command::Fp8 { common, batch } => fp8::run(&common.into(), batch),
+        Command::Train { common, only, quick, profile } => train::run(&common.into(), &only, quick, profile),
+        Command::Fp8 { common, batch, profile } => fp8::run(&common.into(), batch, profile),
         Command::Regional { common, seqs } => regional::run(&common.into(), &seqs),
         Command::RegionalRun { common, form, seqs } => regional::run_one(&common.into(), form, &seqs),
         Command::CompiledFirstCall(c) => compiled::first_call(&c.into()),

@@ -22,6 +22,7 @@ use anyhow::Result;
 use engine::bench::{Bench, Timing, time_once};
 use engine::dynamo::{self, Mode};
 use engine::optim::{Optimizer, Sgd};
+use engine::profiler::{self, SortBy};
 use engine::{Device, Tensor};
 use serde::Serialize;
 use workbook_models::phase5::{Block, BlockShape, MLP_FEATURES, Mlp};
@@ -188,11 +189,15 @@ struct Report {
     rows: Vec<Row>,
 }
 
+/// Steps of each form that `--profile` records.
+const PROFILED_STEPS: usize = 3;
+
 /// Losses differing from eager's by more than this (relative) are reported as wrong.
 const TOLERANCE: f64 = 1e-3;
 
-/// `bench train`: every workload (the small ones with `quick`) whose name contains one of `only`.
-pub fn run(options: &Options, only: &[String], quick: bool) -> Result<()> {
+/// `bench train`: every workload (the small ones with `quick`) whose name contains one of `only`;
+/// with `profile`, each form's kernels by device time after the timing.
+pub fn run(options: &Options, only: &[String], quick: bool, profile: bool) -> Result<()> {
     let device = options.device;
     let timing = match device {
         Device::Cpu => {
@@ -258,6 +263,18 @@ pub fn run(options: &Options, only: &[String], quick: bool) -> Result<()> {
             };
             eprintln!("  {} {}: {:.3} ms", row.workload, row.form, row.ms);
             rows.push(row);
+        }
+        if profile {
+            for form in &forms {
+                let ((), steps) = profiler::profile(|| {
+                    for _ in 0..PROFILED_STEPS {
+                        (form.step)()?;
+                    }
+                    device.synchronize()
+                })?;
+                let table = steps.key_averages().sort_by(SortBy::SelfDeviceTotal);
+                eprintln!("{} {}, {PROFILED_STEPS} steps:\n{table}\n", workload.name, form.name);
+            }
         }
     }
     if options.json {

@@ -154,7 +154,19 @@ def forms(build):
     yield "compiled model", on_batch(step_function(torch.compile(model), sgd(model)), x, target)
     for mode in MODES:
         model, x, target = build()
-        yield f"compiled step {mode}", on_batch(torch.compile(step_function(model, sgd(model)), mode=mode), x, target)
+        yield f"compiled step {mode}", on_batch(marked(torch.compile(step_function(model, sgd(model)), mode=mode)), x, target)
+
+
+def marked(step):
+    """`step` with a new CUDA-graph step marked before each call: reduce-overhead's recordings
+    reuse their output memory, and the optimizer's state (momentum buffers) lives on between
+    steps, so PyTorch asks for `torch.compiler.cudagraph_mark_step_begin()` before each step."""
+
+    def run(x, target):
+        torch.compiler.cudagraph_mark_step_begin()
+        return step(x, target)
+
+    return run
 
 
 def sgd(model):
@@ -181,11 +193,17 @@ def main():
         if args.only and not any(o in name for o in args.only):
             continue
         torch._dynamo.reset()
-        built = list(forms(build))
-        first_calls, losses = [], []
-        for _, step in built:
-            first, seconds = timer.once(step)
-            second = step()
+        built, first_calls, losses = [], [], []
+        for form, step in forms(build):
+            try:
+                first, seconds = timer.once(step)
+                second = step()
+            except Exception as error:  # a form PyTorch cannot run is reported, not fatal
+                message = str(error).strip().splitlines()
+                rows.append({"workload": name, "form": form, "error": message[-1] if message else repr(error)})
+                print(f"  {name} {form}: failed: {rows[-1]['error']}", file=sys.stderr)
+                continue
+            built.append((form, step))
             first_calls.append(seconds)
             losses.append([first.item(), second.item()])
         samples, warmup = args.samples, args.warmup
@@ -218,6 +236,9 @@ def main():
         print(f"torch {torch.__version__} on {device}\n{timing}\n")
         print(f"{'workload':18} {'form':30} {'ms':>10} {'vs eager':>9} {'first call ms':>14} {'samples':>8}")
         for r in rows:
+            if "error" in r:
+                print(f"{r['workload']:18} {r['form']:30} failed: {r['error']}")
+                continue
             print(
                 f"{r['workload']:18} {r['form']:30} {r['ms']:10.3f} {r['speedup_over_eager']:8.2f}x "
                 f"{r['first_call_ms']:14.1f} {r['samples']:8}"

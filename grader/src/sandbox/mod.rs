@@ -22,7 +22,8 @@
 //!   the learner's sources and the libraries they build against;
 //! - read and write its private temporary directory and its own kernel cache;
 //! - nothing else: not the workbook (so not `solutions/`, `grader/`, `.grader/`, `target/` with
-//!   the reference runners), no socket of any family and no network namespace but its own, no
+//!   the reference runners), no socket but a unix seqpacket one (the CUDA driver opens one at
+//!   `cuInit`) and no network namespace but its own, no
 //!   signals to processes outside the sandbox, no new session or process group, no ptrace, and no
 //!   system call through another ABI (the 32-bit entry, x32), which kills the process.
 //!
@@ -72,7 +73,7 @@ impl Support {
     pub fn describe(self) -> String {
         match self {
             Support::Landlock(abi) => format!(
-                "Landlock ABI {abi}, seccomp (no sockets, other system-call ABIs killed), a network namespace where \
+                "Landlock ABI {abi}, seccomp (no sockets but unix seqpacket, other system-call ABIs killed), a network namespace where \
                  the kernel allows one"
             ),
             Support::SeccompOnly => "seccomp only: this kernel has no Landlock, so learner code can read and write \

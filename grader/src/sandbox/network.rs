@@ -1,7 +1,8 @@
 //! Taking the sandbox off the network: a network namespace of its own, where the kernel lets the
 //! trampoline make one. Inside it there is only a loopback interface, down, and abstract unix
 //! sockets are the namespace's own, so nothing inside can reach a process outside. Whether or not
-//! a namespace could be made, the seccomp filters refuse every socket ([`super::syscalls`]).
+//! a namespace could be made, the seccomp filters refuse every socket but a unix seqpacket one
+//! (the CUDA driver's, [`super::syscalls`]).
 
 /// What the trampoline managed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

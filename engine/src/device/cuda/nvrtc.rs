@@ -132,12 +132,14 @@ fn run_nvrtc(source: &str, options: &[String]) -> Result<Vec<u8>> {
     }
 }
 
-/// What a CUDA source holds, for the compile log: its first comment line (an eager kernel
-/// family's source names the family there), else the kernels it defines (`extern "C" __global__
-/// void name(`), at most three.
+/// What a CUDA source holds, for the compile log: the family an eager kernel family's source
+/// names on its first line, else the kernels it defines (`extern "C" __global__ void name(`), at
+/// most three (a generated program starts with the shared dtype helpers, whose comment says
+/// nothing of it).
 fn kernel_names(source: &str) -> String {
-    if let Some(comment) = source.lines().next().and_then(|l| l.strip_prefix("// ")) {
-        return comment.trim_end_matches('.').to_string();
+    let first = source.lines().next().unwrap_or("");
+    if let Some(family) = first.strip_prefix("// ").filter(|l| l.starts_with("Eager kernel family")) {
+        return family.trim_end_matches('.').to_string();
     }
     let names: Vec<&str> = source
         .lines()
@@ -159,4 +161,21 @@ fn c_chars_to_string(chars: &[c_char]) -> String {
 
 fn first_lines(text: &str, n: usize) -> String {
     text.lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_names;
+
+    #[test]
+    fn the_compile_log_names_a_family_or_the_generated_kernels() {
+        let family = crate::device::cuda::source::eager_source("cat").expect("a family");
+        assert_eq!(kernel_names(&family), "Eager kernel family `cat`");
+        // A generated program starts with the dtype helpers, as Inductor's CUDA printer writes it.
+        let generated = format!(
+            "{}\nextern \"C\" __global__ void poi_fused_add_0(float* in_ptr0) {{}}\n",
+            crate::device::cuda::source::DTYPES
+        );
+        assert_eq!(kernel_names(&generated), "poi_fused_add_0");
+    }
 }

@@ -18,8 +18,13 @@ use crate::subject::regional::{BlockShape, LAYERS, Stack};
 /// grader's debug build.
 const SHAPE: BlockShape = BlockShape { batch: 2, seq: 8, d_model: 32, heads: 4 };
 
-/// The sequence lengths, in the order the stack is called at them.
-const LENGTHS: [usize; 3] = [8, 12, 16];
+/// The three sequence lengths of the seed, in the order the stack is called at them: distinct,
+/// growing, from 6 to 22.
+fn lengths(seed: u64) -> [usize; 3] {
+    let first = 6 + (seed % 5) as usize;
+    let second = first + 2 + (seed / 5 % 4) as usize;
+    [first, second, second + 2 + (seed / 20 % 4) as usize]
+}
 
 /// Twelve blocks add a few hundred terms per output; the compiled kernels round differently.
 const TOLERANCE: Tolerance = Tolerance { abs: 1e-4, rel: 1e-3 };
@@ -54,23 +59,25 @@ fn since(before: &CompileStats) -> Counted {
 /// The stack's output at every length is the stack run eagerly's.
 pub fn regional_matches_the_stack(ctx: &Context) -> CheckResult {
     let regional = RegionalStack::new(SHAPE);
-    for seq in LENGTHS {
+    let lengths = lengths(ctx.seed);
+    for seq in lengths {
         let (stack, x) = stack_and_input(ctx.seed, seq)?;
         let output = regional.forward(&stack, &x)?;
         record_tensor(format!("output at length {seq}"), &output, TOLERANCE);
         check_close(&format!("the output of {LAYERS} blocks at length {seq}"), &output, &stack.naive_forward(&x)?, TOLERANCE)?;
     }
-    Ok(format!("{LAYERS} blocks at lengths {LENGTHS:?} compute the stack"))
+    Ok(format!("{LAYERS} blocks at lengths {lengths:?} compute the stack"))
 }
 
 /// One compile for the twelve blocks' first call, the other eleven cache hits.
 pub fn one_compile_serves_every_block(ctx: &Context) -> CheckResult {
-    let (stack, x) = stack_and_input(ctx.seed, LENGTHS[0])?;
+    let (stack, x) = stack_and_input(ctx.seed, lengths(ctx.seed)[0])?;
     let before = dynamo::counters();
     let regional = RegionalStack::new(SHAPE);
-    regional.forward(&stack, &x)?;
+    let output = regional.forward(&stack, &x)?;
     let counted = since(&before);
     record("compiles and cache hits of the first call", format!("{} {}", counted.compiles, counted.cache_hits));
+    record_tensor("the first call's output", &output, TOLERANCE);
     ensure(counted.compiles == 1 && counted.cache_hits == LAYERS - 1, || {
         format!(
             "the first call of {LAYERS} blocks made {} compile(s) and {} cache hit(s); regional compilation makes 1 \
@@ -87,22 +94,24 @@ pub fn one_compile_serves_every_block(ctx: &Context) -> CheckResult {
 /// third not at all.
 pub fn new_lengths_recompile_only_the_region(ctx: &Context) -> CheckResult {
     let regional = RegionalStack::new(SHAPE);
+    let lengths = lengths(ctx.seed);
     let mut per_length = Vec::new();
-    for seq in LENGTHS {
+    for seq in lengths {
         let (stack, x) = stack_and_input(ctx.seed, seq)?;
         let before = dynamo::counters();
-        regional.forward(&stack, &x)?;
+        let output = regional.forward(&stack, &x)?;
         per_length.push(since(&before).compiles);
+        record_tensor(format!("output at length {seq}"), &output, TOLERANCE);
     }
     let fits = per_length[0] == 1 && per_length[1] <= 1 && per_length[2] == 0;
     record("one compile, then at most one for a new length, then none", fits);
     ensure(fits, || {
         format!(
-            "compiles at lengths {LENGTHS:?}: {per_length:?}; expected 1, at most 1, then 0: after one recompile for a \
+            "compiles at lengths {lengths:?}: {per_length:?}; expected 1, at most 1, then 0: after one recompile for a \
              new length, the length is a symbol of the compiled graph (do not turn dynamic sizes off)"
         )
     })?;
-    Ok(format!("compiles at lengths {LENGTHS:?}: {per_length:?}"))
+    Ok(format!("compiles at lengths {lengths:?}: {per_length:?}"))
 }
 
 /// Against the whole stack compiled as one graph by the grader, both from an empty kernel cache:
@@ -110,15 +119,16 @@ pub fn new_lengths_recompile_only_the_region(ctx: &Context) -> CheckResult {
 /// and its steady state is within 1.5x.
 pub fn regional_compiles_less_and_runs_as_fast(ctx: &Context) -> CheckResult {
     let _cache = empty_kernel_cache()?;
-    let (stack, x) = stack_and_input(ctx.seed, LENGTHS[0])?;
+    let (stack, x) = stack_and_input(ctx.seed, lengths(ctx.seed)[0])?;
     let before = dynamo::counters();
     let whole = dynamo::compile(|x: Tensor| stack.naive_forward(&x)).name("the whole stack");
     whole.call(&x)?;
     let whole_work = since(&before).work;
     let before = dynamo::counters();
     let regional = RegionalStack::new(SHAPE);
-    regional.forward(&stack, &x)?;
+    let output = regional.forward(&stack, &x)?;
     let regional_work = since(&before).work;
+    record_tensor("the first call's output", &output, TOLERANCE);
     let (mut whole_times, mut regional_times) = (Vec::new(), Vec::new());
     // Only the steady state is timed on the device: on a shared GPU it alone waits for the lock.
     grader_harness::timing::timed(|| -> Result<(), Failure> {
