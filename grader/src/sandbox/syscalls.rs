@@ -156,9 +156,13 @@ mod tests {
         }
     }
 
+    /// A socket kind, the probe that opens one (0 opened, 1 refused, 2 another error) and the
+    /// answer expected under the filters.
+    type SocketCase = (&'static str, fn() -> i32, i32);
+
     #[test]
     fn only_unix_seqpacket_sockets_open_under_the_filters() {
-        let cases: [(&str, fn() -> i32, i32); 6] = [
+        let cases: [SocketCase; 6] = [
             (
                 "unix seqpacket (the CUDA driver's)",
                 || opens(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC),
