@@ -307,7 +307,16 @@ fn judge(phase: &Phase, name: &str, report: &PhaseReport, fails: &[&str], may_fa
             ));
         }
     }
-    println!("{}: {name}: {}", phase.name, if problems.is_empty() { "caught" } else { "WRONG" });
+    // A mutant whose named checks were all skipped was not tried here: say so, not "caught".
+    let named = report.checks.iter().filter(|c| fails.contains(&c.id.as_str()));
+    let (skipped, total) = named.fold((0, 0), |(s, t), c| (s + usize::from(c.status == Status::Skipped), t + 1));
+    let verdict = match (problems.is_empty(), skipped) {
+        (false, _) => "WRONG".to_string(),
+        (true, 0) => "caught".to_string(),
+        (true, s) if s == total => "not run here (its checks were skipped: they need a GPU)".to_string(),
+        (true, s) => format!("caught ({s} of its {total} checks skipped here)"),
+    };
+    println!("{}: {name}: {verdict}", phase.name);
     problems
 }
 
