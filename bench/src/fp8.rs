@@ -130,8 +130,6 @@ pub fn run(options: &Options, batch: usize, profile: bool) -> Result<()> {
         .zip(&errors)
         .map(|((name, t), &relative_error)| Row { form: name.to_string(), ms: t.median() * 1e3, relative_error })
         .collect();
-    drop(refs);
-    drop(runs);
     if profile {
         for (name, form) in names.iter().zip(&forms) {
             let ((), calls) = profiler::profile(|| {

@@ -238,3 +238,19 @@ fn the_format_table_matches_the_dtypes() {
         }
     }
 }
+
+/// The sizes phase 5's exercise page says `costs_are_measured` times, on a CPU and on a GPU, are
+/// the ones the check's source passes to `measure_costs`.
+#[test]
+fn the_break_even_sizes_the_book_quotes_are_the_checks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase5/src/checks/break_even.rs")).unwrap();
+    let line = check
+        .lines()
+        .find(|l| l.contains("let (rows, cols) = if device == Device::Cpu"))
+        .expect("costs_are_measured chooses its sizes in one line");
+    let sizes: Vec<&str> = line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).collect();
+    let [cpu_rows, cpu_cols, gpu_rows, gpu_cols] = sizes[..] else { panic!("four sizes in {line:?}") };
+    let phrase = format!("over {cpu_rows} x {cpu_cols} on the CPU or {gpu_rows} x {gpu_cols} on a GPU");
+    assert!(page_text("phase5/exercises.md").contains(&phrase), "book/src/phase5/exercises.md must say {phrase}");
+}
