@@ -1,7 +1,8 @@
 //! A place to try your phase 5 functions by hand: `cargo run -p phase5-benchmarking --example
 //! phase5-scratch` (add `--release` for numbers worth quoting). It times a known wait with your timer,
 //! sweeps the MLP over batch sizes and plots it to `target/scratch/sweep.svg`, and measures what compiling the
-//! naive layer norm costs and when it pays back. A function that is still `todo!()` prints one
+//! naive layer norm costs and when it pays back, and compares waits of known length with your
+//! `compare`. A function that is still `todo!()` prints one
 //! line saying so, and the others still run. Edit freely: the grader never reads this file.
 
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use engine::Device;
 use engine::bench::spin;
 use phase5_benchmarking::break_even::{break_even, measure_costs};
+use phase5_benchmarking::compare::compare;
 use phase5_benchmarking::sweep::{crossover, plot_svg, sweep_mlp};
 use phase5_benchmarking::timer::{TimerConfig, do_bench};
 
@@ -37,4 +39,14 @@ fn main() {
         let costs = measure_costs(device, 1024, 1024, &config)?;
         Ok((break_even(&costs), costs))
     });
+    // Waits of a known length: the same twice (expect Same), then one 10% longer (expect Faster,
+    // with a ratio near 0.91). Make them noisy, as the grader's are, to see what your answer
+    // depends on.
+    let budget = Duration::from_millis(500);
+    for (a, b) in [(2.0, 2.0), (2.0, 2.2)] {
+        let wait = |ms: f64| spin(device, Duration::from_secs_f64(ms * 1e-3));
+        show(&format!("compare a {a} ms wait with a {b} ms wait, within {budget:?}"), || {
+            compare(device, budget, || wait(a), || wait(b))
+        });
+    }
 }

@@ -13,6 +13,7 @@
 //! | `profile` (stretch) | [`profile`] | the three most expensive kernels of the compiled block, by the profiler |
 //! | `train_break_even` | [`train`] | a compiled training step's costs and break-even |
 //! | `fp8_scales` | [`fp8`] | per-row scales for 8-bit floats, and the scaled matrix product |
+//! | `compare` (deep) | [`compare`] | is one function faster than another, and by how much, within a time budget |
 //!
 //! Read `book/src/phase5/exercises.md`, then check your work with `cargo grader check phase5`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
@@ -23,6 +24,7 @@
 // stub:
 pub mod break_even;
 pub mod challenge;
+pub mod compare;
 pub mod fp8;
 // The given workloads live once in the shared `workbook-models` crate, for both this crate and its
 // twin; `crate::models` names them as if they were here.

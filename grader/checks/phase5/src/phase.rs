@@ -164,6 +164,7 @@ const EXERCISES: &[Exercise] = &[
             why: "this exercise asks you to write the scaled product yourself, as `scaled_mm` computes it on a GPU",
         }],
     },
+    COMPARE,
     CHALLENGE,
     Exercise {
         name: "profile",
@@ -184,6 +185,29 @@ const EXERCISES: &[Exercise] = &[
         forbidden: &[],
     },
 ];
+
+/// The phase's deep exercise: a comparison of two functions that decides, within a time budget,
+/// whether one is faster, judged on pairs of secret cost (`checks/compare.rs`).
+const COMPARE: Exercise = Exercise {
+    name: "compare",
+    file: "src/compare.rs",
+    section: "compare",
+    stretch: false,
+    hints: &[
+        "Start from what you know and watch it fail: in the scratch example, compare a noisy function with \
+         itself a few times with two `do_bench` runs and their medians. Which samples pull the answer away, and \
+         do they hit both functions alike?",
+        "Whatever the machine does during the run should hit both functions alike: take their samples close \
+         together in time, in turns, and compare them pair by pair. Summarise with a statistic that one slow call \
+         in twenty cannot move, and leave the first calls out of it.",
+        "An estimate from n samples wanders by about their spread over the square root of n. Decide when an \
+         interval around your estimate lies wholly on one side of half the resolution (a difference) or wholly \
+         within it (the same); until then take another round, if the time left allows one. For a median, the \
+         interval can be read off the sorted samples: how many fall below the true median is a coin-flip count.",
+    ],
+    checks: crate::checks![compare::verdicts_match_secret_costs.timed()],
+    forbidden: TIMERS,
+};
 
 /// The speed challenge: correctness on any machine; speed, timed by the judge, on a GPU.
 const CHALLENGE: Exercise = Exercise {

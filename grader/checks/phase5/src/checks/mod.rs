@@ -7,6 +7,7 @@
 
 pub mod break_even;
 pub mod challenge;
+pub mod compare;
 pub mod fp8;
 pub mod modes;
 pub mod profile;

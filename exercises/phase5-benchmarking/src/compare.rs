@@ -1,0 +1,63 @@
+//! Exercise `compare` (deep): whether one function is faster than another, and by how much,
+//! decided within a time budget, as `torch.utils.benchmark` decides it with
+//! `Timer.adaptive_autorange` (sample until the estimate is good enough or the time is spent) and
+//! `Compare` (is a difference real, or noise?). The judge hands you functions whose cost it knows
+//! in secret, and as noisy as real code on a real machine.
+
+use std::time::Duration;
+
+use engine::{Device, Result};
+
+/// What [`compare`] decided about `a` against `b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `a` takes less time per call than `b`.
+    Faster,
+    /// `a` takes more time per call than `b`.
+    Slower,
+    /// No difference as large as the resolution (5%) between them.
+    Same,
+}
+
+/// The answer of [`compare`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Comparison {
+    /// Which of the two is faster, if either.
+    pub verdict: Verdict,
+    /// `a`'s time per call over `b`'s, once both are warm: 0.5 when `a` takes half as long as `b`,
+    /// 1.0 when they take the same time.
+    pub ratio: f64,
+}
+
+// ANCHOR: compare
+/// **Exercise `compare` (deep).** Whether `a` is faster than `b`, slower, or the same, and the
+/// ratio of their times per call, decided on `device` within `budget`. Call each function as
+/// often as you like: each call queues work on `device` (as `engine::bench::spin` does), so time
+/// it as your `do_bench` does.
+///
+/// The resolution is 5%: two functions whose steady times differ by 5% or more are different
+/// (`Faster` or `Slower`), and two whose times are equal are the `Same`. The two functions are
+/// noisy, as real code on a real machine is, and how to see through the noise is yours to work
+/// out (experiment in the scratch example, and read the book's section): every call's time varies
+/// by a few percent; now and then a call takes several times as long; a function's first few
+/// calls may be many times slower (a compile, a cold cache); and the machine may get faster or
+/// slower during the run, by as much as half over a second, alike for both functions.
+///
+/// Judged on 12 pairs drawn from the run's seed, each with its own budget of 0.2 to 1.2 s (about
+/// 200 to 320 calls of the cheaper function), timed by the judge from outside: 4 pairs of equal
+/// cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold, either way round, each
+/// function of 1 to 2 ms a call once warm. The verdict must be right on every pair; the ratio
+/// within 10% of the true one (steady time against steady time); `compare` must return within
+/// its budget (10% more is tolerated); and a pair that differs 1.5 fold or more must be decided
+/// within half its budget (when the answer is plain, stop early).
+///
+/// Book: `book/src/phase5/exercises.md`, section "compare". Check: `cargo grader check phase5`.
+pub fn compare(
+    device: Device,
+    budget: Duration,
+    mut a: impl FnMut() -> Result<()>,
+    mut b: impl FnMut() -> Result<()>,
+) -> Result<Comparison> {
+    todo!()
+}
+// ANCHOR_END: compare
