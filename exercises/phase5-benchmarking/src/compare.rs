@@ -41,10 +41,11 @@ pub struct Comparison {
 /// out (experiment in the scratch example, and read the book's section): every call's time varies
 /// by a few percent; now and then a call takes several times as long; a function's first few
 /// calls may be many times slower (a compile, a cold cache); and the machine may get faster or
-/// slower during the run, by as much as half over a second, alike for both functions.
+/// slower during the run, by as much as 2.5 times over a second, alike for both functions.
 ///
-/// Judged on 12 pairs drawn from the run's seed, each with its own budget of 0.2 to 1.2 s (about
-/// 200 to 320 calls of the cheaper function), timed by the judge from outside: 4 pairs of equal
+/// Judged on 12 pairs drawn from the run's seed, each with its own budget of 0.2 to 1.2 s (enough
+/// for 100 to 160 pairs of calls, one of each, at their steady speed), timed by the judge from
+/// outside: 4 pairs of equal
 /// cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold, either way round, each
 /// function of 1 to 2 ms a call once warm. The verdict must be right on every pair; the ratio
 /// within 10% of the true one (steady time against steady time); `compare` must return within
