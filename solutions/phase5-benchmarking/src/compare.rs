@@ -96,6 +96,17 @@ fn median_and_interval(logs: &[f64]) -> (f64, (f64, f64)) {
     (median, (median - Z * error, median + Z * error))
 }
 
+/// Whether the evidence in `logs` decides: the interval around their median lies wholly beyond
+/// half the resolution on one side, or wholly within it.
+fn decided(logs: &[f64]) -> bool {
+    if logs.is_empty() {
+        return false;
+    }
+    let (_, (low, high)) = median_and_interval(logs);
+    let line = resolution() / 2.0;
+    low > line || high < -line || (low > -line && high < line)
+}
+
 /// The verdict that `centre` (a log-ratio) gives: beyond half the resolution either way, a
 /// difference.
 fn verdict_of(centre: f64) -> Verdict {
@@ -150,11 +161,8 @@ pub fn compare(
     // the odd slow call as a mean does not.
     let mut logs = Vec::new();
     let mut last_round = Duration::ZERO;
-    loop {
+    while !decided(&logs) && Instant::now() + last_round.mul_f64(1.5) <= deadline {
         let round_started = Instant::now();
-        if round_started + last_round.mul_f64(1.5) > deadline {
-            break;
-        }
         for _ in 0..ROUND {
             let (ta, tb) = if logs.len() % 2 == 0 {
                 let ta = time_call(device, &mut a)?;
@@ -166,12 +174,6 @@ pub fn compare(
             logs.push((ta / tb).ln());
         }
         last_round = round_started.elapsed();
-        // Stop once the interval is on one side of the line, or well within it.
-        let (_, (low, high)) = median_and_interval(&logs);
-        let line = resolution() / 2.0;
-        if low > line || high < -line || (low > -line && high < line) {
-            break;
-        }
     }
     let (centre, _) = median_and_interval(&logs);
     Ok(Comparison { verdict: verdict_of(centre), ratio: centre.exp() })

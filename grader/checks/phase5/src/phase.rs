@@ -246,7 +246,7 @@ const MUTANTS: &[Mutant] = &[
         "sorted[low]",
     )
     .fails(crate::check_ids![timer::quantile_matches_the_engine, timer::stopping_rule_is_followed])
-    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured, compare::verdicts_match_secret_costs]),
     Mutant::new(
         "quantile forgets to sort",
         "src/timer.rs",
@@ -254,7 +254,7 @@ const MUTANTS: &[Mutant] = &[
         "",
     )
     .fails(crate::check_ids![timer::quantile_matches_the_engine, timer::stopping_rule_is_followed])
-    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    .may_fail(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured, compare::verdicts_match_secret_costs]),
     Mutant::new(
         "is_stable compares with the first round instead of all but the last",
         "src/timer.rs",
@@ -400,6 +400,48 @@ const MUTANTS: &[Mutant] = &[
         "    for mode in Mode::ALL.into_iter().take(2) {\n",
     )
     .fails(crate::check_ids![modes::modes_are_measured]),
+    Mutant::new(
+        "compare: the mean of the log-ratios instead of their median",
+        "src/compare.rs",
+        "    let median = quantile(logs, 0.5);\n",
+        "    let median = logs.iter().sum::<f64>() / logs.len() as f64;\n",
+    )
+    .fails(crate::check_ids![compare::verdicts_match_secret_costs]),
+    Mutant::new(
+        "compare: times a alone for half the time left, then b alone",
+        "src/compare.rs",
+        "    let mut logs = Vec::new();\n    let mut last_round = Duration::ZERO;\n    while !decided(&logs) && Instant::now() + last_round.mul_f64(1.5) <= deadline {\n        let round_started = Instant::now();\n        for _ in 0..ROUND {\n            let (ta, tb) = if logs.len() % 2 == 0 {\n                let ta = time_call(device, &mut a)?;\n                (ta, time_call(device, &mut b)?)\n            } else {\n                let tb = time_call(device, &mut b)?;\n                (time_call(device, &mut a)?, tb)\n            };\n            logs.push((ta / tb).ln());\n        }\n        last_round = round_started.elapsed();\n    }\n",
+        "    let middle = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;\n    let (mut times_a, mut times_b) = (Vec::new(), Vec::new());\n    while Instant::now() < middle {\n        times_a.push(time_call(device, &mut a)?);\n    }\n    while Instant::now() + (middle - started) / 10 < deadline {\n        times_b.push(time_call(device, &mut b)?);\n    }\n    let logs: Vec<f64> = times_a.iter().zip(&times_b).map(|(ta, tb)| (ta / tb).ln()).collect();\n",
+    )
+    .fails(crate::check_ids![compare::verdicts_match_secret_costs]),
+    Mutant::new(
+        "compare: never stops early, whatever the evidence",
+        "src/compare.rs",
+        "while !decided(&logs) && ",
+        "while ",
+    )
+    .fails(crate::check_ids![compare::verdicts_match_secret_costs]),
+    Mutant::new(
+        "compare: a fixed 200 pairs of samples, whatever the budget",
+        "src/compare.rs",
+        "while !decided(&logs) && Instant::now() + last_round.mul_f64(1.5) <= deadline {",
+        "while logs.len() < 200 {",
+    )
+    .fails(crate::check_ids![compare::verdicts_match_secret_costs]),
+    Mutant::new(
+        "compare: reports b's time over a's",
+        "src/compare.rs",
+        "ratio: centre.exp()",
+        "ratio: (-centre).exp()",
+    )
+    .fails(crate::check_ids![compare::verdicts_match_secret_costs]),
+    Mutant::new(
+        "compare: hands the pairs to the engine's Bench::run_interleaved",
+        "src/compare.rs",
+        "    let (centre, _) = median_and_interval(&logs);\n",
+        "    let fs: &mut [&mut dyn FnMut() -> Result<()>] = &mut [&mut a, &mut b];\n    let timings = engine::bench::Bench::new(device).samples(20).run_interleaved(fs)?;\n    let logs = vec![(timings[0].median() / timings[1].median()).ln()];\n    let (centre, _) = median_and_interval(&logs);\n",
+    )
+    .refused(),
     Mutant::new(
         "challenge: the attention scale is forgotten",
         "src/challenge.rs",
