@@ -9,7 +9,8 @@
 //!   job (the fusion rule through a config value, the C printer through the renderer,
 //!   broadcasting through matmul's shape rule);
 //! - measurements made up rather than measured, and a timer that reads the seed from its own
-//!   command line;
+//!   command line; a comparison of two functions answered without timing them, or from one call
+//!   of each;
 //! - a pass record with the answers written by the learner's code;
 //! - the given naive block made one graph as the speed challenge's answer;
 //! - on a GPU, a kernel that skips its work in some of the timed runs.
@@ -401,6 +402,37 @@ fn measurements_are_judged_against_secret_work() {
     let report =
         scratch.grade("phase5", &["timer"], vec![Put::Text("exercises/phase5-benchmarking/src/timer.rs", timer)]);
     caught(&report, "phase 5's timer, reading the seed", "times_known_work", "");
+}
+
+#[test]
+fn comparisons_are_judged_against_secret_costs() {
+    let scratch = scratch();
+    let solved = scratch.read("solutions/phase5-benchmarking/src/compare.rs");
+    let routes = [
+        (
+            "phase 5's compare, a fixed answer that calls nothing",
+            "pub fn compare(_device: Device, _budget: Duration, _a: impl FnMut() -> Result<()>, \
+             _b: impl FnMut() -> Result<()>) -> Result<Comparison> {\n    \
+             Ok(Comparison { verdict: Verdict::Same, ratio: 1.0 })\n}\n",
+        ),
+        (
+            "phase 5's compare, decided from one call of each",
+            "pub fn compare(device: Device, _budget: Duration, mut a: impl FnMut() -> Result<()>, \
+             mut b: impl FnMut() -> Result<()>) -> Result<Comparison> {\n    \
+             let ratio = time_call(device, &mut a)? / time_call(device, &mut b)?;\n    \
+             let verdict = if ratio > 1.025 { Verdict::Slower } else if ratio < 1.0 / 1.025 { Verdict::Faster } else { Verdict::Same };\n    \
+             Ok(Comparison { verdict, ratio })\n}\n",
+        ),
+    ];
+    for (route, compare) in routes {
+        let text = format!("{}\n{compare}", renamed(&solved, "compare"));
+        let report = scratch.grade(
+            "phase5",
+            &["compare"],
+            vec![Put::Text("exercises/phase5-benchmarking/src/compare.rs", text)],
+        );
+        caught(&report, route, "verdicts_match_secret_costs", "you said");
+    }
 }
 
 #[test]

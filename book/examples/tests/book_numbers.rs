@@ -254,3 +254,60 @@ fn the_break_even_sizes_the_book_quotes_are_the_checks() {
     let phrase = format!("over {cpu_rows} x {cpu_cols} on the CPU or {gpu_rows} x {gpu_cols} on a GPU");
     assert!(page_text("phase5/exercises.md").contains(&phrase), "book/src/phase5/exercises.md must say {phrase}");
 }
+
+/// The numbers `const NAME` is given in `source` (a range's ends, a value), in order.
+fn const_numbers(source: &str, name: &str) -> Vec<f64> {
+    let line = source
+        .lines()
+        .find(|l| l.starts_with(&format!("const {name}:")))
+        .unwrap_or_else(|| panic!("no `const {name}` in the check"));
+    let value = line.split_once(" = ").map(|(_, v)| v).unwrap_or_default().replace("..=", " ").replace("..", " ");
+    value
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap_or_else(|_| panic!("a number in {line:?}")))
+        .collect()
+}
+
+/// What phase 5's `compare` stub says it is judged on (pairs, differences, costs, budgets,
+/// tolerances) is what its check draws and allows, named constants in the check's source.
+#[test]
+fn the_compare_stub_states_the_checks_numbers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase5/src/checks/compare.rs")).unwrap();
+    let stub = fs::read_to_string(root.join("exercises/phase5-benchmarking/src/compare.rs")).unwrap();
+    let doc: Vec<&str> = stub.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
+    let doc = doc.join(" ");
+    let one = |name: &str| const_numbers(&check, name)[0];
+    let two = |name: &str| {
+        let n = const_numbers(&check, name);
+        (n[0], n[1])
+    };
+    let per_kind = one("PAIRS_PER_KIND");
+    let (close_low, close_high) = two("CLOSE");
+    let (far_low, far_high) = two("FAR");
+    let (ms_low, ms_high) = two("STEADY_MS");
+    let (pairs_low, pairs_high) = two("BUDGET_PAIRS");
+    let percent = |x: f64| format!("{}", (x * 100.0).round());
+    let early = match one("FAR_DECIDED_WITHIN") {
+        0.5 => "half".to_string(),
+        share => format!("{}%", percent(share)),
+    };
+    let phrases = [
+        format!("Judged on {} pairs", 3.0 * per_kind),
+        format!("enough for {pairs_low} to {pairs_high} pairs of calls"),
+        format!(
+            "{per_kind} pairs of equal cost, {per_kind} that differ by {} to {}%, {per_kind} that differ {far_low} to \
+             {far_high} fold",
+            percent(close_low - 1.0),
+            percent(close_high - 1.0)
+        ),
+        format!("taking {ms_low} to {ms_high} ms a call once warm"),
+        format!("the ratio within {}% of the true one", percent(one("RATIO_WITHIN"))),
+        format!("({}% more is tolerated)", percent(one("OVERRUN"))),
+        format!("a pair that differs {far_low} fold or more must be decided within {early} its budget"),
+    ];
+    for phrase in phrases {
+        assert!(doc.contains(&phrase), "exercises/phase5-benchmarking/src/compare.rs must say: {phrase}");
+    }
+}

@@ -132,17 +132,18 @@ fn verdict_of(centre: f64) -> Verdict {
 /// noisy, as real code on a real machine is, and how to see through the noise is yours to work
 /// out (experiment in the scratch example, and read the book's section): every call's time varies
 /// by a few percent; now and then a call takes several times as long; a function's first few
-/// calls may be many times slower (a compile, a cold cache); and the machine may get faster or
-/// slower during the run, by as much as 2.5 times over a second, alike for both functions.
+/// calls may take several times as long too (a compile, a cold cache); and the machine may get
+/// faster or slower during the run, by as much as 2.5 times over a second, alike for both
+/// functions.
 ///
-/// Judged on 12 pairs drawn from the run's seed, each with its own budget of 0.2 to 1.2 s (enough
-/// for 100 to 160 pairs of calls, one of each, at their steady speed), timed by the judge from
-/// outside: 4 pairs of equal
-/// cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold, either way round, each
-/// function of 1 to 2 ms a call once warm. The verdict must be right on every pair; the ratio
-/// within 10% of the true one (steady time against steady time); `compare` must return within
-/// its budget (10% more is tolerated); and a pair that differs 1.5 fold or more must be decided
-/// within half its budget (when the answer is plain, stop early).
+/// Judged on 12 pairs drawn from the run's seed, each with its own budget (enough for 100 to 160
+/// pairs of calls, one of each, at their steady speed: 0.2 to 1.2 s), timed by the judge from
+/// outside: 4 pairs of equal cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold,
+/// either way round, the faster function of each pair taking 1 to 2 ms a call once warm. The
+/// verdict must be right on every pair; the ratio within 10% of the true one (steady time against
+/// steady time); `compare` must return within its budget (10% more is tolerated); and a pair that
+/// differs 1.5 fold or more must be decided within half its budget (when the answer is plain,
+/// stop early).
 ///
 /// Book: `book/src/phase5/exercises.md`, section "compare". Check: `cargo grader check phase5`.
 pub fn compare(

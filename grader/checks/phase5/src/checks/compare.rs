@@ -7,6 +7,7 @@
 //! nothing `compare` says about time is taken on trust.
 
 use std::cell::Cell;
+use std::ops::{Range, RangeInclusive};
 use std::time::{Duration, Instant};
 
 use engine::Device;
@@ -17,12 +18,34 @@ use proptest::prelude::*;
 use super::support::wake_the_gpu;
 use crate::subject::compare::{Verdict, compare};
 
-/// How far a reported ratio may be from the true one (10%), as a `log2`: the judge allows twice
-/// this between the learner's and the reference's.
-const RATIO_WITHIN: f32 = 0.1375;
-
-/// `compare` may overrun its budget by this fraction (a last call, a slow wake-up).
-const OVERRUN: f64 = 0.1;
+// ANCHOR: judged
+/// Pairs of each kind (equal, close, far) judged in one run.
+const PAIRS_PER_KIND: usize = 4;
+/// How many times as long the slower function of a close pair takes as the faster.
+const CLOSE: Range<f64> = 1.06..1.10;
+/// How many times as long the slower function of a far pair takes as the faster.
+const FAR: Range<f64> = 1.5..2.5;
+/// The faster function's steady cost per call, in milliseconds.
+const STEADY_MS: Range<f64> = 1.0..2.0;
+/// A pair's budget, in pairs of steady calls (one call of each function).
+const BUDGET_PAIRS: RangeInclusive<u32> = 100..=160;
+/// How fast the machine drifts, either way, on a log scale per second (0.9: 2.5 times in a second).
+const DRIFT: Range<f64> = 0.5..0.9;
+/// Every call's jitter: up to this fraction either way.
+const JITTER: f64 = 0.03;
+/// The share of a function's calls that take several times as long, and how many times.
+const ODD_CALLS: Range<f64> = 0.03..0.08;
+const ODD_BY: Range<f64> = 3.0..8.0;
+/// How many first calls of a function are slow, and how many times as long they take.
+const SLOW_CALLS: RangeInclusive<usize> = 0..=3;
+const SLOW_BY: Range<f64> = 3.0..6.0;
+/// How far a reported ratio may be from the true one, as a fraction of it.
+const RATIO_WITHIN: f64 = 0.10;
+/// How far past its budget `compare` may return, as a fraction of it.
+const OVERRUN: f64 = 0.10;
+/// A far pair must be decided within this share of its budget.
+const FAR_DECIDED_WITHIN: f64 = 0.5;
+// ANCHOR_END: judged
 
 /// What a pair of functions is, as the stub describes the judged pairs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,26 +120,25 @@ impl Pair {
     }
 }
 
-/// One function's first calls and noise: 0 to 3 slow first calls, 3 to 6 times as long; a jitter
-/// of up to 3% either way on every call; 3 to 8% of its calls 3 to 8 times as long.
+/// One function's first calls and noise, as [`SLOW_CALLS`], [`JITTER`] and [`ODD_CALLS`] say.
 fn function(steady: f64) -> impl Strategy<Value = Function> {
-    (0usize..=3, 3.0f64..6.0, 0.03f64..0.08).prop_flat_map(move |(slow_calls, slow_by, chance)| {
-        let noise = (0.97f64..1.03, prop::bool::weighted(chance), 3.0f64..8.0)
+    (SLOW_CALLS, SLOW_BY, ODD_CALLS).prop_flat_map(move |(slow_calls, slow_by, chance)| {
+        let noise = (1.0 - JITTER..1.0 + JITTER, prop::bool::weighted(chance), ODD_BY)
             .prop_map(|(jitter, odd, by)| (jitter, if odd { by } else { 1.0 }));
         prop::collection::vec(noise, 512).prop_map(move |noise| Function { steady, slow_calls, slow_by, noise })
     })
 }
 
-/// A pair of `kind`: the cheaper function 1 to 2 ms a call, the other as `kind` says, either way
-/// round; a drift of 0.5 to 0.9 per second either way; a budget of 100 to 160 pairs of steady
-/// calls.
+/// A pair of `kind`: the cheaper function [`STEADY_MS`] a call, the other as `kind` says, either
+/// way round; a [`DRIFT`] either way; a budget of [`BUDGET_PAIRS`] pairs of steady calls.
 fn pair(kind: Kind) -> impl Strategy<Value = Pair> {
     let factor = match kind {
         Kind::Equal => Just(1.0).boxed(),
-        Kind::Close => (1.06f64..1.10).boxed(),
-        Kind::Far => (1.5f64..2.5).boxed(),
+        Kind::Close => CLOSE.boxed(),
+        Kind::Far => FAR.boxed(),
     };
-    (1e-3f64..2e-3, factor, any::<bool>(), 0.5f64..0.9, any::<bool>(), 100u32..=160).prop_flat_map(
+    let cheaper = (STEADY_MS.start * 1e-3)..(STEADY_MS.end * 1e-3);
+    (cheaper, factor, any::<bool>(), DRIFT, any::<bool>(), BUDGET_PAIRS).prop_flat_map(
         move |(cheaper, factor, a_slower, drift, faster_machine, pairs)| {
             let (a, b) = if a_slower { (cheaper * factor, cheaper) } else { (cheaper, cheaper * factor) };
             let drift = if faster_machine { -drift } else { drift };
@@ -126,9 +148,9 @@ fn pair(kind: Kind) -> impl Strategy<Value = Pair> {
     )
 }
 
-/// The 12 judged pairs, 4 of each kind, in an order drawn from the seed.
+/// The judged pairs, [`PAIRS_PER_KIND`] of each kind, in an order drawn from the seed.
 fn pairs(ctx: &Context) -> Vec<Pair> {
-    let kinds = [Kind::Equal, Kind::Close, Kind::Far].repeat(4);
+    let kinds = [Kind::Equal, Kind::Close, Kind::Far].repeat(PAIRS_PER_KIND);
     let order = draw(ctx, 0, Just(kinds).prop_shuffle());
     order.into_iter().enumerate().map(|(k, kind)| draw(ctx, 1 + k as u64, pair(kind))).collect()
 }
@@ -167,9 +189,9 @@ fn run(device: Device, pair: &Pair) -> Result<Answer, Failure> {
     Ok(Answer { verdict: answer.verdict, ratio: answer.ratio, took, calls: (calls.0.get(), calls.1.get()) })
 }
 
-/// `compare` on 12 pairs of functions of secret cost, drawn from the seed: its verdict is right on
-/// every pair, its ratio within 10% of the true one, it returns within its budget, and it decides
-/// a pair 1.5 fold apart or more within half its budget.
+/// `compare` on pairs of functions of secret cost, drawn from the seed: its verdict is right on
+/// every pair, its ratio within [`RATIO_WITHIN`] of the true one, it returns within its budget
+/// (and [`OVERRUN`]), and it decides a far pair within [`FAR_DECIDED_WITHIN`] of its budget.
 pub fn verdicts_match_secret_costs(ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
     // The spin kernel is compiled and the GPU's clock raised before anything is timed.
@@ -205,12 +227,15 @@ pub fn verdicts_match_secret_costs(ctx: &Context) -> CheckResult {
             record(format!("pair {k}: log2 of the ratio"), "not a positive number");
             return Err(Failure::fail(format!("{on}: {said}; a ratio of times is a positive number")));
         }
-        let log2 = answer.ratio.log2() as f32;
-        record_floats(format!("pair {k}: log2 of the ratio"), &[log2], Tolerance { abs: RATIO_WITHIN, rel: 0.0 });
-        if (log2 - pair.ratio().log2() as f32).abs() > RATIO_WITHIN {
+        // Recorded as a `log2`, within the log of the allowed factor: the judge allows twice that
+        // between yours and the reference's.
+        let (log2, within) = (answer.ratio.log2() as f32, (1.0 + RATIO_WITHIN).log2() as f32);
+        record_floats(format!("pair {k}: log2 of the ratio"), &[log2], Tolerance { abs: within, rel: 0.0 });
+        if (log2 - pair.ratio().log2() as f32).abs() > within {
             return Err(Failure::fail(format!(
-                "{on}: {said}, but the true ratio (a's time over b's, once warm) is {:.3}: yours must be within 10% of it",
-                pair.ratio()
+                "{on}: {said}, but the true ratio (a's time over b's, once warm) is {:.3}: yours must be within {:.0}% of it",
+                pair.ratio(),
+                RATIO_WITHIN * 100.0
             )));
         }
         let allowed = pair.budget.mul_f64(1.0 + OVERRUN);
@@ -223,18 +248,21 @@ pub fn verdicts_match_secret_costs(ctx: &Context) -> CheckResult {
             )));
         }
         if pair.kind == Kind::Far {
-            let early = answer.took <= pair.budget / 2;
-            record(format!("pair {k}: decided within half the budget"), early);
+            let early = answer.took <= pair.budget.mul_f64(FAR_DECIDED_WITHIN);
+            record(format!("pair {k}: decided early"), early);
             if !early {
                 return Err(Failure::fail(format!(
-                    "{on}: {said}; a difference of 1.5 fold or more should be plain long before the budget is spent: \
-                     decide it within half the budget"
+                    "{on}: {said}; a difference of {} fold or more should be plain long before the budget is spent: \
+                     decide it within {:.0}% of the budget",
+                    FAR.start,
+                    FAR_DECIDED_WITHIN * 100.0
                 )));
             }
         }
     }
     Ok(format!(
-        "compare decided 12 pairs of secret cost on {device} rightly, each within its budget ({:.1} s in all)",
+        "compare decided {} pairs of secret cost on {device} rightly, each within its budget ({:.1} s in all)",
+        pairs.len(),
         total.as_secs_f64()
     ))
 }
