@@ -1,8 +1,9 @@
 //! Exercise `compare` (deep): whether one function is faster than another, and by how much,
-//! decided within a time budget, as `torch.utils.benchmark` decides it with
-//! `Timer.adaptive_autorange` (sample until the estimate is good enough or the time is spent) and
-//! `Compare` (is a difference real, or noise?). The judge hands you functions whose cost it knows
-//! in secret, and as noisy as real code on a real machine.
+//! decided within a time budget. `torch.utils.benchmark` gives the parts: `Timer.adaptive_autorange`
+//! samples until the spread is small or the time is spent, and `Compare` shows measurements side by
+//! side; what neither does is decide whether a difference is real or noise, which is this
+//! exercise. The judge hands you functions whose cost it knows in secret, as noisy as real code on
+//! a real machine.
 
 use std::time::Duration;
 // ANCHOR: solution-only
@@ -125,7 +126,7 @@ fn verdict_of(centre: f64) -> Verdict {
 /// **Exercise `compare` (deep).** Whether `a` is faster than `b`, slower, or the same, and the
 /// ratio of their times per call, decided on `device` within `budget`. Call each function as
 /// often as you like: each call queues work on `device` (as `engine::bench::spin` does), so time
-/// it as your `do_bench` does.
+/// a call as your `do_bench` times one, between two stamps.
 ///
 /// The resolution is 5%: two functions whose steady times differ by 5% or more are different
 /// (`Faster` or `Slower`), and two whose times are equal are the `Same`. The two functions are
