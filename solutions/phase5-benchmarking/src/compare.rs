@@ -135,7 +135,7 @@ fn verdict_of(centre: f64) -> Verdict {
 /// out (experiment in the scratch example, and read the book's section): every call's time varies
 /// by a few percent; now and then a call takes several times as long; a function's first few
 /// calls may take several times as long too (a compile, a cold cache); and the machine may get
-/// faster or slower during the run, by as much as 2.5 times over a second, alike for both
+/// faster or slower during the run, by as much as twice by the end of the budget, alike for both
 /// functions.
 ///
 /// Judged on 12 pairs drawn from the run's seed, each with its own budget (enough for 100 to 160

@@ -29,8 +29,9 @@ const FAR: Range<f64> = 1.5..2.5;
 const STEADY_MS: Range<f64> = 2.0..4.0;
 /// A pair's budget, in pairs of steady calls (one call of each function).
 const BUDGET_PAIRS: RangeInclusive<u32> = 100..=160;
-/// How fast the machine drifts, either way, on a log scale per second (0.9: 2.5 times in a second).
-const DRIFT: Range<f64> = 0.5..0.9;
+/// How far the machine drifts over a pair's budget, either way, on a log scale (0.7: twice as
+/// slow, or as fast, by the end of the budget; no further after it).
+const DRIFT: Range<f64> = 0.4..0.7;
 /// Every call's jitter: up to this fraction either way.
 const JITTER: f64 = 0.03;
 /// The share of a function's calls that take several times as long, and how many times.
@@ -81,11 +82,12 @@ struct Function {
 
 impl Function {
     /// Seconds of work the `i`-th call queues, `elapsed` seconds after the pair's first call of
-    /// either function, on a machine drifting by `drift` (a rate per second, on a log scale).
-    fn cost(&self, i: usize, elapsed: f64, drift: f64) -> f64 {
+    /// either function, on a machine that has drifted by `drift` (on a log scale) at the end of the
+    /// `budget` seconds.
+    fn cost(&self, i: usize, elapsed: f64, drift: f64, budget: f64) -> f64 {
         let (jitter, outlier) = self.noise[i % self.noise.len()];
         let slow = if i < self.slow_calls { self.slow_by } else { 1.0 };
-        self.steady * jitter * outlier * slow * (drift * elapsed).exp()
+        self.steady * jitter * outlier * slow * (drift * (elapsed / budget).min(1.0)).exp()
     }
 }
 
@@ -95,7 +97,7 @@ struct Pair {
     kind: Kind,
     a: Function,
     b: Function,
-    /// The machine's drift, a rate per second on a log scale (both functions alike).
+    /// The machine's drift over the budget, on a log scale (both functions alike).
     drift: f64,
     budget: Duration,
 }
@@ -208,7 +210,7 @@ fn run(device: Device, pair: &Pair) -> Result<Answer, Failure> {
             first_call.set(Some(now));
             now
         });
-        let cost = function.cost(i, since.elapsed().as_secs_f64(), pair.drift);
+        let cost = function.cost(i, since.elapsed().as_secs_f64(), pair.drift, pair.budget.as_secs_f64());
         work.set(work.get() + cost);
         spin(device, Duration::from_secs_f64(cost))
     };
