@@ -142,7 +142,7 @@ fn verdict_of(centre: f64) -> Verdict {
 /// pairs of calls, one of each, at their steady speed: 0.4 to 2.3 s), timed by the judge from
 /// outside: 4 pairs of equal cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold,
 /// either way round, the faster function of each pair taking 2 to 4 ms a call once warm. The
-/// verdict must be right on every pair; the ratio within 10% of the true one (steady time against
+/// verdict must be right on every pair; the ratio within 15% of the true one (steady time against
 /// steady time, each with the wake-up time the judge measures on this machine); `compare` must
 /// return within its budget (10% more is tolerated); and a pair that differs 1.5 fold or more must
 /// be decided within 40 calls of each function, warm-up included (when the answer is plain, stop
