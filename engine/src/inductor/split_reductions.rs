@@ -1,0 +1,412 @@
+//! Split reductions, the analogue of TorchInductor's `Reduction.create` choosing `num_splits` and
+//! building two layers with `create_multilayer` (`ir.py`): a reduction with too few outputs to keep
+//! a GPU busy and a long reduced dimension becomes two reductions. The first computes `parts`
+//! partial results per output, each over one chunk of the reduced range, so it has many outputs
+//! and therefore many blocks or threads; the second reduces the partials.
+//!
+//! A loss's mean over 2 M elements is one row: one block of threads reads all 8 MB while the other
+//! multiprocessors idle. Split 256 ways, 256 blocks read 32 KB each, and one small block adds up
+//! 256 partials. A bias gradient (a sum over the batch of `[4096, 2048]`) has 2048 outputs, one
+//! thread each, walking 4096 elements apiece; split 64 ways, 131 072 threads walk 64 each.
+//!
+//! The pass rewrites the loop-level IR between lowering and scheduling; nothing after it knows.
+//! A reduction of `length` elements along `dim` becomes:
+//!
+//! - the partials: the same reduction over an iteration space whose `dim` is split into
+//!   `[parts, length / parts]` (an index `k·i` becomes `k·chunk·p + k·j`), reducing the chunk
+//!   dimension into an `f32` buffer, whatever the output's dtype: partial results keep their
+//!   precision, as the kernels accumulate in `f32`;
+//! - the total: the same reduction over the partials along `dim`, into the original node's buffer.
+//!
+//! Sum, mean and max split this way: sum of partial sums, max of partial maxima, and mean of
+//! partial means, which is the mean because every chunk has the same length. That is why `parts`
+//! always divides `length`: the IR has no masked loads, so a ragged last chunk cannot be
+//! expressed; a length with no divisor near the wanted number of parts (a prime) is not split.
+//! (Inductor masks the last chunk instead.)
+//!
+//! The pointwise nodes that compute a split reduction's input over the same elements (a ReLU's
+//! gradient before a bias gradient) are re-expressed over the split iteration space as well, so
+//! that the scheduler still fuses them into the partials' kernel: their buffers keep their bytes,
+//! only the loops over them are shaped `[parts, chunk]`.
+//!
+//! When to split is the target's to say ([`SplitRule`]): on a GPU, when the outputs leave
+//! multiprocessors idle; not on the CPU, where the C kernels' rows are spread over a few threads
+//! already (bench/NOTES-training.md). [`Config::split_reductions`](super::Config) overrides it;
+//! tests force every possible split on the CPU so that the C code and the interpreter run the
+//! split form.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::config::SplitReductions;
+use super::index::Affine;
+use super::ir::{BufferName, FallbackArg, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand};
+use super::kernel::PERSISTENT_MAX_ROW;
+use crate::dtype::DType;
+
+/// Blocks per multiprocessor a split innermost reduction aims for (its kernels run one block per
+/// row).
+pub const BLOCKS_PER_SM: usize = 2;
+
+/// Threads per multiprocessor a split outer reduction aims for (its kernels run one thread per
+/// output): half of what an H100's multiprocessor holds.
+pub const THREADS_PER_SM: usize = 1024;
+
+/// Fewest elements a chunk of a split innermost reduction has: a block of threads' worth.
+pub const MIN_INNER_CHUNK: usize = 1024;
+
+/// Shortest reduced dimension of an outer reduction worth splitting.
+pub const MIN_OUTER_LENGTH: usize = 256;
+
+/// Which reductions are split, and into how many parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitRule {
+    /// None.
+    Never,
+    /// Every reduction whose length has a divisor other than 1 and itself, into the divisor
+    /// nearest its square root: what tests force, so that small shapes run the split form.
+    Always,
+    /// Those that would leave a GPU of `multiprocessors` multiprocessors idle (see [`parts`]).
+    FillGpu {
+        /// The GPU's multiprocessors (132 on an H100 SXM).
+        multiprocessors: usize,
+    },
+}
+
+impl SplitRule {
+    /// The rule `setting` asks for, where `target` is the target's own (used for
+    /// [`SplitReductions::Auto`]).
+    pub fn of(setting: SplitReductions, target: SplitRule) -> SplitRule {
+        match setting {
+            SplitReductions::Auto => target,
+            SplitReductions::Never => SplitRule::Never,
+            SplitReductions::Always => SplitRule::Always,
+        }
+    }
+}
+
+/// One reduction split in two, as the fusion log prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// The reduction's node in the graph (`mean`).
+    pub node: String,
+    /// Its outputs.
+    pub outputs: usize,
+    /// The elements reduced into each.
+    pub length: usize,
+    /// Partial results per output.
+    pub parts: usize,
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Split { node, outputs, length, parts } = self;
+        write!(
+            f,
+            "split {node}: {outputs} output(s) of {length} elements each → {} partial results of {} elements, then \
+             {outputs} of {parts}",
+            outputs * parts,
+            length / parts
+        )
+    }
+}
+
+/// How many partial results per output a reduction over `input_shape` along `dim` gets under
+/// `rule`; `None` to leave it whole.
+///
+/// On a GPU ([`SplitRule::FillGpu`]) the wanted number follows how the reduction's kernel is
+/// launched (`codegen::cuda::launch`): an innermost reduction runs a block per row, so it aims at
+/// [`BLOCKS_PER_SM`] blocks per multiprocessor, in chunks of at least [`MIN_INNER_CHUNK`], and is
+/// split only when its rows are too long for one persistent block; an outer reduction runs a thread
+/// per output, so it aims at [`THREADS_PER_SM`] threads per multiprocessor, but at no more parts
+/// than the square root of the length (the second layer then walks as far as each thread of the
+/// first). Either way `parts` is the divisor of the length nearest the wanted number, within a
+/// factor of two; none there, no split.
+pub fn parts(rule: SplitRule, input_shape: &[usize], dim: usize) -> Option<usize> {
+    let length = input_shape[dim];
+    let outputs: usize = input_shape.iter().enumerate().filter(|&(d, _)| d != dim).map(|(_, s)| s).product();
+    if outputs == 0 || length < 4 {
+        return None;
+    }
+    let innermost = input_shape[dim + 1..].iter().all(|&s| s == 1);
+    let wanted = match rule {
+        SplitRule::Never => return None,
+        SplitRule::Always => return nearest_divisor(length, length.isqrt(), 1..length),
+        SplitRule::FillGpu { multiprocessors } if innermost => {
+            let blocks = BLOCKS_PER_SM * multiprocessors;
+            if outputs >= blocks || length <= PERSISTENT_MAX_ROW {
+                return None;
+            }
+            blocks.div_ceil(outputs).min(length / MIN_INNER_CHUNK)
+        }
+        SplitRule::FillGpu { multiprocessors } => {
+            let threads = THREADS_PER_SM * multiprocessors;
+            if 2 * outputs >= threads || length < MIN_OUTER_LENGTH {
+                return None;
+            }
+            threads.div_ceil(outputs).min(length.isqrt())
+        }
+    };
+    if wanted < 2 {
+        return None;
+    }
+    nearest_divisor(length, wanted, wanted.div_ceil(2)..2 * wanted + 1)
+}
+
+/// The divisor of `length` in `range` (and strictly between 1 and `length`) nearest `wanted`.
+fn nearest_divisor(length: usize, wanted: usize, range: std::ops::Range<usize>) -> Option<usize> {
+    (range.start.max(2)..range.end.min(length)).filter(|d| length.is_multiple_of(*d)).min_by_key(|d| d.abs_diff(wanted))
+}
+
+/// Splits the reductions of `graph` that `rule` picks, each into its partials and its total (see
+/// the module comment), and re-expresses the pointwise nodes that feed each over the split
+/// iteration space. Returns the graph and one record per split.
+pub fn split_reductions(graph: LoweredGraph, rule: SplitRule) -> (LoweredGraph, Vec<Split>) {
+    let chosen: HashMap<IrId, usize> = graph
+        .enumerate()
+        .filter_map(|(id, node)| match &node.body {
+            NodeBody::Reduction { input_shape, dim, .. } => parts(rule, input_shape, *dim).map(|p| (id, p)),
+            _ => None,
+        })
+        .collect();
+    if chosen.is_empty() {
+        return (graph, Vec::new());
+    }
+    // The pointwise nodes re-expressed over a split iteration space, and how.
+    let mut reshaped: HashMap<IrId, Reexpressed> = HashMap::new();
+    for (id, node) in graph.enumerate() {
+        if let (Some(&parts), NodeBody::Reduction { input, input_shape, dim, .. }) = (chosen.get(&id), &node.body) {
+            let split = Reexpressed { space: split_shape(input_shape, *dim, parts), how: How::SplitDim(*dim, parts) };
+            let index = split.index(&input.index, input_shape);
+            reexpress_producer(&graph, input.buffer, &index, input_shape, &split, &mut reshaped);
+        }
+    }
+    let mut new_id: Vec<IrId> = Vec::with_capacity(graph.nodes.len());
+    let mut nodes: Vec<IrNode> = Vec::with_capacity(graph.nodes.len() + chosen.len());
+    let mut splits = Vec::new();
+    for (id, node) in graph.enumerate() {
+        let mut node = node.clone();
+        rename(&mut node.body, &new_id);
+        if let (Some(reexpressed), NodeBody::Pointwise { operands, .. }) = (reshaped.get(&id), &mut node.body) {
+            for operand in operands {
+                if let Operand::Load(load) = operand {
+                    load.index = reexpressed.index(&load.index, &graph[id].shape);
+                }
+            }
+            node.shape = reexpressed.space.clone();
+        }
+        if let (Some(&parts), NodeBody::Reduction { kind, dim, input, input_shape }) = (chosen.get(&id), &node.body) {
+            let (kind, dim, length) = (*kind, *dim, input_shape[*dim]);
+            let mut partial_shape = input_shape.clone();
+            partial_shape[dim] = parts;
+            let partials = IrNode {
+                shape: partial_shape.clone(),
+                dtype: DType::F32,
+                body: NodeBody::Reduction {
+                    kind,
+                    dim: dim + 1,
+                    input: Load { buffer: input.buffer, index: split_index(&input.index, dim, parts, length) },
+                    input_shape: split_shape(input_shape, dim, parts),
+                },
+                ..node.clone()
+            };
+            let partials_id = IrId(nodes.len());
+            nodes.push(partials);
+            splits.push(Split {
+                node: node.origin_name.clone(),
+                outputs: partial_shape.iter().product::<usize>() / parts,
+                length,
+                parts,
+            });
+            node.body = NodeBody::Reduction {
+                kind,
+                dim,
+                input: Load { buffer: BufferName::Node(partials_id), index: Affine::contiguous(&partial_shape) },
+                input_shape: partial_shape,
+            };
+        }
+        new_id.push(IrId(nodes.len()));
+        nodes.push(node);
+    }
+    let mut outputs = graph.outputs;
+    for view in &mut outputs {
+        view.buffer = renamed(view.buffer, &new_id);
+    }
+    (LoweredGraph { inputs: graph.inputs, nodes, outputs }, splits)
+}
+
+/// A node's loops over another iteration space of as many elements: `space`, and how an index
+/// over the node's own shape becomes one over `space`.
+#[derive(Clone, Debug)]
+struct Reexpressed {
+    space: Vec<usize>,
+    how: How,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum How {
+    /// The node's own shape with dimension `.0` split into `.1` parts: any index can follow.
+    SplitDim(usize, usize),
+    /// Another shape of as many elements, for a node whose every load reads its buffer densely in
+    /// order (a loss's `(a - b)²` over `[4096, 512]`, flattened for its mean): the same flat
+    /// offsets, counted over `space`.
+    Flat,
+}
+
+impl Reexpressed {
+    /// `index`, over `shape` (the node's own), over `space`.
+    fn index(&self, index: &Affine, shape: &[usize]) -> Affine {
+        match self.how {
+            How::SplitDim(dim, parts) => split_index(index, dim, parts, shape[dim]),
+            How::Flat => Affine { offset: index.offset, coeffs: Affine::contiguous(&self.space).coeffs },
+        }
+    }
+}
+
+/// Whether `index` reads a buffer densely in row-major order over `shape`, from some offset.
+fn is_flat(index: &Affine, shape: &[usize]) -> bool {
+    index.coeffs == Affine::contiguous(shape).coeffs
+}
+
+/// Re-expresses over `split.space` the pointwise node that writes `buffer`, when its reader reads
+/// it at its own elements there (`index`, the reader's load over the split space), and then the
+/// pointwise nodes it reads the same way: so that the scheduler fuses the chain into the partials'
+/// kernel. A node of the reduction's own input shape `space` follows the split dimension; one of
+/// another shape only when all its loads are dense (see [`How::Flat`]). Nodes written into an
+/// input, or re-expressed already (for another split), are left alone: their readers read memory.
+fn reexpress_producer(
+    graph: &LoweredGraph,
+    buffer: BufferName,
+    index: &Affine,
+    space: &[usize],
+    split: &Reexpressed,
+    reshaped: &mut HashMap<IrId, Reexpressed>,
+) {
+    let BufferName::Node(p) = buffer else { return };
+    let producer = &graph[p];
+    let NodeBody::Pointwise { operands, .. } = &producer.body else { return };
+    if *index != Affine::contiguous(&split.space) || producer.into_input.is_some() || reshaped.contains_key(&p) {
+        return;
+    }
+    let loads = || operands.iter().filter_map(|o| if let Operand::Load(l) = o { Some(l) } else { None });
+    let how = if producer.shape == space {
+        split.how
+    } else if loads().all(|l| is_flat(&l.index, &producer.shape))
+        && producer.shape.iter().product::<usize>() == split.space.iter().product::<usize>()
+    {
+        How::Flat
+    } else {
+        return;
+    };
+    let reexpressed = Reexpressed { space: split.space.clone(), how };
+    for load in loads() {
+        let index = reexpressed.index(&load.index, &producer.shape);
+        reexpress_producer(graph, load.buffer, &index, space, split, reshaped);
+    }
+    reshaped.insert(p, reexpressed);
+}
+
+/// `shape` with dimension `dim` split into `[parts, shape[dim] / parts]`.
+fn split_shape(shape: &[usize], dim: usize, parts: usize) -> Vec<usize> {
+    let mut split = shape.to_vec();
+    split.splice(dim..=dim, [parts, shape[dim] / parts]);
+    split
+}
+
+/// `index`, over a space whose dimension `dim` has `length` elements, over the same space with
+/// that dimension split into `[parts, length / parts]`: coordinate `i = p·chunk + j` makes the
+/// term `k·i` into `k·chunk·p + k·j`.
+fn split_index(index: &Affine, dim: usize, parts: usize, length: usize) -> Affine {
+    let k = index.coeffs[dim];
+    let mut coeffs = index.coeffs.clone();
+    coeffs.splice(dim..=dim, [k * (length / parts), k]);
+    Affine { offset: index.offset, coeffs }
+}
+
+/// A buffer after renumbering: node `n` is now `new_id[n]`.
+fn renamed(buffer: BufferName, new_id: &[IrId]) -> BufferName {
+    match buffer {
+        BufferName::Node(n) => BufferName::Node(new_id[n.0]),
+        input => input,
+    }
+}
+
+/// Renames every buffer `body` reads (see [`renamed`]).
+fn rename(body: &mut NodeBody, new_id: &[IrId]) {
+    let fix = |buffer: &mut BufferName| *buffer = renamed(*buffer, new_id);
+    match body {
+        NodeBody::Pointwise { operands, .. } => {
+            for operand in operands {
+                if let Operand::Load(load) = operand {
+                    fix(&mut load.buffer);
+                }
+            }
+        }
+        NodeBody::Reduction { input, .. } => fix(&mut input.buffer),
+        NodeBody::Matmul { a, b, epilogue } => {
+            for view in [a, b].into_iter().chain(epilogue.bias.as_mut()) {
+                fix(&mut view.buffer);
+            }
+        }
+        NodeBody::ExternKernel { inputs, .. } => inputs.iter_mut().for_each(|view| fix(&mut view.buffer)),
+        NodeBody::Fallback { args, .. } => {
+            for arg in args {
+                if let FallbackArg::Tensor(view) = arg {
+                    fix(&mut view.buffer);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H100: SplitRule = SplitRule::FillGpu { multiprocessors: 132 };
+
+    #[test]
+    fn the_training_steps_reductions_split_on_an_h100() {
+        // The MSE loss's mean over 2 M elements: 256 blocks of 8192.
+        assert_eq!(parts(H100, &[1 << 21], 0), Some(256));
+        // Bias gradients, summed over a batch of 4096.
+        assert_eq!(parts(H100, &[4096, 2048], 0), Some(64));
+        assert_eq!(parts(H100, &[4096, 512], 0), Some(64));
+    }
+
+    #[test]
+    fn enough_outputs_or_short_rows_stay_whole() {
+        // Softmax's rows: 4096 outputs fill the GPU.
+        assert_eq!(parts(H100, &[4096, 4096], 1), None);
+        // One row that one persistent block holds.
+        assert_eq!(parts(H100, &[8192], 0), None);
+        // 135 168 columns are as many threads as wanted.
+        assert_eq!(parts(H100, &[4096, 135_168], 0), None);
+        // A prime length has no divisor to split by.
+        assert_eq!(parts(H100, &[1_000_003], 0), None);
+        assert_eq!(parts(SplitRule::Never, &[1 << 21], 0), None);
+    }
+
+    #[test]
+    fn forced_splits_take_the_divisor_nearest_the_square_root() {
+        assert_eq!(parts(SplitRule::Always, &[3, 100, 5], 1), Some(10));
+        assert_eq!(parts(SplitRule::Always, &[6], 0), Some(2));
+        assert_eq!(parts(SplitRule::Always, &[7], 0), None);
+        assert_eq!(parts(SplitRule::Always, &[3], 0), None);
+        assert_eq!(parts(SplitRule::Always, &[0, 8], 1), None);
+    }
+
+    #[test]
+    fn a_split_index_addresses_the_same_elements() {
+        // A column of a [12, 5] matrix, read along dim 0 split 3 ways: i = 4p + j.
+        let index = Affine { offset: 2, coeffs: vec![5, 1] };
+        let split = split_index(&index, 0, 3, 12);
+        assert_eq!(split.coeffs, vec![20, 5, 1]);
+        for p in 0..3 {
+            for j in 0..4 {
+                assert_eq!(split.coeffs[0] * p + split.coeffs[1] * j, index.coeffs[0] * (4 * p + j));
+            }
+        }
+        assert_eq!(split_shape(&[12, 5], 0, 3), vec![3, 4, 5]);
+    }
+}

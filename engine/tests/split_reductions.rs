@@ -1,0 +1,176 @@
+//! Split reductions (`inductor::split_reductions`): a reduction with too few outputs for the
+//! device becomes partial results per chunk, then their total. On the CPU the target never splits
+//! by itself, so these tests force it (`SplitReductions::Always`) and check that the generated C
+//! and the kernel-IR interpreter compute, in the split form, what eager computes: every reduction
+//! kind, reduced dimensions inner, middle and outer, lengths with and without a divisor (a prime
+//! is not split), sizes 1 and 0, f32 and half precision.
+
+mod common;
+#[allow(dead_code)] // the snapshots use two of the models
+mod models;
+
+use common::tolerance;
+use std::sync::{Arc, Mutex};
+
+use engine::backends::{Backend, CompiledGraph, Inductor};
+use engine::fx::{Graph, Interpreter};
+use engine::inductor::split_reductions::{SplitRule, parts};
+use engine::inductor::{Config, SplitReductions, TargetKind};
+use engine::logs::{self, Artifact};
+use engine::op::ReduceOp;
+use engine::{DType, Device, Result, Tensor, dynamo};
+use proptest::prelude::*;
+
+fn forced(target: TargetKind) -> Config {
+    Config { split_reductions: SplitReductions::Always, target, fx_graph_cache: false, ..Config::default() }
+}
+
+/// `reduce(x * y)` along `dim`, then doubled: a pointwise prologue fused into the partials'
+/// kernel, and an op on the totals fused into the second kernel.
+fn program(kind: ReduceOp, dim: usize, keepdim: bool) -> impl Fn(Vec<Tensor>) -> Result<Tensor> {
+    move |t| {
+        let product = t[0].mul(&t[1])?;
+        let d = dim as isize;
+        let reduced = match kind {
+            ReduceOp::Sum => product.sum(d, keepdim)?,
+            ReduceOp::Mean => product.mean(d, keepdim)?,
+            ReduceOp::Max => product.amax(d, keepdim)?,
+        };
+        reduced.mul(2.0)
+    }
+}
+
+/// Sizes with many divisors, primes, 1 and 0.
+fn size() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => Just(1usize),
+        1 => Just(0usize),
+        6 => prop::sample::select(vec![4usize, 6, 12, 16, 30, 64, 100, 256]),
+        4 => prop::sample::select(vec![2usize, 3, 7, 13, 97, 251]),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (Vec<usize>, usize, bool, ReduceOp, DType)> {
+    prop::collection::vec(size(), 1..=3).prop_flat_map(|shape| {
+        let rank = shape.len();
+        (
+            Just(shape),
+            0..rank,
+            any::<bool>(),
+            prop::sample::select(vec![ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max]),
+            prop::sample::select(vec![DType::F32, DType::BF16, DType::F16]),
+        )
+    })
+}
+
+/// Where `got` differs from `expected` by more than the dtype's tolerance times `scale` (the same
+/// reduction of the terms' magnitudes: what rounding each term and the result can move).
+fn mismatch(got: &[f32], expected: &[f32], scale: &[f32], dtype: DType) -> Option<String> {
+    let (rtol, atol) = tolerance(dtype);
+    let rtol = if dtype == DType::F32 { 1e-5 } else { 4.0 * rtol };
+    got.iter().zip(expected).zip(scale).enumerate().find_map(|(i, ((&g, &e), &s))| {
+        let near = (g.is_nan() && e.is_nan()) || f64::from((g - e).abs()) <= atol + rtol * f64::from(s.abs() + e.abs());
+        (!near).then(|| format!("element {i}: compiled {g}, eager {e} (scale {s})"))
+    })
+}
+
+fn reduction_kernels(inductor: &Inductor) -> usize {
+    let codes = inductor.output_codes();
+    codes[0].kernel_names().iter().filter(|n| n.starts_with("per_") || n.starts_with("red_")).count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn split_reductions_match_eager((shape, dim, keepdim, kind, dtype) in case(), seed in any::<u64>()) {
+        // Like PyTorch, eager has no maximum of nothing.
+        prop_assume!(kind != ReduceOp::Max || shape[dim] > 0);
+        let inputs = [Tensor::randn(&shape, seed), Tensor::randn(&shape, seed ^ 1)]
+            .map(|t| t.to_dtype(dtype).unwrap());
+        let f = program(kind, dim, keepdim);
+        let expected = f(inputs.to_vec()).unwrap();
+        // What rounding can move: the reduction of the terms' magnitudes, in f32.
+        let magnitudes = [inputs[0].to_dtype(DType::F32).unwrap().abs().unwrap(), inputs[1].to_dtype(DType::F32).unwrap().abs().unwrap()];
+        let scale = program(kind, dim, keepdim)(magnitudes.to_vec()).unwrap().to_vec().unwrap();
+        let split = parts(SplitRule::Always, &shape, dim).is_some();
+        for target in [TargetKind::Native, TargetKind::Interpreter] {
+            let inductor = Inductor::with_config(forced(target));
+            let compiled = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone());
+            let got = compiled.call(&inputs).unwrap();
+            prop_assert_eq!(got.shape(), expected.shape());
+            prop_assert_eq!(got.dtype(), expected.dtype());
+            let why = mismatch(&got.to_vec().unwrap(), &expected.to_vec().unwrap(), &scale, dtype);
+            prop_assert!(why.is_none(), "{target:?} {shape:?} dim {dim} {kind:?} {dtype}: {}\n{}", why.unwrap(), inductor.output_codes()[0]);
+            if shape.iter().all(|&s| s > 0) {
+                prop_assert_eq!(reduction_kernels(&inductor), 1 + usize::from(split), "{}", inductor.output_codes()[0]);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_split_is_logged_and_its_partials_are_f32() {
+    let inputs = [Tensor::randn(&[64, 6], 0), Tensor::randn(&[64, 6], 1)].map(|t| t.to_dtype(DType::BF16).unwrap());
+    let inductor = Inductor::with_config(forced(TargetKind::Native));
+    let f = program(ReduceOp::Sum, 0, false);
+    let compiled = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone());
+    let (got, log) = logs::capture(&[Artifact::Fusion], || compiled.call(&inputs));
+    got.unwrap();
+    assert!(
+        log.contains("split sum: 6 output(s) of 64 elements each → 48 partial results of 8 elements, then 6 of 8"),
+        "{log}"
+    );
+    let code = inductor.output_codes()[0].to_string();
+    assert_eq!(inductor.output_codes()[0].kernel_names(), ["red_fused_mul_sum_0", "red_fused_sum_mul_1"], "{code}");
+    // The partials are f32 whatever the inputs are; the total is bf16, as eager's.
+    assert!(code.contains("let buf1 = empty([8, 6]);  // 48 floats"), "{code}");
+    assert!(code.contains("let buf3 = empty([6], bf16);"), "{code}");
+}
+
+#[test]
+fn without_the_knob_the_cpu_does_not_split() {
+    let inputs = [Tensor::randn(&[1 << 16], 0), Tensor::randn(&[1 << 16], 1)];
+    let inductor = Inductor::default();
+    let f = program(ReduceOp::Mean, 0, false);
+    dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone()).call(&inputs).unwrap();
+    assert_eq!(reduction_kernels(&inductor), 1);
+}
+
+/// A backend that keeps the graphs it is handed and runs them eagerly.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Graph>>>);
+
+impl Backend for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn compile(&self, graph: &Graph, _: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
+        self.0.lock().unwrap().push(graph.clone());
+        Ok(Box::new(Interpreter::new(graph.clone())))
+    }
+}
+
+/// The graph `f` captures on `inputs`.
+fn capture(f: fn(Vec<Tensor>) -> Result<Tensor>, inputs: &[Tensor]) -> Graph {
+    let recorder = Recorder::default();
+    dynamo::compile(f).backend(recorder.clone()).call(inputs).unwrap();
+    recorder.0.lock().unwrap().pop().unwrap()
+}
+
+#[test]
+fn split_reduction_snapshots() {
+    // On the GPU the target splits these by itself (for an H100's 132 multiprocessors where there
+    // is no GPU); the C is printed with the split forced.
+    let cases: [(&str, fn(Vec<Tensor>) -> Result<Tensor>, Vec<Tensor>); 2] = [
+        ("split_bias_grad", models::bias_grad, vec![Tensor::randn(&[4096, 512], 0), Tensor::randn(&[4096, 512], 1)]),
+        ("split_mse_loss", models::mse_loss, vec![Tensor::randn(&[4096, 512], 2), Tensor::randn(&[4096, 512], 3)]),
+    ];
+    for (name, model, inputs) in cases {
+        let graph = capture(model, &inputs);
+        let c = engine::inductor::generate(&graph, Device::Cpu, &forced(TargetKind::Native)).unwrap();
+        let cuda = engine::inductor::generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
+        insta::assert_snapshot!(format!("{name}_c"), c.to_string());
+        insta::assert_snapshot!(format!("{name}_cuda"), cuda.to_string());
+    }
+}
