@@ -25,12 +25,13 @@ fn forced(target: TargetKind) -> Config {
     Config { split_reductions: SplitReductions::Always, target, fx_graph_cache: false, ..Config::default() }
 }
 
-/// `reduce(x * y)` along `dim`, then doubled: a pointwise prologue fused into the partials'
-/// kernel, and an op on the totals fused into the second kernel.
-fn program(kind: ReduceOp, dim: usize, keepdim: bool) -> impl Fn(Vec<Tensor>) -> Result<Tensor> {
+/// `reduce(x * y)` along `dim` (or over every element, flattened first), then doubled: a
+/// pointwise prologue fused into the partials' kernel, and an op on the totals fused into the
+/// second kernel.
+fn program(kind: ReduceOp, dim: usize, keepdim: bool, flatten: bool) -> impl Fn(Vec<Tensor>) -> Result<Tensor> {
     move |t| {
         let product = t[0].mul(&t[1])?;
-        let d = dim as isize;
+        let (product, d) = if flatten { (product.reshape(&[product.numel()])?, 0) } else { (product, dim as isize) };
         let reduced = match kind {
             ReduceOp::Sum => product.sum(d, keepdim)?,
             ReduceOp::Mean => product.mean(d, keepdim)?,
@@ -38,6 +39,17 @@ fn program(kind: ReduceOp, dim: usize, keepdim: bool) -> impl Fn(Vec<Tensor>) ->
         };
         reduced.mul(2.0)
     }
+}
+
+/// A random tensor of `shape` and `dtype`, dense or a permuted view of one (every stride differs
+/// from the dense ones).
+fn input(shape: &[usize], dtype: DType, strided: bool, seed: u64) -> Tensor {
+    if !strided {
+        return Tensor::randn(shape, seed).to_dtype(dtype).unwrap();
+    }
+    let reversed: Vec<usize> = shape.iter().rev().copied().collect();
+    let dims: Vec<usize> = (0..shape.len()).rev().collect();
+    Tensor::randn(&reversed, seed).to_dtype(dtype).unwrap().permute(&dims).unwrap()
 }
 
 /// Sizes with many divisors, primes, 1 and 0.
@@ -50,7 +62,11 @@ fn size() -> impl Strategy<Value = usize> {
     ]
 }
 
-fn case() -> impl Strategy<Value = (Vec<usize>, usize, bool, ReduceOp, DType)> {
+/// A shape, the dimension reduced, keepdim, the reduction, the dtype, whether the product is
+/// flattened first, whether the first input is a permuted view.
+type Case = (Vec<usize>, usize, bool, ReduceOp, DType, bool, bool);
+
+fn case() -> impl Strategy<Value = Case> {
     prop::collection::vec(size(), 1..=3).prop_flat_map(|shape| {
         let rank = shape.len();
         (
@@ -59,6 +75,8 @@ fn case() -> impl Strategy<Value = (Vec<usize>, usize, bool, ReduceOp, DType)> {
             any::<bool>(),
             prop::sample::select(vec![ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max]),
             prop::sample::select(vec![DType::F32, DType::BF16, DType::F16]),
+            any::<bool>(),
+            any::<bool>(),
         )
     })
 }
@@ -83,27 +101,36 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
     #[test]
-    fn split_reductions_match_eager((shape, dim, keepdim, kind, dtype) in case(), seed in any::<u64>()) {
+    fn split_reductions_match_eager(
+        (shape, dim, keepdim, kind, dtype, flatten, strided) in case(),
+        seed in any::<u64>(),
+    ) {
+        let numel: usize = shape.iter().product();
+        let (reduced_shape, reduced_dim) = if flatten { (vec![numel], 0) } else { (shape.clone(), dim) };
         // Like PyTorch, eager has no maximum of nothing.
-        prop_assume!(kind != ReduceOp::Max || shape[dim] > 0);
-        let inputs = [Tensor::randn(&shape, seed), Tensor::randn(&shape, seed ^ 1)]
-            .map(|t| t.to_dtype(dtype).unwrap());
-        let f = program(kind, dim, keepdim);
+        prop_assume!(kind != ReduceOp::Max || reduced_shape[reduced_dim] > 0);
+        let inputs = [input(&shape, dtype, strided, seed), input(&shape, dtype, false, seed ^ 1)];
+        let f = program(kind, dim, keepdim, flatten);
         let expected = f(inputs.to_vec()).unwrap();
-        // What rounding can move: the reduction of the terms' magnitudes, in f32.
-        let magnitudes = [inputs[0].to_dtype(DType::F32).unwrap().abs().unwrap(), inputs[1].to_dtype(DType::F32).unwrap().abs().unwrap()];
-        let scale = program(kind, dim, keepdim)(magnitudes.to_vec()).unwrap().to_vec().unwrap();
-        let split = parts(SplitRule::Always, &shape, dim).is_some();
+        // What rounding can move: the same reduction of the terms' magnitudes, in f32.
+        let magnitudes = inputs.clone().map(|t| t.to_dtype(DType::F32).unwrap().abs().unwrap());
+        let scale = f(magnitudes.to_vec()).unwrap().to_vec().unwrap();
+        let split = parts(SplitRule::Always, &reduced_shape, reduced_dim).is_some();
         for target in [TargetKind::Native, TargetKind::Interpreter] {
             let inductor = Inductor::with_config(forced(target));
             let compiled = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone());
             let got = compiled.call(&inputs).unwrap();
+            let code = &inductor.output_codes()[0];
             prop_assert_eq!(got.shape(), expected.shape());
             prop_assert_eq!(got.dtype(), expected.dtype());
             let why = mismatch(&got.to_vec().unwrap(), &expected.to_vec().unwrap(), &scale, dtype);
-            prop_assert!(why.is_none(), "{target:?} {shape:?} dim {dim} {kind:?} {dtype}: {}\n{}", why.unwrap(), inductor.output_codes()[0]);
-            if shape.iter().all(|&s| s > 0) {
-                prop_assert_eq!(reduction_kernels(&inductor), 1 + usize::from(split), "{}", inductor.output_codes()[0]);
+            prop_assert!(why.is_none(), "{target:?}: {}\n{code}", why.unwrap());
+            if numel > 0 {
+                prop_assert_eq!(reduction_kernels(&inductor), 1 + usize::from(split), "{}", code);
+                // Dense inputs: the product is computed in the partials' kernel, flattened or not.
+                if split && !strided {
+                    prop_assert_eq!(code.kernel_names().len(), 2, "{}", code);
+                }
             }
         }
     }
@@ -113,7 +140,7 @@ proptest! {
 fn a_split_is_logged_and_its_partials_are_f32() {
     let inputs = [Tensor::randn(&[64, 6], 0), Tensor::randn(&[64, 6], 1)].map(|t| t.to_dtype(DType::BF16).unwrap());
     let inductor = Inductor::with_config(forced(TargetKind::Native));
-    let f = program(ReduceOp::Sum, 0, false);
+    let f = program(ReduceOp::Sum, 0, false, false);
     let compiled = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone());
     let (got, log) = logs::capture(&[Artifact::Fusion], || compiled.call(&inputs));
     got.unwrap();
@@ -132,7 +159,7 @@ fn a_split_is_logged_and_its_partials_are_f32() {
 fn without_the_knob_the_cpu_does_not_split() {
     let inputs = [Tensor::randn(&[1 << 16], 0), Tensor::randn(&[1 << 16], 1)];
     let inductor = Inductor::default();
-    let f = program(ReduceOp::Mean, 0, false);
+    let f = program(ReduceOp::Mean, 0, false, false);
     dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone()).call(&inputs).unwrap();
     assert_eq!(reduction_kernels(&inductor), 1);
 }
