@@ -42,6 +42,7 @@ use super::config::SplitReductions;
 use super::index::Affine;
 use super::ir::{BufferName, FallbackArg, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand};
 use super::kernel::PERSISTENT_MAX_ROW;
+use super::scheduler;
 use crate::dtype::DType;
 
 /// Blocks per multiprocessor a split innermost reduction aims for (its kernels run one block per
@@ -181,6 +182,7 @@ pub fn split_reductions(graph: LoweredGraph, rule: SplitRule) -> (LoweredGraph, 
             reexpress_producer(&graph, input.buffer, &index, input_shape, &split, &mut reshaped);
         }
     }
+    keep_other_fusions(&graph, &chosen, &unsplit_groups(&graph), &mut reshaped);
     let mut new_id: Vec<IrId> = Vec::with_capacity(graph.nodes.len());
     let mut nodes: Vec<IrNode> = Vec::with_capacity(graph.nodes.len() + chosen.len());
     let mut splits = Vec::new();
@@ -304,6 +306,63 @@ fn reexpress_producer(
         reexpress_producer(graph, load.buffer, &index, space, split, reshaped);
     }
     reshaped.insert(p, reexpressed);
+}
+
+/// Leaves in their own shape the re-expressed nodes that would otherwise be cut out of the kernel
+/// they share with other nodes in the graph as scheduled without splits (`group_of`): a forward
+/// pass's GELU, whose derivative a bias gradient's chain recomputes from the same pre-activation,
+/// stays in the forward's kernel. A node stays re-expressed only if every node it reads or is read
+/// by in its unsplit kernel is re-expressed over the same space or is a split reduction; nodes in
+/// other kernels (and extern calls) pass values through memory anyway. Dropping one can drop its
+/// neighbours in turn.
+fn keep_other_fusions(
+    graph: &LoweredGraph,
+    chosen: &HashMap<IrId, usize>,
+    group_of: &[usize],
+    reshaped: &mut HashMap<IrId, Reexpressed>,
+) {
+    let mut neighbours: HashMap<IrId, Vec<IrId>> = HashMap::new();
+    for (id, node) in graph.enumerate() {
+        for buffer in node.reads() {
+            if let BufferName::Node(p) = buffer
+                && group_of[p.0] == group_of[id.0]
+            {
+                neighbours.entry(p).or_default().push(id);
+                neighbours.entry(id).or_default().push(p);
+            }
+        }
+    }
+    loop {
+        let moves_along = |p: &IrId, n: &IrId| {
+            reshaped.get(n).is_some_and(|re| re.space == reshaped[p].space) || chosen.contains_key(n)
+        };
+        let dropped: Vec<IrId> = reshaped
+            .keys()
+            .filter(|p| neighbours.get(p).is_some_and(|ns| ns.iter().any(|n| !moves_along(p, n))))
+            .copied()
+            .collect();
+        if dropped.is_empty() {
+            return;
+        }
+        for p in dropped {
+            reshaped.remove(&p);
+        }
+    }
+}
+
+/// Each node's group in the graph as scheduled without splits, with the engine's own fusion
+/// decision; every node in a group of its own if scheduling fails (it cannot with that decision).
+fn unsplit_groups(graph: &LoweredGraph) -> Vec<usize> {
+    let Ok(schedule) = scheduler::schedule(graph, scheduler::can_fuse) else {
+        return (0..graph.nodes.len()).collect();
+    };
+    let mut group_of = vec![0; graph.nodes.len()];
+    for (g, group) in schedule.groups.iter().enumerate() {
+        for &m in &group.members {
+            group_of[m.0] = g;
+        }
+    }
+    group_of
 }
 
 /// `shape` with dimension `dim` split into `[parts, shape[dim] / parts]`.
