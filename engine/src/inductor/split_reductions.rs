@@ -30,8 +30,9 @@
 //! only the loops over them are shaped `[parts, chunk]`.
 //!
 //! When to split is the target's to say ([`SplitRule`]): on a GPU, when the outputs leave
-//! multiprocessors idle; not on the CPU, where the C kernels' rows are spread over a few threads
-//! already (bench/NOTES-training.md). [`Config::split_reductions`](super::Config) overrides it;
+//! multiprocessors idle; not on the CPU, where it measured slower for outer reductions and
+//! immaterial elsewhere (bench/NOTES-training.md). [`Config::split_reductions`](super::Config)
+//! overrides it;
 //! tests force every possible split on the CPU so that the C code and the interpreter run the
 //! split form.
 

@@ -62,8 +62,8 @@ pub(crate) trait Target: Send + Sync {
     fn gemm_epilogues(&self, mode: Mode) -> Option<FoldFor>;
 
     /// Which reductions to split in two where the config leaves it to the target
-    /// ([`SplitReductions::Auto`](super::config::SplitReductions)): none by default (the CPU's C
-    /// kernels spread rows over threads already; bench/NOTES-training.md).
+    /// ([`SplitReductions::Auto`](super::config::SplitReductions)): none by default, which is
+    /// the CPU's choice (bench/NOTES-training.md, "Split reductions").
     fn reduction_split(&self) -> SplitRule {
         SplitRule::Never
     }
