@@ -6,19 +6,14 @@
 //! is not split), sizes 1 and 0, f32 and half precision.
 
 mod common;
-#[allow(dead_code)] // the snapshots use two of the models
-mod models;
 
 use common::tolerance;
-use std::sync::{Arc, Mutex};
-
-use engine::backends::{Backend, CompiledGraph, Inductor};
-use engine::fx::{Graph, Interpreter};
+use engine::backends::Inductor;
 use engine::inductor::split_reductions::{SplitRule, parts};
 use engine::inductor::{Config, SplitReductions, TargetKind};
 use engine::logs::{self, Artifact};
 use engine::op::ReduceOp;
-use engine::{DType, Device, Result, Tensor, dynamo};
+use engine::{DType, Result, Tensor, dynamo};
 use proptest::prelude::*;
 
 fn forced(target: TargetKind) -> Config {
@@ -162,42 +157,4 @@ fn without_the_knob_the_cpu_does_not_split() {
     let f = program(ReduceOp::Mean, 0, false, false);
     dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone()).call(&inputs).unwrap();
     assert_eq!(reduction_kernels(&inductor), 1);
-}
-
-/// A backend that keeps the graphs it is handed and runs them eagerly.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<Graph>>>);
-
-impl Backend for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn compile(&self, graph: &Graph, _: &[Tensor]) -> Result<Box<dyn CompiledGraph>> {
-        self.0.lock().unwrap().push(graph.clone());
-        Ok(Box::new(Interpreter::new(graph.clone())))
-    }
-}
-
-/// The graph `f` captures on `inputs`.
-fn capture(f: fn(Vec<Tensor>) -> Result<Tensor>, inputs: &[Tensor]) -> Graph {
-    let recorder = Recorder::default();
-    dynamo::compile(f).backend(recorder.clone()).call(inputs).unwrap();
-    recorder.0.lock().unwrap().pop().unwrap()
-}
-
-#[test]
-fn split_reduction_snapshots() {
-    // On the GPU the target splits these by itself (for an H100's 132 multiprocessors where there
-    // is no GPU); the C is printed with the split forced.
-    let cases: [(&str, fn(Vec<Tensor>) -> Result<Tensor>, Vec<Tensor>); 2] = [
-        ("split_bias_grad", models::bias_grad, vec![Tensor::randn(&[4096, 512], 0), Tensor::randn(&[4096, 512], 1)]),
-        ("split_mse_loss", models::mse_loss, vec![Tensor::randn(&[4096, 512], 2), Tensor::randn(&[4096, 512], 3)]),
-    ];
-    for (name, model, inputs) in cases {
-        let graph = capture(model, &inputs);
-        let c = engine::inductor::generate(&graph, Device::Cpu, &forced(TargetKind::Native)).unwrap();
-        let cuda = engine::inductor::generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
-        insta::assert_snapshot!(format!("{name}_c"), c.to_string());
-        insta::assert_snapshot!(format!("{name}_cuda"), cuda.to_string());
-    }
 }
