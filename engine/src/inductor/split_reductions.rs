@@ -211,6 +211,8 @@ pub fn split_reductions(graph: LoweredGraph, rule: SplitRule) -> (LoweredGraph, 
                     input: Load { buffer: input.buffer, index: split_index(&input.index, dim, parts, length) },
                     input_shape: split_shape(input_shape, dim, parts),
                 },
+                // Only the total is what a `copy_` writes into an input, if anything.
+                into_input: None,
                 ..node.clone()
             };
             let partials_id = IrId(nodes.len());
