@@ -2,8 +2,9 @@
 //! device becomes partial results per chunk, then their total. On the CPU the target never splits
 //! by itself, so these tests force it (`SplitReductions::Always`) and check that the generated C
 //! and the kernel-IR interpreter compute, in the split form, what eager computes: every reduction
-//! kind, reduced dimensions inner, middle and outer, lengths with and without a divisor (a prime
-//! is not split), sizes 1 and 0, f32 and half precision.
+//! kind, reduced dimensions inner, middle and outer, lengths with a divisor and without one (a
+//! prime: split with a remainder reduced apart), sizes 1 and 0, f32 and half precision, dense and
+//! strided inputs, and a product flattened before its reduction (the MSE loss's shape).
 
 mod common;
 
@@ -110,7 +111,14 @@ proptest! {
         // What rounding can move: the same reduction of the terms' magnitudes, in f32.
         let magnitudes = inputs.clone().map(|t| t.to_dtype(DType::F32).unwrap().abs().unwrap());
         let scale = f(magnitudes.to_vec()).unwrap().to_vec().unwrap();
-        let split = parts(SplitRule::Always, &reduced_shape, reduced_dim).is_some();
+        // Whole: one reduction kernel; split: the partials and the total; with a remainder, also
+        // the remainder's.
+        let length = reduced_shape[reduced_dim];
+        let (kernels, exact) = match parts(SplitRule::Always, &reduced_shape, reduced_dim) {
+            None => (1, false),
+            Some(p) if length % p == 0 => (2, true),
+            Some(_) => (3, false),
+        };
         for target in [TargetKind::Native, TargetKind::Interpreter] {
             let inductor = Inductor::with_config(forced(target));
             let compiled = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone());
@@ -121,9 +129,9 @@ proptest! {
             let why = mismatch(&got.to_vec().unwrap(), &expected.to_vec().unwrap(), &scale, dtype);
             prop_assert!(why.is_none(), "{target:?}: {}\n{code}", why.unwrap());
             if numel > 0 {
-                prop_assert_eq!(reduction_kernels(&inductor), 1 + usize::from(split), "{}", code);
+                prop_assert_eq!(reduction_kernels(&inductor), kernels, "{}", code);
                 // Dense inputs: the product is computed in the partials' kernel, flattened or not.
-                if split && !strided {
+                if exact && !strided {
                     prop_assert_eq!(code.kernel_names().len(), 2, "{}", code);
                 }
             }

@@ -10,41 +10,46 @@
 //! thread each, walking 4096 elements apiece; split 64 ways, 131 072 threads walk 64 each.
 //!
 //! The pass rewrites the loop-level IR between lowering and scheduling; nothing after it knows.
-//! A reduction of `length` elements along `dim` becomes:
+//! A reduction of `length` elements along `dim`, split into `parts` chunks of
+//! `chunk = length / parts`, becomes:
 //!
 //! - the partials: the same reduction over an iteration space whose `dim` is split into
-//!   `[parts, length / parts]` (an index `k·i` becomes `k·chunk·p + k·j`), reducing the chunk
-//!   dimension into an `f32` buffer, whatever the output's dtype: partial results keep their
-//!   precision, as the kernels accumulate in `f32`;
+//!   `[parts, chunk]` (an index `k·i` becomes `k·chunk·p + k·j`), reducing the chunk dimension
+//!   into an `f32` buffer, whatever the output's dtype: partial results keep their precision, as
+//!   the kernels accumulate in `f32`;
 //! - the total: the same reduction over the partials along `dim`, into the original node's buffer.
 //!
-//! Sum, mean and max split this way: sum of partial sums, max of partial maxima, and mean of
-//! partial means, which is the mean because every chunk has the same length. That is why `parts`
-//! always divides `length`: the IR has no masked loads, so a ragged last chunk cannot be
-//! expressed; a length with no divisor near the wanted number of parts (a prime) is not split.
-//! (Inductor masks the last chunk instead.)
+//! Sum, mean and max, all the engine's reductions, split this way: a sum of partial sums, a max of
+//! partial maxima, a mean of partial means (the mean, as every chunk has the same length).
+//!
+//! The IR has no masked loads, so a last chunk cannot stop short at the row's end (Inductor masks
+//! it). Where `parts` does not divide the length, the `length % parts` elements left over at the
+//! end of each row are reduced by a third reduction, and a pointwise node combines it with the
+//! total (`add`, `maximum`); a mean's layers are then sums, and a last node divides by the whole
+//! length. The heuristic prefers a divisor ([`parts`]), which needs neither.
 //!
 //! The pointwise nodes that compute a split reduction's input over the same elements (a ReLU's
 //! gradient before a bias gradient) are re-expressed over the split iteration space as well, so
 //! that the scheduler still fuses them into the partials' kernel: their buffers keep their bytes,
-//! only the loops over them are shaped `[parts, chunk]`.
+//! only the loops over them are shaped `[parts, chunk]`. Not for a split with a remainder, whose
+//! partials do not cover every element those nodes compute.
 //!
 //! When to split is the target's to say ([`SplitRule`]): on a GPU, when the outputs leave
 //! multiprocessors idle; not on the CPU, where it measured slower for outer reductions and
 //! immaterial elsewhere (bench/NOTES-training.md). [`Config::split_reductions`](super::Config)
-//! overrides it;
-//! tests force every possible split on the CPU so that the C code and the interpreter run the
-//! split form.
+//! overrides it: tests force every possible split on the CPU so that the C code and the
+//! interpreter run the split form.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use super::config::SplitReductions;
 use super::index::Affine;
-use super::ir::{BufferName, FallbackArg, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand};
+use super::ir::{BufferName, FallbackArg, IrId, IrNode, Load, LoweredGraph, NodeBody, Operand, PointwiseOp};
 use super::kernel::PERSISTENT_MAX_ROW;
 use super::scheduler;
 use crate::dtype::DType;
+use crate::op::{BinaryOp, ReduceOp};
 
 /// Blocks per multiprocessor a split innermost reduction aims for (its kernels run one block per
 /// row).
@@ -103,13 +108,15 @@ pub struct Split {
 impl fmt::Display for Split {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Split { node, outputs, length, parts } = self;
+        let (partials, chunk, remainder) = (outputs * parts, length / parts, length % parts);
         write!(
             f,
-            "split {node}: {outputs} output(s) of {length} elements each → {} partial results of {} elements, then \
-             {outputs} of {parts}",
-            outputs * parts,
-            length / parts
-        )
+            "split {node}: {outputs} output(s) of {length} elements each → {partials} partial results of {chunk} elements"
+        )?;
+        if remainder > 0 {
+            write!(f, " and {outputs} of the {remainder} left over")?;
+        }
+        write!(f, ", then {outputs} of {parts}")
     }
 }
 
@@ -123,7 +130,8 @@ impl fmt::Display for Split {
 /// per output, so it aims at [`THREADS_PER_SM`] threads per multiprocessor, but at no more parts
 /// than the square root of the length (the second layer then walks as far as each thread of the
 /// first). Either way `parts` is the divisor of the length nearest the wanted number, within a
-/// factor of two; none there, no split.
+/// factor of two; with none there, the wanted number itself, and the remainder is reduced apart
+/// (see [`split_reductions`]).
 pub fn parts(rule: SplitRule, input_shape: &[usize], dim: usize) -> Option<usize> {
     let length = input_shape[dim];
     let outputs: usize = input_shape.iter().enumerate().filter(|&(d, _)| d != dim).map(|(_, s)| s).product();
@@ -133,7 +141,10 @@ pub fn parts(rule: SplitRule, input_shape: &[usize], dim: usize) -> Option<usize
     let innermost = input_shape[dim + 1..].iter().all(|&s| s == 1);
     let wanted = match rule {
         SplitRule::Never => return None,
-        SplitRule::Always => return nearest_divisor(length, length.isqrt(), 1..length),
+        SplitRule::Always => {
+            let root = length.isqrt();
+            return Some(nearest_divisor(length, root, 1..length).unwrap_or(root));
+        }
         SplitRule::FillGpu { multiprocessors } if innermost => {
             let blocks = BLOCKS_PER_SM * multiprocessors;
             if outputs >= blocks || length <= PERSISTENT_MAX_ROW {
@@ -152,10 +163,11 @@ pub fn parts(rule: SplitRule, input_shape: &[usize], dim: usize) -> Option<usize
     if wanted < 2 {
         return None;
     }
-    nearest_divisor(length, wanted, wanted.div_ceil(2)..2 * wanted + 1)
+    Some(nearest_divisor(length, wanted, wanted.div_ceil(2)..2 * wanted + 1).unwrap_or(wanted))
 }
 
 /// The divisor of `length` in `range` (and strictly between 1 and `length`) nearest `wanted`.
+/// Forced splits ([`SplitRule::Always`]) take the one nearest the square root, anywhere.
 fn nearest_divisor(length: usize, wanted: usize, range: std::ops::Range<usize>) -> Option<usize> {
     (range.start.max(2)..range.end.min(length)).filter(|d| length.is_multiple_of(*d)).min_by_key(|d| d.abs_diff(wanted))
 }
@@ -174,16 +186,20 @@ pub fn split_reductions(graph: LoweredGraph, rule: SplitRule) -> (LoweredGraph, 
     if chosen.is_empty() {
         return (graph, Vec::new());
     }
-    // The pointwise nodes re-expressed over a split iteration space, and how.
+    // The pointwise nodes re-expressed over a split iteration space, and how: only for splits
+    // without a remainder, whose partials cover every element the producers compute.
     let mut reshaped: HashMap<IrId, Reexpressed> = HashMap::new();
     for (id, node) in graph.enumerate() {
-        if let (Some(&parts), NodeBody::Reduction { input, input_shape, dim, .. }) = (chosen.get(&id), &node.body) {
+        if let (Some(&parts), NodeBody::Reduction { input, input_shape, dim, .. }) = (chosen.get(&id), &node.body)
+            && input_shape[*dim].is_multiple_of(parts)
+        {
             let split = Reexpressed { space: split_shape(input_shape, *dim, parts), how: How::SplitDim(*dim, parts) };
             let index = split.index(&input.index, input_shape);
             reexpress_producer(&graph, input.buffer, &index, input_shape, &split, &mut reshaped);
         }
     }
     keep_other_fusions(&graph, &chosen, &unsplit_groups(&graph), &mut reshaped);
+    // Each node's id in the new graph: a split reduction's is its last layer's.
     let mut new_id: Vec<IrId> = Vec::with_capacity(graph.nodes.len());
     let mut nodes: Vec<IrNode> = Vec::with_capacity(graph.nodes.len() + chosen.len());
     let mut splits = Vec::new();
@@ -198,46 +214,95 @@ pub fn split_reductions(graph: LoweredGraph, rule: SplitRule) -> (LoweredGraph, 
             }
             node.shape = reexpressed.space.clone();
         }
-        if let (Some(&parts), NodeBody::Reduction { kind, dim, input, input_shape }) = (chosen.get(&id), &node.body) {
-            let (kind, dim, length) = (*kind, *dim, input_shape[*dim]);
-            let mut partial_shape = input_shape.clone();
-            partial_shape[dim] = parts;
-            let partials = IrNode {
-                shape: partial_shape.clone(),
-                dtype: DType::F32,
-                body: NodeBody::Reduction {
-                    kind,
-                    dim: dim + 1,
-                    input: Load { buffer: input.buffer, index: split_index(&input.index, dim, parts, length) },
-                    input_shape: split_shape(input_shape, dim, parts),
-                },
-                // Only the total is what a `copy_` writes into an input, if anything.
-                into_input: None,
-                ..node.clone()
-            };
-            let partials_id = IrId(nodes.len());
-            nodes.push(partials);
-            splits.push(Split {
-                node: node.origin_name.clone(),
-                outputs: partial_shape.iter().product::<usize>() / parts,
-                length,
-                parts,
-            });
-            node.body = NodeBody::Reduction {
-                kind,
-                dim,
-                input: Load { buffer: BufferName::Node(partials_id), index: Affine::contiguous(&partial_shape) },
-                input_shape: partial_shape,
-            };
+        match (chosen.get(&id), &node.body) {
+            (Some(&parts), NodeBody::Reduction { input_shape, dim, .. }) => {
+                let (length, outputs) = (input_shape[*dim], node.shape.iter().product());
+                splits.push(Split { node: node.origin_name.clone(), outputs, length, parts });
+                let first = nodes.len();
+                nodes.extend(layers(&node, parts, first));
+            }
+            _ => nodes.push(node),
         }
-        new_id.push(IrId(nodes.len()));
-        nodes.push(node);
+        new_id.push(IrId(nodes.len() - 1));
     }
     let mut outputs = graph.outputs;
     for view in &mut outputs {
         view.buffer = renamed(view.buffer, &new_id);
     }
     (LoweredGraph { inputs: graph.inputs, nodes, outputs }, splits)
+}
+
+/// The nodes a reduction `node` becomes with `parts` partial results per output, numbered from
+/// `first`; the last computes the node's value. Without a remainder: the partials, then their
+/// total. With one (`parts` does not divide the length), the last `length % parts` elements of
+/// each row are reduced apart, and the total combined with them: partials, remainder, total,
+/// combination (`add` or `maximum`), and for a mean the division by the whole length, since a
+/// mean of unequal chunks' means is not the mean.
+fn layers(node: &IrNode, parts: usize, first: usize) -> Vec<IrNode> {
+    let NodeBody::Reduction { kind, dim, input, input_shape } = &node.body else {
+        unreachable!("only reductions are split")
+    };
+    let (kind, dim, length) = (*kind, *dim, input_shape[*dim]);
+    let (chunk, remainder) = (length / parts, length % parts);
+    let with = |shape: Vec<usize>, dtype, body| IrNode { shape, dtype, body, into_input: None, ..node.clone() };
+    let layer = if remainder > 0 && kind == ReduceOp::Mean { ReduceOp::Sum } else { kind };
+    let mut partial_shape = input_shape.clone();
+    partial_shape[dim] = parts;
+    let partials = NodeBody::Reduction {
+        kind: layer,
+        dim: dim + 1,
+        input: Load { buffer: input.buffer, index: split_index(&input.index, dim, parts, length) },
+        input_shape: split_shape(input_shape, dim, parts),
+    };
+    let total = |kind| NodeBody::Reduction {
+        kind,
+        dim,
+        input: Load { buffer: BufferName::Node(IrId(first)), index: Affine::contiguous(&partial_shape) },
+        input_shape: partial_shape.clone(),
+    };
+    if remainder == 0 {
+        return vec![
+            with(partial_shape.clone(), DType::F32, partials),
+            with(node.shape.clone(), node.dtype, total(kind)),
+        ];
+    }
+    let mut remainder_shape = input_shape.clone();
+    remainder_shape[dim] = remainder;
+    let mut index = input.index.clone();
+    index.offset += index.coeffs[dim] * parts * chunk;
+    if remainder == 1 {
+        // A dimension of size 1 has no coefficient (see `Affine`).
+        index.coeffs[dim] = 0;
+    }
+    let rest = NodeBody::Reduction {
+        kind: layer,
+        dim,
+        input: Load { buffer: input.buffer, index },
+        input_shape: remainder_shape,
+    };
+    let mut one = input_shape.clone();
+    one[dim] = 1;
+    // Both are read at the node's own elements (the remainder's buffer has a size-1 `dim`).
+    let value_of = |i: usize| {
+        Operand::Load(Load { buffer: BufferName::Node(IrId(first + i)), index: Affine::contiguous(&node.shape) })
+    };
+    let combine = if kind == ReduceOp::Max { BinaryOp::Maximum } else { BinaryOp::Add };
+    let combined = NodeBody::Pointwise { op: PointwiseOp::Binary(combine), operands: vec![value_of(2), value_of(1)] };
+    let mut layers = vec![
+        with(partial_shape.clone(), DType::F32, partials),
+        with(one, DType::F32, rest),
+        with(node.shape.clone(), DType::F32, total(layer)),
+        with(node.shape.clone(), if kind == ReduceOp::Mean { DType::F32 } else { node.dtype }, combined),
+    ];
+    if kind == ReduceOp::Mean {
+        let operands = vec![value_of(3), Operand::Constant(length as f32)];
+        layers.push(with(
+            node.shape.clone(),
+            node.dtype,
+            NodeBody::Pointwise { op: PointwiseOp::Binary(BinaryOp::Div), operands },
+        ));
+    }
+    layers
 }
 
 /// A node's loops over another iteration space of as many elements: `space`, and how an index
@@ -444,16 +509,16 @@ mod tests {
         assert_eq!(parts(H100, &[8192], 0), None);
         // 135 168 columns are as many threads as wanted.
         assert_eq!(parts(H100, &[4096, 135_168], 0), None);
-        // A prime length has no divisor to split by.
-        assert_eq!(parts(H100, &[1_000_003], 0), None);
+        // A prime length has no divisor to split by: the wanted number, with a remainder.
+        assert_eq!(parts(H100, &[1_000_003], 0), Some(264));
         assert_eq!(parts(SplitRule::Never, &[1 << 21], 0), None);
     }
 
     #[test]
-    fn forced_splits_take_the_divisor_nearest_the_square_root() {
+    fn forced_splits_take_the_divisor_nearest_the_square_root_else_the_root() {
         assert_eq!(parts(SplitRule::Always, &[3, 100, 5], 1), Some(10));
         assert_eq!(parts(SplitRule::Always, &[6], 0), Some(2));
-        assert_eq!(parts(SplitRule::Always, &[7], 0), None);
+        assert_eq!(parts(SplitRule::Always, &[7], 0), Some(2));
         assert_eq!(parts(SplitRule::Always, &[3], 0), None);
         assert_eq!(parts(SplitRule::Always, &[0, 8], 1), None);
     }
