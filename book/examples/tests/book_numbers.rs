@@ -13,7 +13,7 @@ use std::path::Path;
 
 use engine::fx::Graph;
 use engine::fx::proxy::Tracer;
-use engine::inductor::split_reductions::{SplitRule, parts};
+use engine::inductor::split_reductions::{Split, SplitRule, parts};
 use engine::inductor::{Config, kernels};
 use engine::{Result, Tensor, aot, dynamo};
 
@@ -205,6 +205,15 @@ fn the_rust_version_asked_for_is_the_workspace_s() {
 }
 
 /// The host costs the phase 5 engine page gives for PyTorch on a GPU are the engine's preset.
+#[test]
+fn the_split_the_book_logs_is_the_engine_s() {
+    // The fusion log's line for the MSE loss's mean on an H100, as the engine writes it.
+    let length = 1 << 21;
+    let parts = parts(H100, &[length], 0).expect("the mean over 2 M elements splits");
+    let line = Split { node: "mean".into(), outputs: 1, length, parts }.to_string();
+    assert!(page_text("phase4/engine.md").contains(&line), "book/src/phase4/engine.md must quote `{line}`");
+}
+
 #[test]
 fn the_python_overhead_the_book_quotes_is_the_engine_s() {
     use engine::host_overhead::HostOverhead;
