@@ -201,6 +201,10 @@ fn split_reduction_snapshots() {
         let cuda = engine::inductor::generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
         insta::assert_snapshot!(format!("{name}_c"), c.to_string());
         insta::assert_snapshot!(format!("{name}_cuda"), cuda.to_string());
+        // The kernel IR both printers start from: the partials' loops over `[parts, chunk]`.
+        let ir: Vec<String> =
+            engine::inductor::kernels(&graph, &forced).unwrap().iter().map(ToString::to_string).collect();
+        insta::assert_snapshot!(format!("{name}_kernel_ir"), ir.join("\n"));
     }
 }
 
