@@ -73,8 +73,8 @@ pub enum SplitReductions {
     Auto,
     /// Never.
     Never,
-    /// Every reduction whose length has a divisor other than 1 and itself, whatever its shape:
-    /// for tests, so that the C code and the interpreter run the split form on small shapes.
+    /// Every reduction of four elements or more, whatever its shape: for tests, so that the C
+    /// code and the interpreter run the split form on small shapes.
     Always,
 }
 

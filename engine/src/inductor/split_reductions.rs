@@ -70,8 +70,9 @@ pub const MIN_OUTER_LENGTH: usize = 256;
 pub enum SplitRule {
     /// None.
     Never,
-    /// Every reduction whose length has a divisor other than 1 and itself, into the divisor
-    /// nearest its square root: what tests force, so that small shapes run the split form.
+    /// Every reduction of four elements or more, into the divisor of its length nearest its
+    /// square root, or that root with a remainder: what tests force, so that small shapes run the
+    /// split form.
     Always,
     /// Those that would leave a GPU of `multiprocessors` multiprocessors idle (see [`parts`]).
     FillGpu {
