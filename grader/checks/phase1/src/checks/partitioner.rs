@@ -15,26 +15,31 @@ use std::sync::{Arc, Mutex};
 use engine::backends::{Backend, CompiledGraph};
 use engine::fx::{Arg, Graph, NodeId};
 use engine::op::{BinaryOp, Op, UnaryOp};
+use engine::scalar::Scalar;
 use engine::{Error, Operand, Result, SourceLocation, Tensor};
 use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record};
 use proptest::prelude::*;
 
 use crate::subject::{CapabilityBackend, partition};
 
-/// The ops of the drawn graphs: pointwise and bounded, so no value overflows however deep.
+/// The ops of the drawn graphs: pointwise and bounded, so no value overflows however deep, and a
+/// product with a constant (`mul(%x, 0.5)`).
 const UNARY: [UnaryOp; 4] = [UnaryOp::Relu, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Neg];
 const BINARY: [BinaryOp; 4] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Maximum, BinaryOp::Minimum];
+const OPS: usize = UNARY.len() + BINARY.len() + 1;
 
-/// The op of a drawn node (`op` taken modulo the 8 ops).
+/// The op of a drawn node (`op` taken modulo the ops).
 fn drawn_op(op: u8) -> Op {
-    match op as usize % 8 {
+    match op as usize % OPS {
         k @ 0..4 => Op::Unary(UNARY[k]),
-        k => Op::Binary(BINARY[k - 4]),
+        k @ 4..8 => Op::Binary(BINARY[k - 4]),
+        _ => Op::Binary(BinaryOp::Mul),
     }
 }
 
 /// One node of a drawn graph: its op, and which earlier values it reads (`a`, `b`: below 128 an
-/// index into every value so far, from 128 one of the last four, for long chains too).
+/// index into every value so far, from 128 one of the last four, for long chains too; for a
+/// product with a constant, `b` picks the constant).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Step {
     op: u8,
@@ -43,8 +48,8 @@ struct Step {
 }
 
 /// A drawn case: a graph of `inputs` placeholders of `[rows, cols]` and one call per step, its
-/// outputs (the last call and the calls `outputs` picks), and the ops its compiler supports
-/// (bit `k` of `supported` for op `k`).
+/// outputs (the last call and the values `outputs` picks, inputs among them), and the ops its
+/// compiler supports (bit `k` of `supported` for op `k`).
 #[derive(Clone, PartialEq)]
 struct Case {
     inputs: usize,
@@ -52,7 +57,7 @@ struct Case {
     cols: usize,
     steps: Vec<Step>,
     outputs: Vec<u8>,
-    supported: u8,
+    supported: u16,
 }
 
 impl Case {
@@ -64,7 +69,7 @@ impl Case {
             1usize..=4,
             prop::collection::vec(step, 4..=16),
             prop::collection::vec(any::<u8>(), 0..=2),
-            1u8..=254,
+            1u16..(1 << OPS) - 1,
         )
             .prop_map(|(inputs, rows, cols, steps, outputs, supported)| Case {
                 inputs,
@@ -82,7 +87,6 @@ impl Case {
         let strides = engine::layout::contiguous_strides(example.shape());
         let mut values: Vec<NodeId> =
             (0..self.inputs).map(|i| graph.add_placeholder(&format!("x{i}"), example.meta(), strides.clone())).collect();
-        let mut calls = Vec::new();
         for step in &self.steps {
             let pick = |k: u8| {
                 let n = values.len();
@@ -91,15 +95,17 @@ impl Case {
             let op = drawn_op(step.op);
             let args = match op {
                 Op::Unary(_) => vec![Arg::Node(pick(step.a))],
+                Op::Binary(BinaryOp::Mul) => {
+                    vec![Arg::Node(pick(step.a)), Arg::Scalar(Scalar(f32::from(step.b % 8) / 4.0 - 1.0))]
+                }
                 _ => vec![Arg::Node(pick(step.a)), Arg::Node(pick(step.b))],
             };
             let id = graph.add_call(op, args, SourceLocation::caller()).expect("pointwise ops of one shape fit");
             values.push(id);
-            calls.push(id);
         }
-        let mut outputs = vec![*calls.last().expect("at least one step")];
+        let mut outputs = vec![*values.last().expect("at least one step")];
         for &k in &self.outputs {
-            let id = calls[k as usize % calls.len()];
+            let id = values[k as usize % values.len()];
             if !outputs.contains(&id) {
                 outputs.push(id);
             }
@@ -110,7 +116,7 @@ impl Case {
 
     /// The names of the supported ops.
     fn supported_names(&self) -> Vec<&'static str> {
-        (0..8).filter(|k| self.supported >> k & 1 == 1).map(|k| drawn_op(k).name()).collect()
+        (0..OPS as u8).filter(|&k| self.supported >> k & 1 == 1).map(|k| drawn_op(k).name()).collect()
     }
 
     /// Inputs for the graph, drawn from `seed`.
@@ -362,7 +368,7 @@ fn partitions_of(graph: &Graph, names: &[&'static str]) -> Result<usize, Failure
     let fewest = fewest(graph, &supports);
     ensure(got.len() == fewest, || {
         format!(
-            "your {} partitions are legal, but {fewest} are enough.\nYour partitions: {}\nwith {names:?} supported, on this graph:\n{graph}",
+            "your {} partitions are legal, but the fewest possible is {fewest}.\nYour partitions: {}\nwith {names:?} supported, on this graph:\n{graph}",
             got.len(),
             shown(graph, &got)
         )
