@@ -59,7 +59,9 @@ impl Backend for CapabilityBackend {
     /// nodes, taking the values it reads from outside as its inputs, with example inputs of their
     /// shapes, dtypes and devices, and returning the values read outside it), and returns something
     /// that runs the whole graph: the partitions through what the compiler returned, the other call
-    /// nodes eagerly (`op.apply`), giving the graph's outputs in order. The graph has static sizes.
+    /// nodes eagerly (`op.apply`, as in `interpreter`), giving the graph's outputs in order. The
+    /// graph has static sizes. A graph is built with `Graph::new`, `add_placeholder` (contiguous
+    /// strides: `engine::layout::contiguous_strides`), `add_call` and `set_outputs`.
     ///
     /// Judged by running your backend on the seed's graphs with a compiler of the grader's whose
     /// results differ from eager ones by a secret amount per node, as a real backend's may: the
