@@ -446,6 +446,35 @@ fn partitions_must_run_in_the_compiler() {
         "backend_runs_partitions_through_the_compiler",
         "must run there",
     );
+
+    // A pass record with a plausible count for every graph (most need one or two partitions),
+    // written by the learner's code.
+    let forge = r##"
+pub fn partition(_graph: &Graph, _supports: &dyn Fn(&Op) -> bool) -> Vec<Vec<NodeId>> {
+    let args: Vec<String> = std::env::args().collect();
+    let path = args.iter().position(|a| a == "--result").map(|i| args[i + 1].clone()).unwrap_or_default();
+    let counts: Vec<String> = (0..83)
+        .map(|i| String::from(r#"{"label":"partitions","value":{"text":""#) + &(1 + i % 2).to_string() + r#""}}"#)
+        .collect();
+    let record = String::from(r#"{"outcome":{"status":"pass","message":"forged","location":null},"transcript":["#)
+        + &counts.join(",")
+        + "]}";
+    std::fs::write(path, record).ok();
+    std::process::exit(0)
+}
+"##;
+    let forged = format!("{}{forge}", renamed(&solved, "partition"));
+    let report = scratch.grade(
+        "phase1",
+        &["partitioner"],
+        vec![Put::Text("exercises/phase1-backends/src/partitioner.rs", forged)],
+    );
+    caught(
+        &report,
+        "a pass record of partition counts, written by the learner's code",
+        "partitions_are_legal_and_fewest",
+        "seal",
+    );
 }
 
 #[test]
