@@ -317,6 +317,58 @@ const MUTANTS: &[Mutant] = &[
         partitioner::backend_runs_partitions_through_the_compiler,
     ]),
     Mutant::new(
+        "partition merges greedily, as PyTorch's partitioner does: a pair at a time while no cycle appears",
+        "src/partitioner.rs",
+        "    partitions.retain(|p| !p.is_empty());\n    partitions\n",
+        r#"    let _ = partitions;
+    let n = graph.nodes().len();
+    // Whether the graph, each partition of `assign` contracted, has no cycle.
+    let acyclic = |assign: &[Option<usize>]| {
+        let unit = |i: usize| assign[i].map_or(n + i, |p| p);
+        let mut edges = vec![Vec::new(); 2 * n];
+        for id in graph.ids() {
+            for input in graph.node(id).inputs() {
+                if unit(input.index()) != unit(id.index()) {
+                    edges[unit(input.index())].push(unit(id.index()));
+                }
+            }
+        }
+        fn dfs(u: usize, edges: &[Vec<usize>], state: &mut [u8]) -> bool {
+            state[u] = 1;
+            let ok = edges[u].iter().all(|&w| state[w] == 2 || (state[w] == 0 && dfs(w, edges, state)));
+            state[u] = 2;
+            ok
+        }
+        let mut state = vec![0u8; 2 * n];
+        (0..2 * n).all(|u| state[u] != 0 || dfs(u, &edges, &mut state))
+    };
+    let mut assign: Vec<Option<usize>> = vec![None; n];
+    let mut made = 0;
+    for id in graph.ids() {
+        if !graph.node(id).op().is_some_and(supports) {
+            continue;
+        }
+        assign[id.index()] = Some(made);
+        for other in 0..made {
+            let merged: Vec<Option<usize>> =
+                assign.iter().map(|a| if *a == Some(other) { Some(made) } else { *a }).collect();
+            if acyclic(&merged) {
+                assign = merged;
+            }
+        }
+        made += 1;
+    }
+    (0..made)
+        .map(|p| graph.ids().filter(|id| assign[id.index()] == Some(p)).collect::<Vec<_>>())
+        .filter(|p| !p.is_empty())
+        .collect()
+"#,
+    )
+    .fails(crate::check_ids![
+        partitioner::partitions_are_legal_and_fewest,
+        partitioner::backend_runs_partitions_through_the_compiler,
+    ]),
+    Mutant::new(
         "CapabilityBackend drops a value only the graph's outputs read",
         "src/partitioner.rs",
         "graph.outputs().contains(&id) || graph.users(id)",
