@@ -277,3 +277,18 @@ fn the_break_even_sizes_the_book_quotes_are_the_checks() {
     let phrase = format!("over {cpu_rows} x {cpu_cols} on the CPU or {gpu_rows} x {gpu_cols} on a GPU");
     assert!(page_text("phase5/exercises.md").contains(&phrase), "book/src/phase5/exercises.md must say {phrase}");
 }
+
+/// The number of telling graphs phase 1's exercise page says the `partitioner` checks start with
+/// is the number the checks build.
+#[test]
+fn the_partitioner_s_telling_graphs_are_counted_right() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase1/src/checks/partitioner.rs")).unwrap();
+    let line = check
+        .lines()
+        .find(|l| l.contains("].into_iter().map(|g| (g, vec!["))
+        .expect("telling_cases lists its graphs in one line");
+    let listed = line.split(']').next().unwrap_or_default().split(',').count();
+    let phrase = format!("Two checks, on {} graphs made to tell the wrong answers above apart", in_words(listed));
+    assert!(page_text("phase1/exercises.md").contains(&phrase), "book/src/phase1/exercises.md must say {phrase}");
+}
