@@ -135,6 +135,35 @@ fn wide_rows_vector_paths_and_looped_rows_are_valid() {
 }
 
 #[test]
+fn split_reductions_are_valid() {
+    // The reductions an H100 splits (the target assumes its 132 multiprocessors with no GPU here):
+    // a loss's mean over 2 M elements, bias gradients over a batch of 4096, a max, a mean over
+    // rows of 100 000 (80 parts of 1250), a prime length (a remainder reduced by a third kernel).
+    if !has_cxx() {
+        return;
+    }
+    type Model = fn(Vec<Tensor>) -> engine::Result<Tensor>;
+    let cases: Vec<(Model, Vec<Vec<usize>>, usize)> = vec![
+        (|t| t[0].mse_loss(&t[1]), vec![vec![4096, 512], vec![4096, 512]], 2),
+        (|t| t[0].sum(0, false), vec![vec![4096, 2048]], 2),
+        (|t| t[0].relu()?.mul(&t[1])?.sum(0, false), vec![vec![4096, 512], vec![4096, 512]], 2),
+        (|t| t[0].amax(0, false), vec![vec![1 << 21]], 2),
+        (|t| t[0].mean(1, true)?.exp(), vec![vec![3, 100_000]], 2),
+        (|t| t[0].mean(0, false), vec![vec![1_000_003]], 3),
+    ];
+    for (f, shapes, expected) in cases {
+        let inputs: Vec<Tensor> = shapes.iter().enumerate().map(|(i, s)| Tensor::randn(s, i as u64)).collect();
+        let graph = dynamo::explain(f).call(&inputs).unwrap().graphs.remove(0);
+        let code = generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
+        let reductions = code.kernel_names().iter().filter(|n| n.starts_with("per_") || n.starts_with("red_")).count();
+        assert_eq!(reductions, expected, "split:\n{code}");
+        if let Err(why) = syntax_check(&code.module_source(&codegen::cuda::prelude())) {
+            panic!("{why}");
+        }
+    }
+}
+
+#[test]
 fn generated_backward_kernels_are_valid() {
     // The forward and backward graphs AOT makes of the workbook's models, printed as CUDA C.
     use workbook_models::phase5::{Block, BlockShape, MLP_FEATURES, Mlp};
@@ -215,9 +244,13 @@ fn a_whole_training_step_is_valid() {
     .fullgraph(true);
     step.call((&Tensor::randn(&[8, MLP_FEATURES], 1), &Tensor::randn(&[8, MLP_FEATURES], 2))).unwrap();
     let graph = keep.0.lock().unwrap().pop().unwrap();
-    let code = generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
-    assert!(code.kernel_names().iter().any(|n| n.starts_with("for_fused")), "{code}");
-    if let Err(why) = syntax_check(&code.module_source(&codegen::cuda::prelude())) {
-        panic!("{why}");
+    // As the GPU runs it at this batch, and with its loss's mean and bias gradients split.
+    let split = Config { split_reductions: engine::inductor::SplitReductions::Always, ..Config::default() };
+    for config in [Config::default(), split] {
+        let code = generate(&graph, Device::Cuda(0), &config).unwrap();
+        assert!(code.kernel_names().iter().any(|n| n.starts_with("for_fused")), "{code}");
+        if let Err(why) = syntax_check(&code.module_source(&codegen::cuda::prelude())) {
+            panic!("{why}");
+        }
     }
 }

@@ -12,7 +12,7 @@ mod common;
 use common::programs::programs;
 use common::{close_to_eager as close, gpu};
 use engine::backends::Inductor;
-use engine::{Device, Result, Tensor, dynamo};
+use engine::{DType, Device, Result, Tensor, dynamo};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -228,6 +228,86 @@ fn gpu_compiled_training_matches_eager_gradients() {
     let compiled = dynamo::compile(|x: Tensor| block.naive_forward(&x)).backend(Inductor::default());
     compiled.call(&x).unwrap().sum_all().unwrap().backward().unwrap();
     compare(grads(&block.parameters()), eager, "block");
+}
+
+/// The generated reduction kernels (`per_` and `red_`) in an output code.
+fn reduction_kernels(code: &engine::inductor::OutputCode) -> usize {
+    code.kernel_names().iter().filter(|n| n.starts_with("per_") || n.starts_with("red_")).count()
+}
+
+#[test]
+fn gpu_split_reductions_match_eager() {
+    // Reductions with too few outputs for the GPU run as partial results, then their total (the
+    // target splits them by itself): the MLP training step's loss mean over 2 M elements (256
+    // blocks of 8192) and bias gradients over a batch of 4096 (64 parts of 64 rows), a max over
+    // 2 M elements, a mean over rows of 100 000 (80 parts of 1250), and a prime length (264 parts
+    // of 3787, the 235 elements left over reduced by a third kernel).
+    let Some(device) = gpu() else { return };
+    type Model = fn(Vec<Tensor>) -> Result<Tensor>;
+    let cases: Vec<(Model, Vec<Vec<usize>>, usize)> = vec![
+        (|t| t[0].mse_loss(&t[1]), vec![vec![4096, 512], vec![4096, 512]], 2),
+        (|t| t[0].sum(0, false), vec![vec![4096, 2048]], 2),
+        (|t| t[0].relu()?.mul(&t[1])?.sum(0, false), vec![vec![4096, 512], vec![4096, 512]], 2),
+        (|t| t[0].amax(0, false), vec![vec![1 << 21]], 2),
+        (|t| t[0].mean(1, true)?.exp(), vec![vec![3, 100_000]], 2),
+        (|t| t[0].sum(1, false), vec![vec![1, 1_000_003]], 3),
+        (|t| t[0].mean(0, false), vec![vec![1_000_003]], 3),
+    ];
+    for (f, shapes, expected) in cases {
+        let inputs: Vec<Tensor> = shapes.iter().enumerate().map(|(i, s)| on(device, s, 20 + i as u64)).collect();
+        let inductor = agrees(f, &inputs);
+        let code = &inductor.output_codes()[0];
+        assert_eq!(reduction_kernels(code), expected, "{code}");
+    }
+    // In bf16 the partials stay f32 and only the total rounds: within bf16's rounding of eager.
+    let inputs: Vec<Tensor> = (0..2).map(|i| on(device, &[4096, 512], 30 + i).to_dtype(DType::BF16).unwrap()).collect();
+    let inductor = Inductor::default();
+    let f = |t: Vec<Tensor>| t[0].mse_loss(&t[1]);
+    let got = dynamo::compile(f).backend(inductor.clone()).call(&inputs).unwrap().item().unwrap();
+    let expected = f(inputs.clone()).unwrap().item().unwrap();
+    assert!((got - expected).abs() <= 1e-2 * expected.abs(), "compiled {got}, eager {expected}");
+    assert_eq!(reduction_kernels(&inductor.output_codes()[0]), 2, "{}", inductor.output_codes()[0]);
+}
+
+#[test]
+fn gpu_whole_mlp_step_at_batch_4096_splits_its_reductions() {
+    // The step issue 26 times: forward, MSE loss, backward and SGD compiled into one graph. Its
+    // loss's mean and both bias gradients are split; two steps leave the parameters eager leaves.
+    use engine::logs::{self, Artifact};
+    use engine::optim::{Optimizer, Sgd};
+    use workbook_models::phase5::{MLP_FEATURES, Mlp};
+    let Some(device) = gpu() else { return };
+    let x = on(device, &[4096, MLP_FEATURES], 1);
+    let target = on(device, &[4096, MLP_FEATURES], 2);
+    let train = |compiled: bool| -> Vec<Vec<f32>> {
+        let mlp = Mlp::new(0, device).unwrap().requires_grad_();
+        let sgd = Sgd::new(&mlp.parameters(), 0.05).momentum(0.9);
+        let step_of = |x: &Tensor, t: &Tensor| -> Result<Tensor> {
+            let loss = mlp.forward(x)?.mse_loss(t)?;
+            loss.backward()?;
+            sgd.step()?;
+            sgd.zero_grad();
+            Ok(loss)
+        };
+        let step = dynamo::compile(|(x, t): (Tensor, Tensor)| step_of(&x, &t)).compiled_autograd(true).fullgraph(true);
+        for _ in 0..2 {
+            if compiled { step.call((&x, &target)) } else { step_of(&x, &target) }.unwrap();
+        }
+        mlp.parameters().iter().map(|p| p.to_vec().unwrap()).collect()
+    };
+    let eager = train(false);
+    let (compiled, log) = logs::capture(&[Artifact::Fusion], || train(true));
+    for (i, (g, e)) in compiled.iter().zip(&eager).enumerate() {
+        let worst = g.iter().zip(e).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
+        assert!(worst <= 1e-4, "parameter {i} differs by {worst} (relative)");
+    }
+    for split in [
+        "split mean: 1 output(s) of 2097152 elements each → 256 partial results",
+        "split sum: 512 output(s)",
+        "split sum_1: 2048 output(s)",
+    ] {
+        assert!(log.contains(split), "{split} missing from:\n{log}");
+    }
 }
 
 #[test]

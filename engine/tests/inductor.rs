@@ -186,6 +186,29 @@ fn generated_code_snapshots() {
 }
 
 #[test]
+fn split_reduction_snapshots() {
+    // Reductions split in two (`inductor::split_reductions`): on the GPU the target splits these
+    // by itself (for an H100's 132 multiprocessors where there is no GPU); the C is printed with
+    // the split forced, as the CPU never splits by itself.
+    let forced = Config { split_reductions: engine::inductor::SplitReductions::Always, ..Config::default() };
+    let cases: [(&str, Model, Vec<Tensor>); 2] = [
+        ("split_bias_grad", models::bias_grad, vec![Tensor::randn(&[4096, 512], 0), Tensor::randn(&[4096, 512], 1)]),
+        ("split_mse_loss", models::mse_loss, vec![Tensor::randn(&[4096, 512], 2), Tensor::randn(&[4096, 512], 3)]),
+    ];
+    for (name, model, inputs) in cases {
+        let graph = capture(model, &inputs);
+        let c = engine::inductor::generate(&graph, Device::Cpu, &forced).unwrap();
+        let cuda = engine::inductor::generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
+        insta::assert_snapshot!(format!("{name}_c"), c.to_string());
+        insta::assert_snapshot!(format!("{name}_cuda"), cuda.to_string());
+        // The kernel IR both printers start from: the partials' loops over `[parts, chunk]`.
+        let ir: Vec<String> =
+            engine::inductor::kernels(&graph, &forced).unwrap().iter().map(ToString::to_string).collect();
+        insta::assert_snapshot!(format!("{name}_kernel_ir"), ir.join("\n"));
+    }
+}
+
+#[test]
 fn tiled_kernels_compute_ranges_that_start_and_end_inside_rows() {
     // The runtime calls a kernel's range entry on tasks of 2^14 elements, which start and end
     // inside rows of 3072 (say): the first and last rows of a range run only their part. Each

@@ -124,6 +124,46 @@ mod tests {
         }
     }
 
+    /// A hint that names a source file (`` `name.rs` ``) names one the learner has: a file of the
+    /// exercise crate, found by its path or its file name.
+    #[test]
+    fn files_named_in_hints_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
+        for phase in PHASES {
+            let crate_dir = root.join(phase.exercises_dir);
+            let names: Vec<String> = walk_files(&crate_dir)
+                .iter()
+                .filter_map(|p| Some(p.strip_prefix(&crate_dir).ok()?.to_string_lossy().into_owned()))
+                .collect();
+            for exercise in phase.exercises {
+                for hint in exercise.hints {
+                    for named in hint.split('`').skip(1).step_by(2).filter(|w| w.ends_with(".rs") && !w.contains(' ')) {
+                        assert!(
+                            names.iter().any(|n| n == named || n.ends_with(&format!("/{named}"))),
+                            "{}: a hint of `{}` names `{named}`, which is not a file of {}",
+                            phase.name,
+                            exercise.name,
+                            phase.exercises_dir
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(walk_files(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
+    }
+
     /// Each exercise's `section` is the anchor of a heading on its phase's book page, as mdBook
     /// makes it (`## compare_backends` is `#compare_backends`), so the links the grader prints land.
     #[test]

@@ -12,6 +12,7 @@
 //!   command line; a comparison of two functions answered without timing them, or from one call
 //!   of each;
 //! - a pass record with the answers written by the learner's code;
+//! - a partitioned backend that compiles its partitions but runs the whole graph eagerly;
 //! - the given naive block made one graph as the speed challenge's answer;
 //! - on a GPU, a kernel that skips its work in some of the timed runs.
 //!
@@ -451,6 +452,61 @@ fn answers_cannot_be_written_in_advance() {
     );
     let report = scratch.grade("phase1", &["compare_backends"], vec![Put::Text(PHASE1_COMPARE, forged)]);
     caught(&report, "a pass record written by the learner's code", "reports_every_backend", "");
+}
+
+#[test]
+fn partitions_must_run_in_the_compiler() {
+    let scratch = scratch();
+    // Compiles the fewest legal partitions as asked (so the compiler's count is right), then runs
+    // the whole graph eagerly instead of calling what the compiler returned.
+    let solved = scratch.read("solutions/phase1-backends/src/partitioner.rs");
+    let eager = solved.replacen(
+        "Ok(Box::new(move |inputs: &[Tensor]| run(&graph, &steps, &compiled, inputs)))",
+        "let _ = (steps, compiled);\n        \
+         Ok(Box::new(move |inputs: &[Tensor]| engine::fx::Interpreter::new(graph.clone()).run(inputs)))",
+        1,
+    );
+    assert_ne!(eager, solved, "the route no longer changes the solution");
+    let report = scratch.grade(
+        "phase1",
+        &["partitioner"],
+        vec![Put::Text("exercises/phase1-backends/src/partitioner.rs", eager)],
+    );
+    caught(
+        &report,
+        "partitions compiled but run eagerly",
+        "backend_runs_partitions_through_the_compiler",
+        "must run there",
+    );
+
+    // A pass record with a plausible count for every graph (most need one or two partitions),
+    // written by the learner's code.
+    let forge = r##"
+pub fn partition(_graph: &Graph, _supports: &dyn Fn(&Op) -> bool) -> Vec<Vec<NodeId>> {
+    let args: Vec<String> = std::env::args().collect();
+    let path = args.iter().position(|a| a == "--result").map(|i| args[i + 1].clone()).unwrap_or_default();
+    let counts: Vec<String> = (0..83)
+        .map(|i| String::from(r#"{"label":"partitions","value":{"text":""#) + &(1 + i % 2).to_string() + r#""}}"#)
+        .collect();
+    let record = String::from(r#"{"outcome":{"status":"pass","message":"forged","location":null},"transcript":["#)
+        + &counts.join(",")
+        + "]}";
+    std::fs::write(path, record).ok();
+    std::process::exit(0)
+}
+"##;
+    let forged = format!("{}{forge}", renamed(&solved, "partition"));
+    let report = scratch.grade(
+        "phase1",
+        &["partitioner"],
+        vec![Put::Text("exercises/phase1-backends/src/partitioner.rs", forged)],
+    );
+    caught(
+        &report,
+        "a pass record of partition counts, written by the learner's code",
+        "partitions_are_legal_and_fewest",
+        "seal",
+    );
 }
 
 #[test]

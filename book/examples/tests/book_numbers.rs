@@ -13,6 +13,7 @@ use std::path::Path;
 
 use engine::fx::Graph;
 use engine::fx::proxy::Tracer;
+use engine::inductor::split_reductions::{Split, SplitRule, parts};
 use engine::inductor::{Config, kernels};
 use engine::{Result, Tensor, aot, dynamo};
 
@@ -48,6 +49,9 @@ fn numbers_in_the_book_match_the_engine() -> Result<()> {
     );
     Ok(())
 }
+
+/// How the CUDA target splits reductions on an H100.
+const H100: SplitRule = SplitRule::FillGpu { multiprocessors: 132 };
 
 /// The facts, each counted by the engine now.
 fn facts() -> Result<Vec<Fact>> {
@@ -98,6 +102,16 @@ fn facts() -> Result<Vec<Fact>> {
             value: head.graphs.len(),
         },
         Fact { page: "phase3/engine.md", phrase: "graphs, {} breaks", value: head.breaks.len() },
+        Fact {
+            page: "phase4/engine.md",
+            phrase: "over 2 M elements becomes {#} rows of 8192",
+            value: parts(H100, &[1 << 21], 0).unwrap_or_default(),
+        },
+        Fact {
+            page: "phase4/engine.md",
+            phrase: "a batch of 4096 splits into {#} parts of 64",
+            value: parts(H100, &[4096, 2048], 0).unwrap_or_default(),
+        },
     ])
 }
 
@@ -191,6 +205,15 @@ fn the_rust_version_asked_for_is_the_workspace_s() {
 }
 
 /// The host costs the phase 5 engine page gives for PyTorch on a GPU are the engine's preset.
+#[test]
+fn the_split_the_book_logs_is_the_engine_s() {
+    // The fusion log's line for the MSE loss's mean on an H100, as the engine writes it.
+    let length = 1 << 21;
+    let parts = parts(H100, &[length], 0).expect("the mean over 2 M elements splits");
+    let line = Split { node: "mean".into(), outputs: 1, length, parts }.to_string();
+    assert!(page_text("phase4/engine.md").contains(&line), "book/src/phase4/engine.md must quote `{line}`");
+}
+
 #[test]
 fn the_python_overhead_the_book_quotes_is_the_engine_s() {
     use engine::host_overhead::HostOverhead;
@@ -307,4 +330,19 @@ fn the_compare_stub_states_the_checks_numbers() {
     for phrase in phrases {
         assert!(doc.contains(&phrase), "exercises/phase5-benchmarking/src/compare.rs must say: {phrase}");
     }
+}
+
+/// The number of telling graphs phase 1's exercise page says the `partitioner` checks start with
+/// is the number the checks build.
+#[test]
+fn the_partitioner_s_telling_graphs_are_counted_right() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase1/src/checks/partitioner.rs")).unwrap();
+    let line = check
+        .lines()
+        .find(|l| l.contains("].into_iter().map(|g| (g, vec!["))
+        .expect("telling_cases lists its graphs in one line");
+    let listed = line.split(']').next().unwrap_or_default().split(',').count();
+    let phrase = format!("Two checks, on {} graphs made to tell the wrong answers above apart", in_words(listed));
+    assert!(page_text("phase1/exercises.md").contains(&phrase), "book/src/phase1/exercises.md must say {phrase}");
 }

@@ -26,6 +26,7 @@ use super::modes::fx_graph_cache;
 use super::output_code::OutputCode;
 use super::runtime::Program;
 use super::scheduler::{self, Schedule};
+use super::split_reductions::{self, Split, SplitRule};
 use super::target::{self, Generated, ProgramSpec, Target};
 use super::{CompiledModule, call_plan, lowering, pattern_matcher};
 use crate::aot;
@@ -141,6 +142,9 @@ pub fn kernels(graph: &Graph, config: &Config) -> Result<Vec<Kernel>> {
     }
     let hints = hint_bindings(&decomposed)?;
     let lowered = lowering::lower(&decomposed, &hints)?;
+    // No target here: the CPU's rule, unless the config forces one.
+    let rule = SplitRule::of(config.split_reductions, SplitRule::Never);
+    let (lowered, _) = split_reductions::split_reductions(lowered, rule);
     build_kernels(&lowered, &scheduler::schedule(&lowered, config.fusion)?)
 }
 
@@ -174,14 +178,18 @@ fn generate_for(
     config: &Config,
     matched: Option<&[String]>,
 ) -> Result<Generated> {
-    let lowered = compile_time::timed(
+    let (lowered, splits) = compile_time::timed(
         Stage::Lowering,
         || "loop-level IR".into(),
-        || lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode)),
+        || {
+            let lowered = lowering::lower_with(graph, bindings, target.gemm_epilogues(config.mode))?;
+            let rule = SplitRule::of(config.split_reductions, target.reduction_split());
+            Ok::<_, Error>(split_reductions::split_reductions(lowered, rule))
+        },
     )?;
     let schedule =
         compile_time::timed(Stage::Scheduling, String::new, || scheduler::schedule(&lowered, config.fusion))?;
-    let fusion_log = matched.map(|matched| fusion_log(matched, &schedule)).unwrap_or_default();
+    let fusion_log = matched.map(|matched| fusion_log(matched, &splits, &schedule)).unwrap_or_default();
     if matched.is_some() {
         logs::log(Artifact::Fusion, || fusion_log.clone());
     }
@@ -304,9 +312,11 @@ fn build_kernels(lowered: &LoweredGraph, schedule: &Schedule) -> Result<Vec<Kern
         .collect()
 }
 
-/// The fusion log: the pattern rewrites' lines, each fusion decision, the groups left.
-fn fusion_log(matched: &[String], schedule: &Schedule) -> String {
+/// The fusion log: the pattern rewrites' lines, the reductions split, each fusion decision, the
+/// groups left.
+fn fusion_log(matched: &[String], splits: &[Split], schedule: &Schedule) -> String {
     let mut lines: Vec<String> = matched.to_vec();
+    lines.extend(splits.iter().map(ToString::to_string));
     lines.extend(schedule.decisions.iter().map(ToString::to_string));
     lines.push(format!("{} group(s) after fusion", schedule.groups.len()));
     lines.join("\n")

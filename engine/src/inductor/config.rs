@@ -1,7 +1,8 @@
 //! Settings of one Inductor compilation, the analogue of `torch._inductor.config`: which fusion
 //! decision to use, optionally replacement kernel printers, the compile [`Mode`] (what
-//! `torch.compile(mode=...)` sets), which GEMMs max-autotune may time ([`GemmBackends`]) and
-//! which codegen target compiles ([`TargetKind`]). The
+//! `torch.compile(mode=...)` sets), which GEMMs max-autotune may time ([`GemmBackends`]),
+//! which codegen target compiles ([`TargetKind`]) and which reductions are split
+//! ([`SplitReductions`]). The
 //! defaults are the engine's own; the workbook's phase 4 plugs a learner's fusion decision and
 //! printers in here.
 
@@ -61,6 +62,22 @@ pub enum TargetKind {
 }
 // ANCHOR_END: target_kind
 
+/// Whether a reduction with too few outputs to fill the device is split in two, a partial
+/// result per chunk of its reduced range and then their total (see `inductor::split_reductions`),
+/// as Inductor's `split_reductions` setting decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SplitReductions {
+    /// As the target decides: on a GPU, where a reduction would leave multiprocessors idle; never
+    /// on the CPU.
+    #[default]
+    Auto,
+    /// Never.
+    Never,
+    /// Every reduction of four elements or more, whatever its shape: for tests, so that the C
+    /// code and the interpreter run the split form on small shapes.
+    Always,
+}
+
 /// How to compile: the fusion decision, the printers, the mode, max-autotune's GEMMs, the target
 /// and whether the FX graph cache may serve the compile.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +104,8 @@ pub struct Config {
     /// AddressSanitizer, or CUDA's `compute-sanitizer`: slow (a copy per argument per launch), for
     /// checking kernel printers (off by default; `inductor/runtime/guards.rs`).
     pub guard_buffers: bool,
+    /// Which reductions are split in two ([`SplitReductions::Auto`] by default).
+    pub split_reductions: SplitReductions,
 }
 
 impl Default for Config {
@@ -99,6 +118,7 @@ impl Default for Config {
             fx_graph_cache: true,
             target: TargetKind::Native,
             guard_buffers: false,
+            split_reductions: SplitReductions::Auto,
         }
     }
 }

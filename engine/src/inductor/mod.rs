@@ -12,6 +12,7 @@
 //!   ──pattern_matcher::rewrite──▶ fx::Graph   known subgraphs (naive attention) → fused ops
 //!   ──pattern_matcher::concat_linears──▶ fx::Graph   parallel linears of one input → one matmul
 //!   ──lowering::lower──▶ ir::LoweredGraph      loop-level IR: pointwise, reduction, extern nodes
+//!   ──split_reductions──▶ ir::LoweredGraph     reductions too narrow for the device in two layers
 //!   ──scheduler::schedule──▶ scheduler::Schedule   nodes fused into groups, each decision logged
 //!   ──kernel::build──▶ kernel::Kernel          one per group, numbered in launch order
 //!   ──codegen::Renderer──▶ Rendered            the target's source (C, CUDA C, kernel IR), its launch
@@ -30,6 +31,7 @@
 //! | `pattern_matcher.py`, `fx_passes/fuse_attention.py` | [`pattern_matcher`] |
 //! | `lowering.py` | [`lowering`] |
 //! | `ir.py` (`Pointwise`, `Reduction`, `ExternKernel`), its index expressions | [`ir`], [`index`] |
+//! | `ir.py`'s `Reduction.num_splits` and `create_multilayer` | [`split_reductions`] |
 //! | `scheduler.py` (`can_fuse`, `ForeachKernelSchedulerNode`) | [`scheduler`] |
 //! | the kernel body a `SIMDKernel` collects | [`kernel`] |
 //! | `codegen/cpp.py`, `codegen/triton.py` | [`codegen::c`], [`codegen::cuda`], behind [`codegen::Renderer`] |
@@ -63,6 +65,7 @@ pub mod pattern_matcher;
 pub mod index;
 pub mod ir;
 pub mod lowering;
+pub mod split_reductions;
 
 // 2. Scheduling and fusion.
 pub mod scheduler;
@@ -89,7 +92,7 @@ pub mod modes;
 
 pub use crate::compile_mode::Mode;
 pub use compile_fx::{compile_fx, generate, kernels, warm_cuda_cache};
-pub use config::{Config, GemmBackends, Printers, TargetKind};
+pub use config::{Config, GemmBackends, Printers, SplitReductions, TargetKind};
 pub use output_code::OutputCode;
 
 use crate::error::Result;

@@ -8,7 +8,7 @@ use super::{Storage, Tensor};
 use crate::device::cpu::HostBuffer;
 use crate::dtype::DType;
 use crate::error::{Error, Result, SourceLocation};
-use crate::layout::{Layout, MAX_NUMEL, checked_numel, numel};
+use crate::layout::{Layout, MAX_NUMEL, checked_numel};
 
 impl Tensor {
     /// A CPU tensor holding `data` in row-major order with the given shape.
@@ -28,32 +28,53 @@ impl Tensor {
         Ok(Tensor::from_concrete(Arc::new(Storage::Cpu(data.into())), Layout::contiguous(shape)))
     }
 
+    #[track_caller]
     fn filled_with(shape: &[usize], mut value: impl FnMut() -> f32) -> Tensor {
-        let data: Vec<f32> = (0..numel(shape)).map(|_| value()).collect();
+        let Some(elements) = checked_numel(shape) else {
+            panic!(
+                "a tensor of shape {shape:?} has more elements than a tensor can hold (at most {MAX_NUMEL}): check the \
+                 sizes, or build it with `Tensor::from_vec`, which returns an error instead"
+            )
+        };
+        let data: Vec<f32> = (0..elements).map(|_| value()).collect();
         Tensor::from_concrete(Arc::new(Storage::Cpu(data.into())), Layout::contiguous(shape))
     }
 
     /// A 0-d tensor holding one value.
+    #[track_caller]
     pub fn scalar(value: f32) -> Tensor {
         Tensor::full(&[], value)
     }
 
     /// A tensor with every element equal to `value`.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn full(shape: &[usize], value: f32) -> Tensor {
         Tensor::filled_with(shape, || value)
     }
 
     /// A tensor of zeros.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn zeros(shape: &[usize]) -> Tensor {
         Tensor::full(shape, 0.0)
     }
 
     /// A tensor of ones.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn ones(shape: &[usize]) -> Tensor {
         Tensor::full(shape, 1.0)
     }
 
     /// `[0, 1, ..., n - 1]` as a 1-d tensor.
+    #[track_caller]
     pub fn arange(n: usize) -> Tensor {
         let mut next = 0.0;
         Tensor::filled_with(&[n], || {
@@ -63,12 +84,20 @@ impl Tensor {
     }
 
     /// Standard normal values from a seed: the same seed always gives the same tensor.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn randn(shape: &[usize], seed: u64) -> Tensor {
         let mut rng = SplitMix64::new(seed);
         Tensor::filled_with(shape, || rng.next_normal())
     }
 
     /// Uniform values in `[low, high)` from a seed.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn uniform(shape: &[usize], low: f32, high: f32, seed: u64) -> Tensor {
         let mut rng = SplitMix64::new(seed);
         Tensor::filled_with(shape, || low + (high - low) * rng.next_f32())
@@ -81,27 +110,47 @@ impl Tensor {
     }
 
     /// [`Tensor::full`] in `dtype` (`torch.full(shape, value, dtype=dtype)`).
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn full_dtype(shape: &[usize], value: f32, dtype: DType) -> Tensor {
         Tensor::full(shape, value).rounded_to(dtype)
     }
 
     /// [`Tensor::zeros`] in `dtype`.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn zeros_dtype(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full_dtype(shape, 0.0, dtype)
     }
 
     /// [`Tensor::ones`] in `dtype`.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn ones_dtype(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::full_dtype(shape, 1.0, dtype)
     }
 
     /// [`Tensor::randn`] in `dtype`: the same seeded values, rounded to it, so a model's `bf16`
     /// parameters are its `f32` ones rounded.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn randn_dtype(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
         Tensor::randn(shape, seed).rounded_to(dtype)
     }
 
     /// [`Tensor::uniform`] in `dtype`.
+    ///
+    /// Panics when the shape has more elements than a tensor can hold, as `Vec` does past
+    /// `isize::MAX` bytes (PyTorch raises); [`Tensor::from_vec`] returns an error instead.
+    #[track_caller]
     pub fn uniform_dtype(shape: &[usize], low: f32, high: f32, seed: u64, dtype: DType) -> Tensor {
         Tensor::uniform(shape, low, high, seed).rounded_to(dtype)
     }
@@ -158,5 +207,11 @@ mod tests {
     fn uniform_stays_in_range() {
         let v = Tensor::uniform(&[1000], -2.0, 3.0, 1).to_vec().unwrap();
         assert!(v.iter().all(|&x| (-2.0..3.0).contains(&x)));
+    }
+
+    #[test]
+    #[should_panic(expected = "has more elements than a tensor can hold")]
+    fn an_overflowing_shape_panics_with_a_message_that_names_it() {
+        let _ = Tensor::zeros(&[usize::MAX / 2, 4]);
     }
 }

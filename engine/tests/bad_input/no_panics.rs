@@ -250,3 +250,22 @@ fn compiled_programs_check_what_they_are_given() {
     assert!(Tensor::from_vec(vec![1.0; 4], &[usize::MAX, 2]).is_err());
     assert!(Tensor::from_vec(vec![1.0; 4], &[1 << 40, 1 << 40]).is_err());
 }
+
+/// A reduction over a broadcast view of 2^40 elements is refused at once by every CPU backend, as
+/// eager refuses it, rather than looping over every element (the interpreter took hours: the
+/// property test above drew it once).
+#[test]
+fn a_huge_broadcast_input_is_refused_by_every_backend() {
+    let huge = Tensor::ones(&[1, 3]).expand(&[1 << 40, 3]).unwrap();
+    let sum = |x: Tensor| x.sum(0, false);
+    let interpreter = Inductor::with_config(Config { target: TargetKind::Interpreter, ..Config::default() });
+    let backends: [Box<dyn Backend>; 4] =
+        [Box::new(Eager), Box::new(AotEager), Box::new(Inductor::default()), Box::new(interpreter)];
+    for backend in backends {
+        let name = backend.name().to_string();
+        let started = std::time::Instant::now();
+        let error = dynamo::compile(sum).backend(backend).call(&huge).expect_err(&name).to_string();
+        assert!(error.contains("more than this machine's"), "{name}: {error}");
+        assert!(started.elapsed().as_secs() < 20, "{name} took {:?} to refuse", started.elapsed());
+    }
+}

@@ -50,3 +50,13 @@ pub fn vector_math_chain(t: Vec<Tensor>) -> Result<Tensor> {
 pub fn bias_tanh_chain(t: Vec<Tensor>) -> Result<Tensor> {
     t[0].add(&t[1])?.mul(&t[2])?.tanh()?.tanh()
 }
+
+/// A bias's gradient: the ReLU's backward, summed over the batch (an outer reduction).
+pub fn bias_grad(t: Vec<Tensor>) -> Result<Tensor> {
+    t[0].relu()?.mul(&t[1])?.sum(0, false)
+}
+
+/// The MSE loss: a mean over every element, one long row.
+pub fn mse_loss(t: Vec<Tensor>) -> Result<Tensor> {
+    t[0].mse_loss(&t[1])
+}

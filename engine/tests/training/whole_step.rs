@@ -4,7 +4,8 @@
 //! with the gradients a step leaves in `.grad` handed over.
 
 use engine::backends::{AotEager, Backend, Eager, Inductor};
-use engine::inductor::{Config, TargetKind};
+use engine::inductor::{Config, SplitReductions, TargetKind};
+use engine::logs::{self, Artifact};
 use engine::optim::{AdamW, Optimizer, Sgd};
 use engine::{Device, Result, Tensor, dynamo};
 use workbook_models::phase5::{Block, BlockShape, MLP_FEATURES, Mlp};
@@ -77,6 +78,27 @@ fn a_whole_step_runs_on_every_backend() {
     for (name, backend) in backends {
         let (_, params) = mlp_training(Some(backend), 2);
         assert_close(&params, &eager_params, name);
+    }
+}
+
+#[test]
+fn a_whole_mlp_step_with_split_reductions_matches_eager() {
+    // The loss's mean and the bias gradients (sums over the batch) split in two, as on a GPU; on
+    // the CPU only when forced, on the generated C and on the interpreter.
+    let (_, eager_params) = mlp_training(None, 2);
+    let kernels = |inductor: &Inductor| inductor.output_codes()[0].kernel_names().len();
+    let whole = Inductor::with_config(Config { split_reductions: SplitReductions::Never, ..Config::default() });
+    mlp_training(Some(Box::new(whole.clone())), 1);
+    for target in [TargetKind::Native, TargetKind::Interpreter] {
+        let split =
+            Inductor::with_config(Config { target, split_reductions: SplitReductions::Always, ..Config::default() });
+        let ((_, params), log) = logs::capture(&[Artifact::Fusion], || mlp_training(Some(Box::new(split.clone())), 2));
+        assert_close(&params, &eager_params, &format!("{target:?} with split reductions"));
+        assert!(log.contains("split mean: 1 output(s) of 4096 elements each → 64 partial results"), "{log}");
+        assert!(log.contains("split sum_1: 2048 output(s) of 8 elements each → 4096 partial results"), "{log}");
+        // Each of the three splits adds its second kernel; no other kernel is cut apart (the
+        // forward's GELU keeps computing what the backward reads).
+        assert_eq!(kernels(&split), kernels(&whole) + 3, "{}", split.output_codes()[0]);
     }
 }
 

@@ -5,7 +5,12 @@
 
 use engine::{Device, Tensor, dynamo};
 use phase1_backends::model::{Mlp, backends, example_input};
-use phase1_backends::{GraphInterpreter, RecordingBackend, compare_backends, interpret, measure_latency};
+use std::sync::Arc;
+
+use engine::backends::Eager;
+use phase1_backends::{
+    CapabilityBackend, GraphInterpreter, RecordingBackend, compare_backends, interpret, measure_latency, partition,
+};
 
 #[path = "../../show.rs"]
 mod show;
@@ -32,6 +37,22 @@ fn main() {
     });
     show("GraphInterpreter as a backend", || {
         dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(GraphInterpreter).call(&x)
+    });
+    // A compiler that runs everything but `gelu`: try your own graphs and supported sets here.
+    let supports = |op: &engine::op::Op| op.name() != "gelu";
+    show("partition (the MLP's graph, every op supported but gelu)", || {
+        let graph = dynamo::explain(|x: Tensor| mlp.forward(&x)).call(&x)?.graphs.remove(0);
+        let partitions = partition(&graph, &supports);
+        Ok(partitions
+            .iter()
+            .map(|p| p.iter().map(|&id| graph.node(id).name.clone()).collect::<Vec<_>>())
+            .collect::<Vec<_>>())
+    });
+    show("CapabilityBackend (the same, with Eager as the compiler): max |diff| from eager", || {
+        let backend = CapabilityBackend { supports: Arc::new(supports), compiler: Arc::new(Eager) };
+        let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(backend).call(&x)?.to_vec()?;
+        let eager = mlp.forward(&x)?.to_vec()?;
+        Ok(compiled.iter().zip(&eager).map(|(a, e)| (a - e).abs()).fold(0.0, f32::max))
     });
     show("RecordingBackend: graphs recorded after two batch sizes", || {
         let recording = RecordingBackend::new();

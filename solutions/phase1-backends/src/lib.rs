@@ -8,6 +8,7 @@
 //! | `latency` | [`latency`] | time the first call against the steady state |
 //! | `interpreter` | [`interpreter`] | a backend that runs a graph node by node |
 //! | `recording` | [`recording`] | a backend that keeps every graph it is handed |
+//! | `partitioner` (deep) | [`partitioner`] | a backend for a compiler that runs only some ops: the fewest legal partitions |
 //! | `deny_ops` (stretch) | [`deny_ops`] | a backend that refuses graphs calling given ops |
 //!
 //! Read `book/src/phase1/exercises.md`, then check your work with `cargo grader check phase1`.
@@ -24,6 +25,7 @@ pub mod latency;
 // The given models live once in the shared `workbook-models` crate, for both this crate and its
 // twin; `crate::model` names them as if they were here.
 pub use workbook_models::phase1 as model;
+pub mod partitioner;
 pub mod recording;
 
 pub use compare::{BackendDiff, compare_backends};
@@ -31,4 +33,5 @@ pub use deny_ops::DenyOps;
 pub use interpreter::{GraphInterpreter, interpret};
 pub use latency::{BATCH, Latency, measure_latency, median};
 pub use model::{Mlp, backends, example_input, workload};
+pub use partitioner::{CapabilityBackend, partition};
 pub use recording::RecordingBackend;

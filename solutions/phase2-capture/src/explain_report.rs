@@ -20,7 +20,9 @@ pub struct CaptureSummary {
 // ANCHOR: summarize
 /// **Exercise `explain_report`.** Run `f` on `x` under [`dynamo::explain`] and summarize the
 /// report: counts, the op names of each graph (from each call node's op), and the names of the
-/// first graph's placeholders. A function with no graph at all has no inputs to name.
+/// first graph's placeholders. A function with no graph at all has no inputs to name. Count
+/// from `report.graphs` and `report.breaks` yourself: the report's counting methods (`op_count`,
+/// `ops_per_graph`, `graph_count`, `graph_break_count`) are refused in this crate.
 ///
 /// Book: `book/src/phase2/exercises.md`, section "explain_report". Check: `cargo grader check phase2`.
 pub fn summarize(f: impl Fn(Tensor) -> Result<Tensor>, x: &Tensor) -> Result<CaptureSummary> {

@@ -182,6 +182,7 @@ fn key(graph: &Graph, target: &dyn Target, config: &Config) -> Result<String> {
         canonical(graph).as_bytes(),
         config.mode.name().as_bytes(),
         format!("{:?}", config.gemm_backends).as_bytes(),
+        format!("{:?}", config.split_reductions).as_bytes(),
         // The GEMMs' accumulation (TF32 or not) is fixed when they are chosen.
         crate::precision::float32_matmul_precision().name().as_bytes(),
         target.name().as_bytes(),

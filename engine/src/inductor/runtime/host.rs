@@ -121,6 +121,17 @@ impl<K: HostKernel> Program for HostProgram<K> {
     /// Runs the plan on `inputs`, which must have the traced shapes and strides.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = check_inputs(&self.schedule.inputs, inputs, Device::Cpu)?;
+        // As eager refuses them (`eager::fits_in_memory`): an input whose logical size could never
+        // fit in memory (a broadcast view far larger than its buffer) would have kernels loop over
+        // every element of it for hours.
+        for (i, input) in inputs.iter().enumerate() {
+            if let Some(why) = cpu::too_large(input.numel()) {
+                return Err(Error::Backend {
+                    backend: "inductor".into(),
+                    message: format!("input {i} (shape {:?}) cannot run on the CPU: {why}", input.shape()),
+                });
+            }
+        }
         let mut slots: Slots<HostBuffer> = Slots::new(self.schedule.slot_count);
         for step in &self.schedule.steps {
             match step {

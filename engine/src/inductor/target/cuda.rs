@@ -30,7 +30,12 @@ use crate::inductor::modes::gemm_choice::{self, GemmSpec};
 use crate::inductor::modes::{autotune, cudagraphs, gemm_epilogue, launch_tuning};
 use crate::inductor::runtime::cuda::CudaProgram;
 use crate::inductor::runtime::{Program, Run};
+use crate::inductor::split_reductions::SplitRule;
 use crate::logs::{self, Artifact};
+
+/// The multiprocessors of an H100 SXM: what reductions are split for when code is generated with
+/// no GPU to ask.
+const H100_MULTIPROCESSORS: u32 = 132;
 
 /// CUDA C for the GPU of this ordinal.
 pub(crate) struct CudaTarget {
@@ -71,6 +76,14 @@ impl Target for CudaTarget {
         // Max-autotune's cuBLASLt algorithms, and whether epilogues fold, depend on it.
         let lt = lt_version(&gpu).ok();
         Ok(format!("{} {} cublaslt {lt:?}", facts.name, facts.arch()))
+    }
+
+    /// Reductions that would leave multiprocessors idle, for this GPU's count of them (an H100
+    /// SXM's 132 where there is no GPU to ask: code generation alone).
+    fn reduction_split(&self) -> SplitRule {
+        let multiprocessors =
+            CudaDevice::get(self.ordinal).map_or(H100_MULTIPROCESSORS, |gpu| gpu.facts().multiprocessors);
+        SplitRule::FillGpu { multiprocessors: multiprocessors as usize }
     }
 
     /// Where cuBLASLt, which applies them, can run: under max-autotune every product's, in the

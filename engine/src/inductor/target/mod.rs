@@ -32,6 +32,7 @@ use super::lowering::FoldFor;
 pub(crate) use super::output_code::ModuleSource;
 use super::output_code::OutputCode;
 use super::runtime::{KernelSpec, Program, Schedule};
+use super::split_reductions::SplitRule;
 use crate::compile_mode::Mode;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -59,6 +60,13 @@ pub(crate) trait Target: Send + Sync {
     /// The fold lowering offers each op to in `mode`: the GEMM epilogue where the target's matrix
     /// products apply one; `None` to lower every op as it is.
     fn gemm_epilogues(&self, mode: Mode) -> Option<FoldFor>;
+
+    /// Which reductions to split in two where the config leaves it to the target
+    /// ([`SplitReductions::Auto`](super::config::SplitReductions)): none by default, which is
+    /// the CPU's choice (bench/NOTES-training.md, "Split reductions").
+    fn reduction_split(&self) -> SplitRule {
+        SplitRule::Never
+    }
 
     /// What `config`'s mode decides once the code is generated (which library each matmul runs
     /// on, the launch of each kernel, whether the plan can be recorded as a CUDA graph): it may

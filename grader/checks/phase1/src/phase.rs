@@ -124,6 +124,30 @@ pub const PHASE: Phase = Phase {
             forbidden: &[],
         },
         Exercise {
+            name: "partitioner",
+            file: "src/partitioner.rs",
+            section: "partitioner",
+            stretch: false,
+            hints: &[
+                "Draw the failing graph on paper, with the supported nodes coloured. A partition is legal exactly \
+                 when the graph can be run in some order in which the partition's nodes come one after another, \
+                 with nothing between them. How many times must such an order switch from unsupported nodes to \
+                 supported ones?",
+                "The graph's own order is only one order. Which unsupported nodes could run *before* a supported node \
+                 you are about to put in a partition, so that it can wait and join a later one? Think in rounds: \
+                 everything that can run outside a partition, then everything that can run inside one, and so on.",
+                "For the backend: a partition's graph takes as inputs the values its nodes read from outside it, and \
+                 returns the values read outside it, the graph's outputs among them. A partition cannot run where \
+                 its first node was: it runs once all its inputs exist, so put the steps (partitions and eager \
+                 nodes) in an order of the contracted graph.",
+            ],
+            checks: crate::checks![
+                partitioner::partitions_are_legal_and_fewest,
+                partitioner::backend_runs_partitions_through_the_compiler,
+            ],
+            forbidden: &[],
+        },
+        Exercise {
             name: "deny_ops",
             file: "src/deny_ops.rs",
             section: "deny_ops",
@@ -252,6 +276,126 @@ const MUTANTS: &[Mutant] = &[
         "        static SHARED: std::sync::OnceLock<Arc<Mutex<Vec<Graph>>>> = std::sync::OnceLock::new(); RecordingBackend { graphs: SHARED.get_or_init(Default::default).clone() }",
     )
     .fails(crate::check_ids![recording::separate_backends_do_not_share]),
+    Mutant::new(
+        "partition puts every supported node in one partition",
+        "src/partitioner.rs",
+        "            let index = r / 2;\n",
+        "            let index = 0;\n",
+    )
+    .fails(crate::check_ids![
+        partitioner::partitions_are_legal_and_fewest,
+        partitioner::backend_runs_partitions_through_the_compiler,
+    ]),
+    Mutant::new(
+        "partition groups the runs of supported nodes in the graph's order",
+        "src/partitioner.rs",
+        "let earliest = node.inputs().map(|input| round[input.index()]).max().unwrap_or(0);",
+        "let earliest = round[..id.index()].iter().copied().max().unwrap_or(0);",
+    )
+    .fails(crate::check_ids![
+        partitioner::partitions_are_legal_and_fewest,
+        partitioner::backend_runs_partitions_through_the_compiler,
+    ]),
+    Mutant::new(
+        "partition starts with a partition before running what is ready outside",
+        "src/partitioner.rs",
+        "let r = if supported == (earliest % 2 == 1) { earliest } else { earliest + 1 };",
+        "let r = if node.op().is_none() { 0 } else if supported == (earliest % 2 == 0) { earliest } else { earliest + 1 };",
+    )
+    .fails(crate::check_ids![
+        partitioner::partitions_are_legal_and_fewest,
+        partitioner::backend_runs_partitions_through_the_compiler,
+    ]),
+    Mutant::new(
+        "partition takes in every call node, supported or not",
+        "src/partitioner.rs",
+        "let supported = node.op().is_some_and(supports);",
+        "let supported = node.op().is_some();",
+    )
+    .fails(crate::check_ids![
+        partitioner::partitions_are_legal_and_fewest,
+        partitioner::backend_runs_partitions_through_the_compiler,
+    ]),
+    Mutant::new(
+        "partition merges greedily, as PyTorch's partitioner does: a pair at a time while no cycle appears",
+        "src/partitioner.rs",
+        "    partitions.retain(|p| !p.is_empty());\n    partitions\n",
+        r#"    let _ = partitions;
+    let n = graph.nodes().len();
+    // Whether the graph, each partition of `assign` contracted, has no cycle.
+    let acyclic = |assign: &[Option<usize>]| {
+        let unit = |i: usize| assign[i].map_or(n + i, |p| p);
+        let mut edges = vec![Vec::new(); 2 * n];
+        for id in graph.ids() {
+            for input in graph.node(id).inputs() {
+                if unit(input.index()) != unit(id.index()) {
+                    edges[unit(input.index())].push(unit(id.index()));
+                }
+            }
+        }
+        fn dfs(u: usize, edges: &[Vec<usize>], state: &mut [u8]) -> bool {
+            state[u] = 1;
+            let ok = edges[u].iter().all(|&w| state[w] == 2 || (state[w] == 0 && dfs(w, edges, state)));
+            state[u] = 2;
+            ok
+        }
+        let mut state = vec![0u8; 2 * n];
+        (0..2 * n).all(|u| state[u] != 0 || dfs(u, &edges, &mut state))
+    };
+    let mut assign: Vec<Option<usize>> = vec![None; n];
+    let mut made = 0;
+    for id in graph.ids() {
+        if !graph.node(id).op().is_some_and(supports) {
+            continue;
+        }
+        assign[id.index()] = Some(made);
+        for other in 0..made {
+            let merged: Vec<Option<usize>> =
+                assign.iter().map(|a| if *a == Some(other) { Some(made) } else { *a }).collect();
+            if acyclic(&merged) {
+                assign = merged;
+            }
+        }
+        made += 1;
+    }
+    (0..made)
+        .map(|p| graph.ids().filter(|id| assign[id.index()] == Some(p)).collect::<Vec<_>>())
+        .filter(|p| !p.is_empty())
+        .collect()
+"#,
+    )
+    .fails(crate::check_ids![
+        partitioner::partitions_are_legal_and_fewest,
+        partitioner::backend_runs_partitions_through_the_compiler,
+    ]),
+    Mutant::new(
+        "CapabilityBackend drops a value only the graph's outputs read",
+        "src/partitioner.rs",
+        "graph.outputs().contains(&id) || graph.users(id)",
+        "graph.users(id)",
+    )
+    .fails(crate::check_ids![partitioner::backend_runs_partitions_through_the_compiler]),
+    Mutant::new(
+        "CapabilityBackend runs each partition where its first node was",
+        "src/partitioner.rs",
+        "let steps = schedule(graph, &owner, partitions.len());",
+        "let mut seen = vec![false; partitions.len()];\n        let steps: Vec<Step> = graph.ids().filter_map(|id| match owner[id.index()] { Some(p) => (!std::mem::replace(&mut seen[p], true)).then_some(Step::Partition(p)), None => graph.node(id).op().is_some().then_some(Step::Eager(id)) }).collect();\n        let _ = schedule;",
+    )
+    .fails(crate::check_ids![partitioner::backend_runs_partitions_through_the_compiler]),
+    Mutant::new(
+        "CapabilityBackend compiles each supported node alone",
+        "src/partitioner.rs",
+        "let partitions = partition(graph, &*self.supports);",
+        "let partitions: Vec<Vec<NodeId>> = partition(graph, &*self.supports).into_iter().flatten().map(|id| vec![id]).collect();",
+    )
+    .fails(crate::check_ids![partitioner::backend_runs_partitions_through_the_compiler]),
+    Mutant::new(
+        "CapabilityBackend runs every node eagerly",
+        "src/partitioner.rs",
+        "let partitions = partition(graph, &*self.supports);",
+        "let partitions: Vec<Vec<NodeId>> = { let _ = partition; Vec::new() };",
+    )
+    .fails(crate::check_ids![partitioner::backend_runs_partitions_through_the_compiler]),
     Mutant::new(
         "DenyOps does not name the source line",
         "src/deny_ops.rs",

@@ -87,7 +87,7 @@ pub const PHASE: Phase = Phase {
                  `Arg::Node(id)` is `Some(&shapes[id.index()])`, `Arg::Scalar(_)` is `None`.",
                 "For `Op::Unary(_) | Op::Binary(_) | Op::Where`, fold `broadcast` over the `Some` operands starting \
                  from `vec![]` (a 0-d shape broadcasts with anything). For every other op, \
-                 `shape_rule(op, &operands, location)?` (given, in `model.rs`) returns the engine's shape or an error.",
+                 `shape_rule(op, &operands, location)?` (given: `crate::model::shape_rule`) returns the engine's shape or an error.",
             ],
             checks: crate::checks![
                 shape_prop::broadcast_follows_the_rules,

@@ -9,5 +9,6 @@ pub mod compare;
 pub mod deny_ops;
 pub mod interpreter;
 pub mod latency;
+pub mod partitioner;
 pub mod recording;
 mod support;
