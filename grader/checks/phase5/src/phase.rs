@@ -285,7 +285,13 @@ const MUTANTS: &[Mutant] = &[
         "            start.record()?;\n            f()?;\n            end.record()?;\n",
         "            start.record()?;\n            end.record()?;\n            f()?;\n",
     )
-    .fails(crate::check_ids![timer::times_known_work, sweep::sweep_times_the_mlp, break_even::costs_are_measured, modes::modes_are_measured]),
+    .fails(crate::check_ids![
+        timer::times_known_work,
+        sweep::sweep_times_the_mlp,
+        break_even::costs_are_measured,
+        modes::modes_are_measured,
+        train::training_costs_are_measured
+    ]),
     Mutant::new(
         "do_bench delegates to the engine's Bench",
         "src/timer.rs",
