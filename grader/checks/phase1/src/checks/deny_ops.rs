@@ -6,8 +6,9 @@ use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ens
 use super::support::capture;
 use crate::subject::{DenyOps, Mlp, example_input};
 
-/// Denying one of the MLP's ops (which one is drawn from the seed) fails the compile with an
-/// error naming the op and its source line.
+/// Denying one of the MLP's ops (which one is drawn from the seed), listed among names of ops the
+/// MLP does not call (which, how many and in what order are drawn from the seed too), fails the
+/// compile with an error naming the op the graph calls and its source line.
 pub fn refuses_a_denied_op(ctx: &Context) -> CheckResult {
     let (mlp, x) = (Mlp::new(ctx.seed), example_input(2, ctx.seed + 1));
     let (graph, _) = capture(&mlp, &x)?;
@@ -16,13 +17,14 @@ pub fn refuses_a_denied_op(ctx: &Context) -> CheckResult {
     // The first node calling it is the one a backend refuses.
     let first = calls.iter().find(|n| n.op().is_some_and(|op| op.name() == denied)).expect("found above");
     let line = first.location.expect("call nodes have locations").short();
-    let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(DenyOps::new(&[denied]));
+    let names = with_absent_ops(&graph, denied, ctx.seed);
+    let compiled = dynamo::compile(|x: Tensor| mlp.forward(&x)).backend(DenyOps::new(&names));
     let result = compiled.call(&x);
-    let names = result.as_ref().err().map(|e| e.to_string()).is_some_and(|m| m.contains(denied) && m.contains(&line));
-    record(format!("refused `{denied}`, naming the op and its line"), format!("{} {names}", result.is_err()));
+    let named = result.as_ref().err().map(|e| e.to_string()).is_some_and(|m| m.contains(denied) && m.contains(&line));
+    record(format!("with DenyOps::new(&{names:?}): refused, naming `{denied}` and its line"), format!("{} {named}", result.is_err()));
     match result {
         Ok(_) => Err(Failure::fail(format!(
-            "with DenyOps::new(&[\"{denied}\"]) the MLP (which calls {denied} at {line}) compiled and ran; expected an \
+            "with DenyOps::new(&{names:?}) the MLP (which calls {denied} at {line}) compiled and ran; expected an \
              error"
         ))),
         Err(error) => {
@@ -33,6 +35,23 @@ pub fn refuses_a_denied_op(ctx: &Context) -> CheckResult {
             Ok(format!("refused with: {message}"))
         }
     }
+}
+
+/// `denied` among one to three names of ops the MLP's graph never calls, before or after
+/// decomposition, none part of one of its op names or holding one (so a backend that matches parts
+/// of names refuses the same op). Which names, and where `denied` stands among them, come from the
+/// seed.
+fn with_absent_ops<'a>(graph: &engine::fx::Graph, denied: &'a str, seed: u64) -> Vec<&'a str> {
+    const ABSENT: [&str; 8] = ["conv2d", "embedding", "cumsum", "sort", "dropout", "batch_norm", "topk", "avg_pool2d"];
+    let called: Vec<&str> = graph.nodes().iter().filter_map(|n| n.op().map(|op| op.name())).collect();
+    let mut absent: Vec<&str> =
+        ABSENT.into_iter().filter(|a| called.iter().all(|c| !c.contains(a) && !a.contains(c))).collect();
+    let mut names = Vec::new();
+    for k in 0..1 + (seed >> 40) % 3 {
+        names.push(absent.remove(((seed >> (44 + 4 * k)) % absent.len() as u64) as usize));
+    }
+    names.insert(((seed >> 56) % (names.len() as u64 + 1)) as usize, denied);
+    names
 }
 
 /// Names that are not ops of the MLP's captured graph, drawn from the seed: part of one of its op
