@@ -577,6 +577,82 @@ fn gpu_half_precision_flash_attention_matches_the_float32_math_path() {
     });
 }
 
+#[test]
+fn gpu_half_precision_flash_attention_reads_any_layout_and_long_sequences() {
+    // The bf16 and f16 kernel copies its tiles 16 bytes at a time where a head's rows are
+    // contiguous and aligned (zero filling a last piece when the head dim is not a multiple of 8)
+    // and element by element otherwise (a transposed head, a start one element off); it takes 128
+    // queries a block and double buffers 64-key tiles, so lengths run past several of each and
+    // are rarely multiples of either; causal blocks have tiles on and below the diagonal; the
+    // value dim may differ from the head dim; an explicit scale may be negative.
+    use engine::AttnMask;
+    use engine::device::{Kernels, with_kernels};
+    let Some(gpu) = gpu() else { return };
+    let cases = (
+        (1usize..4, prop_oneof![1usize..200, 200usize..700], prop_oneof![1usize..200, 200usize..700]),
+        prop_oneof![Just(20usize), Just(32), Just(64), Just(100), Just(128)],
+        prop_oneof![Just(None), Just(Some(24usize)), Just(Some(64))],
+        0usize..4,
+        0usize..2,
+        0usize..4,
+        prop_oneof![Just(None), Just(Some(0.3f32)), Just(Some(-0.2f32))],
+        any::<u64>(),
+    );
+    check(32, cases, |((heads, q_len, kv_len), head_dim, value_dim, layout, d, mask, scale, seed)| {
+        let dtype = HALF[d];
+        let on = |t: Tensor| t.to(gpu).unwrap();
+        // [2, heads, len, width] in the drawn layout, made on the GPU so the view stays a view.
+        let make = |len: usize, width: usize, s: u64| match layout {
+            0 => on(Tensor::randn_dtype(&[2, heads, len, width], s, dtype)),
+            // Heads split from a projection's output: rows `heads * width` apart.
+            1 => on(Tensor::randn_dtype(&[2, len, heads, width], s, dtype)).transpose(1, 2).unwrap(),
+            // The same, starting one element into each row: not 16-byte aligned.
+            2 => on(Tensor::randn_dtype(&[2, len, heads, width + 1], s, dtype))
+                .slice(3, 1, width + 1, 1)
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap(),
+            // A transposed head: neighbouring head-dim elements are `len` apart.
+            _ => on(Tensor::randn_dtype(&[2, heads, width, len], s, dtype)).transpose(2, 3).unwrap(),
+        };
+        let value_dim = value_dim.unwrap_or(head_dim);
+        let (q, k, v) =
+            (make(q_len, head_dim, seed), make(kv_len, head_dim, seed ^ 1), make(kv_len, value_dim, seed ^ 2));
+        let keep = Tensor::uniform(&[q_len, kv_len], 0.0, 1.0, seed ^ 3).gt(0.2).unwrap().to(gpu).unwrap();
+        let bias = Tensor::randn(&[q_len, kv_len], seed ^ 4).to(gpu).unwrap();
+        let (mask, causal) = match mask {
+            0 => (None, false),
+            1 => (None, q_len <= kv_len),
+            2 => (Some(AttnMask::Boolean(&keep)), false),
+            _ => (Some(AttnMask::Additive(&bias)), false),
+        };
+        let y = q.scaled_dot_product_attention(&k, &v, mask, causal, scale).map_err(fail)?;
+        prop_assert_eq!((y.dtype(), y.shape()), (dtype, &[2, heads, q_len, value_dim][..]));
+        let wide = |t: &Tensor| t.to_dtype(engine::DType::F32).unwrap();
+        let want = with_kernels(Kernels::Plain, || {
+            wide(&q).scaled_dot_product_attention(&wide(&k), &wide(&v), mask, causal, scale)
+        })
+        .map_err(fail)?;
+        let (got, want) = (y.to_vec().map_err(fail)?, want.to_vec().map_err(fail)?);
+        let (rtol, _) = common::tolerance(dtype);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() as f64 <= rtol * (w.abs() as f64 + 1.0);
+            prop_assert!(
+                ok,
+                "element {}: {} against float32 {} ({:?}, layout {}, head dim {}, value dim {})",
+                i,
+                g,
+                w,
+                dtype,
+                layout,
+                head_dim,
+                value_dim
+            );
+        }
+        Ok(())
+    });
+}
+
 /// The gradients of `sum(f(inputs) * w)` with respect to every input, on `device`.
 fn gradients_on(device: Device, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>) -> Vec<Vec<f32>> {
     let leaves: Vec<Tensor> = inputs.iter().map(|t| t.to(device).unwrap().requires_grad_(true)).collect();
