@@ -532,10 +532,46 @@ fn gpu_fp8_scaled_mm_matches_the_float32_product_of_its_scaled_inputs() {
     }
 }
 
-#[test]
-fn gpu_half_precision_flash_attention_matches_the_float32_math_path() {
+/// Flash attention of bf16 or f16 `q`, `k` and `v` ([2, heads, len, dim] on the GPU) against the
+/// float32 math path on the same rounded inputs, under the mask that `mask` draws (0 none, 1 causal
+/// where q_len <= kv_len, 2 boolean, 3 additive, random from `seed`).
+fn half_attention_matches_the_math_path(
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    mask: usize,
+    scale: Option<f32>,
+    seed: u64,
+    what: &str,
+) -> Result<(), TestCaseError> {
     use engine::AttnMask;
     use engine::device::{Kernels, with_kernels};
+    let (q_len, kv_len, dtype) = (q.shape()[2], k.shape()[2], q.dtype());
+    let keep = Tensor::uniform(&[q_len, kv_len], 0.0, 1.0, seed ^ 3).gt(0.2).unwrap().to(q.device()).unwrap();
+    let bias = Tensor::randn(&[q_len, kv_len], seed ^ 4).to(q.device()).unwrap();
+    let (mask, causal) = match mask {
+        0 => (None, false),
+        1 => (None, q_len <= kv_len),
+        2 => (Some(AttnMask::Boolean(&keep)), false),
+        _ => (Some(AttnMask::Additive(&bias)), false),
+    };
+    let y = q.scaled_dot_product_attention(k, v, mask, causal, scale).map_err(fail)?;
+    prop_assert_eq!((y.dtype(), y.shape()), (dtype, &[2, q.shape()[1], q_len, v.shape()[3]][..]));
+    let wide = |t: &Tensor| t.to_dtype(engine::DType::F32).unwrap();
+    let want =
+        with_kernels(Kernels::Plain, || wide(q).scaled_dot_product_attention(&wide(k), &wide(v), mask, causal, scale))
+            .map_err(fail)?;
+    let (got, want) = (y.to_vec().map_err(fail)?, want.to_vec().map_err(fail)?);
+    let (rtol, _) = common::tolerance(dtype);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        // Probabilities rounded to the dtype for the product with v: the dtype's tolerance,
+        // relative to the values' scale (about 1).
+        let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() as f64 <= rtol * (w.abs() as f64 + 1.0);
+        prop_assert!(ok, "element {}: {} against float32 {} ({:?}, {})", i, g, w, dtype, what);
+    }
+    Ok(())
+}
+
+#[test]
+fn gpu_half_precision_flash_attention_matches_the_float32_math_path() {
     let Some(gpu) = gpu() else { return };
     let cases = (
         1usize..4,
@@ -547,33 +583,53 @@ fn gpu_half_precision_flash_attention_matches_the_float32_math_path() {
         any::<u64>(),
     );
     check(32, cases, |(heads, q_len, kv_len, head_dim, d, mask, seed)| {
-        let dtype = HALF[d];
-        let make = |len: usize, s: u64| Tensor::randn_dtype(&[2, heads, len, head_dim], s, dtype).to(gpu).unwrap();
+        let make = |len: usize, s: u64| Tensor::randn_dtype(&[2, heads, len, head_dim], s, HALF[d]).to(gpu).unwrap();
         let (q, k, v) = (make(q_len, seed), make(kv_len, seed ^ 1), make(kv_len, seed ^ 2));
-        let keep = Tensor::uniform(&[q_len, kv_len], 0.0, 1.0, seed ^ 3).gt(0.2).unwrap().to(gpu).unwrap();
-        let bias = Tensor::randn(&[q_len, kv_len], seed ^ 4).to(gpu).unwrap();
-        let (mask, causal) = match mask {
-            0 => (None, false),
-            1 => (None, q_len <= kv_len),
-            2 => (Some(AttnMask::Boolean(&keep)), false),
-            _ => (Some(AttnMask::Additive(&bias)), false),
+        half_attention_matches_the_math_path((&q, &k, &v), mask, None, seed, &format!("head dim {head_dim}"))
+    });
+}
+
+#[test]
+fn gpu_half_precision_flash_attention_reads_any_layout_and_long_sequences() {
+    // The bf16 and f16 kernel copies its tiles 16 bytes at a time where a head's rows are
+    // contiguous and aligned (zero filling a last piece when the head dim is not a multiple of 8)
+    // and element by element otherwise (a transposed head, a start one element off); it takes 128
+    // queries a block and double buffers 64-key tiles, so lengths run past several of each and
+    // are rarely multiples of either; causal blocks have tiles on and below the diagonal; the
+    // value dim may differ from the head dim; an explicit scale may be negative.
+    let Some(gpu) = gpu() else { return };
+    let cases = (
+        (1usize..4, prop_oneof![1usize..200, 200usize..700], prop_oneof![1usize..200, 200usize..700]),
+        prop_oneof![Just(20usize), Just(32), Just(64), Just(100), Just(128)],
+        prop_oneof![Just(None), Just(Some(24usize)), Just(Some(64))],
+        0usize..4,
+        0usize..2,
+        0usize..4,
+        prop_oneof![Just(None), Just(Some(0.3f32)), Just(Some(-0.2f32))],
+        any::<u64>(),
+    );
+    check(32, cases, |((heads, q_len, kv_len), head_dim, value_dim, layout, d, mask, scale, seed)| {
+        let dtype = HALF[d];
+        let on = |t: Tensor| t.to(gpu).unwrap();
+        // [2, heads, len, width] in the drawn layout, made on the GPU so the view stays a view.
+        let make = |len: usize, width: usize, s: u64| match layout {
+            0 => on(Tensor::randn_dtype(&[2, heads, len, width], s, dtype)),
+            // Heads split from a projection's output: rows `heads * width` apart.
+            1 => on(Tensor::randn_dtype(&[2, len, heads, width], s, dtype)).transpose(1, 2).unwrap(),
+            // The same, starting one element into each row: not 16-byte aligned.
+            2 => on(Tensor::randn_dtype(&[2, len, heads, width + 1], s, dtype))
+                .slice(3, 1, width + 1, 1)
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap(),
+            // A transposed head: neighbouring head-dim elements are `len` apart.
+            _ => on(Tensor::randn_dtype(&[2, heads, width, len], s, dtype)).transpose(2, 3).unwrap(),
         };
-        let y = q.scaled_dot_product_attention(&k, &v, mask, causal, None).map_err(fail)?;
-        prop_assert_eq!(y.dtype(), dtype);
-        let wide = |t: &Tensor| t.to_dtype(engine::DType::F32).unwrap();
-        let want = with_kernels(Kernels::Plain, || {
-            wide(&q).scaled_dot_product_attention(&wide(&k), &wide(&v), mask, causal, None)
-        })
-        .map_err(fail)?;
-        let (got, want) = (y.to_vec().map_err(fail)?, want.to_vec().map_err(fail)?);
-        let (rtol, _) = common::tolerance(dtype);
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            // Probabilities rounded to the dtype for the product with v: the dtype's tolerance,
-            // relative to the values' scale (about 1).
-            let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() as f64 <= rtol * (w.abs() as f64 + 1.0);
-            prop_assert!(ok, "element {}: {} against float32 {} ({:?}, head dim {})", i, g, w, dtype, head_dim);
-        }
-        Ok(())
+        let value_dim = value_dim.unwrap_or(head_dim);
+        let (q, k, v) =
+            (make(q_len, head_dim, seed), make(kv_len, head_dim, seed ^ 1), make(kv_len, value_dim, seed ^ 2));
+        let what = format!("layout {layout}, head dim {head_dim}, value dim {value_dim}, scale {scale:?}");
+        half_attention_matches_the_math_path((&q, &k, &v), mask, scale, seed, &what)
     });
 }
 

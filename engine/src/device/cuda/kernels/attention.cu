@@ -483,6 +483,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd128(c
 // are `mma.sync.m16n8k16` with float32 accumulators, as FlashAttention-2 runs them; the softmax is
 // in float32, and the probabilities are rounded to the operands' dtype for the product with v.
 //
+// One block owns 128 queries of one batch entry: 8 warps (HALF_THREADS = 256) of 16 query rows
+// each, the rows of one mma tile. The keys go by in tiles of BC = 64. For each key tile a warp
+//   1. computes its 16 x 64 scores S = Q K^T in the mma's accumulator registers,
+//   2. folds them into the online softmax (running maximum m, running sum l, rescaled output o),
+//   3. adds P V to its 16 output rows, with P taken straight from the registers of step 1.
+// Scores and probabilities never leave registers.
+//
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"), for
 // lane = 4 * g + q4 (g = groupID = lane >> 2, q4 = threadID_in_group = lane & 3), each 32-bit
 // register holding two 16-bit elements, the lower index in the low half:
@@ -490,35 +497,83 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd128(c
 //                         a2 = (row g, cols 2q4+8, 2q4+9), a3 = (row g+8, cols 2q4+8, 2q4+9);
 //   B, 16 x 8 (k x n):    b0 = (k rows 2q4, 2q4+1, col g), b1 = (k rows 2q4+8, 2q4+9, col g);
 //   C, D, 16 x 8 float:   c0 = (g, 2q4), c1 = (g, 2q4+1), c2 = (g+8, 2q4), c3 = (g+8, 2q4+1).
-// So for S = Q K^T a warp's A words are q's rows read at two neighbouring head-dim elements, and
-// its B words k's rows read the same way (B[d][key] = K[key][d]); and the accumulator of a score
-// tile pair (keys 16kk + 0..7 and 16kk + 8..15) is exactly the A operand of P V for those 16 keys:
-// c0, c1 of the first tile make a0, c2, c3 make a1, the second tile's make a2 and a3. V's B words
-// need two neighbouring keys of one value column: `ldmatrix .trans` gathers them (v_fragment).
+// Every fragment is read from shared memory with `ldmatrix`, which loads 8 x 8 matrices of 16-bit
+// elements (one 16-byte row address per lane) and hands each thread exactly these pairs:
+//   - q's A fragments: four 8 x 8 matrices of q's rows (`ldmatrix.x4`), read once per block;
+//   - k's B fragments: B[d][key] = K[key][d], so the matrices of k's rows, untransposed, are
+//     already in the B layout; one `ldmatrix.x4` serves two 8-key tiles;
+//   - v's B fragments: B[key][col] = V[key][col] needs two neighbouring keys of one column, so
+//     `ldmatrix.x4.trans` transposes the 8 x 8 matrices of v's rows as it loads them.
+// And the accumulator of a score tile pair (keys 16kk + 0..7 and 16kk + 8..15) is exactly the A
+// operand of P V for those 16 keys: c0, c1 of the first tile make a0, c2, c3 make a1, the second
+// tile's make a2 and a3. So P goes from one mma to the next through registers only.
 //
-// Shared memory, 16-bit elements: q, k and v, [64][HD + 8] each. Rows padded by 8 elements (16
-// bytes) keep every row 16-byte aligned and put the 8 row groups' word loads (and ldmatrix's 8 row
-// reads) in distinct banks. Tiles are copied 16 bytes a thread where the layout allows and zero
-// padded past the last query, key and head-dim element.
+// Copies (cp.async, sm_80 on): the copy engine moves 16 bytes a thread from global to shared
+// memory without passing through registers, and the thread goes on computing. The k and v tiles
+// are double buffered: while the warps compute with tile j in one buffer, tile j + 1 arrives in the
+// other, so global-memory latency hides behind the tensor cores. Past the last query, key or
+// head-dim element the copies fill zeros (cp.async's source size), so partial tiles need no
+// special case: padded keys are masked to -inf, padded head-dim columns add 0 to every product.
+//
+// Shared memory, 16-bit elements, rows of LD = HD + 8: two buffers, each a k tile [64][LD] followed
+// by a v tile [64][LD]. q [128][LD] is read once, into registers, before the first key tile is
+// used, so it borrows the second buffer (exactly its size) until then. The 8 padding elements
+// (16 bytes) keep every row 16-byte aligned for cp.async and ldmatrix and put the 8 rows that one
+// ldmatrix phase reads in 8 different groups of 4 banks, so the reads do not conflict.
 
-// One 32-bit word of two neighbouring 16-bit elements in shared memory (even element offsets).
-__device__ __forceinline__ unsigned word_at(const unsigned short* p) { return *reinterpret_cast<const unsigned*>(p); }
+#define HALF_WARPS 8
+#define HALF_THREADS (32 * HALF_WARPS)
+
+// Starts an asynchronous 16-byte copy from global to shared memory. Only `bytes` (0 to 16) are
+// read from `src`; the rest of the 16 are zero filled, so a copy past the end of a tensor reads
+// nothing and leaves zeros. `.cg` caches in L2 only: each tile is read once per block.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+    const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(bytes));
+}
+
+// Closes the group of the copies this thread started since the last commit (a group may be empty).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most PENDING of this thread's committed groups are still in flight. The data are
+// then in shared memory, visible to the other threads after the next __syncthreads().
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+}
+
+// Four 8 x 8 matrices of 16-bit elements from shared memory: lane i gives the address of row i % 8
+// of matrix i / 8, and r[j] receives, in each thread (g, q4), elements (row g, cols 2q4, 2q4 + 1)
+// of matrix j, or with TRANS (rows 2q4, 2q4 + 1; col g) (PTX ISA, "ldmatrix").
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const unsigned short* row) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(row);
+    if (TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(address));
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(address));
+    }
+}
 
 // d += a b on the tensor cores, for bf16 or f16 operands (BF16 says which).
 template <bool BF16>
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     if (BF16) {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};\n"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     } else {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};\n"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 }
 
@@ -528,129 +583,162 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     return BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
 }
 
-// Copies rows row0.. of a ROWS x COLS tile of 16-bit elements into shared memory at
-// dst[r * ld + c] (rows of `ld` elements, 16-byte aligned), zero padded past `rows` rows and `cols`
-// columns. Where the rows are contiguous and 16-byte aligned (a head of q, k or v split off a
-// projection's output by a reshape and a transpose is), each thread moves 8 elements with one
-// 16-byte load and store; otherwise one element at a time. Neighbouring threads take neighbouring
-// pieces of a row, so global reads are coalesced.
-template <int ROWS, int COLS>
-__device__ __forceinline__ void half_tile(unsigned short* dst, int ld, const unsigned short* src, i64 row_stride,
-                                          i64 col_stride, int row0, int rows, int cols) {
-    const bool vec = col_stride == 1 && (row_stride & 7) == 0 && (cols & 7) == 0 &&
-                     (reinterpret_cast<unsigned long long>(src) & 15) == 0;
+// Starts copying rows row0 .. row0 + ROWS - 1 of an operand (16-bit elements, read through its
+// strides) into shared memory at dst[r * LD + c], zero padded past `rows` rows and `cols` columns.
+// Where a row's elements are contiguous and 16-byte aligned (a head of q, k or v split off a
+// projection's output by a reshape and a transpose is), each thread starts 16-byte cp.async copies
+// of 8 elements, neighbouring threads taking neighbouring pieces of a row so that global reads are
+// coalesced; the caller commits and waits for them. Any other layout is copied one element at a
+// time through registers: correct, but without the overlap.
+template <int ROWS, int COLS, int LD>
+__device__ __forceinline__ void half_tile_start(unsigned short* dst, const unsigned short* src, i64 row_stride,
+                                                i64 col_stride, int row0, int rows, int cols) {
+    const bool vec = col_stride == 1 && (row_stride & 7) == 0 && (reinterpret_cast<unsigned long long>(src) & 15) == 0;
     if (vec) {
-        constexpr int PIECES = COLS / 8;
-        for (int idx = threadIdx.x; idx < ROWS * PIECES; idx += THREADS) {
-            const int r = idx / PIECES, c = (idx % PIECES) * 8;
-            const bool valid = row0 + r < rows && c < cols;
-            const uint4 v = valid ? *reinterpret_cast<const uint4*>(src + (i64)(row0 + r) * row_stride + c)
-                                  : make_uint4(0, 0, 0, 0);
-            *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
+        constexpr int PIECES = COLS / 8;  // 16-byte pieces of a row
+        static_assert(ROWS * PIECES % HALF_THREADS == 0, "every thread copies the same number of pieces");
+        // Kept a loop: unrolled, its addresses would take registers the key loop needs.
+#pragma unroll 1
+        for (int i = 0; i < ROWS * PIECES / HALF_THREADS; i++) {
+            const int idx = threadIdx.x + i * HALF_THREADS, r = idx / PIECES, c = (idx % PIECES) * 8;
+            // The elements of this piece that exist: 8, fewer at the end of a row, none past the
+            // last row (a zero-byte copy reads nothing, so `src` itself is a safe address).
+            const int valid = row0 + r < rows ? max(0, min(8, cols - c)) : 0;
+            const unsigned short* from = valid ? src + (i64)(row0 + r) * row_stride + c : src;
+            cp_async16(dst + r * LD + c, from, 2 * valid);
         }
         return;
     }
-    for (int idx = threadIdx.x; idx < ROWS * COLS; idx += THREADS) {
+    for (int idx = threadIdx.x; idx < ROWS * COLS; idx += HALF_THREADS) {
         const int r = idx / COLS, c = idx % COLS;
         const bool valid = row0 + r < rows && c < cols;
-        dst[r * ld + c] = valid ? src[(i64)(row0 + r) * row_stride + (i64)c * col_stride] : (unsigned short)0;
+        dst[r * LD + c] = valid ? src[(i64)(row0 + r) * row_stride + (i64)c * col_stride] : (unsigned short)0;
     }
-}
-
-// B fragments of the product with v for keys kk*16 .. kk*16 + 15 and value columns c*8 .. c*8 + 7,
-// from v stored row-major ([key][column]): `ldmatrix .x2 .trans` loads the two 8 x 8 matrices of
-// keys kk*16 + 0..7 and kk*16 + 8..15 (threads 0-7 and 8-15 give their rows' addresses) and
-// transposes each, so thread (g, q4) receives (keys 2q4, 2q4 + 1; column g) of each: exactly b0 and
-// b1 of the mma layout above (PTX ISA, "ldmatrix").
-__device__ __forceinline__ void v_fragment(const unsigned short* vs, int ld, int kk, int c, int lane, unsigned (&b)[2]) {
-    const unsigned address = (unsigned)__cvta_generic_to_shared(vs + (kk * 16 + (lane & 15)) * ld + c * 8);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(b[0]), "=r"(b[1])
-                 : "r"(address));
 }
 
 template <int HD, bool BF16>
 __device__ void flash_attention_half(const AttnParams& p) {
-    constexpr int BR = 64;       // queries per block, 16 per warp
-    constexpr int LDK = HD + 8;  // elements between rows of q, k and v in shared memory
-    constexpr int NT = BC / 8;   // 8-key tiles of a key tile
-    constexpr int OT = HD / 8;   // 8-column tiles of the output
+    constexpr int BR = 16 * HALF_WARPS;  // queries per block, 16 per warp
+    constexpr int LD = HD + 8;           // elements between rows of q, k and v in shared memory
+    constexpr int NT = BC / 8;           // 8-key tiles of a key tile (the n tiles of S)
+    constexpr int OT = HD / 8;           // 8-column tiles of the output (the n tiles of O)
+    constexpr int DT = HD / 16;          // 16-element steps of the head dim (the k steps of S)
+    static_assert(BR == 2 * BC, "q fills exactly the second k/v buffer it borrows");
     extern __shared__ float4 shared4[];
-    unsigned short* qs = reinterpret_cast<unsigned short*>(shared4);  // [BR][LDK]
-    unsigned short* ks = qs + BR * LDK;                                // [BC][LDK]
-    unsigned short* vs = ks + BC * LDK;                                // [BC][LDK]
+    unsigned short* tiles = reinterpret_cast<unsigned short*>(shared4);
+    // Buffer b: k at tiles + b * 2 * BC * LD, v right after it.
+    unsigned short* qs = tiles + 2 * BC * LD;  // [BR][LD], the second buffer until q is in registers
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q4 = lane & 3;
     const i64 n = blockIdx.y;
-    const int q0 = blockIdx.x * BR;
+    // Under `causal` the last query blocks have the most keys to visit: they start first, so that
+    // the short blocks, not the long ones, finish the grid.
+    const int block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int q0 = block * BR;
     const Entry<unsigned short> at = entry<unsigned short>(p, n);
     const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;  // a causal block needs no later key
 
-    half_tile<BR, HD>(qs, LDK, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    // Stage 1: q and the first k and v tiles; then each warp loads its 16 rows of q into A
+    // fragments, once for the whole key loop (DT fragments of 16 head-dim elements).
+    half_tile_start<BR, HD, LD>(qs, at.q, p.q.row_stride, p.q.col_stride, q0, p.q_len, p.head_dim);
+    half_tile_start<BC, HD, LD>(tiles, at.k, p.k.row_stride, p.k.col_stride, 0, kv_end, p.head_dim);
+    half_tile_start<BC, HD, LD>(tiles + BC * LD, at.v, p.v.row_stride, p.v.col_stride, 0, kv_end, p.value_dim);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    unsigned qf[DT][4];
+#pragma unroll
+    for (int d = 0; d < DT; d++) {
+        // Lanes 0-15 address rows 0-15 at column 16 d (matrices a0, a1), lanes 16-31 the same
+        // rows at column 16 d + 8 (a2, a3).
+        ldmatrix_x4<false>(qf[d], qs + (warp * 16 + (lane & 15)) * LD + d * 16 + (lane >> 4) * 8);
+    }
+    __syncthreads();  // q is read no more: the second buffer is free for the second key tile
 
-    // This thread's two rows: g and g + 8 of its warp's 16 (index h = 0, 1).
+    // This thread's two rows: g and g + 8 of its warp's 16 (index h = 0, 1). l is this thread's
+    // share of the row's sum (its 2 of every 8 keys); the quad's shares are added at the end.
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
     float o[OT][4];
 #pragma unroll
     for (int c = 0; c < OT; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.0f;
-    const unsigned short* q_row = qs + (warp * 16 + g) * LDK + 2 * q4;
 
-    for (int k0 = 0; k0 < kv_end; k0 += BC) {
-        __syncthreads();  // the previous tile's k and v are read no more (and q is in place)
-        half_tile<BC, HD>(ks, LDK, at.k, p.k.row_stride, p.k.col_stride, k0, kv_end, p.head_dim);
-        half_tile<BC, HD>(vs, LDK, at.v, p.v.row_stride, p.v.col_stride, k0, kv_end, p.value_dim);
-        __syncthreads();
+    for (int k0 = 0, buf = 0; k0 < kv_end; k0 += BC, buf ^= 1) {
+        // Stage 2: start copying the next key tile into the other buffer (read by the previous
+        // tile, which every warp has finished: see the __syncthreads() at the end of the loop),
+        // then wait for this tile's copies, started one tile ago, to land. The group committed
+        // here may be empty (past the last tile); "all but the newest group" is still this tile.
+        unsigned short* ks = tiles + buf * 2 * BC * LD;
+        unsigned short* vs = ks + BC * LD;
+        const int next = k0 + BC;
+        if (next < kv_end) {
+            unsigned short* kn = tiles + (buf ^ 1) * 2 * BC * LD;
+            half_tile_start<BC, HD, LD>(kn, at.k, p.k.row_stride, p.k.col_stride, next, kv_end, p.head_dim);
+            half_tile_start<BC, HD, LD>(kn + BC * LD, at.v, p.v.row_stride, p.v.col_stride, next, kv_end, p.value_dim);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();  // every thread's share of this tile is in place
 
-        // Scores: s[t][e] is row g + 8 (e / 2), key k0 + 8 t + 2 q4 + e % 2.
+        // Stage 3, scores: s[t][e] is row g + 8 (e / 2), key k0 + 8 t + 2 q4 + e % 2. One
+        // ldmatrix.x4 gives the B fragments of key tiles t and t + 1: lanes 0-7 and 8-15 address
+        // keys 8 t + 0..7 at head-dim columns 16 d and 16 d + 8 (b0, b1 of tile t), lanes 16-31
+        // the same for keys 8 t + 8..15 (tile t + 1).
         float s[NT][4];
 #pragma unroll
         for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
 #pragma unroll
-        for (int d = 0; d < HD; d += 16) {
-            const unsigned a[4] = {word_at(q_row + d), word_at(q_row + 8 * LDK + d), word_at(q_row + d + 8),
-                                   word_at(q_row + 8 * LDK + d + 8)};
+        for (int d = 0; d < DT; d++) {
 #pragma unroll
-            for (int t = 0; t < NT; t++) {
-                const unsigned short* k_row = ks + (t * 8 + g) * LDK + d + 2 * q4;
-                const unsigned b[2] = {word_at(k_row), word_at(k_row + 8)};
-                mma_m16n8k16<BF16>(s[t], a, b);
+            for (int t = 0; t < NT; t += 2) {
+                unsigned b[4];
+                ldmatrix_x4<false>(b, ks + (t * 8 + (lane >> 4) * 8 + (lane & 7)) * LD + d * 16 + ((lane >> 3) & 1) * 8);
+                mma_m16n8k16<BF16>(s[t], qf[d], b[0], b[1]);
+                mma_m16n8k16<BF16>(s[t + 1], qf[d], b[2], b[3]);
             }
         }
 
-        // The online softmax over this tile, in base 2, as in the float32 kernels.
-        const bool whole = !p.mask_kind && !p.causal && k0 + BC <= p.kv_len;
-        float tile_max[2] = {NEG_INF, NEG_INF};
+        // Stage 4, the online softmax over this tile, in base 2: p = exp2(score * scale_log2 - m).
+        // A whole tile (no key past the end, none after a query under `causal`, no mask) with a
+        // non-negative scale needs no per-element work before the maximum: the maximum of the
+        // scaled scores is the scale times the maximum of the raw ones, and each exponent is one
+        // fused multiply-add, fmaf(s, scale_log2, -m). Other tiles scale and mask every score
+        // first (`masked`) and take exponents with a multiplier of 1.
+        const bool whole = !p.mask_kind && k0 + BC <= p.kv_len && (!p.causal || k0 + BC - 1 <= q0) &&
+                           p.scale_log2 >= 0.0f;
+        const float mul = whole ? p.scale_log2 : 1.0f;
+        if (!whole) {
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
+            for (int t = 0; t < NT; t++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int row = q0 + warp * 16 + g + 8 * (e / 2), key = k0 + t * 8 + 2 * q4 + e % 2;
-                float x = s[t][e] * p.scale_log2;
-                if (!whole) x = masked(p, at.mask, x, row, key);
-                s[t][e] = x;
-                tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+                for (int e = 0; e < 4; e++) {
+                    const int row = q0 + warp * 16 + g + 8 * (e / 2), key = k0 + t * 8 + 2 * q4 + e % 2;
+                    s[t][e] = masked(p, at.mask, s[t][e] * p.scale_log2, row, key);
+                }
             }
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            float mx = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+            // The row's maximum: this thread's 16 scores of it, then its quad's (the 4 threads
+            // that share row g + 8 h) with two shuffles.
+            float mx = NEG_INF;
+#pragma unroll
+            for (int t = 0; t < NT; t++) mx = fmaxf(mx, fmaxf(s[t][2 * h], s[t][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m[h], mx);
+            const float m_new = fmaxf(m[h], mx * mul);
             // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
             const bool none = m_new == NEG_INF;
-            const float alpha = none ? 1.0f : exp2f(m[h] - m_new);
+            const float alpha = none ? 1.0f : exp2f(m[h] - m_new);  // rescales what was gathered
             float sum = 0.0f;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; e++) {
-                    s[t][e] = none ? 0.0f : exp2f(s[t][e] - m_new);
+                    s[t][e] = none ? 0.0f : exp2f(fmaf(s[t][e], mul, -m_new));
                     sum += s[t][e];
                 }
             }
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             l[h] = l[h] * alpha + sum;
             m[h] = m_new;
 #pragma unroll
@@ -660,24 +748,31 @@ __device__ void flash_attention_half(const AttnParams& p) {
             }
         }
 
-        // O += P V, sixteen keys at a time: the score accumulators are P's A fragments.
+        // Stage 5, O += P V, sixteen keys at a time: the probabilities, rounded to the dtype, are
+        // the A fragment; one ldmatrix.x4.trans gives the B fragments of output column tiles c and
+        // c + 1: lanes 0-15 address keys 16 kk + 0..15 at column 8 c (b0, b1 of tile c), lanes
+        // 16-31 the same keys at column 8 c + 8 (tile c + 1).
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++) {
             const int t0 = 2 * kk, t1 = 2 * kk + 1;
             const unsigned a[4] = {pack2<BF16>(s[t0][0], s[t0][1]), pack2<BF16>(s[t0][2], s[t0][3]),
                                    pack2<BF16>(s[t1][0], s[t1][1]), pack2<BF16>(s[t1][2], s[t1][3])};
 #pragma unroll
-            for (int c = 0; c < OT; c++) {
-                unsigned b[2];
-                v_fragment(vs, LDK, kk, c, lane, b);
-                mma_m16n8k16<BF16>(o[c], a, b);
+            for (int c = 0; c < OT; c += 2) {
+                unsigned b[4];
+                ldmatrix_x4<true>(b, vs + (kk * 16 + (lane & 15)) * LD + (c + (lane >> 4)) * 8);
+                mma_m16n8k16<BF16>(o[c], a, b[0], b[1]);
+                mma_m16n8k16<BF16>(o[c + 1], a, b[2], b[3]);
             }
         }
+        __syncthreads();  // this buffer is read no more: the next tile's copy may overwrite it
     }
 
-    // o[c][e] is row g + 8 (e / 2), column 8 c + 2 q4 + e % 2.
+    // o[c][e] is row g + 8 (e / 2), column 8 c + 2 q4 + e % 2; the row's sum is its quad's shares.
 #pragma unroll
     for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
         const int row = q0 + warp * 16 + g + 8 * h;
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[h];
@@ -696,13 +791,16 @@ __device__ void flash_attention_half(const AttnParams& p) {
     }
 }
 
-// 64 queries a block; the host side launches them for bf16 and f16 operands on sm_80 and later.
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bf16_hd32(const AttnParams p) { flash_attention_half<32, true>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bf16_hd64(const AttnParams p) { flash_attention_half<64, true>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_bf16_hd128(const AttnParams p) { flash_attention_half<128, true>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_f16_hd32(const AttnParams p) { flash_attention_half<32, false>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_f16_hd64(const AttnParams p) { flash_attention_half<64, false>(p); }
-extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_f16_hd128(const AttnParams p) { flash_attention_half<128, false>(p); }
+// 128 queries a block, 256 threads; the host side launches them for bf16 and f16 operands on
+// sm_80 and later. Head dims 32 and 64 ask for two blocks per multiprocessor (at most 128 registers
+// a thread), so that one block's warps compute while the other's wait at a barrier; head dim 128's
+// output alone takes 64 registers a thread, so it keeps the compiler's choice.
+extern "C" __global__ void __launch_bounds__(HALF_THREADS, 2) flash_attention_bf16_hd32(const AttnParams p) { flash_attention_half<32, true>(p); }
+extern "C" __global__ void __launch_bounds__(HALF_THREADS, 2) flash_attention_bf16_hd64(const AttnParams p) { flash_attention_half<64, true>(p); }
+extern "C" __global__ void __launch_bounds__(HALF_THREADS) flash_attention_bf16_hd128(const AttnParams p) { flash_attention_half<128, true>(p); }
+extern "C" __global__ void __launch_bounds__(HALF_THREADS, 2) flash_attention_f16_hd32(const AttnParams p) { flash_attention_half<32, false>(p); }
+extern "C" __global__ void __launch_bounds__(HALF_THREADS, 2) flash_attention_f16_hd64(const AttnParams p) { flash_attention_half<64, false>(p); }
+extern "C" __global__ void __launch_bounds__(HALF_THREADS) flash_attention_f16_hd128(const AttnParams p) { flash_attention_half<128, false>(p); }
 #endif
 
 // Rows per thread for each head dim: the host side (attention.rs) launches BR = 16 * RT queries

@@ -22,36 +22,51 @@ use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
 
-/// Threads per block and keys per tile, `THREADS` and `BC` in the kernel.
+/// Threads per block of the float32 kernels and keys per tile, `THREADS` and `BC` in the kernel.
 const THREADS: u32 = 128;
 const KEY_TILE: usize = 64;
+/// Threads per block of the bf16 and f16 kernel, `HALF_THREADS`: 8 warps of 16 queries each.
+const HALF_THREADS: u32 = 256;
+/// Queries per block of the bf16 and f16 kernel.
+const HALF_QUERIES: usize = 128;
 /// The head dims the kernels are instantiated for (a smaller one is zero padded to the next), each
 /// with the query rows a thread of the SIMT kernel owns (`RT`): a block takes `16 * RT` queries.
 const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
 
-/// Queries per block of the tensor-core kernel (16 per warp).
+/// Queries per block of the float32 tensor-core kernel (16 per warp).
 const TC_QUERIES: usize = 64;
 
-/// The kernel for head dim `hd` and `dtype` on `device`, its queries per block and its shared
-/// memory in bytes: for float32 the tensor-core kernel from compute capability 8.0 on (TF32
-/// `mma.sync`), else the SIMT one; for bf16 and f16 the 16-bit tensor-core kernel (the caller
-/// checks the device has it).
-fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType) -> (String, usize, usize) {
+/// How one attention kernel is launched.
+struct KernelChoice {
+    name: String,
+    /// Queries per block: the grid has `q_len / block_queries` blocks (rounded up) per batch entry.
+    block_queries: usize,
+    /// Dynamic shared memory per block, in bytes.
+    shared: usize,
+    threads: u32,
+}
+
+/// The kernel for head dim `hd` and `dtype` on `device`: for float32 the tensor-core kernel from
+/// compute capability 8.0 on (TF32 `mma.sync`), else the SIMT one; for bf16 and f16 the 16-bit
+/// tensor-core kernel (the caller checks the device has it).
+fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType) -> KernelChoice {
     let float = std::mem::size_of::<f32>();
     if dtype.is_half() {
-        // q, k and v tiles with rows of hd + 8 elements.
-        let shared = (TC_QUERIES + 2 * KEY_TILE) * (hd + 8) * dtype.size_in_bytes();
-        return (format!("flash_attention_{dtype}_hd{hd}"), TC_QUERIES, shared);
+        // Two buffers of a k and a v tile, rows of hd + 8 elements; q borrows the second buffer.
+        let shared = 4 * KEY_TILE * (hd + 8) * dtype.size_in_bytes();
+        let name = format!("flash_attention_{dtype}_hd{hd}");
+        return KernelChoice { name, block_queries: HALF_QUERIES, shared, threads: HALF_THREADS };
     }
     if device.facts().compute_capability.0 >= 8 {
         // q and k tiles with rows of hd + 16 floats, v with rows of hd + 4.
         let shared = (TC_QUERIES * (hd + 16) + KEY_TILE * (hd + 16) + KEY_TILE * (hd + 4)) * float;
-        return (format!("flash_attention_tc_hd{hd}"), TC_QUERIES, shared);
+        let name = format!("flash_attention_tc_hd{hd}");
+        return KernelChoice { name, block_queries: TC_QUERIES, shared, threads: THREADS };
     }
     let block_queries = 16 * rows;
     // q^T, k^T, v and p^T tiles.
     let shared = (hd * block_queries + 2 * hd * KEY_TILE + KEY_TILE * block_queries) * float;
-    (format!("flash_attention_hd{hd}"), block_queries, shared)
+    KernelChoice { name: format!("flash_attention_hd{hd}"), block_queries, shared, threads: THREADS }
 }
 
 /// `AttnOperand`: a batch of matrices read through strides.
@@ -186,7 +201,7 @@ pub(crate) fn attention_into(
             VARIANTS[VARIANTS.len() - 1].0
         )));
     };
-    let (name, block_queries, shared) = kernel_for(device, hd, rows, dtype);
+    let KernelChoice { name, block_queries, shared, threads } = kernel_for(device, hd, rows, dtype);
     if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > 65535 {
         return Err(CudaError::new(format!(
             "the CUDA attention kernel takes up to 2^31 queries and keys and 65535 batch entries (heads included), \
@@ -230,7 +245,7 @@ pub(crate) fn attention_into(
         .set_attribute(CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared as i32)?;
     let config = LaunchConfig {
         grid_dim: (sizes.q_len.div_ceil(block_queries) as u32, sizes.batch as u32, 1),
-        block_dim: (THREADS, 1, 1),
+        block_dim: (threads, 1, 1),
         shared_mem_bytes: shared as u32,
     };
     let mut launch = device.stream().launch_builder(&function);
