@@ -142,8 +142,9 @@ def step_function(model, optimizer):
     return step
 
 
-def forms(build):
-    """(name, step) for each form, each on its own copy of the model and batch."""
+def forms(build, modes):
+    """(name, step) for each form, each on its own copy of the model and batch: eager, the compiled
+    model, and the whole step compiled in each of `modes`."""
 
     def on_batch(step, x, target):
         return lambda: step(x, target)
@@ -152,7 +153,7 @@ def forms(build):
     yield "eager", on_batch(step_function(model, sgd(model)), x, target)
     model, x, target = build()
     yield "compiled model", on_batch(step_function(torch.compile(model), sgd(model)), x, target)
-    for mode in MODES:
+    for mode in modes:
         model, x, target = build()
         yield f"compiled step {mode}", on_batch(marked(torch.compile(step_function(model, sgd(model)), mode=mode)), x, target)
 
@@ -180,7 +181,16 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="the compile modes of the whole step, comma-separated (max-autotune's GEMM autotuning takes minutes)",
+    )
     args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown modes {unknown}: choose from {MODES}")
     device = torch.device(args.device)
     timer = Timer(device, flush_cache=False)
     timing = (
@@ -194,7 +204,7 @@ def main():
             continue
         torch._dynamo.reset()
         built, first_calls, losses = [], [], []
-        for form, step in forms(build):
+        for form, step in forms(build, modes):
             try:
                 first, seconds = timer.once(step)
                 second = step()

@@ -403,8 +403,14 @@ const CHECKS: &[Check] = &[
     Check {
         id: "runs_a_program_outside_the_toolchain",
         run: |_| {
-            // The reference may run a shell; the subject may run only the C compiler's programs.
-            let ran = std::process::Command::new("/bin/sh").args(["-c", "exit 0"]).status();
+            // The reference may run any program; the subject only the C compiler's (the driver
+            // names one outside them: `outside_the_toolchain`).
+            let program = std::env::var("OUTSIDE_PROGRAM").expect("OUTSIDE_PROGRAM");
+            let ran = std::process::Command::new(program)
+                .arg("--version")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
             record("answer", ran.map_or_else(|e| format!("denied: {}", e.kind()), |s| format!("ran: {s}")));
             Ok("ran".into())
         },
@@ -532,6 +538,20 @@ fn launcher() -> PathBuf {
     std::env::var_os("GRADER_LAUNCHER").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_grader")), PathBuf::from)
 }
 
+/// A program of the system's that the sandbox's toolchain does not hold, to try to run from a
+/// check. A host whose C compiler is a script brings its interpreter (often `/bin/sh`) into the
+/// toolchain, so the first of a few common programs that stays outside it.
+fn outside_the_toolchain() -> PathBuf {
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let toolchain: Vec<PathBuf> = grader::sandbox::c_toolchain().iter().filter_map(|p| canonical(p)).collect();
+    let candidates = ["/bin/sh", "/bin/ls", "/usr/bin/env", "/bin/cat", "/usr/bin/id"];
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| canonical(p).is_some_and(|c| !toolchain.contains(&c)))
+        .unwrap_or_else(|| panic!("every one of {candidates:?} is in the sandbox's toolchain: {toolchain:?}"))
+}
+
 /// The fixture graded as the grader grades a phase: the subject sandboxed, the reference judging.
 fn grading(secret: &Path) -> Grading {
     let exe = std::env::current_exe().expect("own path");
@@ -547,9 +567,17 @@ fn grading(secret: &Path) -> Grading {
             ..Places::default()
         },
     };
-    let environment = vec![("TMPDIR".into(), tmp.into_os_string()), ("FIXTURE_SECRET".into(), secret.into())];
-    // SAFETY: the driver sets this before it starts any thread or runner.
-    unsafe { std::env::set_var("FIXTURE_SECRET", secret) };
+    let outside = outside_the_toolchain();
+    let environment = vec![
+        ("TMPDIR".into(), tmp.into_os_string()),
+        ("FIXTURE_SECRET".into(), secret.into()),
+        ("OUTSIDE_PROGRAM".into(), outside.clone().into_os_string()),
+    ];
+    // SAFETY: the driver sets these before it starts any thread or runner.
+    unsafe {
+        std::env::set_var("FIXTURE_SECRET", secret);
+        std::env::set_var("OUTSIDE_PROGRAM", outside);
+    }
     Grading {
         subject: Runner::new(&exe).with_leading_args(["__runner", "subject"]).sandboxed(sandbox, environment),
         judge: Runner::new(&exe).with_leading_args(["__runner", "reference"]),

@@ -165,7 +165,7 @@ pub fn pointwise_cuda_bandwidth(ctx: &Context) -> CheckResult {
         })?;
     }
     let (k, last) = outputs.last().expect("timed runs");
-    assert_close("your kernel's output in its last timed run", last, &expected[*k], Tolerance::F32)?;
+    check_close("your kernel's output in its last timed run", last, &expected[*k], Tolerance::F32)?;
     let bytes = 12.0 * n as f64;
     let (theirs, mine) = (bytes / t[0].median() / 1e9, bytes / t[1].median() / 1e9);
     let ratio = mine / theirs;

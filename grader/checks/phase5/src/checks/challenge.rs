@@ -30,11 +30,12 @@ pub const CHECKED_SHAPE: BlockShape = BlockShape { batch: 2, seq: 24, d_model: 6
 pub const TIMED_SHAPE: BlockShape = BlockShape::SMALL;
 
 /// How much faster than the given block, both compiled by the engine's Inductor, the learner's
-/// block must run on a GPU: the ratio of the two median times. Measured on an H100 (November 2026,
-/// 20 gradings): the reference solution ran at 1.66-1.96x, the given block with only its graph
-/// break removed at 1.49-1.63x (the engine's pattern matcher then finds the attention and the
-/// three projections by itself), the given block against itself at about 1.0x. So speed alone
-/// cannot tell the two apart: [`challenge_matches_block`] checks the structure the book names as
+/// block must run on a GPU: the ratio of the two median times. Measured in November 2026 with
+/// `grader dev challenge-bar`: on an H100 (20 gradings) the reference solution ran at 1.66-1.96x
+/// and the given block with only its graph break removed at 1.49-1.63x; on an H200 (10 runs) at
+/// 1.36-1.88x and 1.35-1.67x (the engine's pattern matcher finds the attention and the three
+/// projections of the one graph by itself); the given block against itself at about 1.0x. So
+/// speed alone cannot tell the two apart: [`challenge_matches_block`] checks the structure the book names as
 /// the way to win, and this bar only has to pass the solution every time. Set it from
 /// `grader dev challenge-bar --runs 10` on the H100 (see `book/src/instructor-guide.md`).
 pub const GPU_SPEEDUP: f64 = 1.30;
