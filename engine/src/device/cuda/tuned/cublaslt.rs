@@ -481,23 +481,46 @@ impl LtGemm {
 }
 
 /// `(a * scale_a) @ (b * scale_b)` of two FP8 matrices into a new buffer of `dtype`, as
-/// `torch._scaled_mm`: cuBLASLt's FP8 kernels (compute capability 8.9 on) take the left operand
-/// row-major and the right one column-major ("TN" in its column-major terms) with `k` and `n`
-/// multiples of 16, as PyTorch requires; a row-major right operand is copied transposed first
-/// (a weight stored `[n, k]` and passed as `w.t()` needs no copy). Accumulation is float32.
+/// `torch._scaled_mm` (see [`scaled_mm_into`]): eager mode's product.
 pub(crate) fn scaled_mm(
     device: &Arc<CudaDevice>,
-    [a, b, scale_a, scale_b]: [Input; 4],
+    inputs: [Input; 4],
     out_shape: &[usize],
     dtype: DType,
 ) -> Result<CudaBuffer, CudaError> {
+    let out = CudaBuffer::alloc_of(device, dtype, out_shape.iter().product())?;
+    scaled_mm_into(device, inputs, out_shape, &out)?;
+    Ok(out)
+}
+
+/// `(a * scale_a) @ (b * scale_b)` of two FP8 matrices written into `out` (a buffer of the
+/// product's dtype holding at least `m * n` elements: a compiled graph's planned buffer, so that
+/// the product lands where the next kernel reads it, with no copy), as `torch._scaled_mm`:
+/// cuBLASLt's FP8 kernels (compute capability 8.9 on) take the left operand row-major and the
+/// right one column-major ("TN" in its column-major terms) with `k` and `n` multiples of 16, as
+/// PyTorch requires; a row-major right operand is copied transposed first (a weight stored
+/// `[n, k]` and passed as `w.t()` needs no copy). Accumulation is float32.
+pub(crate) fn scaled_mm_into(
+    device: &Arc<CudaDevice>,
+    [a, b, scale_a, scale_b]: [Input; 4],
+    out_shape: &[usize],
+    out: &CudaBuffer,
+) -> Result<(), CudaError> {
     use crate::device::cuda::pointwise::{self, Dense};
+    let dtype = out.dtype();
     let (m, n) = (out_shape[0], out_shape[1]);
     let (right, right_layout) = b.tensor();
     let k = right_layout.shape()[0];
     if !k.is_multiple_of(16) || !n.is_multiple_of(16) {
         return Err(CudaError::new(format!(
             "FP8 products need k and n to be multiples of 16 (cuBLASLt's FP8 kernels), got a [{m}, {k}] @ b [{k}, {n}]"
+        )));
+    }
+    if out.len() < m * n {
+        return Err(CudaError::new(format!(
+            "the FP8 product's output buffer holds {} elements, the product [{m}, {n}] needs {}",
+            out.len(),
+            m * n
         )));
     }
     let left = Dense::of(device, a)?;
@@ -516,7 +539,6 @@ pub(crate) fn scaled_mm(
     problem.types[2] = dtype;
     problem.scaled = true;
     let gemm = cached_gemm(device, problem)?;
-    let out = CudaBuffer::alloc_of(device, dtype, m * n)?;
     let scale = |input: Input| {
         let (buffer, layout) = input.tensor();
         buffer.ptr_at(layout.offset())
@@ -526,7 +548,7 @@ pub(crate) fn scaled_mm(
     // by the op's shape and dtype rules). The copies are freed after the launch in stream order.
     unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), None, Some((scale(scale_a), scale(scale_b)))) }?;
     drop(transposed_copy);
-    Ok(out)
+    Ok(())
 }
 
 /// The descriptors of `problem` on `device`, made once per process: eager FP8 products of one
