@@ -35,18 +35,20 @@ const E4M3_MAX: f32 = 448.0;
 const CALIBRATION_MARGIN: f32 = 2.0;
 
 /// `t` rounded to e4m3 after dividing by its per-tensor scale `max|t| / 448`, with the scale (a
-/// one-element float32 tensor) to pass to `scaled_mm`.
+/// one-element float32 tensor) to pass to `scaled_mm`. The quotient of a bf16 tensor by a float32
+/// scale is float32 (type promotion), so no explicit widening: a compiled graph then keeps `t` in
+/// memory as bf16 between the reduction and the division, not as a float32 copy.
 fn quantize(t: &Tensor) -> engine::Result<(Tensor, Tensor)> {
     let amax = t.abs()?.amax(-1, true)?.amax(-2, true)?.to_dtype(DType::F32)?;
     let scale = amax.div(E4M3_MAX)?;
-    Ok((t.to_dtype(DType::F32)?.div(&scale)?.to_dtype(DType::F8E4M3)?, scale))
+    Ok((t.div(&scale)?.to_dtype(DType::F8E4M3)?, scale))
 }
 
 /// `t / scale` clamped to e4m3's finite range and rounded to e4m3: quantization with a fixed
 /// scale, where a value past the range saturates (as float8 recipes clamp before the cast)
 /// instead of becoming NaN.
 fn quantize_saturated(t: &Tensor, scale: &Tensor) -> engine::Result<Tensor> {
-    t.to_dtype(DType::F32)?.div(scale)?.minimum(E4M3_MAX)?.maximum(-E4M3_MAX)?.to_dtype(DType::F8E4M3)
+    t.div(scale)?.minimum(E4M3_MAX)?.maximum(-E4M3_MAX)?.to_dtype(DType::F8E4M3)
 }
 
 /// `max|t|` over the whole tensor, on the host.
@@ -278,4 +280,122 @@ pub fn run(options: &Options, batch: usize, profile: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use engine::backends::{Backend, CompiledGraph};
+    use engine::fx::Graph;
+    use engine::inductor::{Config, OutputCode, codegen, generate};
+
+    use super::*;
+
+    /// A backend that keeps the graph it is handed and runs nothing: the CPU has no FP8 product,
+    /// but capturing the graph and printing its CUDA output code need none.
+    #[derive(Clone, Default)]
+    struct Keep(Arc<Mutex<Option<Graph>>>);
+
+    impl Backend for Keep {
+        fn name(&self) -> &str {
+            "keep"
+        }
+        fn compile(&self, graph: &Graph, _: &[Tensor]) -> engine::Result<Box<dyn CompiledGraph>> {
+            *self.0.lock().unwrap() = Some(graph.clone());
+            Err(engine::Error::Backend { backend: "keep".into(), message: "kept, not compiled".into() })
+        }
+    }
+
+    /// The CUDA output code Inductor generates for `model.forward` on a bf16 batch of 64 rows.
+    fn cuda_output_code(model: &Fp8Mlp) -> OutputCode {
+        let keep = Keep::default();
+        let x = Tensor::randn(&[64, MLP_FEATURES], 1).to_dtype(DType::BF16).unwrap();
+        let _ = dynamo::compile(|t: Vec<Tensor>| model.forward(&t[0])).backend(keep.clone()).call(&[x]);
+        let graph = keep.0.lock().unwrap().take().expect("the forward was captured in one graph");
+        generate(&graph, Device::Cuda(0), &Config::default()).unwrap()
+    }
+
+    /// The kernels the call function launches before, between and after the two FP8 products.
+    fn kernels_around_the_products(code: &OutputCode) -> [Vec<String>; 3] {
+        let names = code.kernel_names();
+        let mut parts: [Vec<String>; 3] = Default::default();
+        let mut products = 0;
+        for line in code.call.lines().map(str::trim_start) {
+            if line.starts_with("extern_kernels::scaled_mm(") {
+                products += 1;
+            } else if let Some(name) = names.iter().find(|n| line.starts_with(&format!("{n}("))) {
+                parts[products].push(name.to_string());
+            }
+        }
+        assert_eq!(products, 2, "two FP8 products in:\n{code}");
+        parts
+    }
+
+    fn cpu_model() -> Fp8Mlp {
+        Fp8Mlp::new(&Mlp::new(0, Device::Cpu).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn static_scales_fuse_bias_gelu_and_the_e4m3_store_into_one_kernel_between_the_products() {
+        let code = cuda_output_code(&cpu_model().with_static_scales(0.01, 0.02).unwrap());
+        let [before, between, after] = kernels_around_the_products(&code);
+        // The input's divide and round; bias, GELU, divide, clamp and round; the last bias.
+        assert_eq!(before, ["poi_fused_div_minimum_maximum_todtype_0"], "{code}");
+        assert_eq!(between, ["poi_fused_add_mul_erf_div_minimum_maximum_todtype_1"], "{code}");
+        assert_eq!(after, ["poi_fused_add_2"], "{code}");
+        let kernel = code.kernels.iter().find(|k| k.name == between[0]).unwrap();
+        // It reads the product and the bias (bf16) and the scale, and writes e4m3 only: the
+        // hidden layer never reaches memory in bf16. Four e4m3 values go out as one 32-bit store,
+        // rounded once (no round trip through float before the store).
+        let dtypes: Vec<(DType, bool)> = kernel.args.iter().map(|a| (a.dtype, a.output)).collect();
+        assert_eq!(
+            dtypes,
+            [(DType::BF16, false), (DType::BF16, false), (DType::F32, false), (DType::F8E4M3, true)],
+            "{code}"
+        );
+        assert!(kernel.source.contains("vstore4(out_ptr0 + x0, "), "{}", kernel.source);
+        assert!(!kernel.source.contains("f8e4m3_to_float"), "{}", kernel.source);
+        insta::assert_snapshot!("fp8_static_hidden_kernel_cuda", kernel.source);
+    }
+
+    #[test]
+    fn dynamic_scales_reduce_each_activation_before_dividing_it() {
+        let code = cuda_output_code(&cpu_model());
+        let [before, between, _] = kernels_around_the_products(&code);
+        // Each activation: `max|t|` per row (fused with what produces it), over the rows, then
+        // the pass that divides and rounds: the activation goes to memory and is read back.
+        for part in [&before, &between] {
+            assert_eq!(part.len(), 3, "{code}");
+            assert!(part[0].starts_with("per_") && part[0].contains("_abs_amax"), "{code}");
+            assert!(part[1].starts_with("per_fused_amax_todtype_div"), "{code}");
+            assert!(part[2].starts_with("poi_fused_div_todtype"), "{code}");
+        }
+    }
+
+    #[test]
+    fn the_static_form_compiles_for_hopper_with_nvrtc() {
+        let code = cuda_output_code(&cpu_model().with_static_scales(0.01, 0.02).unwrap());
+        let module = code.module_source(&codegen::cuda::prelude());
+        match &engine::device::cuda::probe().nvrtc {
+            Ok(_) => {
+                for arch in ["sm_90", "sm_80"] {
+                    if let Err(why) = engine::device::cuda::nvrtc::compile_cubin(&module, arch) {
+                        panic!("{arch}: {why}\n{module}");
+                    }
+                }
+            }
+            Err(why) => eprintln!("skipped: no NVRTC ({why})"),
+        }
+    }
+
+    #[test]
+    fn saturated_quantization_clamps_to_e4m3s_range() {
+        let t = Tensor::from_vec(vec![1.0, -1000.0, 1000.0, 0.3], &[2, 2]).unwrap();
+        let q = quantize_saturated(&t, &Tensor::scalar(0.5)).unwrap();
+        assert_eq!(q.to_dtype(DType::F32).unwrap().to_vec().unwrap(), [2.0, -448.0, 448.0, 0.625]);
+        // Without the clamp, e4m3 has no infinity: the overflow is NaN.
+        let unclamped = t.div(0.5).unwrap().to_dtype(DType::F8E4M3).unwrap().to_dtype(DType::F32).unwrap();
+        assert!(unclamped.to_vec().unwrap()[1].is_nan());
+    }
 }
