@@ -445,7 +445,12 @@ fn gpu_fp8_rounding_matches_the_cpu_bit_for_bit() {
         let source = inductor.output_codes()[0].to_string();
         assert!(source.contains("vstore4(out_ptr0"), "{source}");
         for (i, (g, c)) in got.iter().zip(&cpu).enumerate() {
-            assert_eq!(g, c, "compiled {dtype}: element {i} ({}) rounds to {g:#x}, {c:#x} on the CPU", x.to_vec().unwrap()[i]);
+            assert_eq!(
+                g,
+                c,
+                "compiled {dtype}: element {i} ({}) rounds to {g:#x}, {c:#x} on the CPU",
+                x.to_vec().unwrap()[i]
+            );
         }
     }
 }
@@ -497,5 +502,8 @@ fn gpu_fp8_mlp_with_static_scales_compiles_to_one_kernel_between_the_products() 
     }
     // A second call reuses the planned buffers: the same result.
     let again = compiled.call(&x16).unwrap();
-    assert_eq!(again.to_dtype(DType::F32).unwrap().to_vec().unwrap(), got.to_dtype(DType::F32).unwrap().to_vec().unwrap());
+    assert_eq!(
+        again.to_dtype(DType::F32).unwrap().to_vec().unwrap(),
+        got.to_dtype(DType::F32).unwrap().to_vec().unwrap()
+    );
 }

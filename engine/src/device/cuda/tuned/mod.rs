@@ -115,7 +115,9 @@ pub(crate) fn extern_into(
             out,
         ),
         // cuBLASLt writes the planned buffer itself (whose dtype is the op's `out_dtype`).
-        Op::ScaledMm { .. } => cublaslt::scaled_mm_into(device, [inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, out),
+        Op::ScaledMm { .. } => {
+            cublaslt::scaled_mm_into(device, [inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, out)
+        }
         Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
             let params = AttentionParams { mask: *mask, causal: *causal, scale: scale.0 };
             if inputs[1].tensor().0.dtype() != DType::F32 {
