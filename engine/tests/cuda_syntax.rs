@@ -136,21 +136,11 @@ fn wide_rows_vector_paths_and_looped_rows_are_valid() {
 
 #[test]
 fn split_reductions_are_valid() {
-    // The reductions an H100 splits (the target assumes its 132 multiprocessors with no GPU here):
-    // a loss's mean over 2 M elements, bias gradients over a batch of 4096, a max, a mean over
-    // rows of 100 000 (80 parts of 1250), a prime length (a remainder reduced by a third kernel).
+    // The reductions an H100 splits (the target assumes its 132 multiprocessors with no GPU here).
     if !has_cxx() {
         return;
     }
-    type Model = fn(Vec<Tensor>) -> engine::Result<Tensor>;
-    let cases: Vec<(Model, Vec<Vec<usize>>, usize)> = vec![
-        (|t| t[0].mse_loss(&t[1]), vec![vec![4096, 512], vec![4096, 512]], 2),
-        (|t| t[0].sum(0, false), vec![vec![4096, 2048]], 2),
-        (|t| t[0].relu()?.mul(&t[1])?.sum(0, false), vec![vec![4096, 512], vec![4096, 512]], 2),
-        (|t| t[0].amax(0, false), vec![vec![1 << 21]], 2),
-        (|t| t[0].mean(1, true)?.exp(), vec![vec![3, 100_000]], 2),
-        (|t| t[0].mean(0, false), vec![vec![1_000_003]], 3),
-    ];
+    let cases = common::split_cases::split_reduction_cases();
     for (f, shapes, expected) in cases {
         let inputs: Vec<Tensor> = shapes.iter().enumerate().map(|(i, s)| Tensor::randn(s, i as u64)).collect();
         let graph = dynamo::explain(f).call(&inputs).unwrap().graphs.remove(0);

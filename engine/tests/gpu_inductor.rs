@@ -238,21 +238,9 @@ fn reduction_kernels(code: &engine::inductor::OutputCode) -> usize {
 #[test]
 fn gpu_split_reductions_match_eager() {
     // Reductions with too few outputs for the GPU run as partial results, then their total (the
-    // target splits them by itself): the MLP training step's loss mean over 2 M elements (256
-    // blocks of 8192) and bias gradients over a batch of 4096 (64 parts of 64 rows), a max over
-    // 2 M elements, a mean over rows of 100 000 (80 parts of 1250), and a prime length (264 parts
-    // of 3787, the 235 elements left over reduced by a third kernel).
+    // target splits them by itself).
     let Some(device) = gpu() else { return };
-    type Model = fn(Vec<Tensor>) -> Result<Tensor>;
-    let cases: Vec<(Model, Vec<Vec<usize>>, usize)> = vec![
-        (|t| t[0].mse_loss(&t[1]), vec![vec![4096, 512], vec![4096, 512]], 2),
-        (|t| t[0].sum(0, false), vec![vec![4096, 2048]], 2),
-        (|t| t[0].relu()?.mul(&t[1])?.sum(0, false), vec![vec![4096, 512], vec![4096, 512]], 2),
-        (|t| t[0].amax(0, false), vec![vec![1 << 21]], 2),
-        (|t| t[0].mean(1, true)?.exp(), vec![vec![3, 100_000]], 2),
-        (|t| t[0].sum(1, false), vec![vec![1, 1_000_003]], 3),
-        (|t| t[0].mean(0, false), vec![vec![1_000_003]], 3),
-    ];
+    let cases = common::split_cases::split_reduction_cases();
     for (f, shapes, expected) in cases {
         let inputs: Vec<Tensor> = shapes.iter().enumerate().map(|(i, s)| on(device, s, 20 + i as u64)).collect();
         let inductor = agrees(f, &inputs);

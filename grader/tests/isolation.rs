@@ -525,6 +525,13 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The grader binary that launches sandboxed runners: the one cargo built beside this test, or
+/// `GRADER_LAUNCHER` where this test binary was copied to another machine (a GPU host without
+/// Rust runs it beside a packed grader).
+fn launcher() -> PathBuf {
+    std::env::var_os("GRADER_LAUNCHER").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_grader")), PathBuf::from)
+}
+
 /// The fixture graded as the grader grades a phase: the subject sandboxed, the reference judging.
 fn grading(secret: &Path) -> Grading {
     let exe = std::env::current_exe().expect("own path");
@@ -532,7 +539,7 @@ fn grading(secret: &Path) -> Grading {
     let tmp = scratch.path().join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let sandbox = Sandbox {
-        launcher: PathBuf::from(env!("CARGO_BIN_EXE_grader")),
+        launcher: launcher(),
         places: Places {
             read_exec: vec![exe.parent().expect("a directory").to_path_buf()],
             executables: grader::sandbox::c_toolchain(),

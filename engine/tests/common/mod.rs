@@ -4,6 +4,7 @@
 
 pub mod programs;
 pub mod reference;
+pub mod split_cases;
 
 /// The GPU to test on, or `None` after printing why the test is skipped (no driver, no device or
 /// no NVRTC). It writes to the process's stderr directly, past the test harness's capture, so a

@@ -40,6 +40,13 @@ const SLACK: Duration = Duration::from_millis(60);
 /// Calls timed of each version.
 const CALLS: usize = 9;
 
+// ANCHOR: secret_times
+/// The range the split version's wait at its break is drawn from, in secret, for each round.
+const BREAK_WAIT: (Duration, Duration) = (Duration::from_millis(40), Duration::from_millis(640));
+/// The range the whole version's own busy time is drawn from, in secret, for each round.
+const WHOLE_WORK: (Duration, Duration) = (Duration::from_millis(4), Duration::from_millis(16));
+// ANCHOR_END: secret_times
+
 /// With a split version that keeps the device busy at its break for a duration drawn in secret
 /// from the seed (40 to 640 ms, twice over; `engine::bench::spin`, which on the CPU queues that
 /// busy time as a GPU kernel would run it, so only a read of the output waits for it), the split
@@ -53,8 +60,8 @@ const CALLS: usize = 9;
 pub fn times_are_medians_of_real_calls(ctx: &Context) -> CheckResult {
     let mut summary = Vec::new();
     for round in 0..2 {
-        let delay = secret_duration(ctx, "break", round, Duration::from_millis(40), Duration::from_millis(640));
-        let whole_work = secret_duration(ctx, "whole", round, Duration::from_millis(4), Duration::from_millis(16));
+        let delay = secret_duration(ctx, "break", round, BREAK_WAIT.0, BREAK_WAIT.1);
+        let whole_work = secret_duration(ctx, "whole", round, WHOLE_WORK.0, WHOLE_WORK.1);
         summary.push(one_round(ctx, round, delay, whole_work)?);
     }
     Ok(summary.join("; "))
