@@ -30,8 +30,8 @@ use crate::table::Table;
 const E4M3_MAX: f32 = 448.0;
 
 /// Headroom of a static scale: the calibration batch's `max|x|` maps to `448 / MARGIN`, so a
-/// later batch may reach twice that magnitude before it saturates (a power of two, so the scale
-/// changes no mantissa bit of what it divides).
+/// later batch may reach twice that magnitude before it saturates, at the cost of one binade at
+/// the bottom of e4m3's range.
 const CALIBRATION_MARGIN: f32 = 2.0;
 
 /// `t` rounded to e4m3 after dividing by its per-tensor scale `max|t| / 448`, with the scale (a
