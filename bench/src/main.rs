@@ -157,8 +157,9 @@ enum Command {
         profile: bool,
     },
     /// The MLP 512-2048-512 with its matrix products in FP8 (e4m3, per-tensor scales, as
-    /// `torch._scaled_mm`) against bf16, eager and compiled, with each form's error against
-    /// float32 (GPUs of compute capability 8.9+; see bench/NOTES-precision.md).
+    /// `torch._scaled_mm`; activation scales dynamic or static) against bf16, eager and compiled,
+    /// with each form's error against float32 (GPUs of compute capability 8.9+; see
+    /// bench/NOTES-precision.md).
     Fp8 {
         #[command(flatten)]
         common: Common,

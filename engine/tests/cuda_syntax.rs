@@ -244,3 +244,36 @@ fn a_whole_training_step_is_valid() {
         }
     }
 }
+
+#[test]
+fn fp8_kernels_compile_for_gpus_with_and_without_fp8_conversions() {
+    // Quantizing stores (pointwise with tails, a persistent row) and an 8-bit load, printed as
+    // CUDA C: four 8-bit floats move as one 32-bit word, and each store rounds once. NVRTC then
+    // compiles the module for Hopper (`cvt ... e4m3x2`) and for Ampere (the software rounding).
+    type Model = fn(Vec<Tensor>) -> engine::Result<Tensor>;
+    let cases: Vec<(Model, Vec<usize>, DType)> = vec![
+        (|t| t[0].div(0.25)?.minimum(448.0)?.maximum(-448.0)?.to_dtype(DType::F8E4M3), vec![1003], DType::F32),
+        (|t| t[0].gelu()?.div(0.5)?.to_dtype(DType::F8E5M2), vec![64, 2048], DType::BF16),
+        (|t| t[0].softmax(-1)?.mul(448.0)?.to_dtype(DType::F8E4M3), vec![8, 1024], DType::F32),
+        (|t| t[0].to_dtype(DType::F32)?.mul(2.0), vec![4, 1000], DType::F8E4M3),
+    ];
+    for (f, shape, dtype) in cases {
+        let input = Tensor::randn(&shape, 1).to_dtype(dtype).unwrap();
+        let graph = dynamo::explain(f).call(&[input]).unwrap().graphs.remove(0);
+        let code = generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
+        let module = code.module_source(&codegen::cuda::prelude());
+        let kernels: String = code.kernels.iter().map(|k| k.source.as_str()).collect();
+        assert!(kernels.contains("vstore4(out_ptr0") || kernels.contains("vload4(in_ptr0"), "{code}");
+        assert!(!kernels.contains("_to_float(float_to_"), "{code}");
+        if has_cxx() {
+            syntax_check(&module).unwrap();
+        }
+        if engine::device::cuda::probe().nvrtc.is_ok() {
+            for arch in ["sm_90", "sm_80"] {
+                if let Err(why) = engine::device::cuda::nvrtc::compile_cubin(&module, arch) {
+                    panic!("{arch}: {why}\n{module}");
+                }
+            }
+        }
+    }
+}

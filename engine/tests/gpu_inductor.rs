@@ -387,3 +387,114 @@ fn gpu_guarded_buffers_catch_a_write_past_the_end() {
     let error = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(broken).call(inputs).unwrap_err().to_string();
     assert!(error.contains("wrote outside a buffer, past its end") && error.contains("wrote element 91 "), "{error}");
 }
+
+/// Floats that test every rounding decision of e4m3 and e5m2: the ties between neighbours of
+/// each binade, subnormals, the largest finite values and what lies past them (e4m3's NaN from
+/// 464, e5m2's infinity from 61440), infinities, NaN, signed zeros, and random magnitudes. An odd
+/// count, so a compiled kernel's scalar tail runs too.
+fn fp8_edge_values() -> Tensor {
+    let mut values = vec![0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, 1e30, -1e30];
+    values.extend([448.0, 449.0, 463.99, 464.0, 464.01, 479.0, 480.0, 1e6, 57344.0, 61439.0, 61440.0, 61441.0]);
+    for e in -24..17 {
+        for m in 0..32 {
+            let v = (1.0 + m as f32 / 32.0) * 2f32.powi(e);
+            values.extend([v, -v]);
+        }
+    }
+    values.extend(Tensor::randn(&[4096], 7).mul(100.0).unwrap().to_vec().unwrap());
+    if values.len() % 2 == 0 {
+        values.push(0.3);
+    }
+    let n = values.len();
+    Tensor::from_vec(values, &[n]).unwrap()
+}
+
+/// The 8-bit values' bit patterns, through the CPU's widening (exact, one float per pattern).
+fn fp8_bits(t: &Tensor) -> Vec<u32> {
+    let widened = t.to(Device::Cpu).unwrap().to_dtype(DType::F32).unwrap().to_vec().unwrap();
+    widened.iter().map(|v| if v.is_nan() { 0x7fc0_0000 | (v.to_bits() & 0x8000_0000) } else { v.to_bits() }).collect()
+}
+
+/// Rounding to e4m3 and e5m2 on the GPU (eager kernels, and a generated kernel's 32-bit vector
+/// stores and scalar tail) gives the CPU's bits: on GPUs with FP8 conversions (compute capability
+/// 8.9 on) that is `cvt.rn.satfinite` with the NaN and infinity the software rounding makes
+/// patched in; elsewhere the software rounding itself.
+#[test]
+fn gpu_fp8_rounding_matches_the_cpu_bit_for_bit() {
+    let Some(device) = gpu() else { return };
+    let x = fp8_edge_values();
+    let on_gpu = x.to(device).unwrap();
+    for dtype in [DType::F8E4M3, DType::F8E5M2] {
+        let cpu = fp8_bits(&x.to_dtype(dtype).unwrap());
+        assert_eq!(fp8_bits(&on_gpu.to_dtype(dtype).unwrap()), cpu, "eager {dtype}");
+        let inductor = Inductor::default();
+        let compiled = dynamo::compile(|x: Tensor| x.mul(1.0)?.to_dtype(dtype)).backend(inductor.clone());
+        let got = fp8_bits(&compiled.call(&on_gpu).unwrap());
+        let source = inductor.output_codes()[0].to_string();
+        assert!(source.contains("vstore4(out_ptr0"), "{source}");
+        for (i, (g, c)) in got.iter().zip(&cpu).enumerate() {
+            assert_eq!(
+                g,
+                c,
+                "compiled {dtype}: element {i} ({}) rounds to {g:#x}, {c:#x} on the CPU",
+                x.to_vec().unwrap()[i]
+            );
+        }
+    }
+}
+
+/// An MLP with both products in FP8 and static activation scales, as `bench fp8` runs it: the
+/// compiled graph (one kernel for bias, GELU and the e4m3 store between the products, each
+/// product written by cuBLASLt straight into its planned buffer, the last bias added in the
+/// second product's epilogue) against eager, both within FP8's error of the float32 model.
+/// Needs FP8 tensor cores (compute capability 8.9 on).
+#[test]
+fn gpu_fp8_mlp_with_static_scales_compiles_to_one_kernel_between_the_products() {
+    let Some(device) = gpu() else { return };
+    let facts = engine::device::cuda::probe().devices.as_ref().unwrap()[0].clone();
+    if facts.compute_capability < (8, 9) {
+        eprintln!("skipped: FP8 products need compute capability 8.9, this GPU has {:?}", facts.compute_capability);
+        return;
+    }
+    let (batch, features, hidden) = (256, 128, 512);
+    let x = Tensor::randn(&[batch, features], 1).to(device).unwrap();
+    let w1 = Tensor::randn(&[hidden, features], 2).mul(0.1).unwrap().to(device).unwrap();
+    let b1 = Tensor::randn(&[hidden], 3).mul(0.1).unwrap().to(device).unwrap();
+    let w2 = Tensor::randn(&[features, hidden], 4).mul(0.05).unwrap().to(device).unwrap();
+    let b2 = Tensor::randn(&[features], 5).mul(0.1).unwrap().to(device).unwrap();
+    let reference = x.linear(&w1, Some(&b1)).unwrap().gelu().unwrap().linear(&w2, Some(&b2)).unwrap();
+    let amax = |t: &Tensor| t.abs().unwrap().amax(-1, true).unwrap().amax(-2, true).unwrap().item().unwrap();
+    let scale = |v: f32| Tensor::scalar(v).to(device).unwrap();
+    let quantize = |t: &Tensor, s: &Tensor| t.div(s)?.minimum(448.0)?.maximum(-448.0)?.to_dtype(DType::F8E4M3);
+    let (s1, s2) = (scale(amax(&w1) / 448.0), scale(amax(&w2) / 448.0));
+    let (q1, q2) = (quantize(&w1, &s1).unwrap().t().unwrap(), quantize(&w2, &s2).unwrap().t().unwrap());
+    let hidden_amax = amax(&x.linear(&w1, Some(&b1)).unwrap().gelu().unwrap());
+    let (sx, sh) = (scale(2.0 * amax(&x) / 448.0), scale(2.0 * hidden_amax / 448.0));
+    let (b1, b2) = (b1.to_dtype(DType::BF16).unwrap(), b2.to_dtype(DType::BF16).unwrap());
+    let forward = |x: &Tensor| -> Result<Tensor> {
+        let h = quantize(x, &sx)?.scaled_mm(&q1, &sx, &s1, DType::BF16)?.add(&b1)?.gelu()?;
+        quantize(&h, &sh)?.scaled_mm(&q2, &sh, &s2, DType::BF16)?.add(&b2)
+    };
+    let x16 = x.to_dtype(DType::BF16).unwrap();
+    let inductor = Inductor::default();
+    let compiled = dynamo::compile(|x: Tensor| forward(&x)).backend(inductor.clone());
+    let (eager, got) = (forward(&x16).unwrap(), compiled.call(&x16).unwrap());
+    let code = &inductor.output_codes()[0];
+    // x's quantization, then bias + GELU + quantization; the second bias is in the second GEMM.
+    assert_eq!(code.kernel_names().len(), 2, "{code}");
+    assert_eq!(code.extern_calls.len(), 2, "{code}");
+    assert!(code.call.contains("bias = ") && code.call.contains("(bias added in the GEMM's epilogue)"), "{code}");
+    let want = reference.to_vec().unwrap();
+    let largest = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    for (form, y) in [("eager", &eager), ("compiled", &got)] {
+        let y = y.to_dtype(DType::F32).unwrap().to_vec().unwrap();
+        let worst = y.iter().zip(&want).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(worst <= 0.1 * largest, "{form}: FP8 error {worst} against float32's largest {largest}\n{code}");
+    }
+    // A second call reuses the planned buffers: the same result.
+    let again = compiled.call(&x16).unwrap();
+    assert_eq!(
+        again.to_dtype(DType::F32).unwrap().to_vec().unwrap(),
+        got.to_dtype(DType::F32).unwrap().to_vec().unwrap()
+    );
+}

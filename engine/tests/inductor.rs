@@ -506,3 +506,26 @@ fn guarded_buffers_catch_a_write_past_the_end() {
         );
     }
 }
+
+#[test]
+fn a_conversion_that_only_feeds_its_store_rounds_once() {
+    // Rounding twice to one dtype is rounding once: a `to_dtype` whose value is only stored into
+    // a buffer of that dtype is the store's own rounding, not a round trip through float before it.
+    let x = Tensor::randn(&[1000], 0);
+    let stored_only = dynamo::explain(|x: Tensor| x.mul(2.0)?.to_dtype(DType::BF16)).call(&x).unwrap().graphs;
+    // Here the rounded value is also computed with, so it is rounded and widened in the kernel.
+    let also_used = |x: Tensor| -> Result<(Tensor, Tensor)> {
+        let y = x.mul(2.0)?.to_dtype(DType::F8E4M3)?;
+        let z = y.to_dtype(DType::F32)?.add(&x)?;
+        Ok((y, z))
+    };
+    let also_used = dynamo::explain(also_used).call(&x).unwrap().graphs;
+    for device in [Device::Cpu, Device::Cuda(0)] {
+        let code = engine::inductor::generate(&stored_only[0], device, &Config::default()).unwrap().to_string();
+        assert!(code.contains("float_to_bf16(") && !code.contains("bf16_to_float(float_to_bf16("), "{code}");
+        let code = engine::inductor::generate(&also_used[0], device, &Config::default()).unwrap();
+        // One kernel stores the rounded value and the sum computed from it.
+        assert_eq!(code.kernel_names(), ["poi_fused_mul_todtype_add_0"]);
+        assert!(code.to_string().contains("f8e4m3_to_float(float_to_f8e4m3("), "{code}");
+    }
+}

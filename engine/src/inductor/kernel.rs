@@ -282,7 +282,7 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: Kerne
         }
     };
     let mut builder = Builder::new(graph, schedule, group, shape, dim);
-    let body = match (&group.kind, dim) {
+    let mut body = match (&group.kind, dim) {
         (LoopKind::Foreach { parts }, _) => {
             let mut built = Vec::with_capacity(parts.len());
             for part in parts {
@@ -307,6 +307,7 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: Kerne
             }
         }
     };
+    store_unrounded(&mut body, &builder.args);
     let xnumel = match &body {
         KernelBody::Foreach(parts) => parts.iter().map(|p| p.xnumel).sum(),
         _ => shape.iter().enumerate().filter(|&(i, _)| Some(i) != dim).map(|(_, s)| s).product(),
@@ -335,6 +336,91 @@ pub fn build(graph: &LoweredGraph, schedule: &Schedule, group: &Group, id: Kerne
         })
         .collect();
     Ok(Kernel { name: format!("{prefix}_fused_{}_{}", ops.join("_"), id.0), args: builder.args, xnumel, body, origins })
+}
+
+/// Every statement list of a kernel body.
+fn stmt_lists(body: &mut KernelBody) -> Vec<&mut Vec<Stmt>> {
+    match body {
+        KernelBody::Pointwise(stmts) => vec![stmts],
+        KernelBody::Foreach(parts) => parts.iter_mut().map(|p| &mut p.stmts).collect(),
+        KernelBody::Reduction { phases, .. } => phases
+            .iter_mut()
+            .map(|p| match p {
+                Phase::Row(stmts) | Phase::Loop { stmts, .. } => stmts,
+            })
+            .collect(),
+    }
+}
+
+/// A store of `to_dtype(v)` into a buffer of that dtype stores `v`: the store rounds it the same
+/// way, and rounding twice to one dtype is rounding once. So a conversion that only feeds its own
+/// store costs one rounding, not a rounding and a widening in the computation and another
+/// rounding at the store (what an e4m3 quantization ends with, where each rounding is real work
+/// on GPUs without a conversion instruction). The conversion's statement goes when nothing else
+/// reads it; a kernel that computes with the rounded value keeps it.
+fn store_unrounded(body: &mut KernelBody, args: &[KernelArg]) {
+    let mut rounded: HashMap<usize, (DType, Value)> = HashMap::new();
+    for stmts in stmt_lists(body) {
+        for s in stmts.iter() {
+            if let Stmt::Compute { tmp, op: PointwiseOp::ToDtype(dtype), operands } = s
+                && *dtype != DType::F32
+            {
+                rounded.insert(*tmp, (*dtype, operands[0]));
+            }
+        }
+    }
+    if rounded.is_empty() {
+        return;
+    }
+    let mut bypassed = Vec::new();
+    for stmts in stmt_lists(body) {
+        // Only values defined alongside the store (not a row's value stored per element).
+        let defined: Vec<usize> = stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } => Some(*tmp),
+                Stmt::Store { .. } => None,
+            })
+            .collect();
+        for s in stmts.iter_mut() {
+            if let Stmt::Store { arg, value, .. } = s
+                && let Value::Tmp(t) = *value
+                && let Some(&(dtype, unrounded @ Value::Tmp(u))) = rounded.get(&t)
+                && args[*arg].dtype == dtype
+                && defined.contains(&u)
+            {
+                *value = unrounded;
+                bypassed.push(t);
+            }
+        }
+    }
+    let mut used: Vec<usize> = Vec::new();
+    if let KernelBody::Reduction { phases, .. } = body {
+        for phase in phases.iter() {
+            if let Phase::Loop { reductions, .. } = phase {
+                used.extend(reductions.iter().filter_map(|r| match r.value {
+                    Value::Tmp(t) => Some(t),
+                    Value::Constant(_) => None,
+                }));
+            }
+        }
+    }
+    for stmts in stmt_lists(body) {
+        for s in stmts.iter() {
+            let values: &[Value] = match s {
+                Stmt::Compute { operands, .. } => operands,
+                Stmt::Store { value, .. } => std::slice::from_ref(value),
+                Stmt::Load { .. } => &[],
+            };
+            used.extend(values.iter().filter_map(|v| match v {
+                Value::Tmp(t) => Some(*t),
+                Value::Constant(_) => None,
+            }));
+        }
+    }
+    for stmts in stmt_lists(body) {
+        stmts.retain(|s| !matches!(s, Stmt::Compute { tmp, .. } if bypassed.contains(tmp) && !used.contains(tmp)));
+    }
 }
 
 /// Where a member's value lives while the kernel runs.

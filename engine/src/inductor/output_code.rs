@@ -13,6 +13,7 @@ use super::kernel::{Kernel, Origin};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::layout::{Layout, numel};
+use crate::op::Op;
 
 /// One pointer argument of a kernel, as the call plan passes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -283,11 +284,18 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                         )
                     }
                     NodeBody::ExternKernel { kernel, op, inputs } => {
-                        let inputs: Vec<String> = inputs.iter().map(|v| view_text(graph, v)).collect();
+                        let mut texts: Vec<String> = inputs.iter().map(|v| view_text(graph, v)).collect();
+                        // A fifth operand of the FP8 product is the bias folded into it.
+                        let fused = if matches!(op, Op::ScaledMm { .. }) && texts.len() == 5 {
+                            texts[4] = format!("bias = {}", texts[4]);
+                            " (bias added in the GEMM's epilogue)"
+                        } else {
+                            ""
+                        };
                         let params: Vec<String> = op.params().iter().map(|(k, v)| format!(", {k} = {v}")).collect();
                         format!(
-                            "extern_kernels::{kernel}({}{}, out = buf{node});  // %{}{place}",
-                            inputs.join(", "),
+                            "extern_kernels::{kernel}({}{}, out = buf{node});  // %{}{place}{fused}",
+                            texts.join(", "),
                             params.concat(),
                             n.origin_name
                         )

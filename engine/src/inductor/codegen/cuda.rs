@@ -5,7 +5,7 @@
 //! - Pointwise kernels: a grid-stride loop in which each thread takes four neighbouring elements,
 //!   loading and storing them as one 16-byte `float4` where index and alignment allow; a kernel
 //!   whose buffers are all bf16 or f16 takes eight, 16 bytes again (`vload8`: one `uint4`, four
-//!   `bf16x2`/`half2` pairs widened to float).
+//!   `bf16x2`/`half2` pairs widened to float); four 8-bit floats move as one 32-bit word.
 //! - Every load of a half-precision buffer widens to float and every store into one rounds
 //!   (`bf16_to_float`, `float_to_bf16`, from the prelude): the math is float32, the memory traffic
 //!   the narrow dtype's, as Inductor's Triton code upcasts its loads.
@@ -215,7 +215,8 @@ enum Access {
 
 /// Classifies an index for a group of `vec` consecutive values of `var` starting at a multiple
 /// of `vec`: vector when it steps by one through aligned memory, uniform when it does not move.
-/// An 8-bit buffer is never read as a vector.
+/// Four 8-bit floats are one 32-bit access (`vload4`/`vstore4` of the prelude); eight lanes are
+/// only ever planned for kernels of 16-bit buffers alone.
 fn access(index: &FlatIndex, var: Var, vec: usize, dtype: DType) -> Access {
     let moves = |t: &&crate::inductor::index::Term| t.var == var && !t.div.is_multiple_of(vec);
     let steady: Vec<_> = index.terms.iter().filter(|t| !moves(t)).collect();
@@ -227,7 +228,7 @@ fn access(index: &FlatIndex, var: Var, vec: usize, dtype: DType) -> Access {
             && t.coeff == 1
             && t.modulo.is_none_or(|m| m.is_multiple_of(vec))
             && aligned
-            && !dtype.is_fp8() =>
+            && !(dtype.is_fp8() && vec != VEC) =>
         {
             Access::Vector
         }
@@ -570,10 +571,12 @@ mod tests {
         assert_eq!(access(&index(vec![x(1, None, 3)], 0), Var::X, 4, f32), Access::Gather);
         let row = FlatIndex::new(&Affine { offset: 0, coeffs: vec![64, 1] }, &[8, 64], Some(1));
         assert_eq!(access(&row, Var::R, 4, f32), Access::Vector);
-        // Eight lanes need offsets of eight; an 8-bit buffer is read element by element.
+        // Eight lanes need offsets of eight; four 8-bit floats are one 32-bit word.
         assert_eq!(access(&index(vec![x(1, None, 1)], 4), Var::X, 8, DType::BF16), Access::Gather);
         assert_eq!(access(&index(vec![x(1, Some(24), 1)], 0), Var::X, 8, DType::BF16), Access::Vector);
-        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X, 4, DType::F8E4M3), Access::Gather);
+        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X, 4, DType::F8E4M3), Access::Vector);
+        assert_eq!(access(&index(vec![x(1, None, 1)], 2), Var::X, 4, DType::F8E5M2), Access::Gather);
+        assert_eq!(access(&index(vec![x(1, None, 1)], 0), Var::X, 8, DType::F8E4M3), Access::Gather);
     }
 
     #[test]

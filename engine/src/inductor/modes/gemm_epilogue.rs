@@ -4,6 +4,9 @@
 //! while the product is still in registers (one cuBLASLt launch on a GPU, the CPU GEMMs' output
 //! loops), instead of a GEMM that writes the product and a kernel that reads it back.
 //!
+//! The FP8 product (`scaled_mm`, an extern kernel) takes a bias the same way, as its fifth
+//! operand (`torch._scaled_mm`'s `bias`).
+//!
 //! Lowering offers each op to [`Epilogues`] (a lowering `Fold`) on the CPU, and under max-autotune
 //! on a GPU: the targets whose GEMMs apply an epilogue ask for it ([`fold`]). On a GPU in the other
 //! modes only half-precision products fold ([`fold_half_precision`]): those run on cuBLASLt by
@@ -92,37 +95,59 @@ impl Fold for Epilogues {
         shape: &[usize],
     ) -> Option<View> {
         let last = out.nodes.len().checked_sub(1)?;
-        let node = &mut out.nodes[last];
+        let node = &out.nodes[last];
         if self.half_precision_only && !node.dtype.is_half() {
             return None;
         }
-        let NodeBody::Matmul { a, epilogue, .. } = &mut node.body else { return None };
         let product = View { buffer: BufferName::Node(IrId(last)), layout: Layout::contiguous(&node.shape) };
         // An empty product or inner dimension is no GEMM at all: nothing to fold into.
-        let empty = numel(shape) == 0 || a.layout.shape().last() == Some(&0);
-        if node.shape != shape || empty {
+        let inner = match &node.body {
+            NodeBody::Matmul { a, .. } => a.layout.shape().last().copied(),
+            NodeBody::ExternKernel { op: Op::ScaledMm { .. }, inputs, .. } => inputs[0].layout.shape().last().copied(),
+            _ => return None,
+        };
+        if node.shape != shape || numel(shape) == 0 || inner == Some(0) {
             return None;
         }
         let is_product = |(n, view): &(NodeId, View)| *view == product && self.uses[n.index()] == 1;
-        match (op, operands) {
-            (Op::Binary(BinaryOp::Add), [x, y]) if epilogue.bias.is_none() && !epilogue.relu => {
-                let saves_a_kernel = !self.into_kernel[id.index()] || self.into_relu[id.index()];
-                let bias = match (is_product(x), is_product(y)) {
-                    (true, false) => &y.1,
-                    (false, true) => &x.1,
-                    _ => return None,
-                };
-                let columns = *shape.last()?;
-                let vector = bias.layout.shape() == [columns] && bias.layout.strides() == [1];
-                if !vector || !saves_a_kernel || bias.buffer == product.buffer {
-                    return None;
-                }
-                epilogue.bias = Some(bias.clone());
+        // The bias of an add of the product and a vector of one value per column (of the product's
+        // dtype, so that the add's result is the product's), when folding it saves a kernel.
+        let bias_of = |x: &(NodeId, View), y: &(NodeId, View)| -> Option<View> {
+            let saves_a_kernel = !self.into_kernel[id.index()] || self.into_relu[id.index()];
+            let bias = match (is_product(x), is_product(y)) {
+                (true, false) => &y.1,
+                (false, true) => &x.1,
+                _ => return None,
+            };
+            let columns = *shape.last()?;
+            let vector = bias.layout.shape() == [columns] && bias.layout.strides() == [1];
+            let dtype = out.buffer_dtype(bias.buffer) == out.nodes[last].dtype;
+            (vector && dtype && saves_a_kernel && bias.buffer != product.buffer).then(|| bias.clone())
+        };
+        let bias = match (op, operands) {
+            (Op::Binary(BinaryOp::Add), [x, y]) => bias_of(x, y),
+            _ => None,
+        };
+        match (&mut out.nodes[last].body, op, operands) {
+            (NodeBody::Matmul { epilogue, .. }, Op::Binary(BinaryOp::Add), _)
+                if epilogue.bias.is_none() && !epilogue.relu =>
+            {
+                epilogue.bias = Some(bias?);
+                epilogue.absorbed.push(name.to_string());
             }
-            (Op::Unary(UnaryOp::Relu), [x]) if is_product(x) && !epilogue.relu => epilogue.relu = true,
+            (NodeBody::Matmul { epilogue, .. }, Op::Unary(UnaryOp::Relu), [x]) if is_product(x) && !epilogue.relu => {
+                epilogue.relu = true;
+                epilogue.absorbed.push(name.to_string());
+            }
+            // `torch._scaled_mm`'s `bias`: cuBLASLt's FP8 products add a bf16 or f16 one (the
+            // output's dtype) before rounding the result, as its bf16 products do.
+            (NodeBody::ExternKernel { op: Op::ScaledMm { out_dtype }, inputs, .. }, Op::Binary(BinaryOp::Add), _)
+                if inputs.len() == 4 && out_dtype.is_half() =>
+            {
+                inputs.push(bias?);
+            }
             _ => return None,
         }
-        epilogue.absorbed.push(name.to_string());
         Some(product)
     }
 }
@@ -140,6 +165,39 @@ mod tests {
         let traced = trace(&inputs, |t| Ok(vec![f(t)?])).unwrap();
         let graph = crate::aot::decompose(&traced.graph).unwrap();
         lower_with(&graph, &SymBindings::new(), Some(super::fold)).unwrap()
+    }
+
+    #[test]
+    fn a_bias_added_to_an_fp8_product_is_its_fifth_operand() {
+        use crate::dtype::DType;
+        let inputs = [
+            Tensor::randn(&[8, 16], 0).to_dtype(DType::F8E4M3).unwrap(),
+            Tensor::randn(&[32, 16], 1).to_dtype(DType::F8E4M3).unwrap(),
+            Tensor::scalar(0.5),
+            Tensor::scalar(0.25),
+            Tensor::randn(&[32], 2).to_dtype(DType::BF16).unwrap(),
+            Tensor::randn(&[32], 3),
+        ];
+        let lowered = |f: fn(&[Tensor]) -> crate::Result<Tensor>| {
+            let traced = trace(&inputs, |t| Ok(vec![f(t)?])).unwrap();
+            let graph = crate::aot::decompose(&traced.graph).unwrap();
+            lower_with(&graph, &SymBindings::new(), Some(super::fold_half_precision)).unwrap()
+        };
+        fn product(t: &[Tensor]) -> crate::Result<Tensor> {
+            t[0].scaled_mm(&t[1].t()?, &t[2], &t[3], DType::BF16)
+        }
+        let operands = |g: &crate::inductor::ir::LoweredGraph| match &g.nodes[0].body {
+            NodeBody::ExternKernel { inputs, .. } => inputs.len(),
+            other => panic!("{other:?}"),
+        };
+        let g = lowered(|t| product(t)?.add(&t[4]));
+        assert_eq!((g.nodes.len(), operands(&g)), (1, 5));
+        // A float32 bias makes the sum float32, not the product's bf16; a bias feeding a GELU
+        // stays fused with it.
+        let g = lowered(|t| product(t)?.add(&t[5]));
+        assert_eq!((g.nodes.len(), operands(&g)), (2, 4));
+        let g = lowered(|t| product(t)?.add(&t[4])?.gelu());
+        assert_eq!(operands(&g), 4);
     }
 
     #[test]

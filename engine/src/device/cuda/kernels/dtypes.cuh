@@ -119,6 +119,41 @@ __device__ __forceinline__ unsigned float_to_minifloat(float f, int mantissa, in
     return ((unsigned)(e + bias) << mantissa) | (unsigned)((rounded / ldexpf(1.0f, e) - 1.0f) * (float)(1 << mantissa));
 }
 
+// GPUs with FP8 tensor cores (compute capability 8.9 on) round two floats to 8-bit floats in one
+// instruction, `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b` (`a` into the upper byte of `d`,
+// `b` into the lower). PTX requires `.satfinite` there, which saturates to the largest finite
+// value; the few inputs the software conversion makes NaN (e4m3 past 464, the midpoint between
+// 448 and the next step) or infinity (e5m2 from 61440) are patched in after, so both paths give
+// the same bits. The software path below (two `ilogbf`, two `ldexpf`, divisions) is many times the
+// instructions, enough to make a kernel that stores e4m3 compute-bound.
+#if __CUDA_ARCH__ >= 890
+// The byte `cvt` made of `f`, or the software conversion's NaN (e4m3) or infinity (e5m2) where it
+// saturated instead.
+__device__ __forceinline__ unsigned f8e4m3_patch(float f, unsigned bits) {
+    return fabsf(f) <= 464.0f ? bits : (signbit(f) ? 0x80u : 0u) | 0x7fu;  // NaN fails the test too
+}
+__device__ __forceinline__ unsigned f8e5m2_patch(float f, unsigned bits) {
+    const unsigned sign = signbit(f) ? 0x80u : 0u;
+    if (f != f) return sign | 0x7fu;
+    return fabsf(f) >= 61440.0f ? sign | 0x7cu : bits;
+}
+
+// Two floats rounded into the two bytes of a 16-bit word, `lo` in the low byte (the element at
+// the lower address).
+__device__ __forceinline__ unsigned pack_f8e4m3x2(float lo, float hi) {
+    unsigned short d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return f8e4m3_patch(lo, d & 0xffu) | (f8e4m3_patch(hi, (unsigned)d >> 8) << 8);
+}
+__device__ __forceinline__ unsigned pack_f8e5m2x2(float lo, float hi) {
+    unsigned short d;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return f8e5m2_patch(lo, d & 0xffu) | (f8e5m2_patch(hi, (unsigned)d >> 8) << 8);
+}
+
+__device__ __forceinline__ f8e4m3 float_to_f8e4m3(float f) { return f8e4m3{(unsigned char)pack_f8e4m3x2(f, 0.0f)}; }
+__device__ __forceinline__ f8e5m2 float_to_f8e5m2(float f) { return f8e5m2{(unsigned char)pack_f8e5m2x2(f, 0.0f)}; }
+#else
 __device__ __forceinline__ f8e4m3 float_to_f8e4m3(float f) {
     return f8e4m3{(unsigned char)((signbit(f) ? 0x80u : 0u) | float_to_minifloat(f, 3, 7, 448.0f, 0x7fu))};
 }
@@ -128,6 +163,14 @@ __device__ __forceinline__ f8e5m2 float_to_f8e5m2(float f) {
     const unsigned overflow = a >= 61440.0f ? 0x7cu : 0x7bu;  // round-to-nearest reaches infinity
     return f8e5m2{(unsigned char)((signbit(f) ? 0x80u : 0u) | float_to_minifloat(f, 2, 15, 57344.0f, overflow))};
 }
+
+__device__ __forceinline__ unsigned pack_f8e4m3x2(float lo, float hi) {
+    return (unsigned)float_to_f8e4m3(lo).bits | ((unsigned)float_to_f8e4m3(hi).bits << 8);
+}
+__device__ __forceinline__ unsigned pack_f8e5m2x2(float lo, float hi) {
+    return (unsigned)float_to_f8e5m2(lo).bits | ((unsigned)float_to_f8e5m2(hi).bits << 8);
+}
+#endif
 
 // The two 16-bit values of a 32-bit word, the one at the lower address in the low half (the
 // GPU is little-endian), widened: how a `bf16x2` or `half2` pair is unpacked.
@@ -174,6 +217,24 @@ __device__ __forceinline__ void vstore8(bf16* p, const float* s) {
 __device__ __forceinline__ void vstore8(f16* p, const float* s) {
     *reinterpret_cast<uint4*>(p) = make_uint4(pack_f16x2(s[0], s[1]), pack_f16x2(s[2], s[3]),
                                               pack_f16x2(s[4], s[5]), pack_f16x2(s[6], s[7]));
+}
+
+// Four neighbouring 8-bit floats as one 32-bit word (4-byte aligned, as the caller guarantees).
+__device__ __forceinline__ void vload4(const f8e4m3* p, float* d) {
+    const unsigned w = *reinterpret_cast<const unsigned*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; i++) d[i] = f8e4m3_to_float(f8e4m3{(unsigned char)(w >> (8 * i))});
+}
+__device__ __forceinline__ void vload4(const f8e5m2* p, float* d) {
+    const unsigned w = *reinterpret_cast<const unsigned*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; i++) d[i] = f8e5m2_to_float(f8e5m2{(unsigned char)(w >> (8 * i))});
+}
+__device__ __forceinline__ void vstore4(f8e4m3* p, const float* s) {
+    *reinterpret_cast<unsigned*>(p) = pack_f8e4m3x2(s[0], s[1]) | (pack_f8e4m3x2(s[2], s[3]) << 16);
+}
+__device__ __forceinline__ void vstore4(f8e5m2* p, const float* s) {
+    *reinterpret_cast<unsigned*>(p) = pack_f8e5m2x2(s[0], s[1]) | (pack_f8e5m2x2(s[2], s[3]) << 16);
 }
 
 // Element `i` of a buffer of dtype `dtype`, as a float (what the eager kernels load; the dtype

@@ -481,23 +481,60 @@ impl LtGemm {
 }
 
 /// `(a * scale_a) @ (b * scale_b)` of two FP8 matrices into a new buffer of `dtype`, as
-/// `torch._scaled_mm`: cuBLASLt's FP8 kernels (compute capability 8.9 on) take the left operand
-/// row-major and the right one column-major ("TN" in its column-major terms) with `k` and `n`
-/// multiples of 16, as PyTorch requires; a row-major right operand is copied transposed first
-/// (a weight stored `[n, k]` and passed as `w.t()` needs no copy). Accumulation is float32.
+/// `torch._scaled_mm` (see [`scaled_mm_into`]): eager mode's product.
 pub(crate) fn scaled_mm(
     device: &Arc<CudaDevice>,
-    [a, b, scale_a, scale_b]: [Input; 4],
+    inputs: [Input; 4],
     out_shape: &[usize],
     dtype: DType,
 ) -> Result<CudaBuffer, CudaError> {
+    let out = CudaBuffer::alloc_of(device, dtype, out_shape.iter().product())?;
+    scaled_mm_into(device, inputs, None, out_shape, &out)?;
+    Ok(out)
+}
+
+/// `(a * scale_a) @ (b * scale_b) [+ bias]` of two FP8 matrices written into `out` (a buffer of
+/// the product's dtype holding at least `m * n` elements: a compiled graph's planned buffer, so
+/// that the product lands where the next kernel reads it, with no copy), as `torch._scaled_mm`;
+/// `bias`, a dense vector of `n` elements of the product's dtype, is added by cuBLASLt's epilogue
+/// before the result is rounded (a compiled graph folds a bias add into it):
+/// cuBLASLt's FP8 kernels (compute capability 8.9 on) take the left operand row-major and the
+/// right one column-major ("TN" in its column-major terms) with `k` and `n` multiples of 16, as
+/// PyTorch requires; a row-major right operand is copied transposed first (a weight stored
+/// `[n, k]` and passed as `w.t()` needs no copy). Accumulation is float32.
+pub(crate) fn scaled_mm_into(
+    device: &Arc<CudaDevice>,
+    [a, b, scale_a, scale_b]: [Input; 4],
+    bias: Option<Input>,
+    out_shape: &[usize],
+    out: &CudaBuffer,
+) -> Result<(), CudaError> {
     use crate::device::cuda::pointwise::{self, Dense};
+    let dtype = out.dtype();
     let (m, n) = (out_shape[0], out_shape[1]);
     let (right, right_layout) = b.tensor();
     let k = right_layout.shape()[0];
     if !k.is_multiple_of(16) || !n.is_multiple_of(16) {
         return Err(CudaError::new(format!(
             "FP8 products need k and n to be multiples of 16 (cuBLASLt's FP8 kernels), got a [{m}, {k}] @ b [{k}, {n}]"
+        )));
+    }
+    if let Some(bias) = bias {
+        let (buffer, layout) = bias.tensor();
+        if layout.shape() != [n] || layout.strides() != [1] || buffer.dtype() != dtype {
+            return Err(CudaError::new(format!(
+                "an FP8 product's bias is a dense vector of its {n} columns in {dtype}, got {:?} (strides {:?}) in {}",
+                layout.shape(),
+                layout.strides(),
+                buffer.dtype()
+            )));
+        }
+    }
+    if out.len() < m * n {
+        return Err(CudaError::new(format!(
+            "the FP8 product's output buffer holds {} elements, the product [{m}, {n}] needs {}",
+            out.len(),
+            m * n
         )));
     }
     let left = Dense::of(device, a)?;
@@ -512,21 +549,23 @@ pub(crate) fn scaled_mm(
     let right_ptr = transposed_copy.as_ref().map_or(right.ptr_at(right_layout.offset()), |c| c.ptr());
     let left_op = Operand::dense(left.ptr, left.dtype, m, k);
     let right_op = Operand::column_major(right_ptr, right.dtype(), k, n);
-    let mut problem = Problem::new(&left_op, &right_op, (m, n, k, 1), Epilogue::None);
+    let epilogue = if bias.is_some() { Epilogue::Bias } else { Epilogue::None };
+    let mut problem = Problem::new(&left_op, &right_op, (m, n, k, 1), epilogue);
     problem.types[2] = dtype;
     problem.scaled = true;
     let gemm = cached_gemm(device, problem)?;
-    let out = CudaBuffer::alloc_of(device, dtype, m * n)?;
-    let scale = |input: Input| {
+    let address = |input: Input| {
         let (buffer, layout) = input.tensor();
         buffer.ptr_at(layout.offset())
     };
+    let scales = Some((address(scale_a), address(scale_b)));
     // SAFETY: `left` is a dense [m, k] matrix, `right_ptr` a dense [n, k] one (b column-major),
-    // `out` holds m * n elements of `dtype`, and each scale is a one-element float tensor (checked
-    // by the op's shape and dtype rules). The copies are freed after the launch in stream order.
-    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), None, Some((scale(scale_a), scale(scale_b)))) }?;
+    // `out` holds m * n elements of `dtype`, the bias (checked above) n of them, and each scale is
+    // a one-element float tensor (checked by the op's shape and dtype rules). The copies are freed
+    // after the launch in stream order.
+    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), bias.map(address), scales) }?;
     drop(transposed_copy);
-    Ok(out)
+    Ok(())
 }
 
 /// The descriptors of `problem` on `device`, made once per process: eager FP8 products of one

@@ -114,11 +114,11 @@ pub(crate) fn extern_into(
             AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
             out,
         ),
-        // cuBLASLt writes a buffer of its own, copied into the planned one.
-        Op::ScaledMm { out_dtype } => {
-            let product =
-                cublaslt::scaled_mm(device, [inputs[0], inputs[1], inputs[2], inputs[3]], out_shape, *out_dtype)?;
-            out.write_prefix(&product)
+        // cuBLASLt writes the planned buffer itself (whose dtype is the op's `out_dtype`), adding
+        // the bias a compiled graph folded in as a fifth operand.
+        Op::ScaledMm { .. } => {
+            let operands = [inputs[0], inputs[1], inputs[2], inputs[3]];
+            cublaslt::scaled_mm_into(device, operands, inputs.get(4).copied(), out_shape, out)
         }
         Op::ScaledDotProductAttentionBackward { mask, causal, scale } => {
             let params = AttentionParams { mask: *mask, causal: *causal, scale: scale.0 };
