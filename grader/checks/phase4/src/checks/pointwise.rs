@@ -14,7 +14,7 @@ use engine::inductor::kernel::Kernel;
 use engine::inductor::{Config, Printers, compile_fx};
 use grader_harness::transcript::is_judging;
 use grader_harness::{
-    CheckResult, Context, Tolerance, assert_close, ensure, for_all, gpu, judged_artifact, record_artifact, timed, wires,
+    CheckResult, Context, Tolerance, check_close, ensure, for_all, gpu, judged_artifact, record_artifact, timed, wires,
 };
 
 use super::support::{PointwiseProgram, capture, matches_eager};
