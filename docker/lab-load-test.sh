@@ -11,6 +11,8 @@
 # GPU, the speed checks' results: set SPEED_CHECKS=id1,id2 to name others) and a summary; it exits
 # 1 when a grader did not finish or a verdict differs from the solo run's. The last line gives the
 # slowest grader's wall time over the solo run's (the target for 8 graders on phase 5: 1.5x).
+# LAB_DEADLINE=SECONDS stops each of the N graders after that long (reported as not finished), so
+# that a run on a lent machine ends with a summary.
 set -euo pipefail
 
 usage() { echo "usage: $0 N PACK_DIR [PHASE]" >&2; exit 2; }
@@ -34,7 +36,7 @@ export ENGINE_CACHE_DIR="$work/kernel-cache"
 run_grader() {
   local name=$1 started ended code=0
   started=$(date +%s.%N)
-  "$pack/grader" check "$phase" --solutions --prebuilt "$pack" --json --learner "$name" \
+  timeout "${2:-0}" "$pack/grader" check "$phase" --solutions --prebuilt "$pack" --json --learner "$name" \
     >"$work/$name.json" 2>"$work/$name.err" || code=$?
   ended=$(date +%s.%N)
   echo "$code $started $ended" >"$work/$name.status"
@@ -42,11 +44,16 @@ run_grader() {
 
 echo "solo run (the reference verdicts, and a warm kernel cache)..."
 run_grader solo
+read -r code started ended <"$work/solo.status"
+echo "solo run: exit $code after $(python3 -c "print(f'{$ended - $started:.1f}')") s"
 echo "$graders graders at once..."
 for i in $(seq 1 "$graders"); do
-  run_grader "grader$i" &
+  run_grader "grader$i" "${LAB_DEADLINE:-0}" &
 done
-wait
+for _ in $(seq 1 "$graders"); do
+  wait -n || true
+  echo "  [$(date +%T)] a grader finished"
+done
 
 python3 - "$work" "$graders" "${SPEED_CHECKS:-pointwise_cuda_bandwidth}" <<'PY'
 import json, re, sys
