@@ -217,6 +217,30 @@ fn a_fully_masked_row_is_nan_as_in_pytorch() {
 }
 
 #[test]
+fn a_fully_masked_row_passes_no_gradient() {
+    // Its output is NaN, but it has no probability to carry a gradient: its query's gradient is
+    // zero and every key and value keeps a finite one, on the CPU as the CUDA kernels give.
+    for device in [Some(Device::Cpu), gpu()].into_iter().flatten() {
+        let on = |t: Tensor| t.to(device).unwrap().requires_grad_(true);
+        let (q, k, v) =
+            (on(Tensor::randn(&[1, 3, 8], 0)), on(Tensor::randn(&[1, 5, 8], 1)), on(Tensor::randn(&[1, 5, 8], 2)));
+        let mut keep = vec![1.0f32; 15];
+        keep[5..10].fill(0.0); // query 1 sees no key
+        let keep = Tensor::from_vec(keep, &[3, 5]).unwrap().to(device).unwrap();
+        let out = q.scaled_dot_product_attention(&k, &v, Some(AttnMask::Boolean(&keep)), false, None).unwrap();
+        let upstream = Tensor::randn(&[1, 3, 8], 3).to(device).unwrap();
+        out.backward_with(Some(&upstream), false).unwrap();
+        let grad = |t: &Tensor| t.grad().expect("a gradient").to_vec().unwrap();
+        let dq = grad(&q);
+        assert!(dq[8..16].iter().all(|&x| x == 0.0), "{device}: {dq:?}");
+        assert!(dq[..8].iter().chain(&dq[16..]).all(|x| x.is_finite()), "{device}: {dq:?}");
+        for (name, g) in [("k", grad(&k)), ("v", grad(&v))] {
+            assert!(g.iter().all(|x| x.is_finite()), "{device}: d{name} {g:?}");
+        }
+    }
+}
+
+#[test]
 fn bad_operands_are_errors_naming_the_problem() {
     let t = |shape: &[usize]| Tensor::zeros(shape);
     let err = |r: Result<Tensor>| r.unwrap_err().to_string();

@@ -85,7 +85,7 @@ pub fn recomputation(problem: &SaveProblem, saved: &[usize]) -> Option<u64> {
 /// any plan's can. Any such plan is accepted; saving a value the backward does not read is
 /// allowed, and sometimes pays (it can spare recomputing a long chain).
 ///
-/// The graphs have at most 16 values; every graph the grader draws has a plan that works.
+/// The graphs have at most 15 values; every graph the grader draws has a plan that works.
 ///
 /// Judged on graphs drawn from the run's seed: your plan must work, and its recomputation must
 /// cost exactly the least possible, which the grader computes itself (not with the engine's

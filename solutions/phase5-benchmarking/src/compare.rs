@@ -127,7 +127,8 @@ fn verdict_of(centre: f64) -> Verdict {
 /// **Exercise `compare` (deep).** Whether `a` is faster than `b`, slower, or the same, and the
 /// ratio of their times per call, decided on `device` within `budget`. Call each function as
 /// often as you like: each call queues work on `device` (as `engine::bench::spin` does), so time
-/// a call as your `do_bench` times one, between two stamps.
+/// a call between two stamps recorded on `device` (`engine::bench::Stamp`, as `do_bench` does),
+/// with no cache flush: the budget is for calls.
 ///
 /// The resolution is 5%: two functions whose steady times differ by 5% or more are different
 /// (`Faster` or `Slower`), and two whose times are equal are the `Same`. The two functions are

@@ -125,13 +125,15 @@ pub(super) fn attention_backward(
             chunk[2 * i + 1] = dot(grad_row(b, i), &o[(b * q_len + i) * value_dim..][..value_dim]);
         }
     });
-    // dS_ij = P_ij (g_i . v_j - D_i), one query row of it at a time.
+    // dS_ij = P_ij (g_i . v_j - D_i), one query row of it at a time; zero where P_ij is. A row
+    // whose keys are all masked has a NaN output, so a NaN D_i, but no probability to carry a
+    // gradient: it passes none, as the CUDA kernels skip it.
     let score_grads = |b: usize, i: usize, row: &mut [f32]| {
         let (lse, d) = (stats[(b * q_len + i) * 2], stats[(b * q_len + i) * 2 + 1]);
         problem.probabilities(b, i, lse, row);
         row.iter_mut()
             .enumerate()
-            .map(|(j, p)| (*p, *p * (dot(grad_row(b, i), value_row(b, j)) - d)))
+            .map(|(j, p)| (*p, if *p == 0.0 { 0.0 } else { *p * (dot(grad_row(b, i), value_row(b, j)) - d) }))
             .collect::<Vec<_>>()
     };
     let (dq, rest) = out.split_at_mut(nq);
