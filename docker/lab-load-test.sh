@@ -30,6 +30,8 @@ trap 'rm -rf "$work"' EXIT
 # kernel cache, as in the Docker image, so the graders compile each kernel once between them.
 export GRADER_LOCK_DIR="$work/locks"
 export ENGINE_CACHE_DIR="$work/kernel-cache"
+# Each grader says how long each timed part held the lock, for the summary's per-check holds.
+export GRADER_LOCK_LOG=1
 
 # Runs grader $1 and records its JSON, its stderr (where lock waits are reported), exit code and
 # wall time.
@@ -73,7 +75,11 @@ def load(name):
     if isinstance(reports, dict):
         reports = [reports]
     waits = [float(w) for w in re.findall(r"after waiting ([0-9.]+)s", err)]
-    return {"code": int(code), "wall": float(ended) - float(started), "reports": reports, "waits": waits, "err": err}
+    holds = {}
+    for seconds, check in re.findall(r"held GPU for ([0-9.]+)s; timing \S+ (\S+)", err):
+        holds[check] = holds.get(check, 0.0) + float(seconds)
+    return {"code": int(code), "wall": float(ended) - float(started), "reports": reports, "waits": waits,
+            "holds": holds, "err": err}
 
 def verdicts(run):
     return {(r["phase"], c["id"]): c["status"] for r in run["reports"] or [] for c in r["checks"]}
@@ -83,6 +89,11 @@ expected = verdicts(solo)
 if not expected:
     sys.exit(f"the solo run wrote no results:\n{solo['err']}")
 speed = [c for c in expected if c[1] in SPEED_CHECKS]
+# What the room waits for: the lock held by each check of a grader alone, longest first; N
+# graders take turns through all of it.
+holds = sorted(solo["holds"].items(), key=lambda kv: -kv[1])
+print(f"the solo run held the GPU lock {sum(solo['holds'].values()):.1f}s of its {solo['wall']:.1f}s: "
+      + ", ".join(f"{check} {seconds:.1f}s" for check, seconds in holds))
 problems = []
 print(f"{'grader':>10} {'exit':>4} {'wall s':>7} {'waited s':>8}  verdicts; speed check")
 for name in ["solo"] + [f"grader{i}" for i in range(1, graders + 1)]:

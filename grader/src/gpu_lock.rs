@@ -258,6 +258,11 @@ impl Timing {
     }
 }
 
+/// Set (to anything) in a grader's environment, this makes it say on stderr how long each timed
+/// part held the GPU lock (`held GPU for 12.3s; timing phase5 modes_are_measured`): what
+/// `docker/lab-load-test.sh` adds up to show which checks make a room wait.
+pub const LOG_HOLDS: &str = "GRADER_LOCK_LOG";
+
 /// Serves one runner's requests for the GPU lock ([`grader_harness::timing`]) on a thread of its
 /// own: takes the lock at each `acquire` and answers `granted`, drops it at `release` or when the
 /// runner's end of the pipes closes (its process ended, however it ended).
@@ -274,7 +279,15 @@ impl LockServer {
         let waited = Arc::new(Mutex::new(Duration::ZERO));
         let (stop, total) = (give_up.clone(), waited.clone());
         let thread = std::thread::spawn(move || {
-            let mut held: Option<GpuLock> = None;
+            let mut held: Option<(GpuLock, Instant)> = None;
+            let release = |held: &mut Option<(GpuLock, Instant)>| {
+                if let Some((lock, since)) = held.take() {
+                    drop(lock);
+                    if std::env::var_os(LOG_HOLDS).is_some() {
+                        eprintln!("held GPU for {:.1}s; timing {}", since.elapsed().as_secs_f64(), timing.task);
+                    }
+                }
+            };
             for line in BufReader::new(requests).lines() {
                 let Ok(line) = line else { break };
                 match line.trim() {
@@ -283,7 +296,7 @@ impl LockServer {
                         let taken = timing.acquire(&stop);
                         *total.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed();
                         match taken {
-                            Ok(lock) => held = lock,
+                            Ok(lock) => held = lock.map(|lock| (lock, Instant::now())),
                             Err(e) => eprintln!("warning: cannot take the GPU lock ({e:#}); timing without it"),
                         }
                         if stop.load(Ordering::SeqCst) {
@@ -292,11 +305,11 @@ impl LockServer {
                         // A runner gone meanwhile cannot read it: nothing to do then.
                         let _ = writeln!(grants, "{GRANTED}");
                     }
-                    RELEASE => held = None,
+                    RELEASE => release(&mut held),
                     _ => {}
                 }
             }
-            drop(held);
+            release(&mut held);
         });
         LockServer { thread: Some(thread), give_up, waited }
     }

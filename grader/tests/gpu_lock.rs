@@ -214,6 +214,31 @@ fn eight_graders_wait_only_for_each_others_timing(dir: &Path) {
     assert!(worst_before >= 3.0, "holding the lock throughout only slowed the last grader {worst_before:.2}x");
 }
 
+/// With `GRADER_LOCK_LOG` set, the grader says how long each timed part held the lock: the timed
+/// part alone, not the check's untimed work; without it, it says nothing.
+fn each_timed_part_says_how_long_it_held_the_lock(dir: &Path) {
+    let run = |log: bool| {
+        let mut child = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+        child.arg("__grade_once").arg(dir).env_remove(grader::gpu_lock::LOG_HOLDS);
+        if log {
+            child.env(grader::gpu_lock::LOG_HOLDS, "1");
+        }
+        let output = child.output().expect("the test binary runs");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let said = run(true);
+    let held: Vec<f64> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("held GPU for ")?.strip_suffix("; timing fixture times_under_the_lock"))
+        .map(|secs| secs.strip_suffix('s').expect("seconds").parse().expect("a number"))
+        .collect();
+    assert_eq!(held.len(), 1, "one timed part, one line: {said}");
+    let timed = TIMED_MS as f64 / 1e3;
+    assert!(held[0] >= timed - 0.05 && held[0] < timed + (UNTIMED_MS as f64 / 1e3) / 2.0, "held {held:?}s: {said}");
+    assert!(!run(false).contains("held GPU"), "said without GRADER_LOCK_LOG");
+}
+
 /// A test's name and body, which gets a fresh lock directory.
 type Test = (&'static str, fn(&Path));
 
@@ -223,6 +248,12 @@ fn main() -> ExitCode {
         && role == "__hold"
     {
         return hold(dir, millis);
+    }
+    if let [_, role, dir] = args.as_slice()
+        && role == "__grade_once"
+    {
+        grade_once(Path::new(dir), "times_under_the_lock");
+        return ExitCode::SUCCESS;
     }
     if args.get(1).is_some_and(|a| a == "__runner") {
         let checks: Vec<grader_harness::Check> = FIXTURE
@@ -236,6 +267,7 @@ fn main() -> ExitCode {
         ("a_killed_holder_leaves_the_gpu_free", a_killed_holder_leaves_the_gpu_free),
         ("an_unusable_directory_is_a_clear_error", an_unusable_directory_is_a_clear_error),
         ("eight_graders_wait_only_for_each_others_timing", eight_graders_wait_only_for_each_others_timing),
+        ("each_timed_part_says_how_long_it_held_the_lock", each_timed_part_says_how_long_it_held_the_lock),
     ];
     for (name, test) in tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
