@@ -48,10 +48,10 @@ const WHOLE_WORK: (Duration, Duration) = (Duration::from_millis(4), Duration::fr
 // ANCHOR_END: secret_times
 
 /// With a split version that keeps the device busy at its break for a duration drawn in secret
-/// from the seed (40 to 640 ms, twice over; `engine::bench::spin`, which on the CPU queues that
+/// from the seed ([`BREAK_WAIT`], twice over; `engine::bench::spin`, which on the CPU queues that
 /// busy time as a GPU kernel would run it, so only a read of the output waits for it), the split
 /// median covers that time and exceeds it by no more than a call's own cost. The whole version
-/// keeps the device busy for a shorter secret time (4 to 16 ms), so its median covers that time
+/// keeps the device busy for a shorter secret time ([`WHOLE_WORK`]), so its median covers that time
 /// and stays below the split one's wait; it is also compared with the judge's own measurement of
 /// the same work, which that known busy time keeps steady on a loaded machine (a median of a few
 /// microseconds of work alone differed eightfold between two processes in CI). The check watches
