@@ -1,6 +1,8 @@
 //! What the timed checks share: how they time on each device, how they record a time so that the
 //! judge compares it as a ratio, and a cold kernel cache for first calls.
 
+use engine::codecache::DiskCache;
+use engine::device::cuda;
 use engine::{Device, Tensor, dynamo};
 use grader_harness::{Failure, Tolerance};
 
@@ -83,9 +85,20 @@ pub fn cold_kernel_cache(device: Device) -> Result<tempfile::TempDir, Failure> {
         .prefix("phase5-cold-cache-")
         .tempdir()
         .map_err(|e| Failure::Setup(format!("cannot create a temporary directory: {e}")))?;
+    let given = DiskCache::configured();
     // SAFETY: the check runs on the runner's only thread, before the engine has started any
     // thread or read its cache directory, so nothing reads the environment while it changes.
     unsafe { std::env::set_var("ENGINE_CACHE_DIR", dir.path()) };
+    if let Device::Cuda(ordinal) = device
+        && let Some(gpu) = cuda::probe().device(ordinal)
+    {
+        // The eager kernel families come from the cache the runner was given (compiled into it
+        // first if it lacks them), here, before anything holds the GPU's lock: only the first
+        // call's own kernels are left to compile cold. Without them, each check's eager calls
+        // compiled every family they use inside the lock (8 to 15 seconds a check on an H200).
+        // Should the copy fail, those families compile on first use, as before.
+        let _ = cuda::nvrtc::seed_eager_families(&given, &gpu.arch());
+    }
     let x = Tensor::randn(&[3, 3], 0).to(device)?;
     x.matmul(&x)?.to_vec()?;
     // A function no check times, so that its kernels in the cold cache serve none of theirs.
