@@ -7,6 +7,7 @@
 
 use engine::{DType, Result, Tensor};
 
+// ANCHOR: body
 /// The size of the bias that [`Body::AddBias`] adds.
 pub const BIAS: usize = 4;
 
@@ -38,6 +39,7 @@ impl Body {
         }
     }
 }
+// ANCHOR_END: body
 
 /// One call of the compiled function: its one input's dtype and sizes (contiguous).
 #[derive(Clone, Debug, PartialEq, Eq)]
