@@ -346,3 +346,34 @@ fn the_partitioner_s_telling_graphs_are_counted_right() {
     let phrase = format!("Two checks, on {} graphs made to tell the wrong answers above apart", in_words(listed));
     assert!(page_text("phase1/exercises.md").contains(&phrase), "book/src/phase1/exercises.md must say {phrase}");
 }
+
+/// What phase 4's `save_or_recompute` page and `choose_saved`'s stub say the checks draw (plans,
+/// graphs, their sizes) and allow (seconds) is what the checks' constants say.
+#[test]
+fn the_save_or_recompute_page_states_the_checks_numbers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase4/src/checks/partition.rs")).unwrap();
+    let phase = fs::read_to_string(root.join("grader/checks/phase4/src/phase.rs")).unwrap();
+    let stub = fs::read_to_string(root.join("exercises/phase4-codegen/src/partition.rs")).unwrap();
+    let doc: Vec<&str> = stub.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
+    let doc = doc.join(" ");
+    let one = |name: &str| const_numbers(&check, name)[0];
+    let two = |name: &str| {
+        let n = const_numbers(&check, name);
+        format!("{} to {} values", n[0], n[1])
+    };
+    let (costed, chosen) = (two("COSTED_VALUES"), two("CHOSEN_VALUES"));
+    let seconds = const_numbers(&phase, "CHOSEN_PLAN")[0];
+    let page = page_text("phase4/exercises.md");
+    for phrase in [
+        format!("costs {} plans on graphs of {costed}", one("COSTED_PLANS")),
+        format!("draws {} random graphs of {chosen}", one("RANDOM_GRAPHS")),
+        format!("builds {} graphs of layers", one("TELLING_GRAPHS")),
+        format!("Each of these two checks has {seconds} seconds"),
+    ] {
+        assert!(page.contains(&phrase), "book/src/phase4/exercises.md must say: {phrase}");
+    }
+    for phrase in [format!("Judged on graphs of {chosen}"), format!("within {seconds} seconds")] {
+        assert!(doc.contains(&phrase), "exercises/phase4-codegen/src/partition.rs must say: {phrase}");
+    }
+}

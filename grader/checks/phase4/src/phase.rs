@@ -450,6 +450,33 @@ const MUTANTS: &[Mutant] = &[
     )
     .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
     Mutant::new(
+        "choose_saved improves a plan one value at a time until no change helps",
+        "src/partition.rs",
+        CUT,
+        "    // ANCHOR: solution
+    let n = problem.values.len();
+    let mut saved: Vec<bool> = problem.values.iter().map(|v| v.needed && v.kind != Kind::Input).collect();
+    let plan_of = |saved: &[bool]| (0..n).filter(|&v| saved[v]).collect::<Vec<usize>>();
+    let mut best = plan_cost(problem, &plan_of(&saved)).expect(\"saving all that is read works\");
+    let mut improved = true;
+    while improved {
+        improved = false;
+        for v in 0..n {
+            saved[v] = !saved[v];
+            match plan_cost(problem, &plan_of(&saved)) {
+                Some(cost) if cost < best => {
+                    best = cost;
+                    improved = true;
+                }
+                _ => saved[v] = !saved[v],
+            }
+        }
+    }
+    return plan_of(&saved);
+    // A minimum cut.",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
         "choose_saved counts recomputation as free, as the engine's partitioner does",
         "src/partition.rs",
         "let recompute = if value.kind == Kind::Banned { never } else { value.cost };",
