@@ -292,15 +292,20 @@ fn const_numbers(source: &str, name: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The `///` comments of the source file at `path`, joined into one line.
+fn doc_comments(path: &Path) -> String {
+    let source = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: Vec<&str> = source.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
+    doc.join(" ")
+}
+
 /// What phase 5's `compare` stub says it is judged on (pairs, differences, costs, budgets,
 /// tolerances) is what its check draws and allows, named constants in the check's source.
 #[test]
 fn the_compare_stub_states_the_checks_numbers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let check = fs::read_to_string(root.join("grader/checks/phase5/src/checks/compare.rs")).unwrap();
-    let stub = fs::read_to_string(root.join("exercises/phase5-benchmarking/src/compare.rs")).unwrap();
-    let doc: Vec<&str> = stub.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
-    let doc = doc.join(" ");
+    let doc = doc_comments(&root.join("exercises/phase5-benchmarking/src/compare.rs"));
     let one = |name: &str| const_numbers(&check, name)[0];
     let two = |name: &str| {
         let n = const_numbers(&check, name);
@@ -354,9 +359,7 @@ fn the_save_or_recompute_page_states_the_checks_numbers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let check = fs::read_to_string(root.join("grader/checks/phase4/src/checks/partition.rs")).unwrap();
     let phase = fs::read_to_string(root.join("grader/checks/phase4/src/phase.rs")).unwrap();
-    let stub = fs::read_to_string(root.join("exercises/phase4-codegen/src/partition.rs")).unwrap();
-    let doc: Vec<&str> = stub.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
-    let doc = doc.join(" ");
+    let doc = doc_comments(&root.join("exercises/phase4-codegen/src/partition.rs"));
     let one = |name: &str| const_numbers(&check, name)[0];
     let two = |name: &str| {
         let n = const_numbers(&check, name);
