@@ -477,6 +477,13 @@ const MUTANTS: &[Mutant] = &[
     )
     .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
     Mutant::new(
+        "choose_saved charges a saved value's memory once for each value recomputed from it",
+        "src/partition.rs",
+        "network.add(2 * i + 1, 2 * v, never);",
+        "network.add(2 * i, 2 * v, values[i].bytes * problem.price);",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
         "choose_saved counts recomputation as free, as the engine's partitioner does",
         "src/partition.rs",
         "let recompute = if value.kind == Kind::Banned { never } else { value.cost };",
