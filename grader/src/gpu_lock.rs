@@ -1,15 +1,23 @@
-//! One machine-wide lock per GPU, held by the grader while a check times code on that GPU
-//! ([`CheckSpec::gpu_timing`]), so that on a lab server shared by many learners no two timings
-//! share a device and skew each other's speed ratios. Correctness checks never take it, and a
-//! timed check holds it only while it times: its runner asks for it around the timed part
-//! ([`grader_harness::timing`]) through two pipes the grader serves ([`LockServer`]), so that
-//! compiling, exporting and checking correctness happen while other graders time.
+//! One machine-wide lock per GPU, so that on a lab server shared by many learners a check that
+//! times code on a GPU ([`CheckSpec::gpu_timing`]) times it alone: no other grader's work runs on
+//! that GPU meanwhile. It is a readers-writer lock. Every check's runner uses the GPU under a
+//! *shared* hold, which the grader takes before starting it and keeps until it ends; a timed check
+//! asks for the *exclusive* hold around the part it times ([`grader_harness::timing`]) through two
+//! pipes the grader serves ([`LockServer`]), and goes back to a shared hold after it. So graders
+//! compile, export and check correctness side by side, and wait for each other only while one of
+//! them times, and a timed part never shares the GPU (or the CPU time of the other graders'
+//! GPU processes) with anyone.
+//!
+//! Writers come first: a grader waiting to time holds a *gate* that stops new runners from
+//! starting on that GPU, so a steady stream of correctness checks cannot keep it waiting for ever;
+//! it waits only for the runners already started to end.
 //!
 //! PyTorch has no part for this: it is what a shared benchmarking box needs around
-//! `triton.testing.do_bench`. The lock is `flock(2)` on a file per GPU in a directory every
-//! grader on the machine sees (`/tmp/grader-gpu-locks`, or `$GRADER_LOCK_DIR`). The kernel drops
-//! an flock when its holder's process ends, however it ends, so a killed grader never leaves a
-//! GPU locked. The holder writes who it is into the file, so a grader that waits can say for whom.
+//! `triton.testing.do_bench`. The locks are `flock(2)` on two files per GPU (`<gpu>.lock` and
+//! `<gpu>.gate`) in a directory every grader on the machine sees (`/tmp/grader-gpu-locks`, or
+//! `$GRADER_LOCK_DIR`). The kernel drops an flock when its holder's process ends, however it
+//! ends, so a killed grader never leaves a GPU locked. The exclusive holder writes who it is into
+//! the lock file, so a grader that waits can say for whom.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -81,10 +89,14 @@ impl fmt::Display for Holder {
     }
 }
 
-/// A held GPU lock; dropping it releases the GPU.
+/// The exclusive hold on a GPU: nobody else uses it; dropping it releases the GPU.
 #[derive(Debug)]
 pub struct GpuLock {
-    file: File,
+    /// The lock file, held exclusively (`None` only while being turned into a [`GpuShare`]).
+    file: Option<File>,
+    /// The gate, held exclusively (never read: let go when dropped), so that no runner starts on
+    /// the GPU meanwhile.
+    _gate: File,
     waited: Duration,
 }
 
@@ -97,7 +109,9 @@ impl GpuLock {
         Ok(lock.expect("never given up"))
     }
 
-    /// [`GpuLock::acquire`], giving up (`None`) once `give_up` is set while it waits.
+    /// [`GpuLock::acquire`], giving up (`None`) once `give_up` is set while it waits: first for
+    /// the gate (another grader timing, or waiting to), then for the runners already started on
+    /// the GPU to end.
     pub fn acquire_unless(
         dir: &Path,
         gpu: &str,
@@ -105,21 +119,14 @@ impl GpuLock {
         mut on_wait: impl FnMut(Option<&Holder>),
         give_up: &AtomicBool,
     ) -> Result<Option<GpuLock>> {
-        let file = open_lock_file(dir, gpu)?;
+        let (gate, file) = (open_lock_file(dir, gpu, GATE)?, open_lock_file(dir, gpu, LOCK)?);
         let started = Instant::now();
-        let mut last_seen = None;
-        while !try_lock(&file).with_context(|| format!("cannot lock {}", lock_path(dir, gpu).display()))? {
-            if give_up.load(Ordering::SeqCst) {
+        for (held, what) in [(&gate, GATE), (&file, LOCK)] {
+            if !wait_for(held, libc::LOCK_EX, &file, dir, gpu, what, &mut on_wait, give_up)? {
                 return Ok(None);
             }
-            let holder = read_holder(&file);
-            if last_seen.as_ref() != Some(&holder) {
-                on_wait(holder.as_ref());
-                last_seen = Some(holder);
-            }
-            std::thread::sleep(POLL);
         }
-        let lock = GpuLock { file, waited: started.elapsed() };
+        let lock = GpuLock { file: Some(file), _gate: gate, waited: started.elapsed() };
         lock.write_holder(me);
         Ok(Some(lock))
     }
@@ -129,38 +136,120 @@ impl GpuLock {
         self.waited
     }
 
+    /// Ends the exclusive hold and keeps a shared one: what a runner keeps once its timed part is
+    /// over. No other grader can take the GPU in between: the gate is let go only once the hold
+    /// is shared.
+    pub fn share(mut self) -> Result<GpuShare> {
+        let file = self.file.take().expect("held until now");
+        let _ = file.set_len(0);
+        flock(&file, libc::LOCK_SH).context("cannot turn the GPU lock into a shared hold")?;
+        Ok(GpuShare { _file: file, waited: Duration::ZERO })
+    }
+
     /// Best effort: a lock file opened read-only (another user's, not shared with us) still
     /// locks; the waiting graders then only cannot name us.
     fn write_holder(&self, me: &Holder) {
-        if let Ok(json) = serde_json::to_string(me) {
-            let _ = self.file.set_len(0).and_then(|()| self.file.write_all_at(json.as_bytes(), 0));
+        if let (Some(file), Ok(json)) = (&self.file, serde_json::to_string(me)) {
+            let _ = file.set_len(0).and_then(|()| file.write_all_at(json.as_bytes(), 0));
         }
     }
 }
 
 impl Drop for GpuLock {
     fn drop(&mut self) {
-        // Forget our name while still holding the lock; closing the file then releases it.
-        let _ = self.file.set_len(0);
+        // Forget our name while still holding the lock; closing the files then releases it.
+        if let Some(file) = &self.file {
+            let _ = file.set_len(0);
+        }
     }
 }
 
-/// `dir/<gpu>.lock`, with the GPU's name kept to characters safe in a file name.
-fn lock_path(dir: &Path, gpu: &str) -> PathBuf {
+/// A shared hold on a GPU, kept by the grader while one of its runners uses the GPU without
+/// timing: others may use it too, but nobody times on it. Dropping it lets go.
+#[derive(Debug)]
+pub struct GpuShare {
+    /// The lock file, held shared (never read: let go when dropped).
+    _file: File,
+    waited: Duration,
+}
+
+impl GpuShare {
+    /// Takes a shared hold on GPU `gpu` in `dir`, waiting (and calling `on_wait` as
+    /// [`GpuLock::acquire_unless`] does) while another grader times on it or waits to; gives up
+    /// (`None`) once `give_up` is set.
+    pub fn take_unless(
+        dir: &Path,
+        gpu: &str,
+        mut on_wait: impl FnMut(Option<&Holder>),
+        give_up: &AtomicBool,
+    ) -> Result<Option<GpuShare>> {
+        let (gate, file) = (open_lock_file(dir, gpu, GATE)?, open_lock_file(dir, gpu, LOCK)?);
+        let started = Instant::now();
+        // Through the gate, held shared only for as long as it takes to share the lock itself.
+        for (held, what) in [(&gate, GATE), (&file, LOCK)] {
+            if !wait_for(held, libc::LOCK_SH, &file, dir, gpu, what, &mut on_wait, give_up)? {
+                return Ok(None);
+            }
+        }
+        drop(gate);
+        Ok(Some(GpuShare { _file: file, waited: started.elapsed() }))
+    }
+
+    /// How long [`GpuShare::take_unless`] waited for graders timing on the GPU.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+}
+
+/// Which of a GPU's two lock files.
+const LOCK: &str = "lock";
+const GATE: &str = "gate";
+
+/// Takes `op` (`LOCK_SH` or `LOCK_EX`) on `held`, polling; while it waits, calls `on_wait` with
+/// the exclusive holder named in `named` each time it changes. False when given up.
+#[allow(clippy::too_many_arguments)]
+fn wait_for(
+    held: &File,
+    op: libc::c_int,
+    named: &File,
+    dir: &Path,
+    gpu: &str,
+    what: &str,
+    on_wait: &mut impl FnMut(Option<&Holder>),
+    give_up: &AtomicBool,
+) -> Result<bool> {
+    let mut last_seen = None;
+    while !try_flock(held, op).with_context(|| format!("cannot lock {}", lock_path(dir, gpu, what).display()))? {
+        if give_up.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let holder = read_holder(named);
+        if last_seen.as_ref() != Some(&holder) {
+            on_wait(holder.as_ref());
+            last_seen = Some(holder);
+        }
+        std::thread::sleep(POLL);
+    }
+    Ok(true)
+}
+
+/// `dir/<gpu>.<what>` ([`LOCK`] or [`GATE`]), with the GPU's name kept to characters safe in a
+/// file name.
+fn lock_path(dir: &Path, gpu: &str, what: &str) -> PathBuf {
     let name: String = gpu.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-    dir.join(format!("{name}.lock"))
+    dir.join(format!("{name}.{what}"))
 }
 
 /// Opens (creating) the lock file. The directory and files are made writable by every user, as
 /// `/tmp` is, since learners on one server share the GPUs.
-fn open_lock_file(dir: &Path, gpu: &str) -> Result<File> {
+fn open_lock_file(dir: &Path, gpu: &str, what: &str) -> Result<File> {
     let unusable =
         || format!("cannot use {} as the GPU lock directory: set {LOCK_DIR_ENV} to a writable one", dir.display());
     if !dir.is_dir() {
         std::fs::create_dir_all(dir).with_context(unusable)?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
     }
-    let path = lock_path(dir, gpu);
+    let path = lock_path(dir, gpu, what);
     // Never truncate: the file may hold the name of the grader that holds the lock now.
     let opened = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o666).open(&path);
     let file = match opened {
@@ -175,11 +264,11 @@ fn open_lock_file(dir: &Path, gpu: &str) -> Result<File> {
     Ok(file)
 }
 
-/// `flock(LOCK_EX | LOCK_NB)`: true when taken, false when another process holds it.
-fn try_lock(file: &File) -> std::io::Result<bool> {
+/// `flock(op | LOCK_NB)`: true when taken, false when another process holds it.
+fn try_flock(file: &File, op: libc::c_int) -> std::io::Result<bool> {
     loop {
         // SAFETY: flock(2) on a file descriptor this `File` owns and keeps open.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
             return Ok(true);
         }
         let error = std::io::Error::last_os_error();
@@ -191,15 +280,30 @@ fn try_lock(file: &File) -> std::io::Result<bool> {
     }
 }
 
+/// `flock(op)`, waiting as long as it takes.
+fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: as in `try_flock`.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
 fn read_holder(file: &File) -> Option<Holder> {
     let mut buffer = vec![0u8; 4096];
     let n = file.read_at(&mut buffer, 0).ok()?;
     serde_json::from_slice(&buffer[..n]).ok()
 }
 
-/// The GPU lock a timed check may ask for: that of the GPU its runner times on (`cuda:0`), named
-/// by the device's UUID, so that graders in containers that number GPUs differently still share
-/// one lock per physical GPU.
+/// A check's use of the GPU lock: the GPU its runner uses (`cuda:0`), named by the device's
+/// UUID, so that graders in containers that number GPUs differently still share one lock per
+/// physical GPU; and whether the check times code there (then its runner may ask for the
+/// exclusive hold).
 #[derive(Clone, Debug)]
 pub struct Timing {
     /// What holds the lock, for the graders that wait: `phase4 pointwise_cuda_bandwidth`.
@@ -208,53 +312,79 @@ pub struct Timing {
     dir: PathBuf,
     /// The GPU whose lock it is, when named rather than found by probing this machine.
     gpu: Option<String>,
+    /// Whether the check times code on the GPU ([`CheckSpec::gpu_timing`]).
+    times: bool,
 }
 
 impl Timing {
-    /// The lock check `spec` of `phase` may ask for, if it times code on a GPU
-    /// ([`CheckSpec::gpu_timing`]).
-    pub fn for_check(phase: &Phase, spec: &CheckSpec) -> Option<Timing> {
-        spec.gpu_timing.then(|| Timing { task: format!("{} {}", phase.name, spec.id), dir: lock_dir(), gpu: None })
+    /// The lock check `spec` of `phase` uses: every check's runner uses the GPU under a shared
+    /// hold, and one that times code on it ([`CheckSpec::gpu_timing`]) may ask for the exclusive
+    /// hold.
+    pub fn for_check(phase: &Phase, spec: &CheckSpec) -> Timing {
+        Timing { task: format!("{} {}", phase.name, spec.id), dir: lock_dir(), gpu: None, times: spec.gpu_timing }
     }
 
-    /// The lock of the GPU called `gpu` in `dir`, whatever this machine has: what the tests of the
-    /// lock contend for on a machine without a GPU.
+    /// The lock of the GPU called `gpu` in `dir`, whatever this machine has, for a check that
+    /// times: what the tests of the lock contend for on a machine without a GPU.
     pub fn of_gpu(task: impl Into<String>, dir: &Path, gpu: &str) -> Timing {
-        Timing { task: task.into(), dir: dir.to_path_buf(), gpu: Some(gpu.into()) }
+        Timing { task: task.into(), dir: dir.to_path_buf(), gpu: Some(gpu.into()), times: true }
     }
 
-    /// Takes the lock, when this machine has a usable GPU (elsewhere a check times on the CPU and
-    /// nothing is locked: `None`), saying on stderr that it waits and for whom while another
-    /// grader holds it; gives up (`None`) once `give_up` is set.
-    pub fn acquire(&self, give_up: &AtomicBool) -> Result<Option<GpuLock>> {
+    /// The same lock, for a check that does not time: its runner only ever shares the GPU.
+    pub fn untimed(self) -> Timing {
+        Timing { times: false, ..self }
+    }
+
+    /// Whether the check's runner may ask for the exclusive hold.
+    pub fn times(&self) -> bool {
+        self.times
+    }
+
+    /// The GPU this lock is for, and its name in messages; `None` when this machine has no usable
+    /// GPU (a check then runs on the CPU and nothing is locked).
+    fn gpu(&self) -> Option<(String, String)> {
         if let Some(gpu) = &self.gpu {
-            return self.acquire_named(gpu, gpu, give_up);
+            return Some((gpu.clone(), gpu.clone()));
         }
         let probe = engine::device::cuda::probe();
-        let Some(device) = probe.usable().ok().and_then(|()| probe.device(0)) else { return Ok(None) };
-        let gpu = device.uuid.clone().unwrap_or_else(|| format!("cuda{}", device.ordinal));
-        self.acquire_named(&gpu, &device.name, give_up)
+        let device = probe.usable().ok().and_then(|()| probe.device(0))?;
+        Some((device.uuid.clone().unwrap_or_else(|| format!("cuda{}", device.ordinal)), device.name.clone()))
     }
 
-    /// [`Timing::acquire`] of the GPU called `gpu` (`name` in messages).
-    fn acquire_named(&self, gpu: &str, name: &str, give_up: &AtomicBool) -> Result<Option<GpuLock>> {
+    /// Takes the exclusive hold, when this machine has a usable GPU (elsewhere `None`), saying on
+    /// stderr that it waits and for whom while another grader times; gives up (`None`) once
+    /// `give_up` is set.
+    pub fn acquire(&self, give_up: &AtomicBool) -> Result<Option<GpuLock>> {
+        let Some((gpu, name)) = self.gpu() else { return Ok(None) };
         let me = Holder::me(&self.task);
-        let lock = GpuLock::acquire_unless(
-            &self.dir,
-            gpu,
-            &me,
-            |holder| match holder {
-                Some(holder) => eprintln!("waiting for GPU {gpu} ({name}): held by {holder}"),
-                None => eprintln!("waiting for GPU {gpu} ({name}): held by another grader"),
-            },
-            give_up,
-        )?;
+        let lock = GpuLock::acquire_unless(&self.dir, &gpu, &me, waiting(&gpu, &name), give_up)?;
         if let Some(lock) = &lock
             && lock.waited() >= POLL
         {
             eprintln!("got GPU {gpu} after waiting {:.1}s; timing {}", lock.waited().as_secs_f64(), self.task);
         }
         Ok(lock)
+    }
+
+    /// Takes a shared hold for a runner about to start, when this machine has a usable GPU
+    /// (elsewhere `None`), saying on stderr that it waits while another grader times.
+    pub fn share(&self) -> Result<Option<GpuShare>> {
+        let Some((gpu, name)) = self.gpu() else { return Ok(None) };
+        let share = GpuShare::take_unless(&self.dir, &gpu, waiting(&gpu, &name), &AtomicBool::new(false))?;
+        if let Some(share) = &share
+            && share.waited() >= POLL
+        {
+            eprintln!("got GPU {gpu} after waiting {:.1}s; running {}", share.waited().as_secs_f64(), self.task);
+        }
+        Ok(share)
+    }
+}
+
+/// What a grader says on stderr while it waits for GPU `gpu` (`name`).
+fn waiting<'a>(gpu: &'a str, name: &'a str) -> impl FnMut(Option<&Holder>) + 'a {
+    move |holder| match holder {
+        Some(holder) => eprintln!("waiting for GPU {gpu} ({name}): held by {holder}"),
+        None => eprintln!("waiting for GPU {gpu} ({name}): held by another grader"),
     }
 }
 
@@ -263,9 +393,23 @@ impl Timing {
 /// `docker/lab-load-test.sh` adds up to show which checks make a room wait.
 pub const LOG_HOLDS: &str = "GRADER_LOCK_LOG";
 
-/// Serves one runner's requests for the GPU lock ([`grader_harness::timing`]) on a thread of its
-/// own: takes the lock at each `acquire` and answers `granted`, drops it at `release` or when the
-/// runner's end of the pipes closes (its process ended, however it ended).
+/// What a grader holds of the GPU for one runner.
+enum Hold {
+    Nothing,
+    /// Kept only to be let go when dropped.
+    Shared {
+        _share: GpuShare,
+    },
+    /// Since when.
+    Exclusive(GpuLock, Instant),
+}
+
+/// Holds the GPU for one runner for as long as its process lives: shared from before it starts,
+/// exclusive between each `acquire` it sends ([`grader_harness::timing`]) and the `release` that
+/// follows, served on a thread of its own that answers `granted`; everything is let go when the
+/// runner's end of the pipes closes (its process ended, however it ended) or at [`finish`].
+///
+/// [`finish`]: LockServer::finish
 pub struct LockServer {
     thread: Option<std::thread::JoinHandle<()>>,
     give_up: Arc<AtomicBool>,
@@ -273,30 +417,48 @@ pub struct LockServer {
 }
 
 impl LockServer {
-    /// Serves `requests` (read) and `grants` (written), the grader's ends of the runner's pipes.
-    pub fn start(timing: Timing, requests: File, mut grants: File) -> LockServer {
+    /// Keeps `share` (taken before the runner started) for the runner's life, and serves the
+    /// grader's ends of its pipes, `requests` (read) and `grants` (written), when it times.
+    pub fn start(timing: Timing, share: Option<GpuShare>, pipes: Option<(File, File)>) -> LockServer {
         let give_up = Arc::new(AtomicBool::new(false));
         let waited = Arc::new(Mutex::new(Duration::ZERO));
         let (stop, total) = (give_up.clone(), waited.clone());
         let thread = std::thread::spawn(move || {
-            let mut held: Option<(GpuLock, Instant)> = None;
-            let release = |held: &mut Option<(GpuLock, Instant)>| {
-                if let Some((lock, since)) = held.take() {
-                    drop(lock);
+            let mut hold = share.map_or(Hold::Nothing, |share| Hold::Shared { _share: share });
+            let Some((requests, mut grants)) = pipes else {
+                // A runner that never times: hold the share until it ends.
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(POLL);
+                }
+                return;
+            };
+            let release = |hold: Hold| match hold {
+                Hold::Exclusive(lock, since) => {
                     if std::env::var_os(LOG_HOLDS).is_some() {
                         eprintln!("held GPU for {:.1}s; timing {}", since.elapsed().as_secs_f64(), timing.task);
                     }
+                    match lock.share() {
+                        Ok(share) => Hold::Shared { _share: share },
+                        Err(e) => {
+                            eprintln!("warning: {e:#}; the rest of this check runs without a hold on the GPU");
+                            Hold::Nothing
+                        }
+                    }
                 }
+                other => other,
             };
             for line in BufReader::new(requests).lines() {
                 let Ok(line) = line else { break };
                 match line.trim() {
-                    ACQUIRE if held.is_none() => {
+                    ACQUIRE if !matches!(hold, Hold::Exclusive(..)) => {
+                        // Our own shared hold would keep us waiting for ourselves.
+                        drop(std::mem::replace(&mut hold, Hold::Nothing));
                         let started = Instant::now();
                         let taken = timing.acquire(&stop);
                         *total.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed();
                         match taken {
-                            Ok(lock) => held = lock.map(|lock| (lock, Instant::now())),
+                            Ok(Some(lock)) => hold = Hold::Exclusive(lock, Instant::now()),
+                            Ok(None) => {}
                             Err(e) => eprintln!("warning: cannot take the GPU lock ({e:#}); timing without it"),
                         }
                         if stop.load(Ordering::SeqCst) {
@@ -305,15 +467,14 @@ impl LockServer {
                         // A runner gone meanwhile cannot read it: nothing to do then.
                         let _ = writeln!(grants, "{GRANTED}");
                     }
-                    RELEASE => release(&mut held),
+                    RELEASE => hold = release(hold),
                     _ => {}
                 }
             }
-            release(&mut held);
+            drop(release(hold));
         });
         LockServer { thread: Some(thread), give_up, waited }
     }
-
     /// How long the runner has waited for the lock so far (not counted against its time limit).
     pub fn waited(&self) -> Duration {
         *self.waited.lock().unwrap_or_else(|e| e.into_inner())

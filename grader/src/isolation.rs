@@ -82,8 +82,9 @@ impl Runner {
 
     /// Runs check `id` with `seed` in a new process, killing its group after `limit`. With
     /// `judged`, the runner judges the record in that file instead of reporting on itself. With
-    /// `timing`, the runner may ask for that GPU lock around what it times (the time it waits for
-    /// it is not counted against `limit`).
+    /// `timing`, the runner starts under a shared hold on that GPU's lock and, for a check that
+    /// times, may ask for the exclusive hold around what it times (the time it waits for it is
+    /// not counted against `limit`).
     pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>, timing: Option<&Timing>) -> Run {
         // A sandboxed runner can write only inside its own writable directories.
         let made = match self.scratch() {
@@ -114,17 +115,27 @@ impl Runner {
         if let Some(judged) = judged {
             command.arg("--judge").arg(judged);
         }
-        let pipes = match timing.map(|_| LockPipes::new()).transpose() {
+        let pipes = match timing.filter(|t| t.times()).map(|_| LockPipes::new()).transpose() {
             Ok(pipes) => pipes,
             Err(e) => return Run::Ended(error(format!("cannot make the GPU lock's pipes: {e}"))),
         };
         if let Some(pipes) = &pipes {
             pipes.hand_to(&mut command);
         }
+        // The runner uses the GPU only once no other grader times on it, and keeps any from
+        // timing there until it ends or times itself.
+        let share = match timing.map(Timing::share).transpose() {
+            Ok(share) => share.flatten(),
+            Err(e) => {
+                eprintln!("warning: cannot take a shared hold on the GPU ({e:#}); running without it");
+                None
+            }
+        };
         let spawned = command.spawn();
         // The runner's ends now live in the runner alone: its exit closes them, which the lock
         // server reads as the end.
-        let server = pipes.zip(timing).map(|(pipes, timing)| pipes.serve(timing.clone()));
+        let server =
+            timing.map(|timing| LockServer::start(timing.clone(), share, pipes.map(LockPipes::into_grader_ends)));
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
@@ -204,11 +215,12 @@ impl LockPipes {
         }
     }
 
-    /// Closes the runner's ends here (the runner has its own) and serves the grader's.
-    fn serve(self, timing: Timing) -> LockServer {
+    /// Closes the runner's ends here (the runner has its own) and returns the grader's:
+    /// (requests, grants).
+    fn into_grader_ends(self) -> (File, File) {
         drop(self.runner);
         let (grants, requests) = self.grader;
-        LockServer::start(timing, File::from(requests), File::from(grants))
+        (File::from(requests), File::from(grants))
     }
 }
 

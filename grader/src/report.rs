@@ -133,7 +133,7 @@ impl PhaseReport {
                         spec.id,
                         seed,
                         Duration::from_secs(spec.timeout_secs),
-                        gpu_lock::Timing::for_check(phase, spec).as_ref(),
+                        Some(&gpu_lock::Timing::for_check(phase, spec)),
                     ),
                     (Err(failure), None) => (
                         Outcome {

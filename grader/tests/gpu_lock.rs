@@ -6,18 +6,23 @@
 //! of a grader alone, their timed parts never overlapping; holding the lock for the whole check,
 //! as the grader did before, the same eight take several times longer.
 //!
-//! This test binary is three programs. Run by `cargo test`, it is the test driver. Run with
-//! `__hold DIR MILLIS` as its arguments, it is a grader that takes the lock, reports when it got
-//! it, holds it for MILLIS and reports when it let go. Run with `__runner run ...`, it is a check
-//! runner of the fixture phase below, whose checks ask for the lock through
-//! `grader_harness::timed`.
+//!
+//! It is a readers-writer lock: runners use the GPU under shared holds, which stop nobody but a
+//! grader that wants to time; a grader that wants to time waits for the runners already started
+//! and stops new ones from starting meanwhile.
+//!
+//! This test binary is four programs. Run by `cargo test`, it is the test driver. Run with
+//! `__hold DIR MILLIS` (or `__share DIR MILLIS`) as its arguments, it is a grader that takes the
+//! exclusive (or a shared) hold, reports when it got it, holds it for MILLIS and reports when it
+//! let go. Run with `__runner run ...`, it is a check runner of the fixture phase below, whose
+//! checks ask for the lock through `grader_harness::timed`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use grader::gpu_lock::{GpuLock, Holder, Timing};
+use grader::gpu_lock::{GpuLock, GpuShare, Holder, Timing};
 use grader::isolation::{Run, Runner};
 use grader_harness::transcript::Recorded;
 use grader_harness::{CheckResult, CheckSpec, Context, Exercise, Phase, record, timed};
@@ -29,21 +34,26 @@ fn now_micros() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("a clock after 1970").as_micros()
 }
 
-/// The holder program: prints `waiting <pid>` for each holder seen, `acquired <µs>`, then
-/// `released <µs>` just before dropping the lock.
-fn hold(dir: &str, millis: &str) -> ExitCode {
+/// The holder program: takes the exclusive hold (or, `shared`, a shared one), printing `waiting
+/// <pid>` for each holder seen, `acquired <µs>`, then `released <µs>` just before letting go.
+fn hold(dir: &str, millis: &str, shared: bool) -> ExitCode {
     let millis: u64 = millis.parse().expect("MILLIS");
     let mut out = std::io::stdout();
-    let lock = GpuLock::acquire(Path::new(dir), GPU, &Holder::me("test hold"), |holder| {
+    let on_wait = |holder: Option<&Holder>| {
         let pid = holder.map_or_else(|| "unknown".to_string(), |h| h.pid.to_string());
         let _ = writeln!(out, "waiting {pid}");
         let _ = out.flush();
-    })
-    .expect("the lock");
+    };
+    let (dir, never) = (Path::new(dir), std::sync::atomic::AtomicBool::new(false));
+    let held: Box<dyn std::any::Any> = if shared {
+        Box::new(GpuShare::take_unless(dir, GPU, on_wait, &never).expect("a shared hold").expect("never given up"))
+    } else {
+        Box::new(GpuLock::acquire(dir, GPU, &Holder::me("test hold"), on_wait).expect("the lock"))
+    };
     println!("acquired {}", now_micros());
     std::thread::sleep(Duration::from_millis(millis));
     println!("released {}", now_micros());
-    drop(lock);
+    drop(held);
     ExitCode::SUCCESS
 }
 
@@ -54,9 +64,19 @@ struct Process {
 }
 
 impl Process {
+    /// A grader that takes the exclusive hold for `millis`.
     fn start(dir: &Path, millis: u64) -> Process {
+        Process::start_as("__hold", dir, millis)
+    }
+
+    /// A grader that takes a shared hold for `millis`, as one does for a runner.
+    fn share(dir: &Path, millis: u64) -> Process {
+        Process::start_as("__share", dir, millis)
+    }
+
+    fn start_as(role: &str, dir: &Path, millis: u64) -> Process {
         let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-            .args(["__hold", dir.to_str().expect("a UTF-8 path"), &millis.to_string()])
+            .args([role, dir.to_str().expect("a UTF-8 path"), &millis.to_string()])
             .stdout(Stdio::piped())
             .spawn()
             .expect("start a holder");
@@ -69,6 +89,17 @@ impl Process {
         let line = self.lines.next().expect("another line").expect("readable");
         let (word, value) = line.split_once(' ').expect("`word value`");
         (word.to_string(), value.to_string())
+    }
+
+    /// The value of the first line saying `word`, after any `waiting` lines.
+    fn expect_after_waiting(&mut self, word: &str) -> String {
+        loop {
+            let (seen, value) = self.next();
+            if seen != "waiting" {
+                assert_eq!(seen, word, "expected `{word} ...`, got `{seen} {value}`");
+                return value;
+            }
+        }
     }
 
     fn expect(&mut self, word: &str) -> String {
@@ -112,6 +143,55 @@ fn an_unusable_directory_is_a_clear_error(dir: &Path) {
     assert!(message.contains("GRADER_LOCK_DIR") && message.contains("a-file/locks"), "{message}");
 }
 
+/// Shared holds coexist; a grader that wants to time waits for them, and a shared hold asked for
+/// while it waits comes only after it has timed (writers first, so that a stream of correctness
+/// checks cannot keep a timed check waiting for ever).
+fn writers_wait_for_sharers_and_come_first(dir: &Path) {
+    let mut first = Process::share(dir, 900);
+    first.expect("acquired");
+    let mut second = Process::share(dir, 900);
+    second.expect("acquired");
+    let mut writer = Process::start(dir, 300);
+    writer.expect("waiting");
+    // The writer holds the gate by now: a shared hold asked for now waits for it.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut late = Process::share(dir, 0);
+    late.expect("waiting");
+    let released = [&mut first, &mut second].map(|p| p.expect("released").parse::<u128>().expect("µs"));
+    let acquired: u128 = writer.expect_after_waiting("acquired").parse().expect("µs");
+    assert!(acquired >= released[0].max(released[1]), "the writer timed ({acquired}) beside runners {released:?}");
+    let writer_released: u128 = writer.expect("released").parse().expect("µs");
+    // Once the writer holds the GPU, the late runner names it.
+    let late_acquired: u128 = late.expect_after_waiting("acquired").parse().expect("µs");
+    assert!(late_acquired >= writer_released, "a runner started ({late_acquired}) while the writer timed");
+    late.expect("released");
+    for mut p in [first, second, writer, late] {
+        assert!(p.child.wait().expect("exit").success());
+    }
+}
+
+/// A runner holds the GPU shared for its whole life: a grader that wants to time while an
+/// untimed check runs waits for it to end.
+fn an_untimed_runner_keeps_others_from_timing_until_it_ends(dir: &Path) {
+    let runner = std::thread::spawn({
+        let dir = dir.to_path_buf();
+        move || {
+            let runner =
+                Runner::new(std::env::current_exe().expect("this test binary")).with_leading_args(["__runner"]);
+            let timing = Timing::of_gpu("fixture works_without_timing", &dir, GPU).untimed();
+            runner.run("works_without_timing", 1, Duration::from_secs(60), None, Some(&timing))
+        }
+    });
+    std::thread::sleep(Duration::from_millis(UNTIMED_MS / 4));
+    let mut writer = Process::start(dir, 0);
+    let acquired: u128 = writer.expect_after_waiting("acquired").parse().expect("µs");
+    let Run::Recorded(record) = runner.join().expect("the runner thread") else { panic!("the check ended early") };
+    let ended = stamped(&record, "ended");
+    assert!(acquired >= ended, "a grader timed ({acquired}) while an untimed check still ran (until {ended})");
+    writer.expect("released");
+    writer.child.wait().expect("exit");
+}
+
 /// How long a fixture check works without the lock (compiling, checking correctness) and then
 /// with it (timing), in milliseconds.
 const UNTIMED_MS: u64 = 1000;
@@ -136,6 +216,14 @@ fn times_under_the_lock(_: &Context) -> CheckResult {
     Ok("timed".into())
 }
 
+/// A check that uses the GPU without timing: it holds only the runner's shared hold.
+fn works_without_timing(_: &Context) -> CheckResult {
+    stamp("started");
+    std::thread::sleep(Duration::from_millis(UNTIMED_MS));
+    stamp("ended");
+    Ok("worked".into())
+}
+
 /// The check as the grader ran it before: the lock held for all of it.
 fn holds_the_lock_throughout(ctx: &Context) -> CheckResult {
     timed(|| times_under_the_lock(ctx))
@@ -158,6 +246,7 @@ const FIXTURE: Phase = Phase {
         checks: &[
             CheckSpec::new("times_under_the_lock").runs(times_under_the_lock).timed(),
             CheckSpec::new("holds_the_lock_throughout").runs(holds_the_lock_throughout).timed(),
+            CheckSpec::new("works_without_timing").runs(works_without_timing),
         ],
         forbidden: &[],
     }],
@@ -173,12 +262,14 @@ fn grade_once(dir: &Path, id: &str) -> (Duration, (u128, u128)) {
     let run = runner.run(id, 1, Duration::from_secs(60), None, Some(&timing));
     let elapsed = started.elapsed();
     let Run::Recorded(record) = run else { panic!("the fixture check ended early: {run:?}") };
-    let at = |label: &str| -> u128 {
-        let entry = record.transcript.iter().find(|e| e.label == label).expect("stamped");
-        let Recorded::Text(text) = &entry.value else { panic!("a stamp is text") };
-        text.parse().expect("µs")
-    };
-    (elapsed, (at("locked"), at("unlocked")))
+    (elapsed, (stamped(&record, "locked"), stamped(&record, "unlocked")))
+}
+
+/// The time a fixture check stamped as `label` (µs since 1970).
+fn stamped(record: &grader_harness::runner::Record, label: &str) -> u128 {
+    let entry = record.transcript.iter().find(|e| e.label == label).expect("stamped");
+    let Recorded::Text(text) = &entry.value else { panic!("a stamp is text") };
+    text.parse().expect("µs")
 }
 
 /// `GRADERS` graders running check `id` at once: each one's wall time and locked interval.
@@ -245,9 +336,9 @@ type Test = (&'static str, fn(&Path));
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if let [_, role, dir, millis] = args.as_slice()
-        && role == "__hold"
+        && (role == "__hold" || role == "__share")
     {
-        return hold(dir, millis);
+        return hold(dir, millis, role == "__share");
     }
     if let [_, role, dir] = args.as_slice()
         && role == "__grade_once"
@@ -266,6 +357,11 @@ fn main() -> ExitCode {
         ("the_second_waits_for_the_first_then_runs", the_second_waits_for_the_first_then_runs),
         ("a_killed_holder_leaves_the_gpu_free", a_killed_holder_leaves_the_gpu_free),
         ("an_unusable_directory_is_a_clear_error", an_unusable_directory_is_a_clear_error),
+        ("writers_wait_for_sharers_and_come_first", writers_wait_for_sharers_and_come_first),
+        (
+            "an_untimed_runner_keeps_others_from_timing_until_it_ends",
+            an_untimed_runner_keeps_others_from_timing_until_it_ends,
+        ),
         ("eight_graders_wait_only_for_each_others_timing", eight_graders_wait_only_for_each_others_timing),
         ("each_timed_part_says_how_long_it_held_the_lock", each_timed_part_says_how_long_it_held_the_lock),
     ];
