@@ -234,7 +234,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("engine-nvrtc-test-{}", std::process::id()));
         let cache = crate::codecache::DiskCache::at(dir.clone());
         let families = eager_families();
-        let compile = |family: &String| super::super::nvrtc::compile_cubin_in(&cache, &eager_source(family).unwrap(), "sm_90");
+        let compile =
+            |family: &String| super::super::nvrtc::compile_cubin_in(&cache, &eager_source(family).unwrap(), "sm_90");
         let cubins = crate::compile_time::parallel_jobs(families.iter().collect(), compile);
         for (family, cubin) in families.iter().zip(cubins) {
             let cubin = cubin.unwrap();
