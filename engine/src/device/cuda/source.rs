@@ -39,9 +39,11 @@ impl Instance {
         Instance(first.filter(|&d| dtypes.all(|other| other == d)))
     }
 
-    /// Every instance: the run-time one, then one per compute dtype.
-    fn all() -> impl Iterator<Item = Instance> {
-        std::iter::once(Instance(None)).chain(DType::COMPUTE.map(|d| Instance(Some(d))))
+    /// The instances of family template `template` (`binary_add`, `reduce`): the run-time one
+    /// where its operands may mix dtypes, then one per compute dtype.
+    fn of_family(template: &str) -> impl Iterator<Item = Instance> {
+        let run_time = mixes_dtypes(template).then_some(Instance(None));
+        run_time.into_iter().chain(DType::COMPUTE.map(|d| Instance(Some(d))))
     }
 
     /// `base` suffixed with this instance's dtype, `binary_add_bf16` (unchanged for the run-time
@@ -71,6 +73,16 @@ impl Instance {
     }
 }
 
+/// Whether the operands of family template `template` may have mixed dtypes, so that it needs
+/// the run-time instance: a binary op's or a custom op's (`bf16 + f32`), `where`'s (its condition
+/// takes no part in promotion), `copy`'s (it is `to_dtype`, and copies 8-bit floats) and layer
+/// norm's (weight and bias of their own dtypes). A unary op, a reduction and softmax read and
+/// write one compute dtype ([`crate::op::Op::infer_dtype`]); a reduction's float32 partial
+/// results, its one other dtype, are written through a run-time dtype in every instance.
+fn mixes_dtypes(template: &str) -> bool {
+    template.starts_with("binary_") || matches!(template, "where" | "copy" | "layer_norm" | "custom")
+}
+
 /// The family of the flash-attention kernels (`kernels/attention.cu`).
 pub(crate) const ATTENTION: &str = "attention";
 
@@ -93,7 +105,8 @@ pub fn eager_families() -> Vec<String> {
     let unary = UnaryOp::ALL.iter().map(|op| format!("unary_{}", op.name()));
     let binary = BinaryOp::ALL.iter().map(|op| format!("binary_{}", op.name()));
     let templates: Vec<String> = unary.chain(binary).chain(OTHER_FAMILIES.map(String::from)).collect();
-    let instances = templates.iter().flat_map(|family| Instance::all().map(|instance| instance.name(family)));
+    let instances =
+        templates.iter().flat_map(|family| Instance::of_family(family).map(|instance| instance.name(family)));
     let others = [ATTENTION, ATTENTION_BACKWARD, CAT, SKINNY_GEMM, TF32X3_GEMM].map(String::from);
     instances.chain(others).collect()
 }
@@ -115,6 +128,9 @@ pub fn eager_source(family: &str) -> Option<String> {
         return Some(format!("// Eager kernel family `{family}`.\n{}", files.concat()));
     }
     let (template, instance) = Instance::split(family);
+    if !Instance::of_family(template).any(|i| i == instance) {
+        return None;
+    }
     let selection = if let Some(op) = UnaryOp::ALL.iter().find(|op| template == format!("unary_{}", op.name())) {
         pointwise(template, &op.c_expr("x"))
     } else if let Some(op) = BinaryOp::ALL.iter().find(|op| template == format!("binary_{}", op.name())) {
@@ -186,11 +202,14 @@ mod tests {
     fn every_catalogue_op_has_a_family() {
         let families = eager_families();
         for op in UnaryOp::ALL {
-            let source = eager_source(&format!("unary_{}", op.name())).unwrap();
+            let source = eager_source(&format!("unary_{}_f32", op.name())).unwrap();
             assert!(source.contains(&op.c_expr("x")));
         }
         let templates = UnaryOp::ALL.len() + BinaryOp::ALL.len() + OTHER_FAMILIES.len();
-        assert_eq!(families.len(), templates * (1 + DType::COMPUTE.len()) + 5);
+        let run_time = BinaryOp::ALL.len() + ["where", "copy", "layer_norm"].len();
+        assert_eq!(families.len(), templates * DType::COMPUTE.len() + run_time + 5);
+        assert!(families.contains(&"unary_exp_bf16".to_string()) && families.contains(&"binary_add".to_string()));
+        assert!(eager_source("unary_exp").is_none(), "unary ops have no run-time instance");
         assert!(eager_source("no_such_family").is_none());
         assert!(eager_source("no_such_family_bf16").is_none());
     }
@@ -208,11 +227,38 @@ mod tests {
         assert_eq!(Instance::of([F16, BF16]).name("binary_add_dense"), "binary_add_dense");
     }
 
+    /// The families without a run-time instance never meet mixed dtypes: a unary op, a reduction
+    /// and softmax take one compute dtype and give it back, and refuse the 8-bit floats.
+    #[test]
+    fn families_without_a_run_time_instance_read_and_write_one_dtype() {
+        use crate::op::{Op, ReduceOp};
+        let location = crate::SourceLocation::caller();
+        let mut ops: Vec<Op> = UnaryOp::ALL.iter().map(|&op| Op::Unary(op)).collect();
+        ops.extend([ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max].map(|kind| Op::Reduce {
+            kind,
+            dim: 0,
+            keepdim: false,
+        }));
+        ops.push(Op::Softmax { dim: 0 });
+        ops.push(Op::LogSoftmax { dim: 0 });
+        for op in ops {
+            for dtype in DType::ALL {
+                let out = op.infer_dtype(&[Some((dtype, 2))], location);
+                match out {
+                    Ok(out) => {
+                        assert!(DType::COMPUTE.contains(&dtype) && out == dtype, "{op:?} of {dtype:?} gives {out:?}")
+                    }
+                    Err(_) => assert!(dtype.is_fp8(), "{op:?} refuses {dtype:?}"),
+                }
+            }
+        }
+    }
+
     /// A module's name gives back its family and instance, and the dtype an instance's prelude
     /// names is the one the kernels code as params.rs does.
     #[test]
     fn instance_names_round_trip_and_name_the_kernels_dtype_codes() {
-        for instance in Instance::all() {
+        for instance in Instance::of_family("binary_add") {
             assert_eq!(Instance::split(&instance.name("binary_add")), ("binary_add", instance));
         }
         let dtypes = include_str!("kernels/dtypes.cuh");
@@ -254,14 +300,15 @@ mod tests {
                 assert!(cubin.bytes.windows(symbol.len()).any(|w| w == symbol.as_bytes()), "{family} defines {symbol}");
             }
         }
-        let again = super::super::nvrtc::compile_cubin_in(&cache, &eager_source("reduce").unwrap(), "sm_90").unwrap();
+        let again =
+            super::super::nvrtc::compile_cubin_in(&cache, &eager_source("reduce_f32").unwrap(), "sm_90").unwrap();
         assert!(!again.compiled, "the second build comes from the disk cache");
         let blend = CustomOp::elementwise("test::blend", 2)
             .c_source("float blend(float a, float b) { return a > b ? a : 0.5f * b; }")
             .cuda_source("__device__ float blend(float a, float b) { return a > b ? a : 0.5f * b; }")
             .register()
             .unwrap();
-        for instance in Instance::all() {
+        for instance in Instance::of_family("custom") {
             let source = custom_source(&blend, instance).unwrap();
             let cubin = super::super::nvrtc::compile_cubin_in(&cache, &source, "sm_90").unwrap();
             assert!(cubin.bytes.starts_with(b"\x7fELF"));
