@@ -109,8 +109,12 @@ for name in ["solo"] + [f"grader{i}" for i in range(1, graders + 1)]:
     if run["reports"] is None:
         problems.append(f"{name} did not finish (exit {run['code']}): {run['err'][-500:]}")
     elif got != expected:
-        changed = sorted(f"{p}/{i}: {expected.get((p, i))} -> {s}" for (p, i), s in got.items() if expected.get((p, i)) != s)
-        problems.append(f"{name}: verdicts differ from the solo run: {changed}")
+        changed = sorted(
+            f"{p}/{i}: {expected.get((p, i))} -> {s}: {messages.get((p, i), '')[:400]}"
+            for (p, i), s in got.items()
+            if expected.get((p, i)) != s
+        )
+        problems.append(f"{name}: verdicts differ from the solo run:\n    " + "\n    ".join(changed))
 
 runs = [load(f"grader{i}") for i in range(1, graders + 1)]
 walls = sorted(r["wall"] for r in runs)

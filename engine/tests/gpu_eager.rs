@@ -359,6 +359,28 @@ fn gpu_kernel_modules_are_cached_on_disk() {
     assert!(matches!(err, Error::Compile { .. }) && err.to_string().contains("error"), "{err}");
 }
 
+/// Seeding copies every eager family from another cache into the global one, compiling into the
+/// other cache only what it lacks: afterwards each family is a disk-cache hit here.
+#[test]
+fn eager_families_are_seeded_from_another_cache() {
+    let Some(gpu) = gpu() else { return };
+    let Device::Cuda(ordinal) = gpu else { unreachable!() };
+    let arch = engine::device::cuda::CudaDevice::get(ordinal).unwrap().facts().arch();
+    let families = engine::device::cuda::eager_families();
+    let other = std::env::temp_dir().join(format!("seeded-from-{}", std::process::id()));
+    let from = engine::codecache::DiskCache::at(other.clone());
+    let first = engine::device::cuda::nvrtc::seed_eager_families(&from, &arch).unwrap();
+    assert_eq!((first.compiled, first.cached), (families.len(), 0), "the other cache started empty");
+    let again = engine::device::cuda::nvrtc::seed_eager_families(&from, &arch).unwrap();
+    assert_eq!((again.compiled, again.cached), (0, families.len()), "the second seeding compiles nothing");
+    for family in &families {
+        let source = engine::device::cuda::eager_source(family).unwrap();
+        let hit = !engine::device::cuda::nvrtc::compile_cubin(&source, &arch).unwrap().compiled;
+        assert!(hit, "eager family {family} is in the global cache after seeding");
+    }
+    let _ = std::fs::remove_dir_all(other);
+}
+
 /// Runs everywhere: without a GPU the engine explains itself and stays on the CPU; with one, the
 /// probe describes it.
 #[test]

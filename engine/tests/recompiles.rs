@@ -138,3 +138,56 @@ fn a_dtype_change_and_autocast_are_guards_that_name_themselves() {
     let stats = f.stats();
     assert_eq!((stats.compiles, stats.cache_hits), (2, 1), "{text}");
 }
+
+/// The input's sizes in the newest graph's guards (`f32[s0, s0]`), read from a `guards` log.
+fn guarded_input(log: &str) -> String {
+    let line = log.lines().rev().find(|l| l.contains("input 0 `")).unwrap_or_else(|| panic!("no input guard:\n{log}"));
+    let meta = line.split_once("): ").unwrap().1;
+    meta.split_once(" on ").unwrap().0.to_string()
+}
+
+#[test]
+fn every_size_that_changed_since_the_first_compile_becomes_dynamic() {
+    // Both sizes change at once: Dynamo marks both (its frame state), not only the dim of the first
+    // failed guard, and `x + x^T` then ties them into one symbol: one graph for every square size.
+    let f = dynamo::compile(|x: Tensor| x.add(&x.transpose(-2, -1)?));
+    let ((), log) = logs::capture(&[Artifact::Recompiles, Artifact::Guards], || {
+        for n in [5, 6, 7, 3] {
+            f.call(&Tensor::randn(&[n, n], 0)).unwrap();
+        }
+    });
+    assert!(log.contains("input 0 dim 0 is dynamic from now on") && log.contains("input 0 dim 1 is dynamic"), "{log}");
+    assert!(log.contains("unified s1 = s0"), "{log}");
+    assert_eq!(guarded_input(&log), "f32[s0, s0]");
+    let stats = f.stats();
+    assert_eq!((stats.compiles, stats.cache_hits), (2, 2), "{log}");
+}
+
+#[test]
+fn a_recompile_for_a_new_dtype_marks_the_sizes_that_changed() {
+    use engine::DType;
+    let f = dynamo::compile(|x: Tensor| x.relu()?.sum(-1, false));
+    let ((), log) = logs::capture(&[Artifact::Recompiles, Artifact::Guards], || {
+        f.call(&Tensor::randn(&[2, 5], 0)).unwrap();
+        f.call(&Tensor::randn(&[3, 5], 0).to_dtype(DType::BF16).unwrap()).unwrap();
+    });
+    assert!(log.contains("input 0: dtype mismatch, expected f32, got bf16"), "{log}");
+    assert!(log.contains("automatic dynamic shapes: input 0 dim 0 is dynamic from now on"), "{log}");
+    assert_eq!(guarded_input(&log), "bf16[s0, 5]");
+}
+
+#[test]
+fn a_marked_size_an_op_ties_to_a_constant_is_specialized() {
+    // The last size went from 4 to 1 and back: it is marked, but broadcasting it against the
+    // bias's 4 specializes it, and a size of 1 is never a symbol.
+    let bias = Tensor::ones(&[4]);
+    let f = dynamo::compile(|x: Tensor| x.add(&bias));
+    let ((), log) = logs::capture(&[Artifact::Guards], || {
+        for shape in [[3, 4], [5, 1], [6, 4]] {
+            f.call(&Tensor::randn(&shape, 0)).unwrap();
+        }
+    });
+    assert!(log.contains("specialized s1 = 4: add: broadcast against a static size"), "{log}");
+    let graphs: Vec<&str> = log.lines().filter(|l| l.contains("input 0 `")).collect();
+    assert!(graphs[1].contains("f32[s0, 1]") && graphs[2].contains("f32[s0, 4]"), "{log}");
+}

@@ -292,15 +292,20 @@ fn const_numbers(source: &str, name: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The `///` comments of the source file at `path`, joined into one line.
+fn doc_comments(path: &Path) -> String {
+    let source = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: Vec<&str> = source.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
+    doc.join(" ")
+}
+
 /// What phase 5's `compare` stub says it is judged on (pairs, differences, costs, budgets,
 /// tolerances) is what its check draws and allows, named constants in the check's source.
 #[test]
 fn the_compare_stub_states_the_checks_numbers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let check = fs::read_to_string(root.join("grader/checks/phase5/src/checks/compare.rs")).unwrap();
-    let stub = fs::read_to_string(root.join("exercises/phase5-benchmarking/src/compare.rs")).unwrap();
-    let doc: Vec<&str> = stub.lines().filter_map(|l| l.trim_start().strip_prefix("///")).map(str::trim).collect();
-    let doc = doc.join(" ");
+    let doc = doc_comments(&root.join("exercises/phase5-benchmarking/src/compare.rs"));
     let one = |name: &str| const_numbers(&check, name)[0];
     let two = |name: &str| {
         let n = const_numbers(&check, name);
@@ -345,4 +350,33 @@ fn the_partitioner_s_telling_graphs_are_counted_right() {
     let listed = line.split(']').next().unwrap_or_default().split(',').count();
     let phrase = format!("Two checks, on {} graphs made to tell the wrong answers above apart", in_words(listed));
     assert!(page_text("phase1/exercises.md").contains(&phrase), "book/src/phase1/exercises.md must say {phrase}");
+}
+
+/// What phase 4's `save_or_recompute` page and `choose_saved`'s stub say the checks draw (plans,
+/// graphs, their sizes) and allow (seconds) is what the checks' constants say.
+#[test]
+fn the_save_or_recompute_page_states_the_checks_numbers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase4/src/checks/partition.rs")).unwrap();
+    let phase = fs::read_to_string(root.join("grader/checks/phase4/src/phase.rs")).unwrap();
+    let doc = doc_comments(&root.join("exercises/phase4-codegen/src/partition.rs"));
+    let one = |name: &str| const_numbers(&check, name)[0];
+    let two = |name: &str| {
+        let n = const_numbers(&check, name);
+        format!("{} to {} values", n[0], n[1])
+    };
+    let (costed, chosen) = (two("COSTED_VALUES"), two("CHOSEN_VALUES"));
+    let seconds = const_numbers(&phase, "CHOSEN_PLAN")[0];
+    let page = page_text("phase4/exercises.md");
+    for phrase in [
+        format!("costs {} plans on graphs of {costed}", one("COSTED_PLANS")),
+        format!("draws {} random graphs of {chosen}", one("RANDOM_GRAPHS")),
+        format!("builds {} graphs of layers", one("TELLING_GRAPHS")),
+        format!("Each of these two checks has {seconds} seconds"),
+    ] {
+        assert!(page.contains(&phrase), "book/src/phase4/exercises.md must say: {phrase}");
+    }
+    for phrase in [format!("Judged on graphs of {chosen}"), format!("within {seconds} seconds")] {
+        assert!(doc.contains(&phrase), "exercises/phase4-codegen/src/partition.rs must say: {phrase}");
+    }
 }

@@ -60,6 +60,13 @@ impl DiskCache {
         })
     }
 
+    /// The cache at the configured location (`ENGINE_CACHE_DIR`, else the user's cache folder), as
+    /// the environment says now, without the global cache's fallback: a process about to point
+    /// `ENGINE_CACHE_DIR` elsewhere can still read the cache it was given.
+    pub fn configured() -> DiskCache {
+        DiskCache::at(default_dir())
+    }
+
     /// A cache rooted at `dir` (created on first store).
     pub fn at(dir: PathBuf) -> DiskCache {
         DiskCache { dir }

@@ -3,8 +3,10 @@
 //! Dynamo's resume functions) a list of compiled graphs with their guards, newest first.
 //!
 //! A miss on a resume point that already has graphs is a *recompile*: the `recompiles` log says
-//! which guard failed. When the failure is a size, that dimension becomes dynamic for the next
-//! graph (automatic dynamic shapes). Past the recompile limit, the graph runs eagerly.
+//! which guard failed. Every input size that differs from the one the first graph was compiled
+//! for becomes dynamic for the next graph, whatever guard failed (automatic dynamic shapes: Dynamo
+//! merges each compile's sizes into its frame state). Past the recompile limit, the graph runs
+//! eagerly.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -57,8 +59,11 @@ pub(crate) struct CallSite {
 struct Frame {
     resumed_at: Option<SourceLocation>,
     entries: Vec<Entry>,
-    /// Per input, the dims that have changed size between calls (or all, under `dynamic(true)`).
+    /// Per input, the dims that have changed size between compiles (or all, under `dynamic(true)`).
     dynamic: Vec<BTreeSet<usize>>,
+    /// Per input, its sizes at the first compile: Dynamo's frame state, against which a later
+    /// compile's sizes are compared.
+    first_sizes: Vec<Vec<usize>>,
     warned: bool,
 }
 
@@ -94,6 +99,25 @@ impl Frame {
             }
         }
         self.dynamic[..n].iter().map(|dims| dims.iter().copied().collect()).collect()
+    }
+}
+
+impl Frame {
+    /// Marks dynamic every size of an input (not a captured one) that differs from its size at the
+    /// first compile, as Dynamo's frame state does (a changed rank marks every dim); returns the
+    /// `(input, dim)` pairs newly marked.
+    fn mark_changed_sizes(&mut self, traced: &Traced, inputs: &[Tensor], options: &Options) -> Vec<(usize, usize)> {
+        let _ = self.marking(traced, options);
+        let mut marked = Vec::new();
+        for (input, (tensor, first)) in inputs.iter().zip(&self.first_sizes).enumerate() {
+            if traced.origins[input] == InputOrigin::Captured {
+                continue;
+            }
+            let shape = tensor.shape();
+            let changed = (0..shape.len()).filter(|&d| first.len() != shape.len() || first[d] != shape[d]);
+            marked.extend(changed.filter(|&dim| self.dynamic[input].insert(dim)).map(|dim| (input, dim)));
+        }
+        marked
     }
 }
 
@@ -180,8 +204,13 @@ impl Cache {
         let frame_index = match frames.iter().position(|f| f.resumed_at == traced.resumed_at) {
             Some(i) => i,
             None => {
-                let frame =
-                    Frame { resumed_at: traced.resumed_at, entries: Vec::new(), dynamic: Vec::new(), warned: false };
+                let frame = Frame {
+                    resumed_at: traced.resumed_at,
+                    entries: Vec::new(),
+                    dynamic: Vec::new(),
+                    first_sizes: Vec::new(),
+                    warned: false,
+                };
                 frames.push(frame);
                 frames.len() - 1
             }
@@ -248,18 +277,15 @@ impl Cache {
             if training && failures.iter().any(|(_, f)| f.size.is_some()) {
                 lines.push("    the new graph has a backward, so it is compiled for these static sizes".into());
             } else if options.dynamic.is_none() {
-                let _ = frame.marking(traced, options);
-                for (_, failure) in &failures {
-                    let Some((input, dim)) = failure.size else { continue };
-                    if traced.origins[input] != InputOrigin::Captured && frame.dynamic[input].insert(dim) {
-                        lines.push(format!(
-                            "    automatic dynamic shapes: input {input} dim {dim} is dynamic from now on"
-                        ));
-                    }
+                for (input, dim) in frame.mark_changed_sizes(traced, inputs, options) {
+                    lines.push(format!("    automatic dynamic shapes: input {input} dim {dim} is dynamic from now on"));
                 }
             }
             logs::log(Artifact::Recompiles, || lines.join("\n"));
             reason = lines;
+        }
+        if frame.first_sizes.len() < inputs.len() {
+            frame.first_sizes.extend(inputs[frame.first_sizes.len()..].iter().map(|t| t.shape().to_vec()));
         }
         let traced_for = StageTimes::one(Stage::Tracing, site.tracing);
         let marking = frame.marking(traced, options);

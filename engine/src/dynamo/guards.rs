@@ -28,7 +28,7 @@ pub(crate) type Compare<'a> = dyn FnMut(&[Vec<usize>], &Graph) -> Result<Option<
 #[derive(Clone, Debug)]
 pub(crate) struct GuardFailure {
     pub message: String,
-    /// `(input, dim)` when the failure is one size: what automatic dynamic shapes react to.
+    /// `(input, dim)` when the failure is one size.
     pub size: Option<(usize, usize)>,
 }
 

@@ -6,8 +6,8 @@
 use engine::logs::{self, Artifact};
 use engine::{DType, Tensor, dynamo};
 use phase2_capture::{
-    Attention, Call, broadcast, eliminate_common_subexpressions, eliminate_dead_code, example_input, line_table,
-    predict, propagate, summarize, wasteful,
+    Attention, BIAS, Body, Call, broadcast, eliminate_common_subexpressions, eliminate_dead_code, example_input,
+    line_table, predict, propagate, summarize, wasteful,
 };
 
 #[path = "../../show.rs"]
@@ -41,15 +41,16 @@ fn main() {
         let graph = graph_of(&|x| wasteful(&x))?;
         Ok(format!("before:\n{graph}\nafter:\n{}", eliminate_common_subexpressions(&graph)?))
     });
-    // The engine's own cache on a few calls, with its `recompiles` and `guards` logs, next to your
-    // prediction: change the calls and the limit to test an idea.
-    let limit = 3;
-    let calls: Vec<Call> = [(DType::F32, [2, 5]), (DType::F32, [3, 5]), (DType::BF16, [3, 6]), (DType::F32, [4, 7])]
+    // The engine's own cache on a few calls of one body, with its `recompiles` and `guards` logs,
+    // next to your prediction: change the body, the calls and the limit to test an idea.
+    let (body, limit) = (Body::AddTranspose, 3);
+    let calls: Vec<Call> = [(DType::F32, [5, 5]), (DType::F32, [1, 5]), (DType::BF16, [5, 5]), (DType::F32, [3, 3])]
         .into_iter()
         .map(|(dtype, shape)| Call { dtype, shape: shape.to_vec() })
         .collect();
-    show_text("the engine's cache on those calls", || {
-        let compiled = dynamo::compile(|x: Tensor| x.relu()?.sum(-1, false)).recompile_limit(limit);
+    show_text(&format!("the engine's cache on those calls of Body::{body:?}"), || {
+        let bias = Tensor::ones(&[BIAS]);
+        let compiled = dynamo::compile(|x: Tensor| body.run(&x, &bias)).recompile_limit(limit);
         let mut out = String::new();
         for call in &calls {
             let x = Tensor::randn(&call.shape, 0).to_dtype(call.dtype)?;
@@ -63,5 +64,5 @@ fn main() {
         }
         Ok(out)
     });
-    show(&format!("predict (those calls, limit {limit})"), || Ok(predict(&calls, limit)));
+    show(&format!("predict (those calls of Body::{body:?}, limit {limit})"), || Ok(predict(body, &calls, limit)));
 }

@@ -33,5 +33,5 @@ pub use dead_code::eliminate_dead_code;
 pub use explain_report::{CaptureSummary, summarize};
 pub use line_table::{LineOps, line_table};
 pub use model::{Attention, WIDTH, example_input, shape_rule, wasteful};
-pub use recompiles::{Call, Outcome, predict};
+pub use recompiles::{BIAS, Body, Call, Outcome, predict};
 pub use shape_prop::{broadcast, propagate};

@@ -10,7 +10,7 @@
 //! | `pointwise_cuda` | [`pointwise`] | print the same kernel as CUDA C |
 //! | `reduction_c` (stretch) | [`reduction`] | print a row-reduction kernel as C |
 //! | `layer_norm_backward` | [`derivative`] | the derivative of layer norm, as tensor ops |
-//! | `save_or_recompute` (deep) | [`partition`] | what a forward saves for its backward under a memory budget |
+//! | `save_or_recompute` (deep) | [`partition`] | what a forward saves for its backward when memory has a price |
 //!
 //! Read `book/src/phase4/exercises.md`, then check your work with `cargo grader check phase4`.
 //! Stuck? `cargo grader hint <exercise>` shows one more hint each time.
@@ -33,6 +33,6 @@ pub use derivative::layer_norm_backward;
 pub use fusion::can_fuse;
 pub use inspect::{KernelKind, KernelSummary, inspect, parse_kernel_name};
 pub use models::{Model, catalogue};
-pub use partition::{Kind, SaveProblem, Value, choose_saved, recomputation};
+pub use partition::{Kind, SaveProblem, Value, choose_saved, plan_cost};
 pub use pointwise::{pointwise_c, pointwise_cuda};
 pub use reduction::reduction_c;

@@ -47,9 +47,10 @@ pub struct Comparison {
 /// functions.
 ///
 /// Judged on 12 pairs drawn from the run's seed, each with its own budget (enough for 100 to 160
-/// pairs of calls, one of each, at their steady speed: 0.4 to 2.3 s), timed by the judge from
-/// outside: 4 pairs of equal cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold,
-/// either way round, the faster function of each pair taking 2 to 4 ms a call once warm. The
+/// pairs of calls, one of each, at their steady speed: 0.4 to 2.3 s on a CPU), timed by the judge
+/// from outside: 4 pairs of equal cost, 4 that differ by 6 to 10%, 4 that differ 1.5 to 2.5 fold,
+/// either way round, the faster function of each pair taking 2 to 4 ms a call once warm (0.5 to
+/// 1 ms on a GPU, whose events time exactly). The
 /// verdict must be right on every pair; the ratio within 15% of the true one (steady time against
 /// steady time, each with the wake-up time the judge measures on this machine); `compare` must
 /// return within its budget (10% more is tolerated); and a pair that differs 1.5 fold or more must

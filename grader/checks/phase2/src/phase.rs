@@ -135,17 +135,18 @@ pub const PHASE: Phase = Phase {
             section: "recompiles",
             stretch: false,
             hints: &[
-                "Keep what the cache keeps: a list of the graphs compiled so far, each with what its guards check \
-                 (a dtype, and each size either fixed or a symbol). A call is a hit if any graph's guards pass. \
-                 Run the scratch example with `ENGINE_LOGS=recompiles,guards` on a few calls of your own and read \
-                 why each graph failed.",
-                "A graph fails a call for one reason: the first guard that does not hold. A dtype that differs is \
-                 not a size, and a size guard names one dim only. Look at which of those reasons the engine's \
-                 `automatic dynamic shapes` lines react to, and over which graphs: the newest, or every one that \
-                 failed?",
-                "Which dims are symbols is decided per function, not per graph: once a dim is marked, every graph \
-                 compiled later (whatever its dtype) has it symbolic. The limit counts the graphs the function has; \
-                 past it, a miss runs eagerly and changes nothing, and a hit is still a hit.",
+                "Keep what the cache keeps: the graphs compiled so far, each with its dtype and, for each size of \
+                 the input, either a constant or a symbol. A call hits if some graph's guards accept it. Run the \
+                 scratch example with `ENGINE_LOGS=recompiles,guards` on calls of your own and read, for each new \
+                 graph, which sizes became symbols, and its `specialized` and `unified` lines.",
+                "Which sizes a new graph *tries* to make symbols depends only on the calls that compiled before it: \
+                 try a call that changes two sizes at once, and one that changes a size and the dtype together, \
+                 and read the `automatic dynamic shapes` lines. What then becomes of a marked size depends on its \
+                 value in the call being compiled, and on the body.",
+                "For each body, ask what each op needs of its operands' sizes: a reduction drops one, a matmul \
+                 needs its inner sizes equal, broadcasting needs two sizes equal unless one of them is 1. A symbol \
+                 that must equal a constant is specialized (the graph fits that size only); two symbols that must be \
+                 equal become one. Write down the input's sizes in each graph, and the guards follow.",
             ],
             checks: crate::checks![recompiles::predictions_match_the_engine],
             forbidden: &[Forbidden {
@@ -186,36 +187,78 @@ const MUTANTS: &[Mutant] = &[
     Mutant::new(
         "recompiles: a graph of another dtype fits",
         "src/recompiles.rs",
-        "            if graph.dtype != call.dtype {\n                continue;\n            }\n",
+        "*dtype == call.dtype && accepts(",
+        "accepts(",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: a compile for a new dtype marks no size",
+        "src/recompiles.rs",
+        "            marked.extend((0..call.shape.len()).filter(|&d| first[d] != call.shape[d]));\n",
+        "            if graphs.iter().any(|(dtype, _)| *dtype == call.dtype) {\n                marked.extend((0..call.shape.len()).filter(|&d| first[d] != call.shape[d]));\n            }\n",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: only the first size that changed is marked",
+        "src/recompiles.rs",
+        ".filter(|&d| first[d] != call.shape[d]));",
+        ".filter(|&d| first[d] != call.shape[d]).take(1));",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: every size is marked at the first recompile",
+        "src/recompiles.rs",
+        ".filter(|&d| first[d] != call.shape[d]));",
+        ".filter(|_| !graphs.is_empty()));",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: a marked size of 1 becomes a symbol",
+        "src/recompiles.rs",
+        "if marked.contains(&d) && shape[d] >= 2 {",
+        "if marked.contains(&d) {",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: the body's ops constrain no symbol",
+        "src/recompiles.rs",
+        "        match body {\n",
+        "        match Body::SumLast {\n",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: the bias leaves the last size a symbol",
+        "src/recompiles.rs",
+        "Body::AddBias => sizes[last] = Size::Fixed(shape[last]),",
+        "Body::AddBias => {}",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: x @ x^T ties its two sizes like x + x^T",
+        "src/recompiles.rs",
+        "            Body::SumLast | Body::Gram => {}\n",
+        "            Body::SumLast => {}\n            Body::Gram => sizes[last] = sizes[last - 1],\n",
+    )
+    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: two tied symbols are specialized, not unified",
+        "src/recompiles.rs",
+        "                (Size::Symbol(a), Size::Symbol(_)) => sizes[last] = Size::Symbol(a),\n",
         "",
     )
     .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
     Mutant::new(
-        "recompiles: only the newest graph's size failure makes a dim dynamic",
+        "recompiles: a symbol tied to a constant stays a symbol",
         "src/recompiles.rs",
-        "Some(dim) => sizes_failed.push(dim),",
-        "Some(dim) => sizes_failed.extend(sizes_failed.is_empty().then_some(dim)),",
-    )
-    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
-    Mutant::new(
-        "recompiles: every dim becomes dynamic at the first recompile",
-        "src/recompiles.rs",
-        "marked.extend(sizes_failed);",
-        "marked.extend(if graphs.is_empty() { 0..0 } else { 0..call.shape.len() });",
-    )
-    .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
-    Mutant::new(
-        "recompiles: dims dynamic per graph, not per function",
-        "src/recompiles.rs",
-        "marked.extend(sizes_failed);",
-        "marked = sizes_failed.into_iter().collect();",
+        "                _ => {\n                    sizes[last - 1] = Size::Fixed(shape[last - 1]);\n                    sizes[last] = Size::Fixed(shape[last]);\n                }\n",
+        "                _ => {}\n",
     )
     .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
     Mutant::new(
         "recompiles: predicts with the engine's cache",
         "src/recompiles.rs",
-        "pub fn predict(calls: &[Call], limit: usize) -> Vec<Outcome> {\n",
-        "pub fn predict(calls: &[Call], limit: usize) -> Vec<Outcome> {\n    let _ = engine::dynamo::compile(|x: engine::Tensor| x.relu()).recompile_limit(limit);\n",
+        "pub fn predict(body: Body, calls: &[Call], limit: usize) -> Vec<Outcome> {\n",
+        "pub fn predict(body: Body, calls: &[Call], limit: usize) -> Vec<Outcome> {\n    let _ = engine::dynamo::compile(|x: engine::Tensor| x.relu()).recompile_limit(limit);\n",
     )
     .refused(),
     Mutant::new(

@@ -7,6 +7,11 @@ use grader_harness::{Exercise, Forbidden, Mutant, Phase};
 /// Checks that compile many programs with the system C compiler get more time than the default.
 const COMPILES: u64 = 180;
 
+/// The seconds each of `save_or_recompute`'s checks of `choose_saved` may take, judging included:
+/// ample for a method whose time grows polynomially with the graph, and far too few for trying
+/// every plan of the smallest graph those checks draw.
+const CHOSEN_PLAN: u64 = 30;
+
 /// Phase 4: reading the code Inductor generates, deciding fusions, printing kernels.
 pub const PHASE: Phase = Phase {
     name: "phase4",
@@ -173,16 +178,24 @@ pub const PHASE: Phase = Phase {
             section: "save_or_recompute",
             stretch: false,
             hints: &[
-                "`recomputation` first: walk back from the values the backward reads. A value that is an input or \
-                 saved stops the walk; any other is recomputed (once: keep a flag per value), and its own inputs \
-                 are wanted in turn. A banned value reached that way, or saved bytes over the budget, and the plan \
-                 does not work.",
-                "For `choose_saved`, start from a plan you can cost: which values could ever be worth saving? At \
-                 most 16 values means at most 2^16 plans.",
-                "Trying every subset of the values that are not inputs and keeping the cheapest that works is \
-                 correct and fast enough here. Ties do not matter: any plan of least recomputation passes.",
+                "`plan_cost` first: walk back from the values the backward reads. A value that is an input or \
+                 saved stops the walk; any other is recomputed (once: keep a flag per value), and the values it \
+                 reads are wanted in turn. A banned value reached that way, and the plan does not work. Memory is \
+                 `price * bytes` for each distinct saved value that is not an input.",
+                "For `choose_saved`, forget plans and think of sides: each value is either left in the forward \
+                 or computed again in the backward. Which costs come from one value's side, which from two \
+                 related values landing on different sides, and which combinations are forbidden? A cost paid \
+                 when something is on one side and something it depends on on the other is what a cut counts.",
+                "Give each value two vertices, as PyTorch's partitioner does: \"computed in the forward\" and \
+                 \"the backward has it\". Source to the first costs `cost` (cut: recomputed), first to second costs \
+                 `price * bytes` (cut: saved); never-cut edges forbid the rest. A maximum flow (Edmonds-Karp) \
+                 gives a minimum cut; read the plan off the vertices the source still reaches.",
             ],
-            checks: crate::checks![partition::plans_are_costed, partition::plans_are_optimal],
+            checks: crate::checks![
+                partition::plans_are_costed,
+                partition::plans_are_optimal.with_timeout(CHOSEN_PLAN),
+                partition::telling_plans_are_optimal.with_timeout(CHOSEN_PLAN),
+            ],
             forbidden: &[
                 Forbidden { path: "aot::partition", everywhere: true, why: DECIDE_YOURSELF },
                 Forbidden { path: "aot::Network", everywhere: true, why: DECIDE_YOURSELF },
@@ -197,6 +210,9 @@ const ASK_AUTOGRAD: &str = "this exercise asks you to write the derivative yours
 
 /// Why `save_or_recompute` may not call the engine's partitioner.
 const DECIDE_YOURSELF: &str = "this exercise asks you to make the save-or-recompute decision yourself";
+
+/// Where `choose_saved`'s solution starts: its mutants put their own method there.
+const CUT: &str = "    // ANCHOR: solution\n    // A minimum cut.";
 
 /// Deliberately wrong variants of the solutions, and the checks that catch each one.
 const MUTANTS: &[Mutant] = &[
@@ -325,38 +341,167 @@ const MUTANTS: &[Mutant] = &[
     )
     .refused(),
     Mutant::new(
-        "recomputation ignores the budget",
+        "plan_cost forgets the price of memory",
         "src/partition.rs",
-        "if bytes > problem.budget {",
-        "if bytes > u64::MAX - 1 {",
+        ".map(|v| values[v].bytes * problem.price).sum();",
+        ".map(|v| values[v].bytes).sum();",
     )
-    .fails(crate::check_ids![partition::plans_are_costed, partition::plans_are_optimal]),
+    .fails(crate::check_ids![partition::plans_are_costed]),
     Mutant::new(
-        "recomputation computes banned values again",
+        "plan_cost charges for keeping inputs",
+        "src/partition.rs",
+        "is_saved[v] = values[v].kind != Kind::Input;",
+        "is_saved[v] = true;",
+    )
+    .fails(crate::check_ids![partition::plans_are_costed]),
+    Mutant::new(
+        "plan_cost computes banned values again",
         "src/partition.rs",
         "if values[v].kind == Kind::Banned {",
         "if values[v].kind == Kind::Banned && values[v].bytes == 0 {",
     )
-    .fails(crate::check_ids![partition::plans_are_costed, partition::plans_are_optimal]),
+    .fails(crate::check_ids![partition::plans_are_costed]),
     Mutant::new(
-        "recomputation forgets what a recomputed value is computed from",
+        "plan_cost forgets what a recomputed value is computed from",
         "src/partition.rs",
         "wanted.extend(&values[v].inputs);",
         "wanted.extend(values[v].inputs.iter().filter(|&&i| values[i].needed));",
     )
-    .fails(crate::check_ids![partition::plans_are_costed, partition::plans_are_optimal]),
+    .fails(crate::check_ids![partition::plans_are_costed]),
     Mutant::new(
-        "choose_saved keeps the first plan that works",
+        "choose_saved saves everything the backward reads",
         "src/partition.rs",
-        "&& best.as_ref().is_none_or(|(least, _)| cost < *least)",
-        "&& best.is_none()",
+        CUT,
+        "    // ANCHOR: solution\n    return (0..problem.values.len()).filter(|&v| problem.values[v].needed).collect();\n    // A minimum cut.",
     )
-    .fails(crate::check_ids![partition::plans_are_optimal]),
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved recomputes all it may and saves the banned values that takes",
+        "src/partition.rs",
+        CUT,
+        "    // ANCHOR: solution
+    let (mut plan, mut seen) = (Vec::new(), vec![false; problem.values.len()]);
+    let mut wanted: Vec<usize> = (0..problem.values.len()).filter(|&v| problem.values[v].needed).collect();
+    while let Some(v) = wanted.pop() {
+        if std::mem::replace(&mut seen[v], true) {
+            continue;
+        }
+        match problem.values[v].kind {
+            Kind::Banned => plan.push(v),
+            Kind::Recomputable => wanted.extend(&problem.values[v].inputs),
+            Kind::Input => {}
+        }
+    }
+    return plan;
+    // A minimum cut.",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved decides each value the backward reads on its own",
+        "src/partition.rs",
+        CUT,
+        "    // ANCHOR: solution
+    let (values, mut plan) = (&problem.values, Vec::new());
+    for v in (0..values.len()).filter(|&v| values[v].needed && values[v].kind != Kind::Input) {
+        // What recomputing v alone would take: its recomputable ancestors, and saving the banned ones.
+        let (mut again, mut frontier, mut seen, mut wanted) = (0, Vec::new(), vec![false; values.len()], vec![v]);
+        while let Some(u) = wanted.pop() {
+            if std::mem::replace(&mut seen[u], true) {
+                continue;
+            }
+            match values[u].kind {
+                Kind::Recomputable => {
+                    again += values[u].cost;
+                    wanted.extend(&values[u].inputs);
+                }
+                Kind::Banned => {
+                    again += values[u].bytes * problem.price;
+                    frontier.push(u);
+                }
+                Kind::Input => {}
+            }
+        }
+        if values[v].kind == Kind::Banned || values[v].bytes * problem.price <= again {
+            plan.push(v);
+        } else {
+            plan.extend(frontier);
+        }
+    }
+    return plan;
+    // A minimum cut.",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved tries every plan, when there are few enough",
+        "src/partition.rs",
+        CUT,
+        "    // ANCHOR: solution
+    let candidates: Vec<usize> = (0..problem.values.len()).filter(|&v| problem.values[v].kind != Kind::Input).collect();
+    if candidates.len() > 20 {
+        return (0..problem.values.len()).filter(|&v| problem.values[v].needed).collect();
+    }
+    return (0u32..1 << candidates.len())
+        .map(|mask| candidates.iter().enumerate().filter(|(i, _)| mask >> i & 1 == 1).map(|(_, &v)| v).collect())
+        .filter_map(|plan: Vec<usize>| plan_cost(problem, &plan).map(|cost| (cost, plan)))
+        .min()
+        .map(|(_, plan)| plan)
+        .unwrap_or_default();
+    // A minimum cut.",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved improves a plan one value at a time until no change helps",
+        "src/partition.rs",
+        CUT,
+        "    // ANCHOR: solution
+    let n = problem.values.len();
+    let mut saved: Vec<bool> = problem.values.iter().map(|v| v.needed && v.kind != Kind::Input).collect();
+    let plan_of = |saved: &[bool]| (0..n).filter(|&v| saved[v]).collect::<Vec<usize>>();
+    let mut best = plan_cost(problem, &plan_of(&saved)).expect(\"saving all that is read works\");
+    let mut improved = true;
+    while improved {
+        improved = false;
+        for v in 0..n {
+            saved[v] = !saved[v];
+            match plan_cost(problem, &plan_of(&saved)) {
+                Some(cost) if cost < best => {
+                    best = cost;
+                    improved = true;
+                }
+                _ => saved[v] = !saved[v],
+            }
+        }
+    }
+    return plan_of(&saved);
+    // A minimum cut.",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved charges a saved value's memory once for each value recomputed from it",
+        "src/partition.rs",
+        "network.add(2 * i + 1, 2 * v, never);",
+        "network.add(2 * i, 2 * v, values[i].bytes * problem.price);",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved counts recomputation as free, as the engine's partitioner does",
+        "src/partition.rs",
+        "let recompute = if value.kind == Kind::Banned { never } else { value.cost };",
+        "let recompute = if value.kind == Kind::Banned { never } else { 0 };",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
+    Mutant::new(
+        "choose_saved puts the price on recomputation, not on memory",
+        "src/partition.rs",
+        "network.add(source, 2 * v, recompute);\n        network.add(2 * v, 2 * v + 1, value.bytes * problem.price);",
+        "network.add(source, 2 * v, recompute.saturating_mul(problem.price));\n        network.add(2 * v, 2 * v + 1, value.bytes);",
+    )
+    .fails(crate::check_ids![partition::plans_are_optimal, partition::telling_plans_are_optimal]),
     Mutant::new(
         "choose_saved asks the engine's partitioner",
         "src/partition.rs",
-        "    // ANCHOR: solution\n    // Every set of values",
-        "    // ANCHOR: solution\n    let _ = engine::aot::partition;\n    // Every set of values",
+        CUT,
+        "    // ANCHOR: solution\n    let _ = engine::aot::partition;\n    // A minimum cut.",
     )
     .refused(),
 ];

@@ -1,153 +1,292 @@
 //! Checks of `save_or_recompute`: on forward graphs drawn from the run's seed (inputs,
-//! recomputable and banned values, some read by the backward, and a memory budget between the
-//! least any working plan needs and saving everything the backward reads), the subject's costing
-//! of random plans against this check's own, and the subject's plan against the least
-//! recomputation, which this check finds itself by trying every plan. The engine's partitioner is
-//! not consulted: it minimises bytes, not recomputation.
+//! recomputable and banned values, some read by the backward, and a price for memory), the
+//! subject's costing of plans against this check's own, and the subject's plan against the least
+//! cost any plan can have, which this check finds itself as a minimum cut with the `pathfinding`
+//! crate's maximum flow (its tests compare that with trying every plan on small graphs). The
+//! engine's partitioner is not consulted: it minimises bytes and counts recomputation as free.
+
+use std::ops::RangeInclusive;
 
 use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
+use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 use proptest::prelude::*;
 
-use crate::subject::{Kind, SaveProblem, Value, choose_saved, recomputation};
+use crate::subject::{Kind, SaveProblem, Value, choose_saved, plan_cost};
+
+/// How many plans `plans_are_costed` costs.
+const COSTED_PLANS: u32 = 60;
+
+/// How many random graphs `plans_are_optimal` draws.
+const RANDOM_GRAPHS: u32 = 40;
+
+/// How many graphs of layers `telling_plans_are_optimal` builds.
+const TELLING_GRAPHS: u32 = 20;
+
+/// How many values (inputs included) the graphs `plan_cost` is judged on have.
+const COSTED_VALUES: RangeInclusive<usize> = 8..=60;
+
+/// How many values (inputs included) the graphs `choose_saved` is judged on have: past trying
+/// every plan, whatever the machine.
+const CHOSEN_VALUES: RangeInclusive<usize> = 40..=200;
+
+/// How many of a random graph's values are inputs.
+const INPUTS: RangeInclusive<usize> = 2..=6;
+
+/// What keeping one byte costs, in the units of a value's recomputation cost.
+const PRICE: RangeInclusive<u64> = 1..=3;
+
+/// How many layers a telling graph has (14 to 19 values each, after one input).
+const LAYERS: RangeInclusive<usize> = 3..=10;
 
 /// The check's own costing of a plan: `None` when it does not work.
 fn cost(problem: &SaveProblem, saved: &[usize]) -> Option<u64> {
     let values = &problem.values;
-    let kept: u64 = saved.iter().filter(|&&v| values[v].kind != Kind::Input).map(|&v| values[v].bytes).sum();
-    if kept > problem.budget {
-        return None;
+    let mut kept = vec![false; values.len()];
+    for &v in saved {
+        kept[v] = values[v].kind != Kind::Input;
     }
-    // Each value, in order: there (input or saved), recomputed, or neither yet; the backward's
-    // needs pull values in from the last to the first.
-    let mut pulled = vec![false; values.len()];
+    let memory: u64 = (0..values.len()).filter(|&v| kept[v]).map(|v| problem.price * values[v].bytes).sum();
+    // Each value, from the last to the first: pulled in by the backward's needs or by a
+    // recomputed value that reads it; recomputed when pulled in and neither kept nor an input.
+    let mut pulled: Vec<bool> = values.iter().map(|v| v.needed).collect();
+    let mut recomputation = 0;
     for v in (0..values.len()).rev() {
-        pulled[v] |= values[v].needed;
-        let there = values[v].kind == Kind::Input || saved.contains(&v);
-        if pulled[v] && !there {
-            if values[v].kind == Kind::Banned {
-                return None;
-            }
-            for &i in &values[v].inputs {
-                pulled[i] = true;
-            }
+        if !pulled[v] || kept[v] || values[v].kind == Kind::Input {
+            continue;
+        }
+        if values[v].kind == Kind::Banned {
+            return None;
+        }
+        recomputation += values[v].cost;
+        for &i in &values[v].inputs {
+            pulled[i] = true;
         }
     }
-    let recomputed = |v: usize| pulled[v] && values[v].kind != Kind::Input && !saved.contains(&v);
-    Some((0..values.len()).filter(|&v| recomputed(v)).map(|v| values[v].cost).sum())
+    Some(memory + recomputation)
 }
 
-/// The least recomputation of any plan that works, over every subset of the values that are not
-/// inputs.
-fn least(problem: &SaveProblem) -> Option<u64> {
-    let candidates: Vec<usize> = (0..problem.values.len()).filter(|&v| problem.values[v].kind != Kind::Input).collect();
-    (0u32..1 << candidates.len())
-        .filter_map(|mask| {
-            let plan: Vec<usize> =
-                candidates.iter().enumerate().filter(|(i, _)| mask >> i & 1 == 1).map(|(_, &v)| v).collect();
-            cost(problem, &plan)
-        })
-        .min()
+/// The least cost of any plan: the capacity of a minimum cut between the forward (the source's
+/// side) and the backward (the sink's). Vertex `2v` stands for "the forward computes value `v`",
+/// `2v + 1` for "the backward has it"; a value the backward recomputes is on the sink's side,
+/// a saved one has its first vertex on the source's side and its second on the sink's.
+fn least(problem: &SaveProblem) -> u64 {
+    let values = &problem.values;
+    let (source, sink) = (2 * values.len(), 2 * values.len() + 1);
+    let finite: u64 = values.iter().map(|v| v.cost + problem.price * v.bytes).sum();
+    let uncuttable = i64::try_from(finite + 1).expect("the graphs' costs are far below 2^63");
+    let capacity = |c: u64| i64::try_from(c).expect("as above");
+    let mut edges: Vec<((usize, usize), i64)> = Vec::new();
+    for (v, value) in values.iter().enumerate() {
+        if value.kind == Kind::Input {
+            continue;
+        }
+        // Cut when the backward computes it again; never, for a banned value.
+        let again = if value.kind == Kind::Banned { uncuttable } else { capacity(value.cost) };
+        edges.push(((source, 2 * v), again));
+        // Cut when it is saved.
+        edges.push(((2 * v, 2 * v + 1), capacity(problem.price * value.bytes)));
+        // Computing it again needs what it reads, in the backward.
+        for &i in value.inputs.iter().filter(|&&i| values[i].kind != Kind::Input) {
+            edges.push(((2 * i + 1, 2 * v), uncuttable));
+        }
+        if value.needed {
+            edges.push(((2 * v + 1, sink), uncuttable));
+        }
+    }
+    let vertices: Vec<usize> = (0..2 * values.len() + 2).collect();
+    let (_, flow, _) = edmonds_karp_sparse(&vertices, &source, &sink, edges);
+    u64::try_from(flow).expect("a flow is never negative")
 }
 
-/// A forward graph: 1 to 3 inputs, then 3 to 12 values each reading one or two earlier ones,
-/// a quarter of them banned (at any cost, so that a plan recomputing one would often be cheaper); the backward reads some; the budget is `fraction` of the way from the
-/// least bytes any working plan saves to the bytes of everything the backward reads.
-fn problems() -> impl Strategy<Value = SaveProblem> {
-    (1usize..=3, 3usize..=12).prop_flat_map(|(inputs, computed)| {
-        let value = (0..computed)
-            .map(|k| {
-                let earlier = inputs + k;
-                (
-                    prop::collection::vec(0..earlier, 1..=2),
-                    prop::bool::weighted(0.25),
-                    1u64..=32,
-                    1u64..=20,
-                    prop::bool::weighted(0.45),
-                )
-            })
-            .collect::<Vec<_>>();
-        (value, 0.0f64..=1.0).prop_map(move |(drawn, fraction)| {
-            let mut values: Vec<Value> = (0..inputs)
-                .map(|i| Value {
-                    name: format!("in{i}"),
-                    kind: Kind::Input,
-                    inputs: Vec::new(),
-                    bytes: 64,
-                    cost: 0,
-                    needed: true,
-                })
-                .collect();
-            for (k, (mut reads, banned, sixteens, cost, needed)) in drawn.into_iter().enumerate() {
-                reads.sort_unstable();
-                reads.dedup();
+/// An input of the forward, of `bytes` bytes (which keeping it costs nothing).
+fn input(name: String, bytes: u64) -> Value {
+    Value { name, kind: Kind::Input, inputs: Vec::new(), bytes, cost: 0, needed: false }
+}
+
+/// A forward graph of `sizes` values in all, a few of them inputs, then values each reading one
+/// to three earlier ones, mostly among the last few (as layers do), a fifth of them banned (at any
+/// cost, so that a plan recomputing one would often be cheaper); the backward reads a third of
+/// them and the last.
+fn random_problems(sizes: RangeInclusive<usize>) -> impl Strategy<Value = SaveProblem> {
+    (sizes, INPUTS, PRICE).prop_flat_map(|(size, inputs, price)| {
+        let value = (
+            prop::collection::vec((prop::bool::weighted(0.75), any::<u16>()), 1..=3),
+            prop::bool::weighted(0.2),
+            1u64..=64,
+            1u64..=60,
+            prop::bool::weighted(0.35),
+        );
+        prop::collection::vec(value, size - inputs).prop_map(move |drawn| {
+            let mut values: Vec<Value> = (0..inputs).map(|i| input(format!("in{i}"), 256)).collect();
+            for (k, (reads, banned, bytes, cost, needed)) in drawn.into_iter().enumerate() {
+                let earlier = values.len();
+                let mut inputs: Vec<usize> = reads
+                    .into_iter()
+                    .map(|(near, draw)| {
+                        let draw = usize::from(draw);
+                        if near { earlier - 1 - draw % earlier.min(6) } else { draw % earlier }
+                    })
+                    .collect();
+                inputs.sort_unstable();
+                inputs.dedup();
                 values.push(Value {
                     name: format!("v{k}"),
                     kind: if banned { Kind::Banned } else { Kind::Recomputable },
-                    inputs: reads,
-                    bytes: 16 * sixteens,
-                    // Banned whatever it would cost: a cheap banned value tempts a wrong plan.
+                    inputs,
+                    bytes: 4 * bytes,
                     cost,
                     needed,
                 });
             }
-            // The backward reads the last value at least (the output's neighbourhood).
-            values.last_mut().expect("at least three values").needed = true;
-            let everything: u64 =
-                values.iter().filter(|v| v.needed && v.kind != Kind::Input).map(|v| v.bytes).sum();
-            let unlimited = SaveProblem { values: values.clone(), budget: u64::MAX };
-            let smallest = smallest_working(&unlimited);
-            let budget = smallest + (fraction * (everything - smallest) as f64) as u64;
-            SaveProblem { values, budget }
+            values.last_mut().expect("more values than inputs").needed = true;
+            SaveProblem { values, price }
         })
     })
 }
 
-/// The fewest bytes of any plan that works, whatever its recomputation.
-fn smallest_working(problem: &SaveProblem) -> u64 {
-    let candidates: Vec<usize> = (0..problem.values.len()).filter(|&v| problem.values[v].kind != Kind::Input).collect();
-    (0u32..1 << candidates.len())
-        .filter_map(|mask| {
-            let plan: Vec<usize> =
-                candidates.iter().enumerate().filter(|(i, _)| mask >> i & 1 == 1).map(|(_, &v)| v).collect();
-            cost(problem, &plan).map(|_| plan.iter().map(|&v| problem.values[v].bytes).sum())
+/// A forward graph of layers built so that shortcuts lose, with sizes and costs from the seed.
+/// Each layer starts from a matrix product (banned, read by the backward: always saved, so that
+/// the layers' best plans add up), then:
+/// - two cheap values read by the backward, large to keep: recomputing them is far cheaper than
+///   saving everything the backward reads;
+/// - an expensive value read by two to four cheap ones the backward reads: saving each of those
+///   beats recomputing it with the expensive value, yet recomputing the expensive value once for
+///   all of them beats saving them all, which deciding each value on its own misses;
+/// - a second, large matrix product behind a small value the backward reads: recomputing all that
+///   can be recomputed saves the product, saving the small value is cheaper;
+/// - a chain of five to eight values, only its last read by the backward, with a small one third:
+///   saving that one and recomputing the rest of the chain beats both saving the last and
+///   recomputing all of it, and saving only what the backward reads misses it.
+fn telling_problems() -> impl Strategy<Value = SaveProblem> {
+    (PRICE, LAYERS).prop_flat_map(|(price, layers)| {
+        prop::collection::vec(any::<[u16; 16]>(), layers).prop_map(move |dice| {
+            let mut values = vec![input("x".to_string(), 1024)];
+            for (layer, dice) in dice.iter().enumerate() {
+                let roll = |k: usize, range: RangeInclusive<u64>| {
+                    range.start() + u64::from(dice[k]) % (range.end() - range.start() + 1)
+                };
+                let mut push = |name: &str, kind: Kind, inputs: Vec<usize>, bytes: u64, cost: u64, needed: bool| {
+                    values.push(Value { name: format!("l{layer}.{name}"), kind, inputs, bytes, cost, needed });
+                    values.len() - 1
+                };
+                let (banned, recomputable) = (Kind::Banned, Kind::Recomputable);
+                let weight = push("weight", Kind::Input, Vec::new(), 4096, 0, false);
+                let previous = weight - 1;
+                let product = push("mm", banned, vec![previous, weight], roll(0, 64..=512), roll(1, 50..=100), true);
+                // Large and cheap: bytes at least 200 times the cost's range.
+                let wide = push("wide", recomputable, vec![product], roll(2, 600..=1200), roll(3, 1..=3), true);
+                push("wider", recomputable, vec![wide], roll(4, 600..=1200), roll(5, 1..=3), true);
+                // Expensive, read by cheap values each dearer to keep than half its cost.
+                let expensive_cost = roll(6, 40..=60);
+                let shared = push("exp", recomputable, vec![product], expensive_cost + roll(7, 1..=40), expensive_cost, false);
+                let keep = roll(8, expensive_cost * 2 / 3..=expensive_cost - 5).div_ceil(price);
+                for reader in 0..roll(9, 2..=4) {
+                    push(&format!("read{reader}"), recomputable, vec![shared], keep, roll(10, 1..=3), true);
+                }
+                let big = push("mm_big", banned, vec![product, weight], roll(11, 1000..=2000), roll(1, 50..=100), false);
+                push("sum", recomputable, vec![big], roll(12, 1..=8), roll(13, 1..=3), true);
+                // The chain: the third small, the others large, each 10 to 15 to recompute.
+                let length = roll(14, 5..=8);
+                let mut link = product;
+                for position in 0..length {
+                    let bytes = if position == 2 { roll(15, 5..=10).div_ceil(price) } else { roll(15, 200..=400) };
+                    let last = position == length - 1;
+                    link = push(&format!("chain{position}"), recomputable, vec![link], bytes, 10 + position % 6, last);
+                }
+            }
+            SaveProblem { values, price }
         })
-        .min()
-        .expect("saving everything the backward reads works")
+    })
 }
 
-/// `recomputation` costs random plans as the check does, `None` for those that do not work.
+/// `plan_cost` costs plans as the check does, `None` for those that do not work: random plans,
+/// some of them saving every banned value.
 pub fn plans_are_costed(ctx: &Context) -> CheckResult {
-    let cases = 60;
-    let plans = (problems(), prop::collection::vec(any::<bool>(), 16));
-    for_all(ctx, cases, plans, |(problem, picks)| {
-        let plan: Vec<usize> = (0..problem.values.len()).filter(|&v| picks[v]).collect();
-        let (got, expected) = (recomputation(&problem, &plan), cost(&problem, &plan));
-        record("recomputation", format!("{got:?}"));
-        ensure(got == expected, || format!("recomputation(problem, {plan:?}) returned {got:?}, expected {expected:?}"))
+    let cases = COSTED_PLANS;
+    let picks = prop::collection::vec(any::<u8>(), *COSTED_VALUES.end());
+    let plans = (random_problems(COSTED_VALUES), prop::bool::ANY, any::<u8>(), picks);
+    for_all(ctx, cases, plans, |(problem, all_banned, density, picks)| {
+        // Each value saved when its pick is below the plan's density; every banned one, in some.
+        let plan: Vec<usize> = (0..problem.values.len())
+            .filter(|&v| (all_banned && problem.values[v].kind == Kind::Banned) || picks[v] < density)
+            .collect();
+        let (got, expected) = (plan_cost(&problem, &plan), cost(&problem, &plan));
+        record("plan_cost", format!("{got:?}"));
+        ensure(got == expected, || format!("plan_cost(problem, {plan:?}) returned {got:?}, expected {expected:?}"))
     })?;
-    Ok(format!("recomputation agrees with the grader's costing of {cases} random plans"))
+    Ok(format!("plan_cost agrees with the grader's costing of {cases} plans"))
 }
 
-/// `choose_saved` returns a plan that works and costs the least recomputation possible.
+/// `choose_saved`'s plan on `problem` works and costs the least possible.
+fn judge_plan(problem: &SaveProblem) -> Result<(), Failure> {
+    let plan = choose_saved(problem);
+    if let Some(&bad) = plan.iter().find(|&&v| v >= problem.values.len()) {
+        return Err(Failure::fail(format!("choose_saved returned {plan:?}: there is no value {bad}")));
+    }
+    let Some(got) = cost(problem, &plan) else {
+        return Err(Failure::fail(format!(
+            "choose_saved returned {plan:?}, which does not work: the backward would have to compute a banned value \
+             again"
+        )));
+    };
+    record("cost of the plan", got);
+    let best = least(problem);
+    ensure(got == best, || format!("choose_saved's plan {plan:?} costs {got}; the least possible is {best}"))
+}
+
+/// `choose_saved` returns a plan of least cost on random graphs.
 pub fn plans_are_optimal(ctx: &Context) -> CheckResult {
-    let cases = 40;
-    for_all(ctx, cases, problems(), |problem| {
-        let plan = choose_saved(&problem);
-        if let Some(&bad) = plan.iter().find(|&&v| v >= problem.values.len()) {
-            return Err(Failure::fail(format!("choose_saved returned {plan:?}: there is no value {bad}")));
+    let cases = RANDOM_GRAPHS;
+    for_all(ctx, cases, random_problems(CHOSEN_VALUES), |problem| judge_plan(&problem))?;
+    Ok(format!("choose_saved found a plan of least cost for {cases} random graphs"))
+}
+
+/// `choose_saved` returns a plan of least cost on graphs built so that shortcuts lose.
+pub fn telling_plans_are_optimal(ctx: &Context) -> CheckResult {
+    let cases = TELLING_GRAPHS;
+    for_all(ctx, cases, telling_problems(), |problem| judge_plan(&problem))?;
+    Ok(format!("choose_saved found a plan of least cost for {cases} graphs built to punish shortcuts"))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::strategy::ValueTree;
+
+    use super::*;
+
+    /// The least cost of any plan, by trying every set of values that are not inputs.
+    fn least_by_trying_every_plan(problem: &SaveProblem) -> u64 {
+        let candidates: Vec<usize> =
+            (0..problem.values.len()).filter(|&v| problem.values[v].kind != Kind::Input).collect();
+        (0u32..1 << candidates.len())
+            .filter_map(|mask| {
+                let plan: Vec<usize> =
+                    candidates.iter().enumerate().filter(|(i, _)| mask >> i & 1 == 1).map(|(_, &v)| v).collect();
+                cost(problem, &plan)
+            })
+            .min()
+            .expect("saving everything the backward reads works")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// The minimum cut's capacity is the least cost of any plan.
+        #[test]
+        fn the_cut_is_the_least_cost(problem in random_problems(7..=16)) {
+            prop_assert_eq!(least(&problem), least_by_trying_every_plan(&problem));
         }
-        let best = least(&problem).expect("every drawn problem has a plan that works");
-        let Some(got) = cost(&problem, &plan) else {
-            return Err(Failure::fail(format!(
-                "choose_saved returned {plan:?}, which does not work: over the budget of {} bytes, or a banned value \
-                 the backward would have to compute again",
-                problem.budget
-            )));
-        };
-        record("least recomputation", got);
-        ensure(got == best, || {
-            format!("choose_saved's plan {plan:?} recomputes at a cost of {got}; the least possible is {best}")
-        })
-    })?;
-    Ok(format!("choose_saved found a plan of least recomputation for {cases} random graphs and budgets"))
+    }
+
+    /// The telling graphs are as large as the checks say, and every one has a plan that works.
+    #[test]
+    fn telling_graphs_have_the_sizes_promised() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        for _ in 0..50 {
+            let problem = telling_problems().new_tree(&mut runner).expect("a graph").current();
+            assert!(CHOSEN_VALUES.contains(&problem.values.len()), "{} values", problem.values.len());
+            let needed: Vec<usize> = (0..problem.values.len()).filter(|&v| problem.values[v].needed).collect();
+            assert!(cost(&problem, &needed).is_some());
+        }
+    }
 }
