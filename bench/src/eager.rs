@@ -160,7 +160,7 @@ fn describe_device(options: &Options) -> Result<()> {
             );
             say(options, &description);
             let ((), first) = time_once(device, || Tensor::ones(&[4]).to(device)?.exp().map(drop))?;
-            let module = gpu.eager_module("unary_exp")?;
+            let module = gpu.eager_module("unary_exp_f32")?;
             let how = if module.compiled_now() { "compiled by NVRTC" } else { "loaded from the disk cache" };
             let seconds = first.as_secs_f64();
             let path = module.cubin_path().display();

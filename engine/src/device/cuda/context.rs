@@ -197,6 +197,16 @@ impl CudaDevice {
         Ok(self.eager_module(family)?.function(name)?)
     }
 
+    /// The eager kernel families loaded so far, in each instance used (`binary_add_bf16`,
+    /// `binary_add`; see [`super::eager_families`]), sorted: which kernels a program's eager ops
+    /// have launched.
+    pub fn loaded_eager_families(&self) -> Vec<String> {
+        let mut loaded: Vec<String> =
+            lock(&self.eager).iter().filter(|(_, module)| module.is_ok()).map(|(family, _)| family.clone()).collect();
+        loaded.sort();
+        loaded
+    }
+
     /// The cuBLAS handle, bound to this device's stream; created on first use.
     pub(crate) fn blas(&self) -> std::result::Result<MutexGuard<'_, CudaBlas>, CudaError> {
         let blas = self.blas.get_or_init(|| {

@@ -10,6 +10,7 @@ use super::context::CudaDevice;
 use super::error::CudaError;
 use super::params::RowTypes;
 use super::pointwise::{Dense, vector_bytes};
+use super::source::Instance;
 use super::{Input, launch_config};
 use crate::layout::numel;
 
@@ -27,6 +28,7 @@ pub(super) fn softmax(device: &Arc<CudaDevice>, input: Input, dim: usize, log: b
         return Ok(out);
     }
     let types = RowTypes::new(x.dtype, x.dtype);
+    let instance = Instance::of([x.dtype]);
     let outer: usize = x.shape[..dim].iter().product();
     let size = x.shape[dim];
     let inner: usize = x.shape[dim + 1..].iter().product();
@@ -34,13 +36,13 @@ pub(super) fn softmax(device: &Arc<CudaDevice>, input: Input, dim: usize, log: b
     let (outer_arg, size_arg, inner_arg) = (outer as i64, size as i64, inner as i64);
     if inner == 1 {
         let vec = i32::from(size.is_multiple_of(4) && x_ptr.is_multiple_of(vector_bytes(x.dtype)));
-        let function = device.eager_kernel("softmax", "softmax_rows")?;
+        let function = device.eager_kernel(&instance.name("softmax"), &instance.name("softmax_rows"))?;
         let mut launch = device.stream().launch_builder(&function);
         launch.arg(&x_ptr).arg(&out_ptr).arg(&outer_arg).arg(&size_arg).arg(&log).arg(&vec).arg(&types);
         // SAFETY: the arguments match the kernel; both buffers hold outer * size elements.
         unsafe { launch.launch(launch_config(outer, (row_threads(size), 1))) }?;
     } else {
-        let function = device.eager_kernel("softmax", "softmax_columns")?;
+        let function = device.eager_kernel(&instance.name("softmax"), &instance.name("softmax_columns"))?;
         let mut launch = device.stream().launch_builder(&function);
         launch.arg(&x_ptr).arg(&out_ptr).arg(&outer_arg).arg(&size_arg).arg(&inner_arg).arg(&log).arg(&types);
         // 32 neighbouring lines per block, up to 32 threads along each.
@@ -77,7 +79,8 @@ pub(super) fn layer_norm(
                 .iter()
                 .all(|&(p, dtype)| p.is_multiple_of(vector_bytes(dtype))),
     );
-    let function = device.eager_kernel("layer_norm", "layer_norm_rows")?;
+    let instance = Instance::of([x.dtype, w.dtype, b.dtype]);
+    let function = device.eager_kernel(&instance.name("layer_norm"), &instance.name("layer_norm_rows"))?;
     let mut launch = device.stream().launch_builder(&function);
     launch
         .arg(&x_ptr)

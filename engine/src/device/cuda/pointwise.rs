@@ -1,8 +1,9 @@
 //! Launching the pointwise kernels (`unary_*`, `binary_*`, `where`, `copy`), ATen's
 //! `gpu_kernel` with its `TensorIterator`: contiguous operands take the vectorised kernel (four
 //! elements per load), anything else (broadcasts, transposes, slices) the strided one after
-//! merging dims. Each operand is passed with its dtype and the output's dtype with the launch:
-//! one kernel serves every combination (`copy` into another dtype is `to_dtype`).
+//! merging dims. Each operand is passed with its dtype and the output's dtype with the launch.
+//! Where all of them share one dtype the kernels instantiated for it run; any other combination
+//! runs the instance that reads the dtypes at run time (`copy` into another dtype is `to_dtype`).
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use super::buffer::CudaBuffer;
 use super::context::CudaDevice;
 use super::error::CudaError;
 use super::params::{DenseIn, Geometry, MAX_DIMS, StridedIn, dtype_code, merge_dims, reversed};
-use super::source::custom_source;
+use super::source::{Instance, custom_source};
 use super::{Input, launch_config};
 use crate::dtype::DType;
 use crate::layout::{Layout, contiguous_strides, numel};
@@ -31,12 +32,27 @@ pub(super) enum Kernels<'a> {
 }
 
 impl Kernels<'_> {
-    fn function(self, device: &CudaDevice, variant: &str) -> Result<CudaFunction, CudaError> {
+    /// The `variant` kernel (`dense`, `strided`) in `instance`.
+    fn function(self, device: &CudaDevice, variant: &str, instance: Instance) -> Result<CudaFunction, CudaError> {
         match self {
-            Kernels::Eager(family) => device.eager_kernel(family, &format!("{family}_{variant}")),
-            Kernels::Custom(op) => Ok(device.load(&custom_source(op)?)?.function(&format!("custom_{variant}"))?),
+            Kernels::Eager(family) => {
+                device.eager_kernel(&instance.name(family), &instance.name(&format!("{family}_{variant}")))
+            }
+            Kernels::Custom(op) => {
+                let module = device.load(&custom_source(op, instance)?)?;
+                Ok(module.function(&instance.name(&format!("custom_{variant}")))?)
+            }
         }
     }
+}
+
+/// The instance of the kernels that reads `inputs` and writes `out`.
+fn instance(inputs: &[Input], out: &CudaBuffer) -> Instance {
+    let tensors = inputs.iter().filter_map(|input| match input {
+        Input::Scalar(_) => None,
+        Input::Tensor { buffer, .. } => Some(buffer.dtype()),
+    });
+    Instance::of(std::iter::once(out.dtype()).chain(tensors))
 }
 
 /// Runs a pointwise op's kernels over up to three operands into a new dense buffer of
@@ -89,7 +105,7 @@ fn launch_dense(
     // mid-vector).
     let vec = aligned;
     let threads = if vec { n.div_ceil(4) } else { n };
-    let function = kernel.function(device, "dense")?;
+    let function = kernel.function(device, "dense", instance(inputs, out))?;
     let (out_ptr, out_dtype, n, vec) = (out.ptr(), dtype_code(out.dtype()), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
     launch.arg(&out_ptr).arg(&out_dtype).arg(&operands[0]).arg(&operands[1]).arg(&operands[2]).arg(&n).arg(&vec);
@@ -138,7 +154,7 @@ fn launch_strided(
     let n = numel(out_shape);
     let vec = out.ptr().is_multiple_of(vector_bytes(out.dtype()))
         && inner_vectorizable(&shape, &operands[..inputs.len()], &aligned);
-    let function = kernel.function(device, "strided")?;
+    let function = kernel.function(device, "strided", instance(inputs, out))?;
     let (out_ptr, out_dtype, n_arg, vec_arg) = (out.ptr(), dtype_code(out.dtype()), n as i64, i32::from(vec));
     let mut launch = device.stream().launch_builder(&function);
     launch

@@ -19,6 +19,7 @@ use super::context::CudaDevice;
 use super::error::CudaError;
 use super::params::{Geometry, MAX_DIMS, ReduceArgs, dtype_code, merge_dims, reversed};
 use super::pointwise::{Dense, vector_bytes};
+use super::source::Instance;
 use crate::dtype::DType;
 use crate::layout::{Layout, numel};
 use crate::op::ReduceOp;
@@ -72,6 +73,8 @@ struct Task {
 /// One launch, fully decided.
 struct Plan {
     task: Task,
+    /// The input's dtype.
+    input: DType,
     args: ReduceArgs,
     block: (u32, u32),
     blocks: usize,
@@ -148,7 +151,7 @@ impl Task {
             outputs: Geometry::new(&out_shape),
             output_strides: reversed(out_strides),
         };
-        Some(Plan { task: self, args, block, blocks, splits })
+        Some(Plan { task: self, input, args, block, blocks, splits })
     }
 }
 
@@ -161,7 +164,10 @@ impl Plan {
             return Ok(out);
         }
         self.args.out = out.ptr();
-        let function = device.eager_kernel("reduce", self.task.kernel)?;
+        // The instance for the input's dtype; the output's is read at run time (one store per
+        // output).
+        let instance = Instance::of([self.input]);
+        let function = device.eager_kernel(&instance.name("reduce"), &instance.name(self.task.kernel))?;
         let config = LaunchConfig {
             grid_dim: (self.blocks.min(i32::MAX as usize) as u32, self.splits as u32, 1),
             block_dim: (self.block.0, self.block.1, 1),

@@ -237,8 +237,9 @@ __device__ __forceinline__ void vstore4(f8e5m2* p, const float* s) {
     *reinterpret_cast<unsigned*>(p) = pack_f8e5m2x2(s[0], s[1]) | (pack_f8e5m2x2(s[2], s[3]) << 16);
 }
 
-// Element `i` of a buffer of dtype `dtype`, as a float (what the eager kernels load; the dtype
-// is one value for a whole launch).
+// Element `i` of a buffer of dtype `dtype`, as a float: what the eager kernels load. A kernel
+// instantiated for one dtype passes it as a constant, so the switch folds to one path at compile
+// time; the run-time instance passes one value for a whole launch.
 __device__ __forceinline__ float load_as_float(const void* p, int dtype, long long i) {
     switch (dtype) {
         case DTYPE_F16: return f16_to_float(f16{__ldg(reinterpret_cast<const unsigned short*>(p) + i)});
