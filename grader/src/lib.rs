@@ -56,9 +56,10 @@
 //!
 //! GPU checks return `Err(Failure::skip(reason))` when there is no GPU: the table shows them as
 //! `skipped` with the reason, and they never fail a run. A check that times code on a GPU is
-//! marked [`CheckSpec::timed_on_gpu`](grader_harness::CheckSpec::timed_on_gpu): the grader runs it
-//! only while holding that GPU's machine-wide lock ([`gpu_lock`]), so learners sharing a GPU never
-//! time at the same moment.
+//! marked [`CheckSpec::timed_on_gpu`](grader_harness::CheckSpec::timed_on_gpu): the part of it
+//! that times runs only while its grader holds that GPU's machine-wide lock exclusively
+//! ([`gpu_lock`]), while every other check's runner shares the GPU, so learners sharing a GPU
+//! never time beside anyone else's work.
 
 pub mod audit;
 pub mod build_progress;

@@ -1,13 +1,14 @@
 //! The timed part of a check, and only it, run while the grader holds the GPU's machine-wide lock
-//! (the grader's `gpu_lock`): a check that times code on a GPU compiles, exports and checks
-//! correctness without it, so that learners sharing a GPU wait for each other only while one of
-//! them is measuring.
+//! exclusively (the grader's `gpu_lock`): a check that times code on a GPU compiles, exports and
+//! checks correctness under the shared hold every runner has, so that learners sharing a GPU wait
+//! for each other only while one of them is measuring, and nobody else's work runs beside a
+//! measurement.
 //!
 //! The grader hands a timed check's runner two pipes (their descriptors in
 //! [`LOCK_FDS_ENV`], `GRANTS,REQUESTS`): [`timed`] writes `acquire` on the requests pipe and waits
 //! for `granted` on the other before it runs its closure, then writes `release`. The grader takes
-//! the lock between the two, and drops it at `release` or when the runner's process ends, however
-//! it ends. A runner started without the pipes (on the CPU, or by hand) runs the closure at once.
+//! the exclusive hold between the two, and goes back to a shared one at `release`; it lets go of
+//! everything when the runner's process ends, however it ends. A runner started without the pipes (on the CPU, or by hand) runs the closure at once.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
