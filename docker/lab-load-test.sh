@@ -10,7 +10,7 @@
 # Rust. It prints one line per grader (exit code, wall time, verdict counts, time waited for the
 # GPU, the speed checks' results: set SPEED_CHECKS=id1,id2 to name others) and a summary; it exits
 # 1 when a grader did not finish or a verdict differs from the solo run's. The last line gives the
-# slowest grader's wall time over the solo run's (the target for 8 graders on phase 5: 1.5x).
+# slowest grader's wall time over the solo run's.
 # LAB_DEADLINE=SECONDS stops each of the N graders after that long (reported as not finished), so
 # that a run on a lent machine ends with a summary.
 set -euo pipefail

@@ -189,7 +189,8 @@ pub const PHASE: Phase = Phase {
                 "Give each value two vertices, as PyTorch's partitioner does: \"computed in the forward\" and \
                  \"the backward has it\". Source to the first costs `cost` (cut: recomputed), first to second costs \
                  `price * bytes` (cut: saved); never-cut edges forbid the rest. A maximum flow (Edmonds-Karp) \
-                 gives a minimum cut; read the plan off the vertices the source still reaches.",
+                 gives a minimum cut; read the plan off the vertices the source still reaches. The picture \
+                 `book/src/images/save-or-recompute-cut.svg` draws the network and its cut for a small graph.",
             ],
             checks: crate::checks![
                 partition::plans_are_costed,
