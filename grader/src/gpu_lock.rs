@@ -119,14 +119,10 @@ impl GpuLock {
         mut on_wait: impl FnMut(Option<&Holder>),
         give_up: &AtomicBool,
     ) -> Result<Option<GpuLock>> {
-        let (gate, file) = (open_lock_file(dir, gpu, GATE)?, open_lock_file(dir, gpu, LOCK)?);
-        let started = Instant::now();
-        for (held, what) in [(&gate, GATE), (&file, LOCK)] {
-            if !wait_for(held, libc::LOCK_EX, &file, dir, gpu, what, &mut on_wait, give_up)? {
-                return Ok(None);
-            }
-        }
-        let lock = GpuLock { file: Some(file), _gate: gate, waited: started.elapsed() };
+        let Some(Taken { gate, file, waited }) = take(dir, gpu, libc::LOCK_EX, &mut on_wait, give_up)? else {
+            return Ok(None);
+        };
+        let lock = GpuLock { file: Some(file), _gate: gate, waited };
         lock.write_holder(me);
         Ok(Some(lock))
     }
@@ -183,16 +179,12 @@ impl GpuShare {
         mut on_wait: impl FnMut(Option<&Holder>),
         give_up: &AtomicBool,
     ) -> Result<Option<GpuShare>> {
-        let (gate, file) = (open_lock_file(dir, gpu, GATE)?, open_lock_file(dir, gpu, LOCK)?);
-        let started = Instant::now();
-        // Through the gate, held shared only for as long as it takes to share the lock itself.
-        for (held, what) in [(&gate, GATE), (&file, LOCK)] {
-            if !wait_for(held, libc::LOCK_SH, &file, dir, gpu, what, &mut on_wait, give_up)? {
-                return Ok(None);
-            }
-        }
+        let Some(Taken { gate, file, waited }) = take(dir, gpu, libc::LOCK_SH, &mut on_wait, give_up)? else {
+            return Ok(None);
+        };
+        // Through the gate, held shared only for as long as it took to share the lock itself.
         drop(gate);
-        Ok(Some(GpuShare { _file: file, waited: started.elapsed() }))
+        Ok(Some(GpuShare { _file: file, waited }))
     }
 
     /// How long [`GpuShare::take_unless`] waited for graders timing on the GPU.
@@ -205,32 +197,40 @@ impl GpuShare {
 const LOCK: &str = "lock";
 const GATE: &str = "gate";
 
-/// Takes `op` (`LOCK_SH` or `LOCK_EX`) on `held`, polling; while it waits, calls `on_wait` with
-/// the exclusive holder named in `named` each time it changes. False when given up.
-#[allow(clippy::too_many_arguments)]
-fn wait_for(
-    held: &File,
-    op: libc::c_int,
-    named: &File,
+/// A GPU's gate and lock file, both taken, and how long that took.
+struct Taken {
+    gate: File,
+    file: File,
+    waited: Duration,
+}
+
+/// Takes `op` (`LOCK_SH` or `LOCK_EX`) on GPU `gpu`'s gate, then on its lock file, polling; while
+/// it waits, calls `on_wait` with the exclusive holder the lock file names each time it changes.
+/// `None` when given up.
+fn take(
     dir: &Path,
     gpu: &str,
-    what: &str,
+    op: libc::c_int,
     on_wait: &mut impl FnMut(Option<&Holder>),
     give_up: &AtomicBool,
-) -> Result<bool> {
-    let mut last_seen = None;
-    while !try_flock(held, op).with_context(|| format!("cannot lock {}", lock_path(dir, gpu, what).display()))? {
-        if give_up.load(Ordering::SeqCst) {
-            return Ok(false);
+) -> Result<Option<Taken>> {
+    let (gate, file) = (open_lock_file(dir, gpu, GATE)?, open_lock_file(dir, gpu, LOCK)?);
+    let started = Instant::now();
+    for (held, what) in [(&gate, GATE), (&file, LOCK)] {
+        let mut last_seen = None;
+        while !try_flock(held, op).with_context(|| format!("cannot lock {}", lock_path(dir, gpu, what).display()))? {
+            if give_up.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let holder = read_holder(&file);
+            if last_seen.as_ref() != Some(&holder) {
+                on_wait(holder.as_ref());
+                last_seen = Some(holder);
+            }
+            std::thread::sleep(POLL);
         }
-        let holder = read_holder(named);
-        if last_seen.as_ref() != Some(&holder) {
-            on_wait(holder.as_ref());
-            last_seen = Some(holder);
-        }
-        std::thread::sleep(POLL);
     }
-    Ok(true)
+    Ok(Some(Taken { gate, file, waited: started.elapsed() }))
 }
 
 /// `dir/<gpu>.<what>` ([`LOCK`] or [`GATE`]), with the GPU's name kept to characters safe in a

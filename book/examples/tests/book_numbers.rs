@@ -315,6 +315,7 @@ fn the_compare_stub_states_the_checks_numbers() {
     let (close_low, close_high) = two("CLOSE");
     let (far_low, far_high) = two("FAR");
     let (ms_low, ms_high) = two("STEADY_MS");
+    let (gpu_ms_low, gpu_ms_high) = two("STEADY_MS_ON_A_GPU");
     let (pairs_low, pairs_high) = two("BUDGET_PAIRS");
     let percent = |x: f64| format!("{}", (x * 100.0).round());
     let phrases = [
@@ -326,7 +327,7 @@ fn the_compare_stub_states_the_checks_numbers() {
             percent(close_low - 1.0),
             percent(close_high - 1.0)
         ),
-        format!("taking {ms_low} to {ms_high} ms a call once warm"),
+        format!("taking {ms_low} to {ms_high} ms a call once warm ({gpu_ms_low} to {gpu_ms_high} ms on a GPU"),
         format!("the ratio within {}% of the true one", percent(one("RATIO_WITHIN"))),
         format!("({}% more is tolerated)", percent(one("OVERRUN"))),
         format!("a pair that differs {far_low} fold or more must be decided within {} calls of each", one("FAR_CALLS")),
