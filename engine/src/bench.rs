@@ -19,9 +19,11 @@
 pub mod baseline;
 mod clock;
 mod spin;
+mod wake;
 
 pub use clock::{CacheFlush, Stamp};
 pub use spin::spin;
+pub use wake::{Wake, wake};
 
 use std::time::{Duration, Instant};
 
@@ -195,6 +197,11 @@ mod tests {
         assert!(timing.min() >= 0.002, "{device}: {:?}", timing.samples());
         let ((), once) = time_once(device, || spin(device, Duration::from_millis(2))).unwrap();
         assert!(once >= Duration::from_millis(2), "{device}: {once:?}");
+    }
+
+    #[test]
+    fn the_cpu_has_no_clock_to_wake() {
+        assert_eq!(wake(Device::Cpu, Duration::from_millis(300)).unwrap(), None);
     }
 
     #[test]

@@ -881,3 +881,19 @@ fn gpu_half_precision_gradients_match_the_cpu() {
         Ok(())
     });
 }
+
+#[test]
+fn gpu_wake_raises_the_clock_and_returns_at_once_when_it_is_up() {
+    // The first wake may find an idle GPU; the second follows it at once, so the clock is up and
+    // one 2 ms measurement says so. Both read back a clock no higher than the device's highest.
+    let Some(device) = gpu() else { return };
+    let limit = std::time::Duration::from_millis(300);
+    let first = engine::bench::wake(device, limit).unwrap().expect("a GPU has a clock to wake");
+    let second = engine::bench::wake(device, limit).unwrap().unwrap();
+    let max = second.max_mhz.expect("the H100's driver reports its highest clock");
+    for w in [first, second] {
+        assert!(w.mhz > 100.0 && w.mhz <= 1.05 * max, "{w:?}");
+    }
+    assert!(first.raised() || first.took >= limit, "{first:?}");
+    assert!(second.raised() && second.took < std::time::Duration::from_millis(50), "{second:?}");
+}

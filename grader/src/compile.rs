@@ -174,7 +174,7 @@ fn confined(config: &Config, rustc: &Path, args: &[OsString]) -> Result<ExitCode
         places: Places { read, read_exec: vec![sysroot.clone()], writable, ..Places::default() },
     };
     let mut child = sandbox
-        .command(&sysroot.join("bin").join("rustc"))
+        .command(&sysroot.join("bin").join("rustc"), false)
         .args(&args)
         .env("TMPDIR", &tmp)
         .env_remove(CONFIG_VARIABLE)

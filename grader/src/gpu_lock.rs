@@ -1,7 +1,8 @@
 //! One machine-wide lock per GPU, so that on a lab server shared by many learners a check that
 //! times code on a GPU ([`CheckSpec::gpu_timing`]) times it alone: no other grader's work runs on
-//! that GPU meanwhile. It is a readers-writer lock. Every check's runner uses the GPU under a
-//! *shared* hold, which the grader takes before starting it and keeps until it ends; a timed check
+//! that GPU meanwhile. It is a readers-writer lock. Every check's runner that uses the GPU does so
+//! under a *shared* hold, which the grader takes before starting it and keeps until it ends (a
+//! check run without a GPU, [`CheckSpec::without_gpu`], takes none, and gets no GPU); a timed check
 //! asks for the *exclusive* hold around the part it times ([`grader_harness::timing`]) through two
 //! pipes the grader serves ([`LockServer`]), and goes back to a shared hold after it. So graders
 //! compile, export and check correctness side by side, and wait for each other only while one of
@@ -319,9 +320,11 @@ pub struct Timing {
 impl Timing {
     /// The lock check `spec` of `phase` uses: every check's runner uses the GPU under a shared
     /// hold, and one that times code on it ([`CheckSpec::gpu_timing`]) may ask for the exclusive
-    /// hold.
-    pub fn for_check(phase: &Phase, spec: &CheckSpec) -> Timing {
-        Timing { task: format!("{} {}", phase.name, spec.id), dir: lock_dir(), gpu: None, times: spec.gpu_timing }
+    /// hold. `None` for a check run without a GPU ([`CheckSpec::without_gpu`]): its runners take
+    /// no hold, and so get no GPU.
+    pub fn for_check(phase: &Phase, spec: &CheckSpec) -> Option<Timing> {
+        let task = format!("{} {}", phase.name, spec.id);
+        (!spec.without_gpu).then(|| Timing { task, dir: lock_dir(), gpu: None, times: spec.gpu_timing })
     }
 
     /// The lock of the GPU called `gpu` in `dir`, whatever this machine has, for a check that

@@ -84,7 +84,7 @@ impl Runner {
     /// `judged`, the runner judges the record in that file instead of reporting on itself. With
     /// `timing`, the runner starts under a shared hold on that GPU's lock and, for a check that
     /// times, may ask for the exclusive hold around what it times (the time it waits for it is
-    /// not counted against `limit`).
+    /// not counted against `limit`); without, it runs without a GPU.
     pub fn run(&self, id: &str, seed: u64, limit: Duration, judged: Option<&Path>, timing: Option<&Timing>) -> Run {
         // A sandboxed runner can write only inside its own writable directories.
         let made = match self.scratch() {
@@ -96,10 +96,15 @@ impl Runner {
             Err(e) => return Run::Ended(error(format!("cannot create a temporary directory for the result: {e}"))),
         };
         let result_path = dir.path().join("record.json");
+        // A runner uses the GPU only under a hold on its lock: given none, it gets no GPU, neither
+        // the device files (in the sandbox) nor a device CUDA would list.
         let mut command = match &self.sandbox {
-            Some(sandbox) => sandbox.command(&self.program),
+            Some(sandbox) => sandbox.command(&self.program, timing.is_some()),
             None => Command::new(&self.program),
         };
+        if timing.is_none() {
+            command.env("CUDA_VISIBLE_DEVICES", "");
+        }
         // The seed goes on stdin, never on the command line: learner code must not know it (it keys
         // the seal on the result, and every secret of the check).
         command

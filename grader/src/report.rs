@@ -133,7 +133,7 @@ impl PhaseReport {
                         spec.id,
                         seed,
                         Duration::from_secs(spec.timeout_secs),
-                        Some(&gpu_lock::Timing::for_check(phase, spec)),
+                        gpu_lock::Timing::for_check(phase, spec).as_ref(),
                     ),
                     (Err(failure), None) => (
                         Outcome {

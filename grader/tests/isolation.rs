@@ -99,6 +99,7 @@ const FIXTURE: Phase = Phase {
                 check("sends_a_unix_datagram"),
                 check("writes_to_dev_shm"),
                 check("opens_a_device_outside_the_list"),
+                check("opens_the_gpu_without_a_hold").without_gpu(),
             ],
             forbidden: &[],
         },
@@ -312,7 +313,15 @@ const CHECKS: &[Check] = &[
         },
     },
     Check { id: "passes_again", run: answer },
-    Check { id: "needs_a_gpu", run: answer },
+    Check {
+        id: "needs_a_gpu",
+        run: |ctx| {
+            // Under its hold on the GPU's lock the sandboxed subject may open the driver's files.
+            let opened = std::fs::File::open("/dev/nvidiactl");
+            record("the GPU", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
+            answer(ctx)
+        },
+    },
     Check {
         id: "writes_a_pass_and_exits",
         run: |ctx| {
@@ -484,6 +493,20 @@ const CHECKS: &[Check] = &[
             let opened = std::fs::File::open("/dev/kmsg");
             record("answer", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
             Ok("opened".into())
+        },
+    },
+    Check {
+        id: "opens_the_gpu_without_a_hold",
+        run: |_| {
+            // A check run without a GPU gets none: CUDA lists no device, and in the sandbox the
+            // driver's control file is closed (the reference, not sandboxed here, opens it).
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES");
+            if visible.as_deref() != Ok("") {
+                return Err(Failure::fail(format!("CUDA_VISIBLE_DEVICES is {visible:?}, expected empty")));
+            }
+            let opened = std::fs::File::open("/dev/nvidiactl");
+            record("answer", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
+            Ok("no GPU listed".into())
         },
     },
 ];
@@ -716,6 +739,13 @@ fn sandbox_routes_are_closed() {
     // The reference (not sandboxed here) opens the kernel's log where the driver may.
     if std::fs::File::open("/dev/kmsg").is_ok() {
         expect("opens_a_device_outside_the_list", Status::Fail, "refused: permission denied");
+    }
+    // On a GPU machine the sandbox closes the GPU to a check run without one; elsewhere both
+    // runners find no device file, and each saw CUDA list no device.
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        expect("opens_the_gpu_without_a_hold", Status::Fail, "refused: permission denied");
+    } else {
+        expect("opens_the_gpu_without_a_hold", Status::Pass, "no GPU listed");
     }
 }
 

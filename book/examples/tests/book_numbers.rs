@@ -299,6 +299,21 @@ fn doc_comments(path: &Path) -> String {
     doc.join(" ")
 }
 
+/// What the phase 5 page says of the work `do_bench` is judged on is what the timer check draws.
+#[test]
+fn the_timer_page_states_the_checks_work() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase5/src/checks/timer.rs")).unwrap();
+    let page = page_text("phase5/exercises.md");
+    let (work, warm_up) = (const_numbers(&check, "WORK_MS"), const_numbers(&check, "WARM_UP_MS"));
+    for phrase in [
+        format!("drawn in secret from the run's seed ({} to {} ms;", work[0], work[1]),
+        format!("whose first calls take {} ms ({} ms on a GPU)", warm_up[0], warm_up[1]),
+    ] {
+        assert!(page.contains(&phrase), "book/src/phase5/exercises.md must say: {phrase}");
+    }
+}
+
 /// What phase 5's `compare` stub says it is judged on (pairs, differences, costs, budgets,
 /// tolerances) is what its check draws and allows, named constants in the check's source.
 #[test]

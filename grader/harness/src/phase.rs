@@ -82,6 +82,10 @@ pub struct CheckSpec {
     /// The check runs only on a GPU: where there is none it is skipped, also when the crate does
     /// not compile, so that a score counts the same checks either way.
     pub needs_gpu: bool,
+    /// The check never uses a GPU (pure logic on random data): its runners start without one
+    /// (the GPU's device files closed to them, `CUDA_VISIBLE_DEVICES` empty) and take no hold on
+    /// its lock, so on a lab's shared GPU they start at once even while other graders time there.
+    pub without_gpu: bool,
     /// The function that runs it, where it is linked: in a phase's runner binaries, not in the
     /// phase data the grader links (see [`crate::declare`]).
     pub run: Option<fn(&Context) -> CheckResult>,
@@ -93,7 +97,14 @@ impl CheckSpec {
 
     /// A check with the default time limit, that times nothing on a GPU.
     pub const fn new(id: &'static str) -> CheckSpec {
-        CheckSpec { id, timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS, gpu_timing: false, needs_gpu: false, run: None }
+        CheckSpec {
+            id,
+            timeout_secs: CheckSpec::DEFAULT_TIMEOUT_SECS,
+            gpu_timing: false,
+            needs_gpu: false,
+            without_gpu: false,
+            run: None,
+        }
     }
 
     /// The same check, run by `run`.
@@ -109,6 +120,7 @@ impl CheckSpec {
     /// The same check, marked as timing code on a GPU (see [`CheckSpec::gpu_timing`]); it needs
     /// one too.
     pub const fn timed_on_gpu(self) -> CheckSpec {
+        assert!(!self.without_gpu, "a check run without a GPU cannot time one");
         CheckSpec { gpu_timing: true, needs_gpu: true, ..self }
     }
 
@@ -116,12 +128,20 @@ impl CheckSpec {
     /// holds the GPU's lock (see [`CheckSpec::gpu_timing`]); where there is none it runs on the
     /// CPU rather than being skipped.
     pub const fn timed(self) -> CheckSpec {
+        assert!(!self.without_gpu, "a check run without a GPU cannot time one");
         CheckSpec { gpu_timing: true, ..self }
     }
 
     /// The same check, marked as needing a GPU (see [`CheckSpec::needs_gpu`]).
     pub const fn on_gpu(self) -> CheckSpec {
+        assert!(!self.without_gpu, "a check run without a GPU cannot need one");
         CheckSpec { needs_gpu: true, ..self }
+    }
+
+    /// The same check, run without a GPU (see [`CheckSpec::without_gpu`]).
+    pub const fn without_gpu(self) -> CheckSpec {
+        assert!(!self.needs_gpu && !self.gpu_timing, "a check that needs or times a GPU must have one");
+        CheckSpec { without_gpu: true, ..self }
     }
 }
 

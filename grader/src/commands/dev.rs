@@ -167,7 +167,8 @@ fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseRepo
         let Some(answers) = &check.answers else { continue };
         for &other in &others {
             let timing = grader::gpu_lock::Timing::for_check(phase, spec);
-            let run = grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None, Some(&timing));
+            let run =
+                grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None, timing.as_ref());
             let problem = match run {
                 Run::Recorded(Record { outcome: Some(Outcome { status: Status::Pass, .. }), transcript, .. }) => {
                     if &transcript != answers {
@@ -386,8 +387,8 @@ pub fn challenge_bar(root: Option<&Path>, runs: usize, json: bool) -> Result<Exi
     for run in 1..=runs {
         let seed = fresh_seed();
         let timing = grader::gpu_lock::Timing::for_check(phase, spec);
-        let solution = grading.verdict(spec.id, seed, limit, Some(&timing));
-        let naive = grading.judge_record(spec.id, seed, limit, &naive_one_graph(seed, spec.id)?, Some(&timing));
+        let solution = grading.verdict(spec.id, seed, limit, timing.as_ref());
+        let naive = grading.judge_record(spec.id, seed, limit, &naive_one_graph(seed, spec.id)?, timing.as_ref());
         let naive = naive.unwrap_or_else(|ended| ended);
         let result = BarRun { seed, solution: speedup(&solution.message), naive_one_graph: speedup(&naive.message) };
         if !json {

@@ -60,8 +60,9 @@ fn system_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// Restricts this process (and what it executes) to `places`.
-pub fn confine(places: &Places) -> Result<()> {
+/// Restricts this process (and what it executes) to `places`, and the GPU's device files where
+/// `gpu` allows them.
+pub fn confine(places: &Places, gpu: bool) -> Result<()> {
     let all = AccessFs::from_all(WANTED_ABI);
     let read = AccessFs::from_read(WANTED_ABI);
     let read_only = read & !AccessFs::Execute;
@@ -80,7 +81,10 @@ pub fn confine(places: &Places) -> Result<()> {
         .add_rules(path_beneath_rules(&places.executables, program))?
         .add_rules(path_beneath_rules(existing(&["/proc", "/sys"]), read_only))?
         .add_rules(path_beneath_rules(existing(&RANDOM_DEVICES), read_only))?
-        .add_rules(path_beneath_rules(existing(&DEVICES).into_iter().chain(gpu_devices()), device))?
+        .add_rules(path_beneath_rules(
+            existing(&DEVICES).into_iter().chain(if gpu { gpu_devices() } else { Vec::new() }),
+            device,
+        ))?
         .add_rules(path_beneath_rules(
             places.writable.iter().map(PathBuf::as_path).chain([Path::new("/proc/self")]),
             all & !AccessFs::Execute,

@@ -16,8 +16,9 @@
 //!   only the programs it is given (the C compiler the engine calls: the driver, `cc1`, `as`,
 //!   `collect2`, `ld`, found by asking the compiler) and the dynamic loader they need;
 //! - read `/proc` and `/sys`, and write its own `/proc/<pid>` (the CUDA driver does, at `cuInit`);
-//!   of `/dev`, only `/dev/null`, `/dev/zero`, `/dev/full`, the random sources and the GPU's
-//!   `/dev/nvidia*` (not `/dev/shm`);
+//!   of `/dev`, only `/dev/null`, `/dev/zero`, `/dev/full`, the random sources (not `/dev/shm`),
+//!   and the GPU's `/dev/nvidia*` for a check's runner that holds the GPU's lock (not for the
+//!   compiler, nor for a check run without a GPU);
 //! - read (and execute) what it is given: its own copy of the runner binary, or for the compiler
 //!   the learner's sources and the libraries they build against;
 //! - read and write its private temporary directory and its own kernel cache;
@@ -93,10 +94,14 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// `program args...` wrapped in the trampoline.
-    pub fn command(&self, program: &Path) -> Command {
+    /// `program args...` wrapped in the trampoline; with `gpu`, the program may open the GPU's
+    /// device files.
+    pub fn command(&self, program: &Path, gpu: bool) -> Command {
         let mut command = Command::new(&self.launcher);
         command.arg(TRAMPOLINE);
+        if gpu {
+            command.arg("--gpu");
+        }
         let Places { read, read_exec, executables, writable } = &self.places;
         for (flag, paths) in
             [("--read", read), ("--read-exec", read_exec), ("--exec", executables), ("--writable", writable)]
@@ -115,12 +120,16 @@ impl Sandbox {
     }
 }
 
-/// The trampoline: `__sandbox [--read PATH]... [--read-exec DIR]... [--exec FILE]...
+/// The trampoline: `__sandbox [--gpu] [--read PATH]... [--read-exec DIR]... [--exec FILE]...
 /// [--writable DIR]... -- PROGRAM ARGS...`. Restricts this process, then replaces it with
 /// PROGRAM. Returns only on failure.
 pub fn trampoline(args: &[OsString]) -> Result<std::convert::Infallible> {
     let mut places = Places { executables: dynamic_loaders(), ..Places::default() };
-    let mut rest = args.iter();
+    let mut gpu = false;
+    let mut rest = args.iter().peekable();
+    if rest.next_if(|a| *a == "--gpu").is_some() {
+        gpu = true;
+    }
     loop {
         let flag = rest.next().and_then(|a| a.to_str());
         let list = match flag {
@@ -136,7 +145,7 @@ pub fn trampoline(args: &[OsString]) -> Result<std::convert::Infallible> {
     let program = rest.next().context("sandbox: no program to run")?;
     network::leave()?;
     if let Support::Landlock(_) = Support::probe() {
-        files::confine(&places)?;
+        files::confine(&places, gpu)?;
     }
     syscalls::install()?;
     Err(Command::new(program).args(rest).exec()).with_context(|| format!("sandbox: cannot run {program:?}"))

@@ -29,6 +29,9 @@ pub struct DeviceFacts {
     /// ordinal, which `CUDA_VISIBLE_DEVICES` and containers renumber, it names the physical GPU:
     /// the grader's machine-wide GPU locks are keyed by it.
     pub uuid: Option<String>,
+    /// The streaming multiprocessors' highest clock in MHz (1980 on the H100 SXM), when the driver
+    /// reports it: what [`crate::bench::wake`] waits for the clock to come near before timing.
+    pub max_sm_clock_mhz: Option<u32>,
 }
 
 impl DeviceFacts {
@@ -146,6 +149,11 @@ fn device_facts(ordinal: usize) -> Result<DeviceFacts, String> {
         l2_cache: attribute(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
         // Optional: a driver that cannot report it loses only the lock's precise name.
         uuid: driver_result::device::get_uuid(device).ok().map(|uuid| format_uuid(&uuid.bytes)),
+        // Optional too (deprecated in newer CUDA): without it, waking the clock spins its limit.
+        max_sm_clock_mhz: attribute(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+            .ok()
+            .filter(|&khz| khz > 0)
+            .map(|khz| khz / 1000),
     })
 }
 

@@ -55,8 +55,8 @@ const EXERCISES: &[Exercise] = &[
              start.record()?; f()?; end.record()?;`, then push every `end.seconds_since(&start)?`.",
         ],
         checks: crate::checks![
-            timer::quantile_matches_the_engine,
-            timer::stopping_rule_is_followed,
+            timer::quantile_matches_the_engine.without_gpu(),
+            timer::stopping_rule_is_followed.without_gpu(),
             timer::times_known_work.timed(),
         ],
         forbidden: TIMERS,
@@ -79,8 +79,8 @@ const EXERCISES: &[Exercise] = &[
              plotters' errors into `Error::Io` with `map_err`.",
         ],
         checks: crate::checks![
-            sweep::crossover_is_found,
-            sweep::plot_shows_both_series,
+            sweep::crossover_is_found.without_gpu(),
+            sweep::plot_shows_both_series.without_gpu(),
             sweep::sweep_times_the_mlp.with_timeout(TIMED).timed(),
         ],
         forbidden: TIMERS,
@@ -100,7 +100,7 @@ const EXERCISES: &[Exercise] = &[
              the eager function.",
         ],
         checks: crate::checks![
-            break_even::break_even_is_counted,
+            break_even::break_even_is_counted.without_gpu(),
             break_even::costs_are_measured.with_timeout(TIMED).timed(),
         ],
         forbidden: TIMERS,
@@ -119,7 +119,7 @@ const EXERCISES: &[Exercise] = &[
             "Time eager once, before the loop, and put the same median in every row's `Costs`. Each row's \
              break-even is then your own `break_even(&row.costs)`.",
         ],
-        checks: crate::checks![modes::fastest_is_picked, modes::modes_are_measured.with_timeout(TIMED).timed()],
+        checks: crate::checks![modes::fastest_is_picked.without_gpu(), modes::modes_are_measured.with_timeout(TIMED).timed()],
         forbidden: TIMERS,
     },
     Exercise {
@@ -154,9 +154,9 @@ const EXERCISES: &[Exercise] = &[
              by a `[m, 1]` tensor of `a`'s scales and a `[1, n]` tensor of `b`'s.",
         ],
         checks: crate::checks![
-            fp8::rows_fill_the_format,
-            fp8::product_applies_the_scales,
-            fp8::error_stays_within_the_format,
+            fp8::rows_fill_the_format.without_gpu(),
+            fp8::product_applies_the_scales.without_gpu(),
+            fp8::error_stays_within_the_format.without_gpu(),
         ],
         forbidden: &[Forbidden {
             path: ".scaled_mm",
@@ -228,7 +228,7 @@ const CHALLENGE: Exercise = Exercise {
          in place, where a reshape to drop the leading 1 would copy.",
     ],
     checks: crate::checks![
-        challenge::challenge_matches_block.with_timeout(COMPILES),
+        challenge::challenge_matches_block.with_timeout(COMPILES).without_gpu(),
         challenge::challenge_is_faster.with_timeout(COMPILES).timed_on_gpu(),
     ],
     forbidden: &[],

@@ -61,21 +61,21 @@ pub fn log2_ms(seconds: f64) -> f32 {
     (seconds * 1e3).log2() as f32
 }
 
-/// Keeps a GPU busy for 300 ms and waits for it, so that its clock has left idle (345 MHz on the
-/// H100, against 1980 at full speed) before anything is timed. Without it, ten gradings on the
-/// H100 saw a batch-1 MLP call, 18 µs at full clock, measured at 0.16 ms in one process: a
-/// timer's own warm-up is a few calls, too short to wake the clock. On the CPU it does nothing.
+/// Raises a GPU's clock before anything is timed: an idle H100 runs at 345 MHz, against 1980 at
+/// full speed, and a timer's own warm-up of a few calls is too short to raise it (ten gradings on
+/// the H100 saw a batch-1 MLP call, 18 µs at full clock, measured at 0.16 ms in one process).
+/// [`engine::bench::wake`] keeps the GPU busy until its measured clock is near its highest, for at
+/// most 300 ms: at once on a GPU a lab keeps busy, where a fixed 300 ms spin in each of phase 5's
+/// timed checks made up a sixth of the time a grader held the GPU alone. On the CPU it does
+/// nothing.
 ///
-/// The spin holds the GPU's lock (a nested call inside a timed part takes it no second time): on
-/// a GPU shared by a lab, another grader's 300 ms spin running beside a timed part takes turns
-/// with its kernels and stretches them. Eight graders on one H200 saw profiles and timer checks
-/// fail that passed alone while these spins ran outside the lock.
+/// It holds the GPU's lock (a nested call inside a timed part takes it no second time): on a GPU
+/// shared by a lab, another grader's spin running beside a timed part takes turns with its kernels
+/// and stretches them. Eight graders on one H200 saw profiles and timer checks fail that passed
+/// alone while fixed spins ran outside the lock.
 pub fn wake_the_gpu(device: Device) -> Result<(), Failure> {
     if device != Device::Cpu {
-        grader_harness::timed(|| {
-            engine::bench::spin(device, std::time::Duration::from_millis(300))?;
-            device.synchronize()
-        })?;
+        grader_harness::timed(|| engine::bench::wake(device, std::time::Duration::from_millis(300)))?;
     }
     Ok(())
 }

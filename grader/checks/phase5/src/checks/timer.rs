@@ -94,8 +94,15 @@ fn covered(device: Device, samples: &[f64], works: &[Duration]) -> Result<(), us
     }
 }
 
+/// How long each timed call of `times_known_work` lasts, in milliseconds: drawn between these
+/// from the run's seed.
+const WORK_MS: (u64, u64) = (2, 12);
+
+/// How long its warm-up calls last, in milliseconds, on the CPU and on a GPU.
+const WARM_UP_MS: (u64, u64) = (200, 50);
+
 /// `do_bench` on work whose every call lasts its own secret duration, drawn from the run's seed
-/// (which the learner's process is not given): 2 to 32 ms, `engine::bench::spin` (a sleep on the
+/// (which the learner's process is not given): [`WORK_MS`], `engine::bench::spin` (a sleep on the
 /// CPU, a kernel on a GPU, which returns before it has run). Warm-up calls are made and never
 /// timed, one call makes one sample, the samples cover their calls' durations ([`covered`]),
 /// and sampling stops where the rule says. The median is compared with the judge's, whose
@@ -103,11 +110,13 @@ fn covered(device: Device, samples: &[f64], works: &[Duration]) -> Result<(), us
 /// device's work.
 pub fn times_known_work(ctx: &Context) -> CheckResult {
     let device = Device::cuda_if_available();
-    let work_of =
-        |call: usize| secret_duration(ctx, "work", call as u64, Duration::from_millis(2), Duration::from_millis(12));
-    // Slow enough that no ordinary call is ever as slow, even a 2 ms sleep on a machine so loaded
-    // that it oversleeps twentyfold (seen on a 2-core machine at load 9).
-    let slow = Duration::from_millis(200);
+    let (fastest, slowest) = (Duration::from_millis(WORK_MS.0), Duration::from_millis(WORK_MS.1));
+    let work_of = |call: usize| secret_duration(ctx, "work", call as u64, fastest, slowest);
+    // Slow enough that no ordinary call is ever as slow: on the CPU even a 2 ms sleep on a machine
+    // so loaded that it oversleeps twentyfold (seen on a 2-core machine at load 9); on a GPU, whose
+    // spin kernel lasts exactly its time, four times the longest call, so that the part timed
+    // alone on a shared GPU stays short.
+    let slow = Duration::from_millis(if device == Device::Cpu { WARM_UP_MS.0 } else { WARM_UP_MS.1 });
     let config = TimerConfig { warmup: 2, round: 5, max_samples: 20, stable_within: 0.02, flush_cache: true };
     let calls = Cell::new(0);
     let work = || {
@@ -141,7 +150,10 @@ pub fn times_known_work(ctx: &Context) -> CheckResult {
     );
     // The judge compares this with the median its own run of the reference timer measured.
     record_floats("log2 of the median's ms", &[log2_ms(median)], timed(device).steady);
-    let on = format!("timing work of 2 to 32 ms a call on {device} (the first {} calls take {slow:?})", config.warmup);
+    let on = format!(
+        "timing work of {} to {} ms a call on {device} (the first {} calls take {slow:?})",
+        WORK_MS.0, WORK_MS.1, config.warmup
+    );
     ensure(one_per_call, || {
         format!(
             "{on}: the work was called {} times for {n} samples; expected {} warm-up calls plus one call per sample",
