@@ -277,3 +277,49 @@ fn fp8_kernels_compile_for_gpus_with_and_without_fp8_conversions() {
         }
     }
 }
+
+#[test]
+fn rows_of_up_to_1024_take_a_warp_each_in_every_dtype() {
+    // Layer norm and softmax at row lengths on both sides of one warp's limit (1024 elements), in
+    // each dtype: the short rows launch four warps a block, a row each, and combine by shuffles
+    // alone; the longer ones a block a row. Every kernel, renamed by its row length, goes into
+    // one module per dtype for the syntax check and NVRTC (for Hopper, where it is installed).
+    use engine::inductor::codegen::cuda;
+    use engine::inductor::launch::{Grid, Launch};
+    type Model = fn(Vec<Tensor>) -> engine::Result<Tensor>;
+    let layer_norm: Model = |t| t[0].layer_norm(&t[1], &t[2], 1e-5);
+    let softmax: Model = |t| t[0].softmax(-1);
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        let mut printed = Vec::new();
+        for cols in [1, 7, 33, 256, 1000, 1024, 1025, 4096] {
+            let x = Tensor::randn(&[3, cols], 1).to_dtype(dtype).unwrap();
+            let w = Tensor::randn(&[cols], 2).to_dtype(dtype).unwrap();
+            let b = Tensor::randn(&[cols], 3).to_dtype(dtype).unwrap();
+            for (f, inputs) in [(layer_norm, vec![x.clone(), w, b]), (softmax, vec![x])] {
+                let graph = dynamo::explain(f).call(&inputs).unwrap().graphs.remove(0);
+                for k in engine::inductor::kernels(&graph, &Config::default()).unwrap() {
+                    let kernel = cuda::kernel_for(&k, &format!("{}_{cols}", k.name), cuda::launch(&k));
+                    let (launch, source) = (kernel.launch, &kernel.source);
+                    if cols <= 1024 {
+                        assert_eq!(launch, Launch { block: 128, grid: Grid::Elements { per_block: 4 } }, "{source}");
+                        assert!(source.contains("= warp_sum(tmp"), "{source}");
+                        assert!(!source.contains("smem") && !source.contains("__syncthreads"), "{source}");
+                    } else {
+                        assert_eq!(launch.grid, Grid::Rows, "{source}");
+                        assert!(source.contains("= block_sum(tmp") && source.contains("smem"), "{source}");
+                    }
+                    printed.push(kernel);
+                }
+            }
+        }
+        let module = cuda::module(&printed);
+        if has_cxx() {
+            syntax_check(&module).unwrap();
+        }
+        if engine::device::cuda::probe().nvrtc.is_ok()
+            && let Err(why) = engine::device::cuda::nvrtc::compile_cubin(&module, "sm_90")
+        {
+            panic!("{dtype}: {why}\n{module}");
+        }
+    }
+}
