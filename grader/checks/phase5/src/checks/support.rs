@@ -86,7 +86,8 @@ pub fn wake_the_gpu(device: Device) -> Result<(), Failure> {
 /// NVRTC or the C compiler, the GEMM library's handle. So the first call timed afterwards is the
 /// tracing and compiling of its own function. It did not close the gap the H100 showed between the
 /// learner's sandboxed process and the judge's (see [`timed`]'s first-call tolerance), whose cause
-/// is still open. The directory is removed when the returned guard is dropped.
+/// is still open. The directory is removed when the returned guard is dropped. The caller wakes
+/// the GPU ([`wake_the_gpu`]) inside the timed part that follows.
 pub fn cold_kernel_cache(device: Device) -> Result<tempfile::TempDir, Failure> {
     let dir = tempfile::Builder::new()
         .prefix("phase5-cold-cache-")
@@ -111,6 +112,5 @@ pub fn cold_kernel_cache(device: Device) -> Result<tempfile::TempDir, Failure> {
     // A function no check times, so that its kernels in the cold cache serve none of theirs.
     let warm_up = dynamo::compile(|t: Tensor| t.mul(3.0)?.add(0.5)?.exp()).name("the process warm-up");
     warm_up.call(&x)?.to_vec()?;
-    wake_the_gpu(device)?;
     Ok(dir)
 }
