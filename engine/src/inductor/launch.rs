@@ -8,10 +8,9 @@ pub(crate) const THREADS: u32 = 256;
 /// How many blocks a launch needs for `xnumel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Grid {
-    /// Enough blocks for `per_block` values of `x` each (grid-stride loops take any excess): the
-    /// elements of a pointwise kernel, the rows of a reduction with a thread or a warp per row.
+    /// Enough blocks for `per_block` elements each (grid-stride loops take any excess).
     Elements {
-        /// Values of `x` one block covers per step.
+        /// Elements one block covers per step.
         per_block: u32,
     },
     /// One block per row (blocks stride over rows past the cap).

@@ -12,10 +12,9 @@
 //! - Foreach kernels: the pointwise loop of each part in turn, in a block of its own with its own
 //!   extent (`xnumel`); every thread of the grid strides through each part, so one launch of the
 //!   whole grid covers them all.
-//! - Persistent reductions (`per_`): each thread keeps its share of the row in registers, so the
-//!   row is read once however many loops the phases need. A row short enough for one warp gets a
-//!   warp, several rows to a block, and its partial results meet through warp shuffles alone; a
-//!   longer row gets a block, whose partial results meet through shuffles and shared memory.
+//! - Persistent reductions (`per_`): one block per row; each thread keeps its share of the row in
+//!   registers, so the row is read once however many loops the phases need; partial results meet
+//!   through warp shuffles and shared memory.
 //! - Looped reductions (`red_`, rows too long for registers): one block per row striding through
 //!   it, re-reading the row in each loop. Rows along a strided dimension: one thread per row.
 
@@ -66,7 +65,7 @@ pub fn prelude() -> String {
 /// reduction's partials safe from this one's writes.
 fn reduction_helpers(combine: Combine) -> String {
     let block = block_reduce(combine);
-    let warp = warp_reduce(combine);
+    let warp = block.replace("block", "warp");
     let step = combine_expr(combine, "v", "__shfl_xor_sync(0xffffffffu, v, offset)");
     let identity = identity(combine, Dialect::Cuda);
     format!(
@@ -88,11 +87,6 @@ __device__ __forceinline__ float {block}(float v, float* smem) {{
     )
 }
 
-/// The helper that combines one value per lane across a warp (`warp_sum`, `warp_max`).
-fn warp_reduce(combine: Combine) -> String {
-    block_reduce(combine).replace("block", "warp")
-}
-
 /// A whole CUDA C module: the prelude, then every kernel.
 pub fn module(kernels: &[CudaKernel]) -> String {
     crate::wires::trip(crate::wires::Wire::CudaModule);
@@ -111,13 +105,9 @@ pub fn launch(k: &Kernel) -> Launch {
         KernelBody::Pointwise(_) | KernelBody::Foreach(_) => {
             Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * vec_width(k) as u32 } }
         }
-        KernelBody::Reduction { persistent: true, row_len, .. } => match RowShape::of(*row_len) {
-            RowShape::Warp => Launch {
-                block: (WARP * WARP_ROWS_PER_BLOCK) as u32,
-                grid: Grid::Elements { per_block: WARP_ROWS_PER_BLOCK as u32 },
-            },
-            RowShape::Block { threads } => Launch { block: threads as u32, grid: Grid::Rows },
-        },
+        KernelBody::Reduction { persistent: true, row_len, .. } => {
+            Launch { block: persistent_shape(*row_len, 1).0 as u32, grid: Grid::Rows }
+        }
         KernelBody::Reduction { innermost: true, .. } => Launch { block: 1024, grid: Grid::Rows },
         KernelBody::Reduction { .. } => Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } },
     }
@@ -377,87 +367,19 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     b
 }
 
-/// Threads in a warp: the lanes that combine values by shuffles, with no barrier between them.
-const WARP: usize = 32;
-
-/// Most elements one lane of a warp keeps of its row, so the longest row one warp reduces by
-/// itself is `WARP * WARP_SLOTS` (1024) elements, in every dtype.
-///
-/// - Registers: every element a lane keeps is one float register per array alive at once (loads
-///   widen to float, so the storage dtype does not matter). A layer norm keeps three or four
-///   arrays alive (the input, its centred values, the weight and the bias): at 32 elements that
-///   is 96 to 128 of the 255 registers a thread may have, with room for indices and sums before
-///   anything spills to local memory; twice as many elements would not fit.
-/// - Bytes in flight: 32 elements are 64 bytes in a 16-bit dtype (four 16-byte loads per lane
-///   before the first sum) and 128 bytes in f32 (eight), where the block-per-row path gives each
-///   thread one or two 16-byte loads per row and then waits at two barriers per reduction.
-const WARP_SLOTS: usize = 32;
-
-/// Rows (warps) per block on the warp path. Its warps share nothing, so the block size only sets
-/// how finely rows are dealt to multiprocessors: four warps keep a small batch spread over many
-/// of them (32 rows make 8 blocks), and sixteen such blocks fill a multiprocessor's 64 warps
-/// where registers allow.
-const WARP_ROWS_PER_BLOCK: usize = 4;
-
-/// How a persistent reduction shares each row among threads (Inductor's persistent reductions
-/// choose `XBLOCK`, rows per program, and `num_warps` in the same spirit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RowShape {
-    /// One warp per row, [`WARP_ROWS_PER_BLOCK`] rows per block: rows of at most
-    /// `WARP * WARP_SLOTS` elements, combined by shuffles alone (`warp_sum`), with no shared
-    /// memory and no `__syncthreads`.
-    Warp,
-    /// One block of `threads` per row, about eight elements each: longer rows, combined by
-    /// shuffles and then through shared memory (`block_sum`).
-    Block {
-        /// Threads in the block, a power of two from 256 to 1024.
-        threads: usize,
-    },
-}
-
-impl RowShape {
-    /// The shape for rows of `row_len`.
-    fn of(row_len: usize) -> RowShape {
-        if row_len <= WARP * WARP_SLOTS {
-            RowShape::Warp
-        } else {
-            RowShape::Block { threads: row_len.div_ceil(8).next_power_of_two().min(1024) }
-        }
-    }
-
-    /// Threads that share one row.
-    fn threads_per_row(self) -> usize {
-        match self {
-            RowShape::Warp => WARP,
-            RowShape::Block { threads } => threads,
-        }
-    }
-
-    /// The call that combines `acc` of every thread sharing a row, which each of them receives.
-    fn combine_across_row(self, combine: Combine, acc: &str) -> String {
-        match self {
-            RowShape::Warp => format!("{}({acc})", warp_reduce(combine)),
-            RowShape::Block { .. } => format!("{}({acc}, smem)", block_reduce(combine)),
-        }
-    }
-
-    /// Register slots per thread for a row of `row_len` read `vec` elements at a time.
-    fn slots(self, row_len: usize, vec: usize) -> usize {
-        row_len.div_ceil(self.threads_per_row()).div_ceil(vec) * vec
-    }
+/// Threads per block and register slots per thread for a persistent row of `row_len` read `vec`
+/// elements at a time (the thread count does not depend on `vec`).
+fn persistent_shape(row_len: usize, vec: usize) -> (usize, usize) {
+    let threads = row_len.div_ceil(8).next_power_of_two().clamp(32, 1024);
+    let slots = row_len.div_ceil(threads).div_ceil(vec) * vec;
+    (threads, slots)
 }
 
 fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     let width = vec_width(k);
     let vec = if row_len.is_multiple_of(width) { width } else { 1 };
-    let shape = RowShape::of(row_len);
-    let (threads, slots) = (shape.threads_per_row(), shape.slots(row_len, vec));
+    let (threads, slots) = persistent_shape(row_len, vec);
     let exact = threads * slots == row_len;
-    // The thread's place among those that share its row.
-    let lane = match shape {
-        RowShape::Warp => "lane",
-        RowShape::Block { .. } => "threadIdx.x",
-    };
     let dtype_of = |arg: usize| k.args[arg].dtype;
     let class_of = |arg: usize, index: &FlatIndex| {
         if vec == width { access(index, Var::R, vec, dtype_of(arg)) } else { Access::Gather }
@@ -487,36 +409,11 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     arrays.sort_unstable();
     arrays.dedup();
 
-    let mut b = String::new();
-    match shape {
-        RowShape::Warp => {
-            b.push_str(&alignment_check(k, &vector_args));
-            let rows = WARP_ROWS_PER_BLOCK;
-            let per_load = if vec == 1 { "one".to_string() } else { format!("{vec} neighbours") };
-            let up_to = if exact { "" } else { "up to " };
-            let elements = if slots == 1 { "element" } else { "elements" };
-            writeln!(b, "    // One warp per row of {row_len}, {rows} rows per block; each lane keeps {up_to}{slots} {elements} in")
-                .unwrap();
-            writeln!(
-                b,
-                "    // registers, {per_load} to a load. The row's partial results meet by warp shuffles alone."
-            )
-            .unwrap();
-            writeln!(b, "    const int lane = threadIdx.x & 31;").unwrap();
-            writeln!(
-                b,
-                "    for (long long x = blockIdx.x * {rows}LL + (threadIdx.x >> 5); x < xnumel; x += {rows}LL * gridDim.x) {{"
-            )
-            .unwrap();
-        }
-        RowShape::Block { .. } => {
-            b.push_str("    __shared__ float smem[32];\n");
-            b.push_str(&alignment_check(k, &vector_args));
-            writeln!(b, "    // {threads} threads share each row of {row_len}, {slots} per thread, kept in registers.")
-                .unwrap();
-            b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
-        }
-    }
+    let mut b = String::from("    __shared__ float smem[32];\n");
+    b.push_str(&alignment_check(k, &vector_args));
+    writeln!(b, "    // {threads} threads share each row of {row_len}, {slots} per thread, kept in registers.")
+        .unwrap();
+    b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
     let decls: Vec<String> = arrays.iter().map(|t| format!("tmp{t}[{slots}]")).collect();
     if !decls.is_empty() {
         writeln!(b, "        float {};", decls.join(", ")).unwrap();
@@ -531,8 +428,8 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     } else {
         (format!("            if (r < {row_len}) {{\n"), "            }\n".to_string(), "                ")
     };
-    let slot_r = format!("(s / {vec}) * {} + {lane} * {vec} + s % {vec}", threads * vec);
-    let chunk_r = format!("c * {} + {lane} * {vec}", threads * vec);
+    let slot_r = format!("(s / {vec}) * {} + threadIdx.x * {vec} + s % {vec}", threads * vec);
+    let chunk_r = format!("c * {} + threadIdx.x * {vec}", threads * vec);
     // The loop over a thread's chunks of `vec` neighbouring elements, around `lines` (none: no loop).
     let chunk_loop = |lines: &[String]| -> String {
         if lines.is_empty() {
@@ -552,7 +449,8 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
             Phase::Row(stmts) => {
                 for s in stmts {
                     let line = scalar.stmt(k, s, true);
-                    let line = if matches!(s, Stmt::Store { .. }) { format!("if ({lane} == 0) {line}") } else { line };
+                    let line =
+                        if matches!(s, Stmt::Store { .. }) { format!("if (threadIdx.x == 0) {line}") } else { line };
                     writeln!(b, "        {line}").unwrap();
                 }
             }
@@ -638,8 +536,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                     .collect();
                 b.push_str(&chunk_loop(&stores));
                 for r in reductions {
-                    let acc = format!("tmp{}", r.tmp);
-                    writeln!(b, "        {acc} = {};", shape.combine_across_row(r.combine, &acc)).unwrap();
+                    writeln!(b, "        tmp{0} = {1}(tmp{0}, smem);", r.tmp, block_reduce(r.combine)).unwrap();
                 }
                 for s in stmts {
                     if let Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } = s {
@@ -694,23 +591,11 @@ mod tests {
 
     #[test]
     fn persistent_rows_split_evenly() {
-        let shape = |row_len, vec| {
-            let shape = RowShape::of(row_len);
-            (shape, shape.threads_per_row(), shape.slots(row_len, vec))
-        };
-        // Up to 32 elements a lane: one warp per row.
-        assert_eq!(shape(1024, 8), (RowShape::Warp, 32, 32));
-        assert_eq!(shape(1024, 4), (RowShape::Warp, 32, 32));
-        assert_eq!(shape(1000, 8), (RowShape::Warp, 32, 32));
-        assert_eq!(shape(768, 8), (RowShape::Warp, 32, 24));
-        assert_eq!(shape(33, 1), (RowShape::Warp, 32, 2));
-        assert_eq!(shape(8, 4), (RowShape::Warp, 32, 4));
-        assert_eq!(shape(7, 1), (RowShape::Warp, 32, 1));
-        assert_eq!(shape(1, 1), (RowShape::Warp, 32, 1));
-        // Longer rows: a block of about eight elements a thread.
-        assert_eq!(shape(1025, 1), (RowShape::Block { threads: 256 }, 256, 5));
-        assert_eq!(shape(4096, 4), (RowShape::Block { threads: 512 }, 512, 8));
-        assert_eq!(shape(8192, 8), (RowShape::Block { threads: 1024 }, 1024, 8));
+        assert_eq!(persistent_shape(4096, 4), (512, 8));
+        assert_eq!(persistent_shape(1024, 4), (128, 8));
+        assert_eq!(persistent_shape(8, 4), (32, 4));
+        assert_eq!(persistent_shape(1000, 4), (128, 8));
+        assert_eq!(persistent_shape(7, 1), (32, 1));
     }
 
     #[test]
@@ -719,9 +604,5 @@ mod tests {
         assert_eq!(l.grid_size(1 << 24, 132), 132 * 8 * 4);
         assert_eq!(l.grid_size(1000, 132), 1);
         assert_eq!(Launch { block: 512, grid: Grid::Rows }.grid_size(4096, 132), 2112);
-        // Rows of a warp each, four to a block: 8192 rows make 2048 blocks.
-        let warp_rows = Launch { block: 128, grid: Grid::Elements { per_block: 4 } };
-        assert_eq!(warp_rows.grid_size(8192, 132), 2048);
-        assert_eq!(warp_rows.grid_size(3, 132), 1);
     }
 }
