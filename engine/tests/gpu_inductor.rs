@@ -78,6 +78,50 @@ fn gpu_reductions_persistent_looped_and_outer() {
     }
 }
 
+/// Layer norm and softmax compiled against eager in f32, bf16 and f16, at row lengths on both
+/// sides of the persistent reductions' limits (rows kept in registers, 8 elements a thread, up
+/// to 1024 and beyond): a few rows and a row count that is no multiple of four, lengths that take
+/// no vector loads (1, 7, 33, 1025), and an input that starts one element into its buffer (the
+/// scalar fallback of the 16-byte loads).
+#[test]
+fn gpu_row_reductions_in_each_dtype() {
+    use common::{Layout, make_typed};
+    type Model = fn(Vec<Tensor>) -> Result<Tensor>;
+    let Some(device) = gpu() else { return };
+    let layer_norm: Model = |t| t[0].layer_norm(&t[1], &t[2], 1e-5);
+    let softmax: Model = |t| t[0].softmax(-1);
+    let values = |n: usize, seed: u64| Tensor::uniform(&[n], -2.0, 2.0, seed).to_vec().unwrap();
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        // Eager's kernels round once, as the fused one does: the results differ by the order of
+        // the float32 sums, then by at most one rounding to the dtype.
+        let rtol = (2.0 * dtype.epsilon()).max(1e-3);
+        for cols in [1, 7, 33, 256, 1000, 1024, 1025, 4096] {
+            let weights = |seed| make_typed(&values(cols, seed), &[cols], Layout::Contiguous, device, dtype).0;
+            for (rows, layout) in [(3, Layout::Contiguous), (37, Layout::Contiguous), (6, Layout::Misaligned)] {
+                let x = make_typed(&values(rows * cols, cols as u64), &[rows, cols], layout, device, dtype).0;
+                let cases = [
+                    ("layer norm", layer_norm, vec![x.clone(), weights(1), weights(2)]),
+                    ("softmax", softmax, vec![x]),
+                ];
+                for (name, f, inputs) in cases {
+                    let inductor = Inductor::default();
+                    let got = dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor.clone()).call(&inputs).unwrap();
+                    assert_eq!(got.dtype(), dtype);
+                    let (got, want) = (got.to_vec().unwrap(), f(inputs.clone()).unwrap().to_vec().unwrap());
+                    let near =
+                        |(g, e): (&f32, &f32)| (g.is_nan() && e.is_nan()) || (g - e).abs() <= 1e-4 + rtol * e.abs();
+                    if let Some((i, (g, e))) = got.iter().zip(&want).enumerate().find(|(_, pair)| !near(*pair)) {
+                        let code = &inductor.output_codes()[0];
+                        panic!(
+                            "{name}, {dtype}, [{rows}, {cols}], {layout:?}: element {i}: compiled {g}, eager {e}\n{code}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_mlp_runs_matmul_through_cublas_between_kernels() {
     let Some(device) = gpu() else { return };
@@ -358,8 +402,8 @@ fn one_past_the_end(kernel: &engine::inductor::kernel::Kernel) -> String {
 type Model = fn(Vec<Tensor>) -> Result<Tensor>;
 
 /// Guarded buffers on a GPU (`Config::guard_buffers`): the engine's kernels on guarded copies give
-/// exactly what they give unguarded (ties, tails, transposed reads, reductions, bf16), and a
-/// kernel that writes one element past its output's end is an error naming the element, not a
+/// exactly what they give unguarded (ties, tails, transposed reads, row reductions, bf16 and
+/// f16), and a kernel that writes one element past its output's end is an error naming the element, not a
 /// silent corruption.
 #[test]
 fn gpu_guarded_buffers_catch_a_write_past_the_end() {
@@ -369,11 +413,20 @@ fn gpu_guarded_buffers_catch_a_write_past_the_end() {
         dynamo::compile(|t: Vec<Tensor>| f(t)).backend(inductor).call(inputs).unwrap().to_vec().unwrap()
     };
     let bf16 = |t: Tensor| t.to_dtype(engine::DType::BF16).unwrap();
-    let cases: [(Model, Vec<Tensor>); 4] = [
+    let f16 = |t: Tensor| t.to_dtype(engine::DType::F16).unwrap();
+    let cases: [(Model, Vec<Tensor>); 7] = [
         (|t| t[0].add(&t[1])?.relu()?.mul(2.0), vec![on(device, &[91], 1), on(device, &[91], 2)]),
         (|t| t[0].add(&t[1].t()?), vec![on(device, &[37, 53], 3), on(device, &[53, 37], 4)]),
         (|t| t[0].softmax(-1), vec![on(device, &[7, 1000], 5)]),
         (|t| t[0].softmax(-1), vec![bf16(on(device, &[7, 1000], 6))]),
+        // Rows in registers, and a row with no vector loads.
+        (
+            |t| t[0].layer_norm(&t[1], &t[2], 1e-5),
+            vec![bf16(on(device, &[37, 1024], 7)), bf16(on(device, &[1024], 8)), bf16(on(device, &[1024], 9))],
+        ),
+        (|t| t[0].softmax(-1), vec![f16(on(device, &[5, 33], 10))]),
+        // A row just past 1024.
+        (|t| t[0].softmax(-1), vec![on(device, &[3, 1025], 11)]),
     ];
     for (i, (f, inputs)) in cases.iter().enumerate() {
         let (guarded, unguarded) = (compiled(true, *f, inputs), compiled(false, *f, inputs));
