@@ -181,7 +181,7 @@ fn symbolic_sizes_trip_their_wires_only_when_called_from_outside_the_engine() {
     use engine::wires::Wire;
     assert!(engine::wires::install(|wire| TRIPPED.with(|t| t.borrow_mut().push(wire))), "the only hook");
     let x = Tensor::randn(&[4, 8], 0);
-    let traced = engine::fx::trace(&[x.clone()], |xs| Ok(vec![xs[0].relu()?.sum(-1, false)?])).unwrap();
+    let traced = engine::fx::trace(std::slice::from_ref(&x), |xs| Ok(vec![xs[0].relu()?.sum(-1, false)?])).unwrap();
     let mut dynamic = Graph::new();
     let tripped = symbolic_wires_tripped_by(|| dynamic = traced.graph.with_dynamic_dims(&[vec![0]]).unwrap());
     assert_eq!(tripped, [Wire::WithDynamicDims]);
