@@ -1,15 +1,20 @@
 //! Trip wires on the engine items that answer the workbook's exercises: the FX interpreter, the
-//! fusion decision, the kernel printers, the timer, the shape rules, the explain counts. No
-//! PyTorch counterpart: this is how the grader tells that a learner's code handed an exercise to
-//! the engine item that already does it, however the item was reached (an alias, a wrapper, a
-//! trait object, a macro, or another public item that calls it: the scheduler's default policy,
-//! the C renderer, the matmul shape rule).
+//! fusion decision, the kernel printers, the timer, the shape rules, the explain counts, the
+//! compiled-function cache and the symbolic-size machinery it decides with. No PyTorch
+//! counterpart: this is how the grader tells that a learner's code handed an exercise to the
+//! engine item that already does it, however the item was reached (an alias, a wrapper, a trait
+//! object, a macro, or another public item that calls it: the scheduler's default policy, the C
+//! renderer, the matmul shape rule).
 //!
 //! Each such item calls [`trip`] with its [`Wire`] when it runs. Nothing happens unless a hook
 //! was [installed](install): the grader's check runners install one before any learner code runs
 //! (the first installation wins and stays for the process's life), and the hook decides whether
-//! the wire is armed. Uses inside the engine that are no answer to an exercise (autotuning times
-//! its candidates with the engine's own timer) run [`internal`]ly and trip nothing.
+//! the wire is armed. Uses inside the engine that are no answer to an exercise trip nothing:
+//! they call the item's crate-private twin, which has no wire (`Graph::calls` for
+//! `Graph::op_count`, `Graph::symbol_bindings` for `Graph::bind_symbols`, the re-trace behind
+//! `Graph::with_dynamic_dims` for dynamo's cache), or, where the item is reached through layers
+//! that run no code of the learner's (autotuning timing its candidates with the engine's own
+//! timer), run [`internal`]ly.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -78,11 +83,23 @@ pub enum Wire {
     /// A compiled function's cache of graphs looked up or filled: every `dynamo::compile`d or
     /// `dynamo::explain`ed call (phase 2, `recompiles`).
     DynamoCache,
+    /// `fx::Graph::with_dynamic_dims`: a graph re-traced with some input sizes symbolic, which
+    /// decides which become symbols and which the ops specialize or unify (phase 2, `recompiles`).
+    WithDynamicDims,
+    /// `fx::proxy::Tracer::dynamic_placeholder`: a traced input with symbolic sizes, on which the
+    /// ops' symbolic shape rules then run (phase 2, `recompiles`).
+    DynamicPlaceholder,
+    /// `fx::Graph::add_dynamic_placeholder`: a graph input with symbolic sizes, where the rule for
+    /// sizes 0 and 1 is applied (phase 2, `recompiles`).
+    AddDynamicPlaceholder,
+    /// `fx::Graph::bind_symbols`: a graph's size guards checked against input shapes (phase 2,
+    /// `recompiles`).
+    BindSymbols,
 }
 
 impl Wire {
     /// Every wire.
-    pub const ALL: [Wire; 28] = [
+    pub const ALL: [Wire; 32] = [
         Wire::FxInterpreter,
         Wire::EagerBackend,
         Wire::AotEagerBackend,
@@ -111,6 +128,10 @@ impl Wire {
         Wire::MinCut,
         Wire::ScaledMm,
         Wire::DynamoCache,
+        Wire::WithDynamicDims,
+        Wire::DynamicPlaceholder,
+        Wire::AddDynamicPlaceholder,
+        Wire::BindSymbols,
     ];
 
     /// The item's path inside the engine, its module's last part first: `fx::Interpreter`,
@@ -145,6 +166,10 @@ impl Wire {
             Wire::Partitioner => "aot::partition",
             Wire::MinCut => "aot::Network",
             Wire::DynamoCache => "dynamo::compile",
+            Wire::WithDynamicDims => "fx::with_dynamic_dims",
+            Wire::DynamicPlaceholder => "proxy::dynamic_placeholder",
+            Wire::AddDynamicPlaceholder => "fx::add_dynamic_placeholder",
+            Wire::BindSymbols => "fx::bind_symbols",
         }
     }
 }

@@ -155,3 +155,66 @@ proptest! {
         prop_assert_eq!(f.stats().compiles, 1);
     }
 }
+
+thread_local! {
+    /// The wires tripped on this thread since [`symbolic_wires_tripped_by`] last cleared them.
+    static TRIPPED: std::cell::RefCell<Vec<engine::wires::Wire>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The wires of the symbolic-size machinery that `f` trips on this thread, in order.
+fn symbolic_wires_tripped_by(f: impl FnOnce()) -> Vec<engine::wires::Wire> {
+    use engine::wires::Wire;
+    const SYMBOLIC: [Wire; 4] =
+        [Wire::WithDynamicDims, Wire::DynamicPlaceholder, Wire::AddDynamicPlaceholder, Wire::BindSymbols];
+    TRIPPED.with(|t| t.borrow_mut().clear());
+    f();
+    TRIPPED.with(|t| t.take()).into_iter().filter(|w| SYMBOLIC.contains(w)).collect()
+}
+
+/// The public items that decide symbolic sizes trip their wires (phase 2's `recompiles` arms
+/// them), each its own and once; the engine's own uses of the same machinery (a compiled
+/// function's re-trace with a symbol, its guards on every call, `cond`'s branches made dynamic,
+/// Inductor's kernels for new sizes, the interpreter running a dynamic graph) trip none.
+#[test]
+fn symbolic_sizes_trip_their_wires_only_when_called_from_outside_the_engine() {
+    use engine::fx::{Interpreter, proxy::Tracer};
+    use engine::wires::Wire;
+    assert!(engine::wires::install(|wire| TRIPPED.with(|t| t.borrow_mut().push(wire))), "the only hook");
+    let x = Tensor::randn(&[4, 8], 0);
+    let traced = engine::fx::trace(std::slice::from_ref(&x), |xs| Ok(vec![xs[0].relu()?.sum(-1, false)?])).unwrap();
+    let mut dynamic = Graph::new();
+    let tripped = symbolic_wires_tripped_by(|| dynamic = traced.graph.with_dynamic_dims(&[vec![0]]).unwrap());
+    assert_eq!(tripped, [Wire::WithDynamicDims]);
+    assert!(dynamic.is_dynamic());
+    let tripped = symbolic_wires_tripped_by(|| assert!(dynamic.bind_symbols(&[&[6, 8]]).is_ok()));
+    assert_eq!(tripped, [Wire::BindSymbols]);
+    let tripped = symbolic_wires_tripped_by(|| {
+        Tracer::new().dynamic_placeholder("x", x.meta(), vec![8, 1], &[0]);
+    });
+    assert_eq!(tripped, [Wire::DynamicPlaceholder]);
+    let tripped = symbolic_wires_tripped_by(|| {
+        Graph::new().add_dynamic_placeholder("x", x.meta(), vec![8, 1], &[0]);
+    });
+    assert_eq!(tripped, [Wire::AddDynamicPlaceholder]);
+
+    let run = || Interpreter::new(dynamic.clone()).run(&[Tensor::randn(&[6, 8], 1)]).unwrap();
+    assert_eq!(symbolic_wires_tripped_by(|| drop(run())), []);
+    /// Four calls of a compiled function whose first dim changes: a re-trace with a symbol, whose
+    /// `cond` gets branches as dynamic as its operand, and guards checked on each call.
+    fn calls_with_a_changing_size(backend: impl Backend + 'static) -> Vec<Wire> {
+        let f = dynamo::compile(|x: Tensor| {
+            let positive = x.sum_all()?.gt(0.0)?;
+            dynamo::cond(&positive, |xs| xs[0].mul(2.0), |xs| xs[0].neg(), &[&x])?.relu()?.sum(-1, false)
+        })
+        .backend(backend);
+        let tripped = symbolic_wires_tripped_by(|| {
+            for n in [2, 3, 5, 3] {
+                f.call(&Tensor::randn(&[n, 8], n as u64)).unwrap();
+            }
+        });
+        assert_eq!((f.stats().compiles, f.stats().cache_hits), (2, 2), "the size became a symbol");
+        tripped
+    }
+    assert_eq!(calls_with_a_changing_size(Eager), []);
+    assert_eq!(calls_with_a_changing_size(engine::backends::Inductor::default()), []);
+}

@@ -347,6 +347,34 @@ mod tests {
         }
     }
 
+    #[test]
+    fn recompiles_refuses_the_cache_and_its_symbols_by_name() {
+        // Phase 2's recompiles, as declared: the engine items that would decide its answer (the
+        // cache, re-tracing with symbolic sizes, a symbolic input, the size guards) are refused
+        // however a use names them; the learner's own items of similar names are not.
+        let forbidden: Vec<&Forbidden> =
+            checks_phase2::PHASE.exercise("recompiles").expect("phase 2 has recompiles").forbidden.iter().collect();
+        for source in [
+            "fn g(f: F) { let _ = engine::dynamo::compile(f); }",
+            "fn g(t: Traced) { let _ = t.graph.with_dynamic_dims(&[vec![0]]); }",
+            "use engine::fx::Graph;\nfn g(t: &Graph) { let _ = Graph::with_dynamic_dims(t, &[]); }",
+            "fn g(t: &Tracer, m: TensorMeta) { t.dynamic_placeholder(\"x\", m, vec![1], &[0]); }",
+            "fn g(g: &mut Graph, m: TensorMeta) { g.add_dynamic_placeholder(\"x\", m, vec![1], &[0]); }",
+            "fn g(g: &Graph, s: &[usize]) -> bool { g.bind_symbols(&[s]).is_ok() }",
+            "fn g() { let check = engine::fx::Graph::bind_symbols; }",
+        ] {
+            let refusal = source_rules(source, &forbidden);
+            assert!(refusal.is_err(), "not refused: {source}");
+        }
+        for source in [
+            "fn bind_symbols(s: &[usize]) -> bool { s.len() > 1 }",
+            "struct Cache { dynamic_placeholder: bool }\nfn g(c: &Cache) -> bool { c.dynamic_placeholder }",
+            "fn g(x: &Tensor) -> Vec<usize> { x.shape().to_vec() }",
+        ] {
+            assert_eq!(source_rules(source, &forbidden), Ok(()), "{source}");
+        }
+    }
+
     const PHASE: Phase = Phase {
         name: "phase0",
         title: "Fixture",

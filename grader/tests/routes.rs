@@ -352,6 +352,94 @@ fn forbidden_items_trip_however_they_are_reached() {
     caught(&report, "scaled_mm through macro_rules", "product_applies_the_scales", "off limits");
 }
 
+/// Phase 2's `recompiles` answered by the engine rather than predicted: its cache is wired, and so
+/// are the symbolic sizes it decides with. The first three routes hand the decisions the exercise
+/// asks for to the engine's own symbolic machinery (which sizes become symbols; what the body's
+/// ops specialize or unify); the fourth shows the size guards wired too, on the only graphs a
+/// route can still reach them with, static ones. Reached through macro_rules, which the audit
+/// cannot read, each trips its wire as it runs.
+#[test]
+fn the_recompile_cache_is_predicted_not_asked() {
+    let scratch = scratch();
+    let solved = scratch.read("solutions/phase2-capture/src/recompiles.rs");
+    let via = "macro_rules! via { ($t:expr, $m:ident, $($arg:expr),*) => { $t.$m($($arg),*) }; }\n";
+    let trace = "    fn trace(body: Body, shape: &[usize], marked: &BTreeSet<usize>) -> Vec<Size> {\n";
+    // The sizes of the traced input: a constant, or the first dim with the same symbol.
+    let read_out = "            let dims = graph.node(graph.placeholders()[0]).sym_shape.dims().to_vec();\n            \
+                    return (0..dims.len()).map(|d| match dims[d].as_constant() {\n                \
+                    Some(n) => Size::Fixed(n),\n                \
+                    None => Size::Symbol(dims.iter().position(|s| *s == dims[d]).unwrap_or(d)),\n            \
+                    }).collect();\n        }\n";
+    let sizes = "        let mut sizes: Vec<Size> = (0..shape.len())\n            \
+                 .map(|d| if marked.contains(&d) && shape[d] >= 2 { Size::Symbol(d) } else { Size::Fixed(shape[d]) })\n";
+    let routes = [
+        (
+            "the body re-traced by the engine with the marked sizes symbolic",
+            trace,
+            format!(
+                "{trace}        let bias = Tensor::ones(&[BIAS]);\n        \
+                 let traced = engine::fx::trace(&[Tensor::zeros(shape)], |xs| Ok(vec![body.run(&xs[0], &bias)?]));\n        \
+                 let marked_dims: Vec<usize> = marked.iter().copied().collect();\n        \
+                 if let Ok(graph) = traced.and_then(|t| via!(t.graph, with_dynamic_dims, &[marked_dims])) {{\n{read_out}"
+            ),
+            "`.with_dynamic_dims`",
+        ),
+        (
+            "the body traced on an input the engine made symbolic",
+            trace,
+            format!(
+                "{trace}        let (bias, strides) = (Tensor::ones(&[BIAS]), engine::layout::contiguous_strides(shape));\n        \
+                 let (tracer, marked_dims) = (engine::fx::proxy::Tracer::new(), marked.iter().copied().collect::<Vec<_>>());\n        \
+                 let x = via!(tracer, dynamic_placeholder, \"x\", Tensor::zeros(shape).meta(), strides, &marked_dims);\n        \
+                 if let Ok(graph) = body.run(&x, &bias).and_then(|y| tracer.finish(&[y])).map(|t| t.graph) {{\n{read_out}"
+            ),
+            "`.dynamic_placeholder`",
+        ),
+        (
+            "the engine's placeholder deciding which marked sizes are symbols",
+            sizes,
+            "        let (mut graph, strides) = (engine::fx::Graph::new(), engine::layout::contiguous_strides(shape));\n        \
+             let marked_dims: Vec<usize> = marked.iter().copied().collect();\n        \
+             let x = via!(graph, add_dynamic_placeholder, \"x\", Tensor::zeros(shape).meta(), strides, &marked_dims);\n        \
+             let dims = graph.node(x).sym_shape.dims().to_vec();\n        \
+             let mut sizes: Vec<Size> = (0..shape.len())\n            \
+             .map(|d| if dims[d].is_static() { Size::Fixed(shape[d]) } else { Size::Symbol(d) })\n"
+                .to_string(),
+            "`.add_dynamic_placeholder`",
+        ),
+        (
+            "the engine's size guards, checked on a traced graph",
+            trace,
+            format!(
+                "{trace}        if let Ok(t) = engine::fx::trace(&[Tensor::zeros(shape)], |xs| Ok(vec![xs[0].relu()?])) {{\n            \
+                 let _ = via!(t.graph, bind_symbols, &[shape]);\n        }}\n"
+            ),
+            "`.bind_symbols`",
+        ),
+    ];
+    for (route, find, replace, needle) in routes {
+        assert!(solved.contains(find), "{route}: the solution changed");
+        let source = after_module_docs(&solved.replacen(find, &replace, 1), via);
+        let report = scratch.grade(
+            "phase2",
+            &["recompiles"],
+            vec![Put::Text("exercises/phase2-capture/src/recompiles.rs", source)],
+        );
+        caught(&report, route, "predictions_match_the_engine", needle);
+    }
+
+    // The process-wide counters, read at the first prediction: had the check observed the
+    // sequence first, its calls, compiles, hits and eager runs would show there.
+    let source = solved.replacen(
+        "    // ANCHOR: solution\n",
+        "    if engine::dynamo::counters().calls == 0 {\n        return Vec::new();\n    }\n    // ANCHOR: solution\n",
+        1,
+    );
+    let report =
+        scratch.grade("phase2", &["recompiles"], vec![Put::Text("exercises/phase2-capture/src/recompiles.rs", source)]);
+    caught(&report, "an answer given once the check has observed it", "predictions_match_the_engine", "outcomes");
+}
+
 #[test]
 fn measurements_are_judged_against_secret_work() {
     let scratch = scratch();

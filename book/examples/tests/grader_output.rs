@@ -228,3 +228,16 @@ fn the_refused_report_methods_are_all_named() {
         assert!(exercises.contains(&format!("`{method}`")), "phase2/exercises.md does not name `{method}`");
     }
 }
+
+#[test]
+fn what_recompiles_refuses_is_named_in_its_stub_and_page() {
+    let exercise = checks_phase2::PHASE.exercise("recompiles").expect("phase 2 has recompiles");
+    let stub = fs::read_to_string(root().join("exercises/phase2-capture/src/recompiles.rs")).unwrap();
+    let page = fs::read_to_string(root().join("book/src/phase2/exercises.md")).unwrap();
+    let section = &page[page.find("## recompiles").expect("the page has the section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |end| end + 3)];
+    for item in exercise.forbidden.iter().map(|f| f.path.trim_start_matches('.')) {
+        assert!(stub.contains(&format!("{item}`")), "the stub's doc does not name `{item}`");
+        assert!(section.contains(&format!("{item}`")), "the page's `recompiles` section does not name `{item}`");
+    }
+}

@@ -375,5 +375,5 @@ fn generalize(traced: &Traced, dims: &[Vec<usize>]) -> std::result::Result<Graph
     if dims.iter().all(Vec::is_empty) {
         return Ok(traced.recorded().clone());
     }
-    traced.recorded().with_dynamic_dims(dims).map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))
+    traced.recorded().generalized(dims).map_err(|e| format!("could not re-trace with dynamic sizes: {e}"))
 }

@@ -145,7 +145,7 @@ impl Guards {
             }
         }
         let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
-        if let Err(mismatch) = graph.bind_symbols(&shapes) {
+        if let Err(mismatch) = graph.symbol_bindings(&shapes) {
             let size = mismatch.dim.map(|d| (mismatch.input, d));
             return Err(GuardFailure { message: mismatch.to_string(), size });
         }

@@ -11,9 +11,18 @@ use crate::tensor::Tensor;
 
 impl Graph {
     /// The same graph with the sizes at `dims[i]` of placeholder `i` symbolic (as far as
-    /// [`Graph::add_dynamic_placeholder`] allows), every other size propagated symbolically.
+    /// [`Graph::add_dynamic_placeholder`] allows), every other size propagated symbolically: what
+    /// Dynamo's automatic dynamic shapes does to a recompiled frame.
     #[track_caller]
     pub fn with_dynamic_dims(&self, dims: &[Vec<usize>]) -> Result<Graph> {
+        crate::wires::trip(crate::wires::Wire::WithDynamicDims);
+        self.generalized(dims)
+    }
+
+    /// [`Graph::with_dynamic_dims`], for the engine's own use (dynamo's cache, `cond`'s branches),
+    /// past its trip wire.
+    #[track_caller]
+    pub(crate) fn generalized(&self, dims: &[Vec<usize>]) -> Result<Graph> {
         let here = SourceLocation::caller();
         let tracer = Tracer::new();
         let inputs: Vec<Tensor> = self
@@ -26,7 +35,7 @@ impl Graph {
                     unreachable!("placeholders() lists placeholders")
                 };
                 let wanted = dims.get(i).map_or(&[][..], Vec::as_slice);
-                tracer.dynamic_placeholder(&node.name, node.meta.clone(), strides.clone(), wanted)
+                tracer.symbolic_placeholder(&node.name, node.meta.clone(), strides.clone(), wanted)
             })
             .collect();
         let outputs = run_graph(self, &inputs, here)?;

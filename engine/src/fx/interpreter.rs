@@ -38,7 +38,7 @@ impl Interpreter {
 pub(crate) fn run_graph(graph: &Graph, inputs: &[Tensor], here: SourceLocation) -> Result<Vec<Tensor>> {
     let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
     let bindings =
-        graph.bind_symbols(&shapes).map_err(|m| Error::Capture { message: m.to_string(), location: here })?;
+        graph.symbol_bindings(&shapes).map_err(|m| Error::Capture { message: m.to_string(), location: here })?;
     let mut values: Vec<Option<Tensor>> = vec![None; graph.nodes().len()];
     for (&id, input) in graph.placeholders().iter().zip(inputs) {
         values[id.index()] = Some(input.clone());

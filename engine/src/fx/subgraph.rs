@@ -18,7 +18,7 @@ impl SubgraphBody for Graph {
     }
 
     fn output_shape(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
-        let bindings = self.bind_symbols(inputs).map_err(|mismatch| mismatch.to_string())?;
+        let bindings = self.symbol_bindings(inputs).map_err(|mismatch| mismatch.to_string())?;
         let [output] = self.outputs() else {
             return Err(format!("must return exactly one tensor, got {}", self.outputs().len()));
         };

@@ -161,7 +161,7 @@ fn rewrite_patterns(graph: &Graph) -> Result<(Graph, Vec<String>)> {
 /// The binding of every size symbol to the size it was traced with.
 fn hint_bindings(graph: &Graph) -> Result<SymBindings> {
     let shapes: Vec<&[usize]> = graph.placeholders().iter().map(|&p| graph.node(p).meta.shape.as_slice()).collect();
-    graph.bind_symbols(&shapes).map_err(|m| Error::Backend { backend: "inductor".into(), message: m.to_string() })
+    graph.symbol_bindings(&shapes).map_err(|m| Error::Backend { backend: "inductor".into(), message: m.to_string() })
 }
 
 fn binding_key(bindings: &SymBindings) -> Vec<usize> {
@@ -283,7 +283,7 @@ impl Specializations {
         let shapes: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
         let bindings = self
             .graph
-            .bind_symbols(&shapes)
+            .symbol_bindings(&shapes)
             .map_err(|m| Error::Backend { backend: "inductor".into(), message: m.to_string() })?;
         let key = binding_key(&bindings);
         if let Some(program) = self.programs.lock().expect("programs lock").get(&key) {

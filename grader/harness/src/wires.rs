@@ -108,5 +108,10 @@ mod tests {
         assert!(names("Spelling", Wire::Spelling) && !names("Spelling", Wire::ScalarSpelling));
         assert!(!names("scheduler::can_fuse", Wire::CKernel));
         assert!(names("dynamo::compile", Wire::DynamoCache) && !names("dynamo::compile", Wire::CompileRegion));
+        assert!(names(".with_dynamic_dims", Wire::WithDynamicDims) && names(".bind_symbols", Wire::BindSymbols));
+        assert!(names(".dynamic_placeholder", Wire::DynamicPlaceholder));
+        assert!(!names(".dynamic_placeholder", Wire::AddDynamicPlaceholder));
+        assert!(names(".add_dynamic_placeholder", Wire::AddDynamicPlaceholder));
+        assert!(!names(".add_dynamic_placeholder", Wire::DynamicPlaceholder));
     }
 }

@@ -83,8 +83,14 @@ pub enum Outcome {
 ///
 /// Judged on bodies and call sequences drawn from the run's seed (2 or 3 dims of sizes 1 to 5, as
 /// each [`Body`] allows; float32 and now and then bfloat16; limits from 2 to 8): the grader
-/// compiles its own copy of the body, runs the engine's cache on the same calls and compares call
-/// by call.
+/// compiles its own copy of the body, runs the engine's cache on the same calls (after your
+/// `predict` has answered) and compares call by call.
+///
+/// Off limits: the cache itself (`dynamo::compile`, which `dynamo::explain` runs), and the
+/// symbolic sizes it decides with (`Graph::with_dynamic_dims`, `Tracer::dynamic_placeholder`,
+/// `Graph::add_dynamic_placeholder`, `Graph::bind_symbols`). Named in this file, they are refused
+/// before the crate builds; reached any other way while the check runs, they end it. The scratch
+/// example may use them all.
 ///
 /// Book: `book/src/phase2/exercises.md`, section "recompiles".
 /// Check: `cargo grader check phase2`.

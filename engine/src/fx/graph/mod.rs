@@ -198,8 +198,22 @@ impl Graph {
     /// Appends a graph input whose sizes at `dims` are dynamic: each gets a new symbol (`s0`,
     /// `s1`, ...). As in PyTorch, sizes 0 and 1 stay static (broadcasting treats them
     /// specially), and so does every size of an input that is not contiguous. Returns the
-    /// placeholder; its [`Node::sym_shape`] shows which sizes became symbols.
+    /// placeholder; its [`Node::sym_shape`] shows which sizes became symbols. (PyTorch's
+    /// `ShapeEnv.create_symbolic_sizes_strides_storage_offset`.)
     pub fn add_dynamic_placeholder(
+        &mut self,
+        name: &str,
+        meta: TensorMeta,
+        strides: Vec<usize>,
+        dims: &[usize],
+    ) -> NodeId {
+        crate::wires::trip(crate::wires::Wire::AddDynamicPlaceholder);
+        self.add_symbolic_placeholder(name, meta, strides, dims)
+    }
+
+    /// [`Graph::add_dynamic_placeholder`], for the engine's own use (a graph re-traced with dynamic
+    /// sizes), past its trip wire.
+    pub(crate) fn add_symbolic_placeholder(
         &mut self,
         name: &str,
         meta: TensorMeta,

@@ -182,7 +182,15 @@ impl Graph {
     /// The value of every free symbol, read from the inputs' shapes, after checking that each
     /// input has the rank, static sizes and equal sizes the graph expects. The message of an
     /// error names the input and dimension: `input 0: size mismatch at dim 0, expected 8, got 16`.
+    /// (The size guards of PyTorch's `ShapeEnv`, evaluated.)
     pub fn bind_symbols(&self, input_shapes: &[&[usize]]) -> Result<SymBindings, SizeMismatch> {
+        crate::wires::trip(crate::wires::Wire::BindSymbols);
+        self.symbol_bindings(input_shapes)
+    }
+
+    /// [`Graph::bind_symbols`], for the engine's own use (running a graph, checking a cached
+    /// graph's guards), past its trip wire.
+    pub(crate) fn symbol_bindings(&self, input_shapes: &[&[usize]]) -> Result<SymBindings, SizeMismatch> {
         let placeholders = self.placeholders();
         if input_shapes.len() != placeholders.len() {
             let message = format!("the graph takes {} inputs, got {}", placeholders.len(), input_shapes.len());

@@ -250,9 +250,22 @@ impl Tracer {
 
     /// Declares an input whose sizes at `dims` are symbolic (see [`Graph::add_dynamic_placeholder`]).
     pub fn dynamic_placeholder(&self, name: &str, meta: TensorMeta, strides: Vec<usize>, dims: &[usize]) -> Tensor {
+        crate::wires::trip(crate::wires::Wire::DynamicPlaceholder);
+        self.symbolic_placeholder(name, meta, strides, dims)
+    }
+
+    /// [`Tracer::dynamic_placeholder`], for the engine's own use (a graph re-traced with dynamic
+    /// sizes), past its trip wire.
+    pub(crate) fn symbolic_placeholder(
+        &self,
+        name: &str,
+        meta: TensorMeta,
+        strides: Vec<usize>,
+        dims: &[usize],
+    ) -> Tensor {
         self.with_state(|s| {
             s.stop_following();
-            let id = s.graph.add_dynamic_placeholder(name, meta, strides, dims);
+            let id = s.graph.add_symbolic_placeholder(name, meta, strides, dims);
             s.declared(id)
         })
     }
@@ -580,7 +593,7 @@ fn fit_cond(op: &Op, operands: &[Operand], location: SourceLocation) -> Result<O
             .collect::<Result<Vec<Vec<usize>>>>()
     })?;
     let fit = |g: &Subgraph| -> Result<Subgraph> {
-        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.with_dynamic_dims(&wanted).map(Subgraph::from) }
+        if g.dynamic_dims() == wanted { Ok(g.clone()) } else { g.generalized(&wanted).map(Subgraph::from) }
     };
     Ok(Op::Cond { true_graph: fit(true_graph)?, false_graph: fit(false_graph)? })
 }

@@ -149,12 +149,44 @@ pub const PHASE: Phase = Phase {
                  equal become one. Write down the input's sizes in each graph, and the guards follow.",
             ],
             checks: crate::checks![recompiles::predictions_match_the_engine],
-            forbidden: &[Forbidden {
-                path: "dynamo::compile",
-                everywhere: false,
-                why: "this exercise asks you to predict the cache, not to run it (experiment in the scratch \
-                      example instead)",
-            }],
+            // The cache, and the symbolic sizes it decides with: each of these items would tell which
+            // sizes become symbols, which the body's ops specialize or unify, or which calls a graph's
+            // guards accept. (Copying or reading symbols, `add_placeholders_like` or `symbols()`, needs a
+            // graph that one of them made.)
+            forbidden: &[
+                Forbidden {
+                    path: "dynamo::compile",
+                    everywhere: false,
+                    why: "this exercise asks you to predict the cache, not to run it (experiment in the scratch \
+                          example instead)",
+                },
+                Forbidden {
+                    path: ".with_dynamic_dims",
+                    everywhere: true,
+                    why: "this exercise asks you to work out which sizes become symbols and what the body's ops \
+                          make of them, not to have the engine re-trace the body with symbolic sizes (experiment \
+                          in the scratch example instead)",
+                },
+                Forbidden {
+                    path: ".dynamic_placeholder",
+                    everywhere: true,
+                    why: "this exercise asks you to work out what the body's ops make of a symbolic size, not to \
+                          trace the body on an input the engine made symbolic (experiment in the scratch example \
+                          instead)",
+                },
+                Forbidden {
+                    path: ".add_dynamic_placeholder",
+                    everywhere: true,
+                    why: "this exercise asks you to work out which marked sizes become symbols, not to have the \
+                          engine make them (experiment in the scratch example instead)",
+                },
+                Forbidden {
+                    path: ".bind_symbols",
+                    everywhere: true,
+                    why: "this exercise asks you to work out which calls a graph's guards accept, not to have the \
+                          engine check its size guards (experiment in the scratch example instead)",
+                },
+            ],
         },
         Exercise {
             name: "cse",
@@ -254,6 +286,89 @@ const MUTANTS: &[Mutant] = &[
         "                _ => {}\n",
     )
     .fails(crate::check_ids![recompiles::predictions_match_the_engine]),
+    Mutant::new(
+        "recompiles: the engine re-traces the body with the marked sizes symbolic",
+        "src/recompiles.rs",
+        "    fn trace(body: Body, shape: &[usize], marked: &BTreeSet<usize>) -> Vec<Size> {\n",
+        "    fn trace(body: Body, shape: &[usize], marked: &BTreeSet<usize>) -> Vec<Size> {\n        \
+         let bias = Tensor::ones(&[BIAS]);\n        \
+         let traced = engine::fx::trace(&[Tensor::zeros(shape)], |xs| Ok(vec![body.run(&xs[0], &bias)?]));\n        \
+         let marked_dims: Vec<usize> = marked.iter().copied().collect();\n        \
+         if let Ok(graph) = traced.and_then(|t| t.graph.with_dynamic_dims(&[marked_dims])) {\n            \
+         let dims = graph.node(graph.placeholders()[0]).sym_shape.dims().to_vec();\n            \
+         return (0..dims.len())\n                \
+         .map(|d| match dims[d].as_constant() {\n                    \
+         Some(n) => Size::Fixed(n),\n                    \
+         None => Size::Symbol(dims.iter().position(|s| *s == dims[d]).unwrap_or(d)),\n                \
+         })\n                \
+         .collect();\n        \
+         }\n",
+    )
+    .refused(),
+    Mutant::new(
+        "recompiles: the body traced on an input the engine makes symbolic",
+        "src/recompiles.rs",
+        "    fn trace(body: Body, shape: &[usize], marked: &BTreeSet<usize>) -> Vec<Size> {\n",
+        "    fn trace(body: Body, shape: &[usize], marked: &BTreeSet<usize>) -> Vec<Size> {\n        \
+         let (bias, strides) = (Tensor::ones(&[BIAS]), engine::layout::contiguous_strides(shape));\n        \
+         let (tracer, marked_dims) = (engine::fx::proxy::Tracer::new(), marked.iter().copied().collect::<Vec<_>>());\n        \
+         let x = tracer.dynamic_placeholder(\"x\", Tensor::zeros(shape).meta(), strides, &marked_dims);\n        \
+         if let Ok(traced) = body.run(&x, &bias).and_then(|y| tracer.finish(&[y])) {\n            \
+         let dims = traced.graph.node(traced.graph.placeholders()[0]).sym_shape.dims().to_vec();\n            \
+         return (0..dims.len())\n                \
+         .map(|d| match dims[d].as_constant() {\n                    \
+         Some(n) => Size::Fixed(n),\n                    \
+         None => Size::Symbol(dims.iter().position(|s| *s == dims[d]).unwrap_or(d)),\n                \
+         })\n                \
+         .collect();\n        \
+         }\n",
+    )
+    .refused(),
+    Mutant::new(
+        "recompiles: the engine's placeholder decides which marked sizes are symbols",
+        "src/recompiles.rs",
+        "        let mut sizes: Vec<Size> = (0..shape.len())\n            \
+         .map(|d| if marked.contains(&d) && shape[d] >= 2 { Size::Symbol(d) } else { Size::Fixed(shape[d]) })\n            \
+         .collect();\n",
+        "        let (mut graph, strides) = (engine::fx::Graph::new(), engine::layout::contiguous_strides(shape));\n        \
+         let marked_dims: Vec<usize> = marked.iter().copied().collect();\n        \
+         let x = graph.add_dynamic_placeholder(\"x\", Tensor::zeros(shape).meta(), strides, &marked_dims);\n        \
+         let dims = graph.node(x).sym_shape.dims().to_vec();\n        \
+         let mut sizes: Vec<Size> = (0..shape.len())\n            \
+         .map(|d| if dims[d].is_static() { Size::Fixed(shape[d]) } else { Size::Symbol(d) })\n            \
+         .collect();\n",
+    )
+    .refused(),
+    Mutant::new(
+        "recompiles: the engine's size guards decide which graph a call hits",
+        "src/recompiles.rs",
+        "    for call in calls {\n        \
+         if graphs.iter().any(|(dtype, sizes)| *dtype == call.dtype && accepts(sizes, &call.shape)) {\n            \
+         outcomes.push(Outcome::Hit);\n        \
+         } else if graphs.len() >= limit {\n            \
+         outcomes.push(Outcome::Eager);\n        \
+         } else {\n            \
+         let first = *first.get_or_insert(&call.shape);\n            \
+         marked.extend((0..call.shape.len()).filter(|&d| first[d] != call.shape[d]));\n",
+        "    let fits = |graph: &engine::fx::Graph, shape: &[usize]| {\n        \
+         let captured = graph.placeholders()[1..].iter().map(|&p| graph.node(p).meta.shape.as_slice());\n        \
+         graph.bind_symbols(&[shape].into_iter().chain(captured).collect::<Vec<_>>()).is_ok()\n    \
+         };\n    \
+         let (bias, mut traced) = (Tensor::ones(&[BIAS]), Vec::<engine::fx::Graph>::new());\n    \
+         for call in calls {\n        \
+         if graphs.iter().zip(&traced).any(|((dtype, _), graph)| *dtype == call.dtype && fits(graph, &call.shape)) {\n            \
+         outcomes.push(Outcome::Hit);\n        \
+         } else if graphs.len() >= limit {\n            \
+         outcomes.push(Outcome::Eager);\n        \
+         } else {\n            \
+         let first = *first.get_or_insert(&call.shape);\n            \
+         marked.extend((0..call.shape.len()).filter(|&d| first[d] != call.shape[d]));\n            \
+         let marked_dims: Vec<usize> = marked.iter().copied().collect();\n            \
+         let graph = engine::fx::trace(&[Tensor::zeros(&call.shape)], |xs| Ok(vec![body.run(&xs[0], &bias)?]))\n                \
+         .and_then(|t| t.graph.with_dynamic_dims(&[marked_dims]));\n            \
+         traced.push(graph.expect(\"the body traces\"));\n",
+    )
+    .refused(),
     Mutant::new(
         "recompiles: predicts with the engine's cache",
         "src/recompiles.rs",
