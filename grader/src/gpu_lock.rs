@@ -44,8 +44,7 @@ pub const LOCK_DIR_ENV: &str = "GRADER_LOCK_DIR";
 pub const DEFAULT_LOCK_DIR: &str = "/tmp/grader-gpu-locks";
 
 /// How often a waiting grader tries the lock again: often, since every hand-over of the GPU
-/// between graders waits for the next try (eight graders of phase 5 hand it over about 150 times),
-/// and a try is one `flock` call.
+/// between graders waits for the next try, and a try is one `flock` call.
 const POLL: Duration = Duration::from_millis(10);
 
 /// A wait worth a line on stderr.

@@ -233,10 +233,9 @@ impl LockPipes {
 }
 
 /// Starts `command` at the lowest CPU priority (`nice` 19). On a machine with a GPU, a runner
-/// without the GPU runs beside other graders' timed parts, which it must not slow: eight graders
-/// on one H100 saw a learner's profile of a 2% kernel measured at 5% while such runners kept the
-/// host's cores busy (the launches it times waited for a core). At `nice` 19 they take a core only
-/// when no timed process wants it.
+/// without the GPU runs beside other graders' timed parts, which it must not slow: a timed part
+/// whose launches wait for a core measures the wait (`bench/NOTES-lab.md` has the profile it
+/// spoiled). At `nice` 19 such runners take a core only when no timed process wants it.
 fn beneath_timed_parts(command: &mut Command) {
     // SAFETY: setpriority(2) on the child itself, between fork and exec, allocating nothing.
     unsafe {

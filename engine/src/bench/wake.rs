@@ -1,6 +1,6 @@
 //! Raising a GPU's clock before timing it. An idle GPU drops its streaming multiprocessors' clock
-//! (to 345 MHz on the H100, against 1980 under load) and raises it only once work arrives, so the
-//! first samples of a benchmark on an idle GPU run slow. Benchmark harnesses warm up for this;
+//! to a fraction of its highest and raises it only once work arrives, so the first samples of a
+//! benchmark on an idle GPU run slow (`bench/NOTES-lab.md` has the H100's figures). Benchmark harnesses warm up for this;
 //! [`wake`] measures the clock instead, so that a GPU already busy (a shared lab machine) is not
 //! kept waiting for a fixed time, and an idle one is kept busy only until its clock has risen.
 //! PyTorch has no such part: `triton.testing.do_bench`'s warm-up calls are its nearest kin.

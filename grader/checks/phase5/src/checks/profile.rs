@@ -60,9 +60,8 @@ const JUDGE_PROFILES: usize = 3;
 /// it, and on a GPU the course's block at 512 tokens (4 x 512 x 512), with its sequence length
 /// halved, kept or doubled. On a GPU the block must be bound by the GPU, not by its launches: a
 /// kernel's time in a profile runs from the event before its launch to the event after it, so in
-/// a block the host can hardly keep fed (the course's 4 x 128 x 512 takes 0.07 ms a call) each
-/// share is mostly launch time, which a loaded host stretches (eight graders on one H100 saw a 2%
-/// kernel profiled at 5%, twice in three runs).
+/// a block the host can hardly keep fed (the course's 4 x 128 x 512) each share is mostly launch
+/// time, which a loaded host stretches (`bench/NOTES-lab.md`).
 fn seeded_shape(draw: u64, device: Device) -> BlockShape {
     let base = match device {
         Device::Cpu => BlockShape { batch: 2, seq: 32, d_model: 128, heads: 4 },

@@ -61,12 +61,12 @@ pub fn log2_ms(seconds: f64) -> f32 {
     (seconds * 1e3).log2() as f32
 }
 
-/// Raises a GPU's clock before anything is timed: an idle H100 runs at 345 MHz, against 1980 at
-/// full speed, and a timer's own warm-up of a few calls is too short to raise it (ten gradings on
-/// the H100 saw a batch-1 MLP call, 18 µs at full clock, measured at 0.16 ms in one process).
+/// Raises a GPU's clock before anything is timed: an idle GPU runs at a fraction of its highest
+/// clock, and a timer's own warm-up of a few calls is too short to raise it (ten gradings on the
+/// H100 saw a batch-1 MLP call, 18 µs at full clock, measured at 0.16 ms in one process).
 /// [`engine::bench::wake`] keeps the GPU busy until its measured clock is near its highest, for at
-/// most 300 ms: at once on a GPU a lab keeps busy, where a fixed 300 ms spin in each of phase 5's
-/// timed checks made up a sixth of the time a grader held the GPU alone. On the CPU it does
+/// most 300 ms: at once on a GPU a lab keeps busy, where a fixed spin before each timed check was a
+/// large share of the time a grader held the GPU alone (`bench/NOTES-lab.md`). On the CPU it does
 /// nothing.
 ///
 /// It holds the GPU's lock (a nested call inside a timed part takes it no second time): on a GPU
