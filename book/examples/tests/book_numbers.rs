@@ -314,6 +314,20 @@ fn the_timer_page_states_the_checks_work() {
     }
 }
 
+/// The blocks the phase 5 page says the profile questions start from are the check's.
+#[test]
+fn the_profile_page_states_the_checks_blocks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase5/src/checks/profile.rs")).unwrap();
+    let page = page_text("phase5/exercises.md");
+    let shape = |name: &str| match const_numbers(&check, name)[..] {
+        [batch, seq, width, heads] => format!("{batch} x {seq} x {width} with {heads} heads"),
+        ref other => panic!("`{name}` should give a batch, a length, a width and heads, not {other:?}"),
+    };
+    let phrase = format!("from {} on the CPU, from {} on a GPU", shape("CPU_BLOCK"), shape("GPU_BLOCK"));
+    assert!(page.contains(&phrase), "book/src/phase5/exercises.md must say: {phrase}");
+}
+
 /// What phase 5's `compare` stub says it is judged on (pairs, differences, costs, budgets,
 /// tolerances) is what its check draws and allows, named constants in the check's source.
 #[test]

@@ -56,6 +56,12 @@ const CALLS: usize = 10;
 const JUDGE_PROFILES: usize = 3;
 
 
+/// The block the profile questions start from on the CPU, where the grader's debug build runs it.
+const CPU_BLOCK: BlockShape = BlockShape { batch: 2, seq: 32, d_model: 128, heads: 4 };
+
+/// The block they start from on a GPU: the course's block at 512 tokens.
+const GPU_BLOCK: BlockShape = BlockShape { batch: 4, seq: 512, d_model: 512, heads: 8 };
+
 /// The block for `draw` on `device`: a small one on the CPU, where the grader's debug build runs
 /// it, and on a GPU the course's block at 512 tokens (4 x 512 x 512), with its sequence length
 /// halved, kept or doubled. On a GPU the block must be bound by the GPU, not by its launches: a
@@ -64,8 +70,8 @@ const JUDGE_PROFILES: usize = 3;
 /// time, which a loaded host stretches (`bench/NOTES-lab.md`).
 fn seeded_shape(draw: u64, device: Device) -> BlockShape {
     let base = match device {
-        Device::Cpu => BlockShape { batch: 2, seq: 32, d_model: 128, heads: 4 },
-        Device::Cuda(_) => BlockShape { seq: 512, ..BlockShape::SMALL },
+        Device::Cpu => CPU_BLOCK,
+        Device::Cuda(_) => GPU_BLOCK,
     };
     let seq = [base.seq / 2, base.seq, base.seq * 2][(draw % 3) as usize];
     BlockShape { seq, ..base }
