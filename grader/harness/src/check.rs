@@ -81,6 +81,18 @@ pub fn gpu() -> Result<engine::Device, Failure> {
     }
 }
 
+/// Runs `case`, and turns a panic in it into a failure that gives the panic's `file:line` and then
+/// `shown()`: what the case was (a graph, a program), which a bare panic message leaves the learner
+/// to guess. The property tests of [`crate::for_all`] show their input already; this is for cases
+/// a check builds by hand.
+pub fn showing_on_panic<T>(
+    shown: impl FnOnce() -> String,
+    case: impl FnOnce() -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(case))
+        .unwrap_or_else(|_| Err(Failure::Fail(format!("{}\n{}", crate::runner::described_panic().0, shown()))))
+}
+
 /// Fails with `message()` unless `condition` holds.
 pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failure> {
     if condition { Ok(()) } else { Err(Failure::Fail(message())) }

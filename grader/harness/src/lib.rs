@@ -46,7 +46,7 @@ pub mod tolerance;
 pub mod transcript;
 pub mod wires;
 
-pub use check::{Check, CheckResult, Context, Failure, ensure, gpu};
+pub use check::{Check, CheckResult, Context, Failure, ensure, gpu, showing_on_panic};
 pub use close::{assert_close, check_close, max_abs_diff};
 pub use outcome::{Outcome, Status, Subject};
 pub use phase::{CheckSpec, Exercise, Forbidden, Mutant, Phase};

@@ -17,7 +17,7 @@ use engine::fx::{Arg, Graph, NodeId};
 use engine::op::{BinaryOp, Op, UnaryOp};
 use engine::scalar::Scalar;
 use engine::{Error, Operand, Result, SourceLocation, Tensor};
-use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record};
+use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record, showing_on_panic};
 use proptest::prelude::*;
 
 use crate::subject::{CapabilityBackend, partition};
@@ -483,7 +483,10 @@ pub fn backend_runs_partitions_through_the_compiler(ctx: &Context) -> CheckResul
     let offset = secret_offset(ctx);
     for (k, (graph, names)) in telling_cases().into_iter().enumerate() {
         let inputs = |seed: u64| vec![Tensor::randn(&[2, 3], seed)];
-        backend_runs(&graph, &names, offset, ctx.seed + 10 * k as u64, &inputs)?;
+        showing_on_panic(
+            || format!("(your backend panicked with {names:?} supported, on this graph:\n{graph})"),
+            || backend_runs(&graph, &names, offset, ctx.seed + 10 * k as u64, &inputs),
+        )?;
     }
     let cases = 30;
     for_all(ctx, cases, Case::strategy(), |case| {
