@@ -1,18 +1,20 @@
 //! Checks of `schedule`: on programs drawn from the run's seed (inputs, ops, pure host calls,
-//! prints and effects), the subject's program-order schedule against this check's own, and the
-//! subject's fewest-graph schedule against every rule of a schedule and against the fewest graphs
-//! the program can have, which this check counts itself (its tests compare that count with trying
-//! every placement of every step on small programs).
+//! prints and effects), the subject's program-order schedule against the properties that pin it
+//! down and against the reference's, and the subject's fewest-graph schedule against every rule of
+//! a schedule and against the fewest graphs the program can have, which the judge counts itself
+//! (the tests compare that count with trying every placement of every step on small programs).
 //!
-//! The fewest-graph schedules are judged by the judge itself: the learner's process records each
-//! schedule it returned, and the judge, which runs no learner code, reads them back, checks every
-//! rule and counts the graphs again.
+//! What the learner's process cannot read, it cannot return: the count of fewest graphs is
+//! compiled into the judge's runner only (`feature = "solutions"`), never into the runner linked
+//! with the learner's crate, which checks the rules and records each schedule it judged. The
+//! judge, which runs no learner code, reads those schedules back, checks every rule again and
+//! counts the graphs.
 
 use std::cell::Cell;
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all, judged_artifact, record, record_artifact};
+use grader_harness::{CheckResult, Context, Failure, for_all, judged_artifact, record, record_artifact};
 use proptest::prelude::*;
 
 use crate::subject::{Kind, Program, Schedule, Stage, Step, fewest_graphs, in_program_order};
@@ -229,46 +231,13 @@ fn telling_programs() -> impl Strategy<Value = Drawn> {
     })
 }
 
-/// The check's own program-order schedule: each maximal run of non-input steps of one class (ops,
-/// or everything else) is a stage; a graph hands over the ops that a later stage reads or the
-/// program returns.
-fn program_order(program: &Program) -> Schedule {
-    let steps = &program.steps;
-    let scheduled: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].kind != Kind::Input).collect();
-    let mut segment = vec![usize::MAX; steps.len()];
-    let mut runs: Vec<Vec<usize>> = Vec::new();
-    for (k, &i) in scheduled.iter().enumerate() {
-        let is_op = steps[i].kind == Kind::Op;
-        if k == 0 || (steps[scheduled[k - 1]].kind == Kind::Op) != is_op {
-            runs.push(Vec::new());
-        }
-        segment[i] = runs.len() - 1;
-        runs.last_mut().expect("just pushed").push(i);
-    }
-    let read_later = |v: usize| {
-        program.outputs.contains(&v)
-            || steps.iter().enumerate().any(|(r, step)| step.reads.contains(&v) && segment[r] != segment[v])
-    };
-    let stages = runs
-        .into_iter()
-        .map(|run| {
-            if steps[run[0]].kind == Kind::Op {
-                let outputs = run.iter().copied().filter(|&v| read_later(v)).collect();
-                Stage::Graph { steps: run, outputs }
-            } else {
-                Stage::Host { steps: run }
-            }
-        })
-        .collect();
-    Schedule { stages }
-}
-
-/// The fewest graphs any schedule of `program` can have. `before[v]`, for a step that is not an
+/// The fewest graphs any schedule of `program` can have (in the judge's runner only). `before[v]`, for a step that is not an
 /// op, is how many graphs must run before it; for an op, which graph (from 1) is the first it can
 /// run in. An op needs the graph of each op it reads, and one more than the graphs before each
 /// host value it reads; any other step needs the graphs of what it reads, and a side effect the
 /// graphs before the side effect before it. The deepest op's graph is the answer: each of its
 /// graphs holds an op of the chain of steps that forced it there, so every schedule has as many.
+#[cfg(feature = "solutions")]
 fn least_graphs(program: &Program) -> usize {
     let steps = &program.steps;
     let mut before = vec![0usize; steps.len()];
@@ -479,31 +448,75 @@ fn shown(program: &Program, schedule: &Schedule) -> String {
     if lines.is_empty() { "  (no stage)".into() } else { lines.join("\n") }
 }
 
-/// `in_program_order` makes the schedule Dynamo makes, exactly, on random programs.
+/// Whether `schedule` is the one Dynamo makes of `program`: it follows the rules and hands over
+/// no dead value, its stages run the steps in program order, no two stages in a row are of one
+/// kind (each is a whole run of ops, or of other steps), and each graph lists its outputs by
+/// position. Those properties leave one schedule: the runs fix the stages, the rules and the
+/// absence of dead values fix the outputs, and the order fixes how each is listed.
+fn is_program_order(program: &Program, schedule: &Schedule) -> Result<(), String> {
+    follows_the_rules(program, schedule)?;
+    if let Some(dead) = dead_output(program, schedule) {
+        return Err(dead);
+    }
+    let stages = &schedule.stages;
+    let ran = stages.iter().flat_map(Stage::steps).copied();
+    let due = (0..program.steps.len()).filter(|&i| program.steps[i].kind != Kind::Input);
+    if let Some((ran, due)) = ran.zip(due).find(|(ran, due)| ran != due) {
+        return Err(format!(
+            "{} runs where {} is due: program order runs the steps as they come",
+            step(program, ran),
+            step(program, due)
+        ));
+    }
+    for s in 1..stages.len() {
+        if matches!(stages[s - 1], Stage::Graph { .. }) == matches!(stages[s], Stage::Graph { .. }) {
+            return Err(format!(
+                "{} follows {} of the same kind: Dynamo ends a stage only where a step of the other kind comes",
+                stage_name(stages, s),
+                stage_name(stages, s - 1)
+            ));
+        }
+    }
+    for (s, stage) in stages.iter().enumerate() {
+        if let Stage::Graph { outputs, .. } = stage
+            && !outputs.is_sorted()
+        {
+            return Err(format!("{} lists its outputs as {outputs:?}: sort them by position", stage_name(stages, s)));
+        }
+    }
+    Ok(())
+}
+
+/// `in_program_order` makes the schedule Dynamo makes, exactly, on random programs: the properties
+/// of [`is_program_order`] here, and the reference's schedule, compared by the judge.
 pub fn follows_program_order(ctx: &Context) -> CheckResult {
     let cases = PROGRAM_ORDER_PROGRAMS;
+    let drawn = Cell::new(0);
     for_all(ctx, cases, random_programs(PROGRAM_ORDER_STEPS), |Drawn(program)| {
+        let k = drawn.replace(drawn.get() + 1);
         let got = in_program_order(&program);
-        record("in_program_order", render(&got));
-        let expected = program_order(&program);
-        ensure(got == expected, || {
-            let first = (0..got.stages.len().max(expected.stages.len()))
-                .find(|&s| got.stages.get(s) != expected.stages.get(s))
-                .unwrap_or(0);
-            format!(
-                "in_program_order's schedule differs from Dynamo's at stage {first}.\nyours:\n{}\nexpected:\n{}",
-                shown(&program, &got),
-                shown(&program, &expected)
-            )
+        record(format!("program {k}: in_program_order"), render(&got));
+        is_program_order(&program, &got).map_err(|problem| {
+            Failure::fail(format!(
+                "in_program_order's schedule is not Dynamo's: {problem}\nyour schedule:\n{}",
+                shown(&program, &got)
+            ))
         })
     })?;
     Ok(format!("in_program_order made Dynamo's schedule of {cases} programs"))
 }
 
+/// A fingerprint of `program` (FNV-1a of how it is shown), so that the judge reads back a
+/// schedule only for the program it was made for.
+fn fingerprint(program: &Program) -> u64 {
+    let shown = format!("{:?}", Drawn(program.clone()));
+    shown.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3))
+}
+
 /// Judges the schedule of the `k`-th program: the subject's own in its run, the one that run
-/// recorded in the judge's.
+/// recorded in the judge's, which also counts the graphs.
 fn judge_fewest(k: usize, program: &Program) -> Result<(), Failure> {
-    let label = format!("program {k}: the schedule of fewest_graphs");
+    let label = format!("program {k} ({:016x}): the schedule of fewest_graphs", fingerprint(program));
     let schedule = match judged_artifact(&label) {
         Some(text) => parse(&text).ok_or_else(|| Failure::fail(format!("{label} was recorded unreadably")))?,
         None => fewest_graphs(program),
@@ -516,14 +529,24 @@ fn judge_fewest(k: usize, program: &Program) -> Result<(), Failure> {
     if let Some(dead) = dead_output(program, &schedule) {
         return Err(Failure::fail(format!("fewest_graphs's schedule: {dead}\nyour schedule:\n{}", shown())));
     }
+    has_fewest_graphs(program, &schedule).map_err(|problem| Failure::fail(format!("{problem}\nyour schedule:\n{}", shown())))
+}
+
+/// Whether `schedule`, which follows the rules, has as few graphs as `program` can have: counted
+/// in the judge's runner, where no learner code runs.
+#[cfg(feature = "solutions")]
+fn has_fewest_graphs(program: &Program, schedule: &Schedule) -> Result<(), String> {
     let (got, least) = (schedule.graph_count(), least_graphs(program));
-    ensure(got == least, || {
-        format!(
-            "fewest_graphs's schedule follows the rules with {got} graphs, but this program needs only {least}\nyour \
-             schedule:\n{}",
-            shown()
-        )
-    })
+    if got == least {
+        return Ok(());
+    }
+    Err(format!("fewest_graphs's schedule follows the rules with {got} graphs, but this program needs only {least}"))
+}
+
+/// In the runner linked with the learner's crate, no count: the judge counts.
+#[cfg(not(feature = "solutions"))]
+fn has_fewest_graphs(_program: &Program, _schedule: &Schedule) -> Result<(), String> {
+    Ok(())
 }
 
 /// Runs [`judge_fewest`] on each program `programs` draws, numbered in the order they are drawn.
@@ -556,6 +579,41 @@ mod tests {
     use proptest::test_runner::TestRunner;
 
     use super::*;
+
+/// The check's own program-order schedule: each maximal run of non-input steps of one class (ops,
+/// or everything else) is a stage; a graph hands over the ops that a later stage reads or the
+/// program returns.
+fn program_order(program: &Program) -> Schedule {
+    let steps = &program.steps;
+    let scheduled: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].kind != Kind::Input).collect();
+    let mut segment = vec![usize::MAX; steps.len()];
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    for (k, &i) in scheduled.iter().enumerate() {
+        let is_op = steps[i].kind == Kind::Op;
+        if k == 0 || (steps[scheduled[k - 1]].kind == Kind::Op) != is_op {
+            runs.push(Vec::new());
+        }
+        segment[i] = runs.len() - 1;
+        runs.last_mut().expect("just pushed").push(i);
+    }
+    let read_later = |v: usize| {
+        program.outputs.contains(&v)
+            || steps.iter().enumerate().any(|(r, step)| step.reads.contains(&v) && segment[r] != segment[v])
+    };
+    let stages = runs
+        .into_iter()
+        .map(|run| {
+            if steps[run[0]].kind == Kind::Op {
+                let outputs = run.iter().copied().filter(|&v| read_later(v)).collect();
+                Stage::Graph { steps: run, outputs }
+            } else {
+                Stage::Host { steps: run }
+            }
+        })
+        .collect();
+    Schedule { stages }
+}
+
 
     /// The schedule that runs each scheduled step in the stage `place` gives it, of stages host 0,
     /// graph 1, host 1, ..., graph `graphs`, host `graphs` (an op's place is the graph's number,
@@ -623,15 +681,78 @@ mod tests {
             prop_assert_eq!(least_graphs(&program), least_by_trying_every_placement(&program));
         }
 
-        /// The check's own program-order schedule follows the rules, and a schedule reads back as
-        /// it was rendered.
+        /// The tests' program-order schedule follows the rules and has the properties the check
+        /// asks for, and a schedule reads back as it was rendered.
         #[test]
         fn program_order_follows_the_rules(Drawn(program) in random_programs(1..=60)) {
             let schedule = program_order(&program);
             prop_assert_eq!(follows_the_rules(&program, &schedule), Ok(()));
             prop_assert_eq!(dead_output(&program, &schedule), None);
+            prop_assert_eq!(is_program_order(&program, &schedule), Ok(()));
             prop_assert_eq!(parse(&render(&schedule)), Some(schedule));
         }
+    }
+
+    /// Program order with a stage split in two, or a graph's outputs out of order, lacks a property
+    /// `is_program_order` asks for.
+    #[test]
+    fn is_program_order_refuses_near_misses() {
+        let mut runner = TestRunner::deterministic();
+        let (mut split, mut unsorted) = (0, 0);
+        for _ in 0..200 {
+            let Drawn(program) = random_programs(5..=40).new_tree(&mut runner).expect("a program").current();
+            let schedule = program_order(&program);
+            if let Some(s) = schedule.stages.iter().position(|stage| stage.steps().len() >= 2) {
+                let mut stages = schedule.stages.clone();
+                let (first, rest) = match &stages[s] {
+                    Stage::Graph { steps, .. } => (
+                        Stage::Graph { steps: steps[..1].to_vec(), outputs: steps[..1].to_vec() },
+                        Stage::Graph { steps: steps[1..].to_vec(), outputs: steps[1..].to_vec() },
+                    ),
+                    Stage::Host { steps } => {
+                        (Stage::Host { steps: steps[..1].to_vec() }, Stage::Host { steps: steps[1..].to_vec() })
+                    }
+                };
+                stages.splice(s..=s, [first, rest]);
+                assert!(is_program_order(&program, &Schedule { stages }).is_err());
+                split += 1;
+            }
+            let mut stages = schedule.stages.clone();
+            if let Some(Stage::Graph { outputs, .. }) = stages.iter_mut().find(|s| matches!(s, Stage::Graph { outputs, .. } if outputs.len() >= 2)) {
+                outputs.reverse();
+                assert!(is_program_order(&program, &Schedule { stages }).unwrap_err().contains("sort them"));
+                unsorted += 1;
+            }
+        }
+        assert!(split > 100 && unsorted > 50, "{split} split, {unsorted} unsorted");
+    }
+
+    /// The book's picture (`book/src/images/schedule-two-ways.svg`) is true: its program takes the
+    /// three graphs drawn in program order, and the two-graph schedule drawn follows the rules,
+    /// hands over no dead value and has the fewest graphs.
+    #[test]
+    fn the_book_s_picture_is_right() {
+        // x0, w1; a2 = x @ w; s3 = a.sum().item(); b4 = x.relu(); print5(b); c6 = a * s; d7 = b + 1.
+        let mut built = Builder::default();
+        let (x, w) = (built.push(Kind::Input, &[]), built.push(Kind::Input, &[]));
+        let a = built.push(Kind::Op, &[x, w]);
+        let s = built.push(Kind::Host, &[a]);
+        let b = built.push(Kind::Op, &[x]);
+        let print = built.push(Kind::Print, &[b]);
+        let c = built.push(Kind::Op, &[a, s]);
+        let d = built.push(Kind::Op, &[b]);
+        built.outputs.extend([c, d]);
+        let Drawn(program) = built.program();
+        let graph = |steps: &[usize], outputs: &[usize]| Stage::Graph { steps: steps.to_vec(), outputs: outputs.to_vec() };
+        let host = |steps: &[usize]| Stage::Host { steps: steps.to_vec() };
+        let in_order = Schedule {
+            stages: vec![graph(&[a], &[a]), host(&[s]), graph(&[b], &[b]), host(&[print]), graph(&[c, d], &[c, d])],
+        };
+        assert_eq!(program_order(&program), in_order);
+        let fewest = Schedule { stages: vec![graph(&[a, b, d], &[a, b, d]), host(&[s, print]), graph(&[c], &[c])] };
+        assert_eq!(follows_the_rules(&program, &fewest), Ok(()));
+        assert_eq!(dead_output(&program, &fewest), None);
+        assert_eq!((in_order.graph_count(), fewest.graph_count(), least_graphs(&program)), (3, 2, 2));
     }
 
     /// Programs of inputs only, or of nothing, have no stage and need no graph; prints alone need
