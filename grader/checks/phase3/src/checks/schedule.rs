@@ -316,19 +316,17 @@ fn follows_the_rules(program: &Program, schedule: &Schedule) -> Result<(), Strin
         Some(t) => format!("{} does not list it among its outputs", stage_name(stages, t)),
         None => "it is a print, which has no value".to_string(),
     };
+    let unreadable = |i: usize, r: usize, s: usize| {
+        let (reader, read, stage) = (step(program, i), step(program, r), stage_name(stages, s));
+        format!("{reader} in {stage} reads {read}, which it cannot have: {}", why_not(r, s))
+    };
     for (s, stage) in stages.iter().enumerate() {
         match stage {
             Stage::Graph { steps: ops, outputs } => {
                 let mut inside = vec![false; n];
                 for &i in ops {
                     if let Some(&r) = steps[i].reads.iter().find(|&&r| !there[r] && !inside[r]) {
-                        return Err(format!(
-                            "{} in {} reads {}, which it cannot have: {}",
-                            step(program, i),
-                            stage_name(stages, s),
-                            step(program, r),
-                            why_not(r, s)
-                        ));
+                        return Err(unreadable(i, r, s));
                     }
                     inside[i] = true;
                 }
@@ -350,13 +348,7 @@ fn follows_the_rules(program: &Program, schedule: &Schedule) -> Result<(), Strin
             Stage::Host { steps: host } => {
                 for &i in host {
                     if let Some(&r) = steps[i].reads.iter().find(|&&r| !there[r]) {
-                        return Err(format!(
-                            "{} in {} reads {}, which it cannot have: {}",
-                            step(program, i),
-                            stage_name(stages, s),
-                            step(program, r),
-                            why_not(r, s)
-                        ));
+                        return Err(unreadable(i, r, s));
                     }
                     there[i] = steps[i].kind != Kind::Print;
                 }
