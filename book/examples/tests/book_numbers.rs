@@ -410,3 +410,35 @@ fn the_save_or_recompute_page_states_the_checks_numbers() {
         assert!(doc.contains(&phrase), "exercises/phase4-codegen/src/partition.rs must say: {phrase}");
     }
 }
+
+/// What phase 3's `schedule` page and `fewest_graphs`'s stub say the checks draw (programs, their
+/// sizes) and allow (seconds) is what the checks' constants and the phase's declaration say.
+#[test]
+fn the_schedule_page_states_the_checks_numbers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let check = fs::read_to_string(root.join("grader/checks/phase3/src/checks/schedule.rs")).unwrap();
+    let doc = doc_comments(&root.join("exercises/phase3-graph-breaks/src/schedule.rs"));
+    let one = |name: &str| const_numbers(&check, name)[0];
+    let two = |name: &str| {
+        let n = const_numbers(&check, name);
+        format!("{} to {} steps", n[0], n[1])
+    };
+    let schedule = checks_phase3::PHASE.exercise("schedule").expect("phase 3 declares `schedule`");
+    let seconds: Vec<u64> = schedule.checks.iter().map(|c| c.timeout_secs).collect();
+    assert!(seconds.iter().all(|&s| s == seconds[0]), "the page gives one time limit for all: {seconds:?}");
+    let (fewest, page) = (two("FEWEST_STEPS"), page_text("phase3/exercises.md"));
+    for phrase in [
+        format!(
+            "`follows_program_order` draws {} programs of {}",
+            one("PROGRAM_ORDER_PROGRAMS"),
+            two("PROGRAM_ORDER_STEPS")
+        ),
+        format!("draws {} random programs of {fewest}", one("RANDOM_PROGRAMS")),
+        format!("builds {} programs of {fewest}", one("TELLING_PROGRAMS")),
+        format!("Each check has the default time limit of {} seconds", seconds[0]),
+    ] {
+        assert!(page.contains(&phrase), "book/src/phase3/exercises.md must say: {phrase}");
+    }
+    let phrase = format!("Judged on programs of {fewest}");
+    assert!(doc.contains(&phrase), "exercises/phase3-graph-breaks/src/schedule.rs must say: {phrase}");
+}

@@ -8,7 +8,8 @@ use grader_harness::{Exercise, Forbidden, Mutant, Phase};
 /// the grader's debug build: more than the default time.
 const REGIONAL: u64 = 300;
 
-/// Phase 3: four models that break their graphs, fixed; and what a break costs.
+/// Phase 3: four models that break their graphs, fixed; what a break costs; and how few graphs a
+/// program that has to stop on the host needs.
 pub const PHASE: Phase = Phase {
     name: "phase3",
     title: "Graph breaks",
@@ -138,6 +139,32 @@ pub const PHASE: Phase = Phase {
                 everywhere: false,
                 why: "this exercise asks you to build regional compilation from `dynamo::compile` yourself",
             }],
+        },
+        Exercise {
+            name: "schedule",
+            file: "src/schedule.rs",
+            section: "schedule",
+            stretch: false,
+            hints: &[
+                "`in_program_order` first: walk the steps once, filling either a graph or a host stage; a step of \
+                 the other class closes the open one (inputs close nothing). Fill the outputs afterwards: an op of \
+                 a graph is handed over when a step of another stage reads it or the program returns it.",
+                "For `fewest_graphs`, forget program order and ask, for each step in turn, for the earliest stage it \
+                 can run in. What it reads bounds it, and so does the side effect before it, for a side effect. \
+                 Which of those bounds cost a new graph? Only a host value read by an op: an op reading ops, and a \
+                 host step reading anything, can run in the stage of what it reads, or right after it.",
+                "Number the stages in one sequence: host stage 0, graph 1, host stage 1, graph 2, ... as times 0, 1, \
+                 2, 3, ...: an op takes the first odd time at or after the latest time it must follow, any other \
+                 step the first even one. Group the steps by time, leave out the empty times, and hand over what is \
+                 live. Why is no schedule shorter? Follow back the chain of steps that put the last graph's op \
+                 there.",
+            ],
+            checks: crate::checks![
+                schedule::follows_program_order.without_gpu(),
+                schedule::fewest_graphs_of_random_programs.without_gpu(),
+                schedule::fewest_graphs_of_telling_programs.without_gpu(),
+            ],
+            forbidden: &[],
         },
     ],
     mutants: MUTANTS,
@@ -301,4 +328,114 @@ const MUTANTS: &[Mutant] = &[
         "self.region.call(&args)?;\n            h = block.naive_forward(&args[0])?;",
     )
     .fails(crate::check_ids![regional::regional_compiles_less_and_runs_as_fast]),
+    Mutant::new(
+        "in_program_order leaves an empty graph where a host step follows another",
+        "src/schedule.rs",
+        "                if !graph.is_empty() {\n                    stages.push(Stage::Graph { steps: std::mem::take(&mut graph), outputs: Vec::new() });",
+        "                if !host.is_empty() || !graph.is_empty() {\n                    stages.push(Stage::Graph { steps: std::mem::take(&mut graph), outputs: Vec::new() });",
+    )
+    .fails(crate::check_ids![schedule::follows_program_order]),
+    Mutant::new(
+        "in_program_order merges host steps across a graph",
+        "src/schedule.rs",
+        "                if !host.is_empty() {\n                    stages.push(Stage::Host { steps: std::mem::take(&mut host) });\n                }\n",
+        "",
+    )
+    .fails(crate::check_ids![schedule::follows_program_order]),
+    Mutant::new(
+        "a graph's outputs are listed as they are first read, not sorted",
+        "src/schedule.rs",
+        "            outputs.sort_unstable();\n",
+        "",
+    )
+    .fails(crate::check_ids![schedule::follows_program_order])
+    // Unsorted outputs follow the rules, unless one is listed twice.
+    .may_fail(crate::check_ids![schedule::fewest_graphs_of_random_programs, schedule::fewest_graphs_of_telling_programs]),
+    Mutant::new(
+        "a graph hands over the values its own steps read",
+        "src/schedule.rs",
+        "&& reader.is_none_or(|i| stage_of[i] != Some(s))",
+        "",
+    )
+    .fails(crate::check_ids![
+        schedule::follows_program_order,
+        schedule::fewest_graphs_of_random_programs,
+        schedule::fewest_graphs_of_telling_programs,
+    ]),
+    Mutant::new(
+        "a graph hands over every value it computes",
+        "src/schedule.rs",
+        "        if let Stage::Graph { outputs, .. } = stage {\n            outputs.sort_unstable();",
+        "        if let Stage::Graph { steps, outputs } = stage {\n            *outputs = steps.clone();",
+    )
+    .fails(crate::check_ids![
+        schedule::follows_program_order,
+        schedule::fewest_graphs_of_random_programs,
+        schedule::fewest_graphs_of_telling_programs,
+    ]),
+    Mutant::new(
+        "a graph forgets the values the program returns",
+        "src/schedule.rs",
+        "for (value, reader) in reads.chain(returned) {",
+        "for (value, reader) in reads.chain(returned.filter(|_| false)) {",
+    )
+    .fails(crate::check_ids![
+        schedule::follows_program_order,
+        schedule::fewest_graphs_of_random_programs,
+        schedule::fewest_graphs_of_telling_programs,
+    ]),
+    Mutant::new(
+        "fewest_graphs keeps program order",
+        "src/schedule.rs",
+        FEWEST,
+        "    // ANCHOR: solution\n    return in_program_order(program);\n    // The earliest stage",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_random_programs, schedule::fewest_graphs_of_telling_programs]),
+    Mutant::new(
+        "fewest_graphs moves side effects as freely as pure steps",
+        "src/schedule.rs",
+        "let ordered = step.kind.is_side_effect();",
+        "let ordered = false;",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_random_programs, schedule::fewest_graphs_of_telling_programs]),
+    Mutant::new(
+        "fewest_graphs keeps the effects in order, but lets prints move",
+        "src/schedule.rs",
+        "let ordered = step.kind.is_side_effect();",
+        "let ordered = step.kind == Kind::Effect;",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_telling_programs])
+    .may_fail(crate::check_ids![schedule::fewest_graphs_of_random_programs]),
+    Mutant::new(
+        "fewest_graphs keeps the prints in order, but lets effects move",
+        "src/schedule.rs",
+        "let ordered = step.kind.is_side_effect();",
+        "let ordered = step.kind == Kind::Print;",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_telling_programs])
+    .may_fail(crate::check_ids![schedule::fewest_graphs_of_random_programs]),
+    Mutant::new(
+        "fewest_graphs puts a host step in the stage of the graph that computes what it reads",
+        "src/schedule.rs",
+        "Kind::Host | Kind::Print | Kind::Effect => ready.next_multiple_of(2),",
+        "Kind::Host | Kind::Print | Kind::Effect => ready,",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_random_programs, schedule::fewest_graphs_of_telling_programs]),
+    Mutant::new(
+        "fewest_graphs puts an op reading a host value in the graph before it",
+        "src/schedule.rs",
+        "Kind::Op => ready | 1,",
+        "Kind::Op => ready.saturating_sub(1) | 1,",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_random_programs, schedule::fewest_graphs_of_telling_programs]),
+    Mutant::new(
+        "fewest_graphs keeps the empty stages",
+        "src/schedule.rs",
+        "        .filter(|stage| !stage.steps().is_empty())\n",
+        "",
+    )
+    .fails(crate::check_ids![schedule::fewest_graphs_of_random_programs, schedule::fewest_graphs_of_telling_programs]),
 ];
+
+/// Where `fewest_graphs`'s solution starts: a mutant puts program order there.
+const FEWEST: &str = "    // ANCHOR: solution\n    // The earliest stage";

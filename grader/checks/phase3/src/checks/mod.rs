@@ -11,4 +11,5 @@ pub mod custom_op;
 pub mod logging;
 pub mod regional;
 pub mod round_trip;
+pub mod schedule;
 mod support;
