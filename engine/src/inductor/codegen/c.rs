@@ -19,7 +19,9 @@
 //! Reductions run each row's phases in order: every loop over `r` re-reads the row, which the
 //! CPU's caches keep close, so `per_` and `red_` kernels print alike here. A vector-math value a
 //! later loop would compute again (softmax's `exp`) is kept instead, in a buffer of the row on the
-//! stack (`tmpN_row`): one `exp` an element instead of two.
+//! stack (`tmpN_row`): one `exp` an element instead of two. A bf16 row a loop stores whole goes
+//! into a row buffer of floats too (`out_ptr0_row`), rounded after the loop by `floats_to_bf16`,
+//! which uses the CPU's bf16 rounding instruction where it has one.
 //!
 //! A loop whose body is one long chain of dependent instructions computes [`GROUPS`] groups of
 //! elements side by side, statement by statement (the groups' temporaries are `tmpN_0` to
