@@ -529,3 +529,53 @@ fn a_conversion_that_only_feeds_its_store_rounds_once() {
         assert!(code.to_string().contains("f8e4m3_to_float(float_to_f8e4m3("), "{code}");
     }
 }
+
+#[test]
+fn a_bf16_row_rounded_whole_matches_eager_rounding() {
+    // A reduction's loop that stores a whole bf16 row computes it into floats and rounds the row
+    // at once (`floats_to_bf16`: AVX-512 BF16's instruction where the C compiler targets it).
+    // Its results must be eager's: ties to even, overflow to infinity, infinities, NaN. A row of
+    // 40 ends in a part-vector. `y` sums to zero, so the stored value is `x` itself.
+    let edges = [
+        1.0,
+        1.0 + 1.0 / 256.0,
+        1.0 + 3.0 / 256.0,
+        1.0 + 1.0 / 256.0 + 1.0 / 65536.0,
+        -(1.0 + 3.0 / 256.0),
+        f32::MAX,
+        -f32::MAX,
+        3.3895314e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        0.0,
+        f32::MIN_POSITIVE,
+        1.0e-39,
+        -1.0e-45,
+        70000.0,
+        65504.0,
+    ];
+    let values: Vec<f32> =
+        (0..4 * 40).map(|i| edges[(i * 7) % edges.len()] * if i % 3 == 0 { 1.0 } else { -1.0 }).collect();
+    let x = Tensor::from_vec(values, &[4, 40]).unwrap();
+    let y = Tensor::zeros(&[4, 40]);
+    let f = |t: Vec<Tensor>| t[0].add(&t[1].sum(-1, true)?.mul(0.0)?)?.to_dtype(DType::BF16);
+    let inputs = [x.clone(), y];
+    let graphs = dynamo::explain(f).call(&inputs).unwrap().graphs;
+    let code = engine::inductor::generate(&graphs[0], Device::Cpu, &Config::default()).unwrap().to_string();
+    assert!(code.contains("floats_to_bf16(out_ptr0 + x * 40, out_ptr0_row, 40);"), "{code}");
+    let eager = f(inputs.to_vec()).unwrap().to_vec().unwrap();
+    let compiled = dynamo::compile(f).backend(Inductor::default()).call(&inputs).unwrap().to_vec().unwrap();
+    for ((e, c), v) in eager.iter().zip(&compiled).zip(x.to_vec().unwrap()) {
+        if v.is_nan() {
+            assert!(c.is_nan(), "{v} rounded to {c}");
+        } else if v != 0.0 && v.abs() < f32::MIN_POSITIVE {
+            // Subnormals: AVX-512 BF16 flushes them to zero (as eager does on such a CPU, for
+            // whole vectors); the portable rounding keeps them.
+            assert!(c.to_bits() == e.to_bits() || *c == 0.0, "{v}: eager {e}, compiled {c}");
+        } else {
+            assert_eq!(c.to_bits(), e.to_bits(), "{v}: eager {e}, compiled {c}");
+        }
+    }
+}

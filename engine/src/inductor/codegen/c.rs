@@ -19,7 +19,9 @@
 //! Reductions run each row's phases in order: every loop over `r` re-reads the row, which the
 //! CPU's caches keep close, so `per_` and `red_` kernels print alike here. A vector-math value a
 //! later loop would compute again (softmax's `exp`) is kept instead, in a buffer of the row on the
-//! stack (`tmpN_row`): one `exp` an element instead of two.
+//! stack (`tmpN_row`): one `exp` an element instead of two. A bf16 row a loop stores whole goes
+//! into a row buffer of floats too (`out_ptr0_row`), rounded after the loop by `floats_to_bf16`,
+//! which uses the CPU's bf16 rounding instruction where it has one.
 //!
 //! A loop whose body is one long chain of dependent instructions computes [`GROUPS`] groups of
 //! elements side by side, statement by statement (the groups' temporaries are `tmpN_0` to
@@ -40,6 +42,7 @@ use std::fmt::Write;
 
 use super::{Dialect, Spelling, c_type, combine_expr, helper_functions, identity, scalar_spelling};
 use crate::device::cpu::vecmath;
+use crate::dtype::DType;
 use crate::inductor::index::{FlatIndex, Term, Var};
 use crate::inductor::ir::PointwiseOp;
 use crate::inductor::kernel::{Combine, Kernel, KernelBody, Part, Phase, Reduce, Stmt, Value};
@@ -110,6 +113,25 @@ static inline bf16 float_to_bf16(float f) {
     union { float f; uint32_t u; } x = { f };
     return f != f ? (bf16)((x.u >> 16) | 0x40u) : (bf16)((x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16);
 }
+/* A row of floats rounded into bf16, where a kernel stores a whole row: AVX-512 BF16's
+   vcvtneps2bf16 rounds sixteen at a time (to nearest even; it flushes subnormals to zero, as the
+   eager kernels' rounding does on such a CPU), in place of the ten-odd integer instructions of
+   float_to_bf16 and the shuffles that pack their results. Elsewhere, float_to_bf16 in a loop. */
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+static inline void floats_to_bf16(bf16* restrict dst, const float* restrict src, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 lanes = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m256i rounded = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes, src + i));
+        _mm256_mask_storeu_epi16(dst + i, lanes, rounded);
+    }
+}
+#else
+static inline void floats_to_bf16(bf16* restrict dst, const float* restrict src, int64_t n) {
+    #pragma omp simd
+    for (int64_t i = 0; i < n; i++) dst[i] = float_to_bf16(src[i]);
+}
+#endif
 #ifdef __FLT16_MAX__
 typedef _Float16 f16;
 static inline float f16_to_float(f16 v) { return (float)v; }
@@ -306,7 +328,7 @@ fn range_loop(
 }
 
 /// The loop over rows `x0..x1`, each row's phases in order, with the row buffers of
-/// [`kept_values`] declared first.
+/// [`kept_values`] and [`rounded_rows`] declared first.
 fn rows(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     let indent = "        ";
     let mut out = String::from("    for (int64_t x = x0; x < x1; x++) {\n");
@@ -316,14 +338,24 @@ fn rows(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
         let buffers: Vec<String> = kept.iter().map(|t| format!("tmp{t}_row[{row_len}]")).collect();
         writeln!(out, "{indent}float {};", buffers.join(", ")).unwrap();
     }
+    let rounded = rounded_rows(k, row_len, phases, kept.len());
+    if !rounded.is_empty() {
+        writeln!(out, "{indent}// A row of bf16 results, rounded once the loop has computed it.").unwrap();
+        let buffers: Vec<String> = rounded.iter().map(|&a| format!("{}_row[{row_len}]", k.args[a].name)).collect();
+        writeln!(out, "{indent}float {};", buffers.join(", ")).unwrap();
+    }
     let mut stored: Vec<usize> = Vec::new();
     for phase in phases {
         match phase {
             Phase::Row(stmts) => out.push_str(&statements(k, &LoopBody::all(stmts), Counter::X, indent)),
             Phase::Loop { stmts, reductions } => {
-                let body = LoopBody::new(stmts, reductions, &kept, &stored);
+                let body = LoopBody::new(stmts, reductions, &kept, &stored, &rounded);
                 stored.extend(&body.write);
                 out.push_str(&row_loop(k, row_len, &body, reductions, indent));
+                for arg in body.rounded_stores() {
+                    let name = &k.args[arg].name;
+                    writeln!(out, "{indent}floats_to_bf16({name} + x * {row_len}, {name}_row, {row_len});").unwrap();
+                }
             }
         }
     }
@@ -419,6 +451,42 @@ fn kept_values(row_len: usize, phases: &[Phase]) -> Vec<usize> {
     kept
 }
 
+/// The bf16 arguments whose rows a row loop stores whole (at `x * row_len + r`) and the kernel
+/// never reads: their values go into a row buffer of floats, rounded by `floats_to_bf16` after
+/// the loop, as many as fit beside `kept` row buffers in [`MAX_ROW_BUFFER_BYTES`]. Rounding a
+/// row at a time lets the CPU's bf16 instruction do it where there is one; rounding in the loop
+/// took most of a bf16 layer norm's time (bench/NOTES-precision.md, "CPU bf16 kernels").
+fn rounded_rows(k: &Kernel, row_len: usize, phases: &[Phase], kept: usize) -> Vec<usize> {
+    let whole_row = FlatIndex {
+        offset: 0,
+        terms: vec![
+            Term { var: Var::R, div: 1, modulo: None, coeff: 1 },
+            Term { var: Var::X, div: 1, modulo: None, coeff: row_len },
+        ],
+    };
+    let all: Vec<&Stmt> = phases
+        .iter()
+        .flat_map(|p| match p {
+            Phase::Row(stmts) | Phase::Loop { stmts, .. } => stmts.iter(),
+        })
+        .collect();
+    let loaded = |a: usize| all.iter().any(|s| matches!(s, Stmt::Load { arg, .. } if *arg == a));
+    let row_stores = |a: usize| {
+        phases.iter().all(|p| match p {
+            Phase::Row(stmts) => !stmts.iter().any(|s| matches!(s, Stmt::Store { arg, .. } if *arg == a)),
+            Phase::Loop { stmts, .. } => {
+                stmts.iter().all(|s| !matches!(s, Stmt::Store { arg, index, .. } if *arg == a && *index != whole_row))
+            }
+        })
+    };
+    let mut rounded: Vec<usize> = (0..k.args.len())
+        .filter(|&a| k.args[a].output && k.args[a].dtype == DType::BF16 && !loaded(a) && row_stores(a))
+        .filter(|&a| all.iter().any(|s| matches!(s, Stmt::Store { arg, .. } if *arg == a)))
+        .collect();
+    rounded.truncate((MAX_ROW_BUFFER_BYTES / (row_len.max(1) * size_of::<f32>())).saturating_sub(kept));
+    rounded
+}
+
 /// A loop's statements as printed: the kernel IR's, less those only needed for values read back
 /// from a row buffer.
 struct LoopBody<'a> {
@@ -428,17 +496,26 @@ struct LoopBody<'a> {
     read: Vec<usize>,
     /// Temporaries stored into their row buffer once computed.
     write: Vec<usize>,
+    /// Arguments whose stores go to their row buffer of floats (see [`rounded_rows`]).
+    rounded: Vec<usize>,
 }
 
 impl<'a> LoopBody<'a> {
     /// Every statement, no row buffer.
     fn all(stmts: &'a [Stmt]) -> LoopBody<'a> {
-        LoopBody { stmts: stmts.iter().collect(), read: Vec::new(), write: Vec::new() }
+        LoopBody { stmts: stmts.iter().collect(), read: Vec::new(), write: Vec::new(), rounded: Vec::new() }
     }
 
     /// The body of a loop of `stmts` feeding `reductions`, where the `kept` values already
-    /// `stored` by an earlier loop are read back and the others stored.
-    fn new(stmts: &'a [Stmt], reductions: &[Reduce], kept: &[usize], stored: &[usize]) -> LoopBody<'a> {
+    /// `stored` by an earlier loop are read back and the others stored, and stores into the
+    /// `rounded` arguments go to their row buffers.
+    fn new(
+        stmts: &'a [Stmt],
+        reductions: &[Reduce],
+        kept: &[usize],
+        stored: &[usize],
+        rounded: &[usize],
+    ) -> LoopBody<'a> {
         let here: Vec<usize> = defined(stmts).into_iter().filter(|t| kept.contains(t)).collect();
         let (read, write): (Vec<usize>, Vec<usize>) = here.into_iter().partition(|t| stored.contains(t));
         // Walking back from what the loop must produce (stores, accumulated values), keep the
@@ -458,7 +535,7 @@ impl<'a> LoopBody<'a> {
             }
         }
         printed.reverse();
-        LoopBody { stmts: printed, read, write }
+        LoopBody { stmts: printed, read, write, rounded: rounded.to_vec() }
     }
 }
 
@@ -587,8 +664,25 @@ impl LoopBody<'_> {
             Stmt::Compute { tmp, .. } if self.write.contains(tmp) => {
                 format!("{} tmp{tmp}_row[{}] = {};", spell.stmt(k, s, true), (spell.index)(&r), (spell.tmp)(*tmp))
             }
+            Stmt::Store { arg, value, .. } if self.rounded.contains(arg) => {
+                format!("{}_row[{}] = {};", k.args[*arg].name, (spell.index)(&r), spell.value(value))
+            }
             _ => spell.stmt(k, s, true),
         }
+    }
+
+    /// The arguments of [`LoopBody::rounded`] this loop stores, whose row buffers it fills.
+    fn rounded_stores(&self) -> Vec<usize> {
+        let mut args: Vec<usize> = Vec::new();
+        for s in &self.stmts {
+            if let Stmt::Store { arg, .. } = s
+                && self.rounded.contains(arg)
+                && !args.contains(arg)
+            {
+                args.push(*arg);
+            }
+        }
+        args
     }
 
     /// The temporaries the body defines, which each group computes for itself.
