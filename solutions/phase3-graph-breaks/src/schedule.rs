@@ -1,8 +1,8 @@
 //! Exercise `schedule` (deep): a program that has to stop on the host a few times, split into
 //! graphs and host stages, first as Dynamo does it (in program order, a new graph after every
 //! stop, each graph handing over what is live after it), then with as few graphs as the program's
-//! dependences allow. Dynamo's capture is `torch/_dynamo/symbolic_convert.py`; the liveness it
-//! hands over by is `livevars_analysis` in `torch/_dynamo/bytecode_analysis.py`.
+//! dependences allow. Dynamo's capture is `torch/_dynamo/symbolic_convert.py`; what it hands
+//! over at a break is what `livevars_analysis` (`torch/_dynamo/bytecode_analysis.py`) finds live.
 
 // ANCHOR: types
 /// What one step of a program is.
