@@ -20,7 +20,7 @@ use grader::runners::Runners;
 use grader::verdict::fresh_seed;
 use grader::workbook::Workbook;
 use grader_harness::transcript::{Entry, Recorded};
-use grader_harness::{Outcome, Phase, Record, Status, Subject};
+use grader_harness::{Mutant, Outcome, Phase, Record, Status, Subject};
 
 /// Grading that the `dev` checks run, in this process, with one seed for the whole run.
 struct Grader {
@@ -272,7 +272,7 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
                 continue;
             }
             std::fs::write(exercise(mutant.file), text.replacen(mutant.find, mutant.replace, 1))?;
-            let report = grader.grade(phase, Subject::Exercises);
+            let report = grader.grade(&touched_by(phase, mutant), Subject::Exercises);
             problems.extend(if mutant.refused {
                 judge_refused(phase, mutant, &report)
             } else {
@@ -281,6 +281,27 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
         }
     }
     Ok(problems)
+}
+
+/// The part of `phase` that `mutant` can change: the exercises of the file it edits and those
+/// whose checks it names (as failing, or allowed to), as the run of the phase's exercises from the
+/// first of them to the last. A mutant is graded on that part alone: every other check of the phase
+/// reads other files, which are the solution's, and the full grading of the solutions has already
+/// passed them. Phase 3's `regional`, which compiles twelve blocks in C, would otherwise run once
+/// per mutant of every other exercise.
+fn touched_by(phase: &'static Phase, mutant: &Mutant) -> Phase {
+    let named = |id: &str| mutant.fails.contains(&id) || mutant.may_fail.contains(&id);
+    let touched: Vec<usize> = (0..phase.exercises.len())
+        .filter(|&i| {
+            let exercise = &phase.exercises[i];
+            exercise.file == mutant.file || exercise.checks.iter().any(|c| named(c.id))
+        })
+        .collect();
+    let exercises = match (touched.first(), touched.last()) {
+        (Some(&first), Some(&last)) => &phase.exercises[first..=last],
+        _ => phase.exercises,
+    };
+    Phase { exercises, mutants: &[], ..*phase }
 }
 
 /// What is wrong with one mutant's run: a named check that did not fail, or another that did
@@ -456,5 +477,26 @@ mod tests {
         let message = "1.72x the given block, both compiled (yours 0.412 ms, given 0.709 ms, medians of 40 samples)";
         assert_eq!(speedup(message), Some(1.72));
         assert_eq!(speedup("your block cannot be exported"), None);
+    }
+
+    /// Each mutant's part of its phase holds the exercise of the file it edits and every check it
+    /// names, and a mutant of one exercise's file is graded on that exercise's part, not the phase.
+    #[test]
+    fn a_mutant_is_graded_on_what_it_can_change() {
+        for phase in PHASES {
+            for mutant in phase.mutants {
+                let part = touched_by(phase, mutant);
+                let ids: Vec<&str> = part.checks().map(|(_, spec)| spec.id).collect();
+                assert!(part.exercises.iter().any(|e| e.file == mutant.file), "{}: {}", phase.name, mutant.name);
+                for id in mutant.fails.iter().chain(mutant.may_fail) {
+                    assert!(ids.contains(id), "{}: {}: {id} is left out", phase.name, mutant.name);
+                }
+                assert!(part.mutants.is_empty());
+            }
+        }
+        let phase3 = PHASES.iter().find(|p| p.name == "phase3").expect("phase 3");
+        let schedule = phase3.mutants.iter().find(|m| m.file == "src/schedule.rs").expect("a mutant of schedule");
+        let part = touched_by(phase3, schedule);
+        assert_eq!(part.exercises.iter().map(|e| e.name).collect::<Vec<_>>(), ["schedule"]);
     }
 }
