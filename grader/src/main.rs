@@ -133,8 +133,8 @@ enum DevCommand {
     /// Every check passes on the solutions, none on the stubs, a compile error stays in its
     /// phase, and every mutant a phase declares (grader/checks/*/src/phase.rs) is caught.
     Check {
-        /// Leave out this phase's mutants (repeatable): phase 5's grade timed checks, about 40
-        /// minutes on a 2-core machine, so CI runs them as `grader dev mutants phase5` elsewhere.
+        /// Leave out this phase's mutants (repeatable), for a quicker run: each mutant rebuilds its
+        /// phase's runner (`grader dev mutants PHASE` runs them alone).
         #[arg(long, value_name = "PHASE")]
         skip_mutants: Vec<String>,
     },

@@ -83,7 +83,7 @@ mod tests {
 
     /// The runners prove at compile time that a mutant names check functions; this proves they
     /// are checks of the mutant's own phase, and that its text is in its solution file, without
-    /// running it (phase 5's take 40 minutes).
+    /// running it (each mutant rebuilds its phase's runner).
     #[test]
     fn mutants_name_checks_and_files_of_their_phase() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workbook root");
