@@ -412,7 +412,7 @@ fn partitions_of(graph: &Graph, names: &[&'static str]) -> Result<(), Failure> {
     let got: Vec<Vec<NodeId>> = match judged_artifact(&label) {
         Some(text) => {
             let positions = parse_partitions(&text).ok_or_else(|| Failure::fail(format!("{label} were recorded unreadably")))?;
-            // A position past the graph was refused in the subject's own run, before recording.
+            // A position past the graph failed the subject's own run already (`illegal`).
             let node = |i: usize| ids.get(i).copied().ok_or_else(|| Failure::fail(format!("{label}: no node {i}")));
             positions.into_iter().map(|p| p.into_iter().map(node).collect()).collect::<Result<_, _>>()?
         }
