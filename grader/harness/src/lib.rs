@@ -54,4 +54,4 @@ pub use random::{draw, for_all, secret_duration};
 pub use runner::Record;
 pub use timing::timed;
 pub use tolerance::Tolerance;
-pub use transcript::{judged_artifact, record, record_artifact, record_floats, record_tensor};
+pub use transcript::{fingerprint, judged_artifact, record, record_artifact, record_floats, record_tensor};

@@ -112,6 +112,14 @@ pub fn record_artifact(label: impl Into<String>, text: impl Into<String>) {
     push(label.into(), Recorded::Artifact(text.into()));
 }
 
+/// A short fingerprint of `case` (FNV-1a of its `Debug` text, in hex), to label an artifact with
+/// the case it answers: the judge reads an answer back only for the case it was made for.
+pub fn fingerprint(case: &impl fmt::Debug) -> String {
+    let shown = format!("{case:?}");
+    let hash = shown.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    format!("{hash:016x}")
+}
+
 /// The subject's transcript, in the judge's process.
 static JUDGED: OnceLock<Vec<Entry>> = OnceLock::new();
 

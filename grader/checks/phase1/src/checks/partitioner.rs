@@ -17,7 +17,10 @@ use engine::fx::{Arg, Graph, NodeId};
 use engine::op::{BinaryOp, Op, UnaryOp};
 use engine::scalar::Scalar;
 use engine::{Error, Operand, Result, SourceLocation, Tensor};
-use grader_harness::{CheckResult, Context, Failure, Tolerance, assert_close, ensure, for_all, record, showing_on_panic};
+use grader_harness::{
+    CheckResult, Context, Failure, Tolerance, assert_close, ensure, fingerprint, for_all, judged_artifact,
+    record_artifact, showing_on_panic,
+};
 use proptest::prelude::*;
 
 use crate::subject::{CapabilityBackend, partition};
@@ -203,7 +206,10 @@ fn telling_cases() -> Vec<(Graph, Vec<&'static str>)> {
 /// everything ready outside partitions, then everything ready that `supports` accepts (one
 /// partition, if any), until nothing is left. Any legal partitioning runs in some topological
 /// order with each partition contiguous, and this schedule is ahead of every such order after as
-/// many rounds, so it needs the fewest partition rounds.
+/// many rounds, so it needs the fewest partition rounds. In the judge's runner only: the runner
+/// linked with the learner's crate records the answers, and the judge, which runs no learner code,
+/// counts.
+#[cfg(feature = "solutions")]
 fn fewest(graph: &Graph, supports: &dyn Fn(&Op) -> bool) -> usize {
     let n = graph.nodes().len();
     let inside = |id: NodeId| graph.node(id).op().is_some_and(supports);
@@ -370,26 +376,57 @@ impl Backend for OffCompiler {
     }
 }
 
-/// Fails unless `partition` gives `graph` a legal partitioning with the fewest partitions.
-fn partitions_of(graph: &Graph, names: &[&'static str]) -> Result<usize, Failure> {
-    let supports = supports(names);
-    let got = partition(graph, &supports);
-    record("partitions", got.len());
-    if let Some(why) = illegal(graph, &supports, &got) {
-        return Err(Failure::fail(format!(
-            "your partitions are not legal: {why}.\nYour partitions: {}\nwith {names:?} supported, on this graph:\n{graph}",
-            shown(graph, &got)
-        )));
+/// Fails unless `count`, the partitions the subject made of `graph` with `names` supported, is the
+/// fewest legal: judged in the judge's runner, where no learner code runs. `message` says what is
+/// wrong, given the fewest.
+#[cfg(feature = "solutions")]
+fn has_the_fewest(graph: &Graph, names: &[&'static str], count: usize, message: &dyn Fn(usize) -> String) -> Result<(), Failure> {
+    let fewest = fewest(graph, &supports(names));
+    ensure(count == fewest, || message(fewest))
+}
+
+/// In the runner linked with the learner's crate, no count: the judge counts.
+#[cfg(not(feature = "solutions"))]
+fn has_the_fewest(_graph: &Graph, _names: &[&'static str], _count: usize, _message: &dyn Fn(usize) -> String) -> Result<(), Failure> {
+    Ok(())
+}
+
+/// Partitions as recorded: node positions, `[[1, 2], [4]]`.
+fn parse_partitions(text: &str) -> Option<Vec<Vec<usize>>> {
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.is_empty() {
+        return Some(Vec::new());
     }
-    let fewest = fewest(graph, &supports);
-    ensure(got.len() == fewest, || {
-        format!(
-            "your {} partitions are legal, but the fewest possible is {fewest}.\nYour partitions: {}\nwith {names:?} supported, on this graph:\n{graph}",
-            got.len(),
-            shown(graph, &got)
-        )
-    })?;
-    Ok(fewest)
+    let inner = inner.strip_prefix('[')?.strip_suffix(']')?;
+    inner
+        .split("], [")
+        .map(|p| if p.trim().is_empty() { Some(Vec::new()) } else { p.split(',').map(|i| i.trim().parse().ok()).collect() })
+        .collect()
+}
+
+/// Fails unless `partition` gives `graph` a legal partitioning with the fewest partitions.
+fn partitions_of(graph: &Graph, names: &[&'static str]) -> Result<(), Failure> {
+    let supports = supports(names);
+    let label = format!("partitions of the graph {}", fingerprint(&(graph.to_string(), names)));
+    let ids: Vec<NodeId> = graph.ids().collect();
+    let got: Vec<Vec<NodeId>> = match judged_artifact(&label) {
+        Some(text) => {
+            let positions = parse_partitions(&text).ok_or_else(|| Failure::fail(format!("{label} were recorded unreadably")))?;
+            // A position past the graph failed the subject's own run already (`illegal`).
+            let node = |i: usize| ids.get(i).copied().ok_or_else(|| Failure::fail(format!("{label}: no node {i}")));
+            positions.into_iter().map(|p| p.into_iter().map(node).collect()).collect::<Result<_, _>>()?
+        }
+        None => partition(graph, &supports),
+    };
+    let positions: Vec<Vec<usize>> = got.iter().map(|p| p.iter().map(|id| id.index()).collect()).collect();
+    record_artifact(label, format!("{positions:?}"));
+    let on = || format!("\nYour partitions: {}\nwith {names:?} supported, on this graph:\n{graph}", shown(graph, &got));
+    if let Some(why) = illegal(graph, &supports, &got) {
+        return Err(Failure::fail(format!("your partitions are not legal: {why}.{}", on())));
+    }
+    has_the_fewest(graph, names, got.len(), &|fewest| {
+        format!("your {} partitions are legal, but the fewest possible is {fewest}.{}", got.len(), on())
+    })
 }
 
 /// Partitions as node names: `[%tanh %add] [%tanh_1]`.
@@ -410,7 +447,7 @@ pub fn partitions_are_legal_and_fewest(ctx: &Context) -> CheckResult {
         partitions_of(&graph, &names)?;
     }
     let cases = 80;
-    for_all(ctx, cases, Case::strategy(), |case| partitions_of(&case.graph(), &case.supported_names()).map(|_| ()))?;
+    for_all(ctx, cases, Case::strategy(), |case| partitions_of(&case.graph(), &case.supported_names()))?;
     Ok(format!(
         "legal partitions, as few as possible, on {} telling and {cases} random graphs",
         telling_cases().len()
@@ -454,10 +491,14 @@ fn backend_runs(graph: &Graph, names: &[&'static str], offset: f32, seed: u64, i
         }
     }
     let graphs = handed.graphs.lock().expect("no panic while holding").clone();
-    let fewest = fewest(graph, &supports(names));
-    record("graphs compiled", graphs.len());
-    ensure(graphs.len() == fewest, || {
-        format!("your backend handed the compiler {} graphs; the fewest legal partitions are {fewest}, {}", graphs.len(), on())
+    let label = format!("graphs your backend compiled, on the graph {}", fingerprint(&(graph.to_string(), names)));
+    let compiled = match judged_artifact(&label) {
+        Some(text) => text.parse().map_err(|_| Failure::fail(format!("{label} was recorded unreadably")))?,
+        None => graphs.len(),
+    };
+    record_artifact(label, compiled.to_string());
+    has_the_fewest(graph, names, compiled, &|fewest| {
+        format!("your backend handed the compiler {compiled} graphs; the fewest legal partitions are {fewest}, {}", on())
     })?;
     let supported_calls = graph.nodes().iter().filter(|n| n.op().is_some_and(supports(names))).count();
     let compiled_calls: usize = graphs.iter().map(|g| g.nodes().iter().filter(|n| n.op().is_some()).count()).sum();

@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use grader_harness::{CheckResult, Context, Failure, for_all, judged_artifact, record, record_artifact};
+use grader_harness::{CheckResult, Context, Failure, fingerprint, for_all, judged_artifact, record, record_artifact};
 use proptest::prelude::*;
 
 use crate::subject::{Kind, Program, Schedule, Stage, Step, fewest_graphs, in_program_order};
@@ -498,17 +498,10 @@ pub fn follows_program_order(ctx: &Context) -> CheckResult {
     Ok(format!("in_program_order made Dynamo's schedule of {cases} programs"))
 }
 
-/// A fingerprint of `program` (FNV-1a of how it is shown), so that the judge reads back a
-/// schedule only for the program it was made for.
-fn fingerprint(program: &Program) -> u64 {
-    let shown = format!("{:?}", Drawn(program.clone()));
-    shown.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3))
-}
-
 /// Judges the schedule of the `k`-th program: the subject's own in its run, the one that run
 /// recorded in the judge's, which also counts the graphs.
 fn judge_fewest(k: usize, program: &Program) -> Result<(), Failure> {
-    let label = format!("program {k} ({:016x}): the schedule of fewest_graphs", fingerprint(program));
+    let label = format!("program {k} ({}): the schedule of fewest_graphs", fingerprint(&Drawn(program.clone())));
     let schedule = match judged_artifact(&label) {
         Some(text) => parse(&text).ok_or_else(|| Failure::fail(format!("{label} was recorded unreadably")))?,
         None => fewest_graphs(program),
@@ -565,7 +558,8 @@ pub fn fewest_graphs_of_telling_programs(ctx: &Context) -> CheckResult {
     Ok(format!("fewest_graphs made a schedule of fewest graphs for {cases} programs built to punish shortcuts"))
 }
 
-#[cfg(test)]
+// The tests compare the judge's own answers (compiled with the solutions) with brute force.
+#[cfg(all(test, feature = "solutions"))]
 mod tests {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;

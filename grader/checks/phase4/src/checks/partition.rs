@@ -4,10 +4,16 @@
 //! cost any plan can have, which this check finds itself as a minimum cut with the `pathfinding`
 //! crate's maximum flow (its tests compare that with trying every plan on small graphs). The
 //! engine's partitioner is not consulted: it minimises bytes and counts recomputation as free.
+//!
+//! What the learner's process cannot read, it cannot return: the costing and the least cost are
+//! compiled into the judge's runner only (`feature = "solutions"`), never into the runner linked
+//! with the learner's crate, which records each answer for the judge. The judge, which runs no
+//! learner code, reads them back and compares them with its own.
 
 use std::ops::RangeInclusive;
 
-use grader_harness::{CheckResult, Context, Failure, ensure, for_all, record};
+use grader_harness::{CheckResult, Context, Failure, fingerprint, for_all, judged_artifact, record_artifact};
+#[cfg(feature = "solutions")]
 use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 use proptest::prelude::*;
 
@@ -38,7 +44,8 @@ const PRICE: RangeInclusive<u64> = 1..=3;
 /// How many layers a telling graph has (14 to 19 values each, after one input).
 const LAYERS: RangeInclusive<usize> = 3..=10;
 
-/// The check's own costing of a plan: `None` when it does not work.
+/// The check's own costing of a plan: `None` when it does not work (in the judge's runner only).
+#[cfg(feature = "solutions")]
 fn cost(problem: &SaveProblem, saved: &[usize]) -> Option<u64> {
     let values = &problem.values;
     let mut kept = vec![false; values.len()];
@@ -68,7 +75,9 @@ fn cost(problem: &SaveProblem, saved: &[usize]) -> Option<u64> {
 /// The least cost of any plan: the capacity of a minimum cut between the forward (the source's
 /// side) and the backward (the sink's). Vertex `2v` stands for "the forward computes value `v`",
 /// `2v + 1` for "the backward has it"; a value the backward recomputes is on the sink's side,
-/// a saved one has its first vertex on the source's side and its second on the sink's.
+/// a saved one has its first vertex on the source's side and its second on the sink's. In the
+/// judge's runner only.
+#[cfg(feature = "solutions")]
 fn least(problem: &SaveProblem) -> u64 {
     let values = &problem.values;
     let (source, sink) = (2 * values.len(), 2 * values.len() + 1);
@@ -210,28 +219,83 @@ pub fn plans_are_costed(ctx: &Context) -> CheckResult {
         let plan: Vec<usize> = (0..problem.values.len())
             .filter(|&v| (all_banned && problem.values[v].kind == Kind::Banned) || picks[v] < density)
             .collect();
-        let (got, expected) = (plan_cost(&problem, &plan), cost(&problem, &plan));
-        record("plan_cost", format!("{got:?}"));
-        ensure(got == expected, || format!("plan_cost(problem, {plan:?}) returned {got:?}, expected {expected:?}"))
+        let label = format!("plan_cost of the plan {plan:?} on the graph {}", fingerprint(&problem));
+        let got = match judged_artifact(&label) {
+            Some(text) => parse_cost(&text).ok_or_else(|| Failure::fail(format!("{label} was recorded unreadably")))?,
+            None => plan_cost(&problem, &plan),
+        };
+        record_artifact(label, format!("{got:?}"));
+        judge_cost(&problem, &plan, got)
     })?;
     Ok(format!("plan_cost agrees with the grader's costing of {cases} plans"))
 }
 
-/// `choose_saved`'s plan on `problem` works and costs the least possible.
+/// `plan_cost`'s answer as recorded: `Some(12)` or `None`.
+fn parse_cost(text: &str) -> Option<Option<u64>> {
+    match text {
+        "None" => Some(None),
+        _ => text.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok().map(Some),
+    }
+}
+
+/// Whether `plan_cost` answered `got` for `plan` on `problem` as the check costs it: in the judge's
+/// runner, where no learner code runs.
+#[cfg(feature = "solutions")]
+fn judge_cost(problem: &SaveProblem, plan: &[usize], got: Option<u64>) -> Result<(), Failure> {
+    let expected = cost(problem, plan);
+    grader_harness::ensure(got == expected, || {
+        format!("plan_cost(problem, {plan:?}) returned {got:?}, expected {expected:?}")
+    })
+}
+
+/// In the runner linked with the learner's crate, no costing: the judge costs.
+#[cfg(not(feature = "solutions"))]
+fn judge_cost(_problem: &SaveProblem, _plan: &[usize], _got: Option<u64>) -> Result<(), Failure> {
+    Ok(())
+}
+
+/// A plan as recorded: `[3, 7, 12]`.
+fn parse_plan(text: &str) -> Option<Vec<usize>> {
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    inner.split(',').map(|v| v.trim().parse().ok()).collect()
+}
+
+/// `choose_saved`'s plan on `problem` works and costs the least possible: its values exist here,
+/// and the judge costs it.
 fn judge_plan(problem: &SaveProblem) -> Result<(), Failure> {
-    let plan = choose_saved(problem);
+    let label = format!("the plan choose_saved made for the graph {}", fingerprint(problem));
+    let plan = match judged_artifact(&label) {
+        Some(text) => parse_plan(&text).ok_or_else(|| Failure::fail(format!("{label} was recorded unreadably")))?,
+        None => choose_saved(problem),
+    };
+    record_artifact(label, format!("{plan:?}"));
     if let Some(&bad) = plan.iter().find(|&&v| v >= problem.values.len()) {
         return Err(Failure::fail(format!("choose_saved returned {plan:?}: there is no value {bad}")));
     }
-    let Some(got) = cost(problem, &plan) else {
+    judge_chosen(problem, &plan)
+}
+
+/// Whether `plan` works on `problem` and costs the least possible: in the judge's runner, where no
+/// learner code runs.
+#[cfg(feature = "solutions")]
+fn judge_chosen(problem: &SaveProblem, plan: &[usize]) -> Result<(), Failure> {
+    let Some(got) = cost(problem, plan) else {
         return Err(Failure::fail(format!(
             "choose_saved returned {plan:?}, which does not work: the backward would have to compute a banned value \
              again"
         )));
     };
-    record("cost of the plan", got);
     let best = least(problem);
-    ensure(got == best, || format!("choose_saved's plan {plan:?} costs {got}; the least possible is {best}"))
+    grader_harness::ensure(got == best, || format!("choose_saved's plan {plan:?} costs {got}; the least possible is {best}"))
+}
+
+/// In the runner linked with the learner's crate, no costing: the judge costs.
+#[cfg(not(feature = "solutions"))]
+fn judge_chosen(_problem: &SaveProblem, _plan: &[usize]) -> Result<(), Failure> {
+    Ok(())
 }
 
 /// `choose_saved` returns a plan of least cost on random graphs.
@@ -248,7 +312,8 @@ pub fn telling_plans_are_optimal(ctx: &Context) -> CheckResult {
     Ok(format!("choose_saved found a plan of least cost for {cases} graphs built to punish shortcuts"))
 }
 
-#[cfg(test)]
+// The tests compare the judge's own answers (compiled with the solutions) with brute force.
+#[cfg(all(test, feature = "solutions"))]
 mod tests {
     use proptest::strategy::ValueTree;
 
