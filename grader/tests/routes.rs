@@ -1,6 +1,7 @@
 //! Routes around the grader, built as a learner would build them (changes only under
 //! `exercises/*/src`, in a scratch copy of this workbook), each of which passed its check on the
-//! grader as it was before the defences it now meets, and must fail now:
+//! grader as it was before the defences it now meets, or would pass it were the judgment left to
+//! the learner's process, and must fail now:
 //!
 //! - reading the solutions at build time: `#[path]` made by a macro, `include!` of a file the
 //!   audit never read, a symbolic link to a directory, assembler's `.incbin`;
@@ -13,6 +14,10 @@
 //!   of each;
 //! - a pass record with the answers written by the learner's code;
 //! - a partitioned backend that compiles its partitions but runs the whole graph eagerly;
+//! - answers that follow every rule but are not the best, which the learner's process (its runner
+//!   built without the count of the best) cannot tell from right ones, and only the judge fails:
+//!   a schedule in program order, a plan that saves everything the backward reads, a partition per
+//!   supported node;
 //! - the given naive block made one graph as the speed challenge's answer;
 //! - on a GPU, a kernel that skips its work in some of the timed runs.
 //!
@@ -190,6 +195,32 @@ fn after_module_docs(text: &str, insert: &str) -> String {
 /// `text` with its function `name` renamed, so that a route can put its own in place.
 fn renamed(text: &str, name: &str) -> String {
     text.replacen(&format!("pub fn {name}("), &format!("#[allow(dead_code)]\nfn {name}_as_solved("), 1)
+}
+
+/// The solution `solved` with the body of its function `name` (its `ANCHOR: solution` block) made
+/// `body`: a learner's file whose other parts are solved and whose part `name` is the route. The
+/// solution's helpers (its `ANCHOR: solution-only` block) stay when `helpers`, for the other parts
+/// that call them.
+fn answered(solved: &str, name: &str, body: &str, helpers: bool) -> String {
+    let (start, end) = ("    // ANCHOR: solution\n", "    // ANCHOR_END: solution\n");
+    let function = solved.find(&format!("pub fn {name}(")).unwrap_or_else(|| panic!("the solution has no `{name}`"));
+    let from = function + solved[function..].find(start).expect("the function's solution is marked");
+    let to = from + solved[from..].find(end).expect("and its end") + end.len();
+    let text = format!("{}    {body}\n{}", &solved[..from], &solved[to..]);
+    match (helpers, text.find("// ANCHOR: solution-only\n")) {
+        (false, Some(from)) => {
+            let end = "// ANCHOR_END: solution-only\n";
+            let to = from + text[from..].find(end).expect("the helpers end") + end.len();
+            format!("{}{}", &text[..from], &text[to..])
+        }
+        _ => text,
+    }
+}
+
+/// Fails unless check `id` passed: the parts of a route's file that are solved are judged right.
+fn passed(report: &PhaseReport, route: &str, id: &str) {
+    let c = check(report, id);
+    assert!(c.status == Status::Pass, "{route}: `{id}` is {} ({}), expected a pass", c.status, c.message);
 }
 
 const PHASE1_COMPARE: &str = "exercises/phase1-backends/src/compare.rs";
@@ -595,6 +626,73 @@ pub fn partition(_graph: &Graph, _supports: &dyn Fn(&Op) -> bool) -> Vec<Vec<Nod
         "partitions_are_legal_and_fewest",
         "seal",
     );
+}
+
+// Answers that follow every rule but are not the best: the learner's process checks the rules and
+// records the answer, and only the judge, whose runner alone is compiled with the count of the
+// best, can fail them.
+
+#[test]
+fn only_the_judge_fails_a_schedule_in_program_order() {
+    let scratch = scratch();
+    // Part 1 solved (Dynamo's schedule, in program order), and part 2 answered with it.
+    let schedule = answered(
+        &scratch.read("solutions/phase3-graph-breaks/src/schedule.rs"),
+        "fewest_graphs",
+        "in_program_order(program)",
+        true,
+    );
+    let route = "fewest_graphs as Dynamo's schedule in program order";
+    let report = scratch.grade(
+        "phase3",
+        &["schedule"],
+        vec![Put::Text("exercises/phase3-graph-breaks/src/schedule.rs", schedule)],
+    );
+    passed(&report, route, "follows_program_order");
+    // Every telling program needs fewer graphs than program order gives it.
+    caught(&report, route, "fewest_graphs_of_telling_programs", "but this program needs only");
+}
+
+#[test]
+fn only_the_judge_fails_saving_all_the_backward_reads() {
+    let scratch = scratch();
+    // Part 1 solved, and part 2 a plan that always works: every value the backward reads, saved.
+    let partition = answered(
+        &scratch.read("solutions/phase4-codegen/src/partition.rs"),
+        "choose_saved",
+        "(0..problem.values.len()).filter(|&v| problem.values[v].needed).collect()",
+        false,
+    );
+    let route = "choose_saved saving every value the backward reads";
+    let report = scratch.grade(
+        "phase4",
+        &["save_or_recompute"],
+        vec![Put::Text("exercises/phase4-codegen/src/partition.rs", partition)],
+    );
+    passed(&report, route, "plans_are_costed");
+    // Every telling graph has cheap values the backward reads that are dear to keep.
+    caught(&report, route, "telling_plans_are_optimal", "the least possible is");
+}
+
+#[test]
+fn only_the_judge_fails_one_partition_per_node() {
+    let scratch = scratch();
+    // Each supported node a partition of its own (always legal), run by the solution's backend.
+    let partitioner = answered(
+        &scratch.read("solutions/phase1-backends/src/partitioner.rs"),
+        "partition",
+        "graph.ids().filter(|&id| graph.node(id).op().is_some_and(supports)).map(|id| vec![id]).collect()",
+        true,
+    );
+    let route = "a partition per supported node";
+    let report = scratch.grade(
+        "phase1",
+        &["partitioner"],
+        vec![Put::Text("exercises/phase1-backends/src/partitioner.rs", partitioner)],
+    );
+    // The first telling graph's three supported nodes fit in two partitions.
+    caught(&report, route, "partitions_are_legal_and_fewest", "are legal, but the fewest possible is");
+    caught(&report, route, "backend_runs_partitions_through_the_compiler", "the fewest legal partitions are");
 }
 
 #[test]
