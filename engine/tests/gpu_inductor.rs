@@ -79,10 +79,10 @@ fn gpu_reductions_persistent_looped_and_outer() {
 }
 
 /// Layer norm and softmax compiled against eager in f32, bf16 and f16, at row lengths on both
-/// sides of the persistent reductions' limits (rows kept in registers, 8 elements a thread, up
-/// to 1024 and beyond): a few rows and a row count that is no multiple of four, lengths that take
-/// no vector loads (1, 7, 33, 1025), and an input that starts one element into its buffer (the
-/// scalar fallback of the 16-byte loads).
+/// sides of the persistent reductions' limits (a warp per row up to 1024, eight rows a block; a
+/// block per row beyond): a few rows and row counts that fill no whole block (3, 37), lengths
+/// that take no vector loads (1, 7, 33, 777, 1025), the block's 768, and an input that starts one
+/// element into its buffer (the scalar fallback of the 16-byte loads).
 #[test]
 fn gpu_row_reductions_in_each_dtype() {
     use common::{Layout, make_typed};
@@ -95,7 +95,7 @@ fn gpu_row_reductions_in_each_dtype() {
         // Eager's kernels round once, as the fused one does: the results differ by the order of
         // the float32 sums, then by at most one rounding to the dtype.
         let rtol = (2.0 * dtype.epsilon()).max(1e-3);
-        for cols in [1, 7, 33, 256, 1000, 1024, 1025, 4096] {
+        for cols in [1, 7, 33, 256, 768, 777, 1000, 1024, 1025, 4096] {
             let weights = |seed| make_typed(&values(cols, seed), &[cols], Layout::Contiguous, device, dtype).0;
             for (rows, layout) in [(3, Layout::Contiguous), (37, Layout::Contiguous), (6, Layout::Misaligned)] {
                 let x = make_typed(&values(rows * cols, cols as u64), &[rows, cols], layout, device, dtype).0;
