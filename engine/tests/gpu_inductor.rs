@@ -79,7 +79,7 @@ fn gpu_reductions_persistent_looped_and_outer() {
 }
 
 /// Layer norm and softmax compiled against eager in f32, bf16 and f16, at row lengths on both
-/// sides of the persistent reductions' limits (a warp per row up to 1024, eight rows a block; a
+/// sides of the persistent reductions' limits (a warp per row up to 1024, four rows a block; a
 /// block per row beyond): a few rows and row counts that fill no whole block (3, 37), lengths
 /// that take no vector loads (1, 7, 33, 777, 1025), the block's 768, and an input that starts one
 /// element into its buffer (the scalar fallback of the 16-byte loads).

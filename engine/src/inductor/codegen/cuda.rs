@@ -14,7 +14,7 @@
 //!   whole grid covers them all.
 //! - Persistent reductions (`per_`): each thread keeps its share of a row in registers, so the row
 //!   is read once however many loops the phases need, 16 bytes at a time where it can. A row of
-//!   up to 1024 elements goes to one warp, eight rows to a block, and its partial results meet
+//!   up to 1024 elements goes to one warp, four rows to a block, and its partial results meet
 //!   through warp shuffles alone; a longer row takes a whole block (shuffles, then shared memory).
 //! - Looped reductions (`red_`, rows too long for registers): one block per row striding through
 //!   it, re-reading the row in each loop. Rows along a strided dimension: one thread per row.
@@ -373,6 +373,9 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
 
 /// Rows up to this long go one to a warp; longer ones take a whole block each.
 const WARP_ROW_MAX: usize = 1024;
+/// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
+/// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
+const WARP_ROWS_PER_BLOCK: usize = 4;
 
 /// How a persistent reduction spreads its rows over threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -387,11 +390,11 @@ struct RowSplit {
 
 /// The split of rows of `row_len` read `vec` elements at a time (the thread counts do not depend
 /// on `vec`). A warp per row while a row fits in 32 registers a lane: its partial results meet
-/// through shuffles alone, with no barrier, and each block keeps [`THREADS`]` / 32` rows in
+/// through shuffles alone, with no barrier, and each block keeps [`WARP_ROWS_PER_BLOCK`] rows in
 /// flight. Longer rows take a block each, eight elements a thread.
 fn persistent_shape(row_len: usize, vec: usize) -> RowSplit {
     let (threads, rows_per_block) = if row_len <= WARP_ROW_MAX {
-        (32, THREADS as usize / 32)
+        (32, WARP_ROWS_PER_BLOCK)
     } else {
         (row_len.div_ceil(8).next_power_of_two().clamp(32, 1024), 1)
     };
@@ -641,12 +644,12 @@ mod tests {
     #[test]
     fn persistent_rows_split_evenly() {
         let split = |threads, rows_per_block, slots| RowSplit { threads, rows_per_block, slots };
-        // Rows up to 1024 go one to a warp, eight to a block of 256 threads.
-        assert_eq!(persistent_shape(768, 8), split(32, 8, 24));
-        assert_eq!(persistent_shape(1024, 4), split(32, 8, 32));
-        assert_eq!(persistent_shape(1000, 4), split(32, 8, 32));
-        assert_eq!(persistent_shape(8, 4), split(32, 8, 4));
-        assert_eq!(persistent_shape(7, 1), split(32, 8, 1));
+        // Rows up to 1024 go one to a warp, four to a block of 128 threads.
+        assert_eq!(persistent_shape(768, 8), split(32, 4, 24));
+        assert_eq!(persistent_shape(1024, 4), split(32, 4, 32));
+        assert_eq!(persistent_shape(1000, 4), split(32, 4, 32));
+        assert_eq!(persistent_shape(8, 4), split(32, 4, 4));
+        assert_eq!(persistent_shape(7, 1), split(32, 4, 1));
         // Longer rows take a block each.
         assert_eq!(persistent_shape(4096, 4), split(512, 1, 8));
         assert_eq!(persistent_shape(1025, 1), split(256, 1, 5));
