@@ -420,14 +420,16 @@ impl LtGemm {
         bias: Option<u64>,
     ) -> Result<(), CudaError> {
         // SAFETY: forwarded to the caller; an unscaled problem takes no scales.
-        unsafe { self.run_scaled(device, left, right, out, bias, None) }
+        unsafe { self.run_scaled(device, left, right, out, bias, None, None) }
     }
 
-    /// [`LtGemm::run`] for a scaled problem: `scales` are the device addresses of the left and
-    /// the right operand's one-float scales.
+    /// [`LtGemm::run`] for a scaled problem (`scales` are the device addresses of the left and
+    /// the right operand's one-float scales) or one that adds a `residual`: the address of a
+    /// matrix laid out as the product, read as cuBLASLt's `C` with `beta = 1`, so that `D =
+    /// epilogue(A @ B + C [+ bias])` (`out` stays a buffer of its own).
     ///
     /// # Safety
-    /// As for [`LtGemm::run`]; the scales hold one float each.
+    /// As for [`LtGemm::run`]; the scales hold one float each, the residual the product's elements.
     pub(crate) unsafe fn run_scaled(
         &self,
         device: &CudaDevice,
@@ -436,6 +438,7 @@ impl LtGemm {
         out: u64,
         bias: Option<u64>,
         scales: Option<(u64, u64)>,
+        residual: Option<u64>,
     ) -> Result<(), CudaError> {
         use sys::cublasLtMatmulDescAttributes_t as Attr;
         let handle = device.lt()?;
@@ -448,10 +451,15 @@ impl LtGemm {
             set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &right_scale)?;
             set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &left_scale)?;
         }
-        let aligned = [left, right, out, bias.unwrap_or(0)].iter().all(|p| p % 16 == 0);
+        let aligned = [left, right, out, bias.unwrap_or(0), residual.unwrap_or(0)].iter().all(|p| p % 16 == 0);
         let data = if aligned { self.algorithm } else { self.unaligned(device)? };
         let algorithm = sys::cublasLtMatmulAlgo_t { data };
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        // C has D's layout: the residual's elements where they are, or D's own (ignored at beta 0).
+        let (c, beta) = match residual {
+            Some(residual) => (residual, 1.0f32),
+            None => (out, 0.0f32),
+        };
+        let alpha = 1.0f32;
         let [a, b, d] = self.layouts;
         let (workspace, _guard) = handle.workspace.device_ptr(device.stream());
         device.context().bind_to_thread()?;
@@ -466,7 +474,7 @@ impl LtGemm {
                 a,
                 left as *const c_void,
                 b,
-                out as *const c_void,
+                c as *const c_void,
                 d,
                 out as *mut c_void,
                 d,
@@ -563,7 +571,7 @@ pub(crate) fn scaled_mm_into(
     // `out` holds m * n elements of `dtype`, the bias (checked above) n of them, and each scale is
     // a one-element float tensor (checked by the op's shape and dtype rules). The copies are freed
     // after the launch in stream order.
-    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), bias.map(address), scales) }?;
+    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), bias.map(address), scales, None) }?;
     drop(transposed_copy);
     Ok(())
 }
@@ -583,8 +591,10 @@ fn cached_gemm(device: &Arc<CudaDevice>, problem: Problem) -> Result<Arc<LtGemm>
     Ok(gemm)
 }
 
-/// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM max-autotune chose, into `out`; `bias` is
-/// the device address of the bias vector when the epilogue has one.
+/// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM chosen for it, into `out`; `bias` is the
+/// device address of the bias vector when the epilogue has one, `residual` that of a dense tensor
+/// of `out`'s shape and dtype added to the product (cuBLASLt's `beta * C`, `torch.addmm`'s input).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_lt(
     device: &Arc<CudaDevice>,
     a: Input,
@@ -593,6 +603,7 @@ pub(crate) fn matmul_lt(
     out_shape: &[usize],
     gemm: &LtGemm,
     bias: Option<u64>,
+    residual: Option<u64>,
 ) -> Result<(), CudaError> {
     let Prepared::Gemm { a, b, dims } = prepare(device, a, b, out_shape)? else {
         return Err(CudaError::new("a cuBLASLt GEMM was chosen for an empty product"));
@@ -601,6 +612,7 @@ pub(crate) fn matmul_lt(
         return Err(CudaError::new("the operands' layout differs from the one the GEMM was tuned for"));
     }
     // SAFETY: the operands and `out` hold the problem's elements (the problem was built from these
-    // shapes and strides), and the caller passes a bias of the product's columns.
-    unsafe { gemm.run(device, a.ptr(), b.ptr(), out.ptr(), bias) }
+    // shapes and strides), and the caller passes a bias of the product's columns and a residual of
+    // its elements, laid out as `out`.
+    unsafe { gemm.run_scaled(device, a.ptr(), b.ptr(), out.ptr(), bias, None, residual) }
 }
