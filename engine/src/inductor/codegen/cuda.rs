@@ -108,9 +108,10 @@ pub fn launch(k: &Kernel) -> Launch {
         }
         KernelBody::Reduction { persistent: true, row_len, .. } => match persistent_shape(*row_len, 1) {
             RowSplit { rows_per_block: 1, threads, .. } => Launch { block: threads as u32, grid: Grid::Rows },
-            RowSplit { rows_per_block, threads, .. } => {
-                Launch { block: (rows_per_block * threads) as u32, grid: Grid::Elements { per_block: rows_per_block as u32 } }
-            }
+            RowSplit { rows_per_block, threads, .. } => Launch {
+                block: (rows_per_block * threads) as u32,
+                grid: Grid::Elements { per_block: rows_per_block as u32 },
+            },
         },
         KernelBody::Reduction { innermost: true, .. } => Launch { block: 1024, grid: Grid::Rows },
         KernelBody::Reduction { .. } => Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } },
@@ -501,8 +502,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
             Phase::Row(stmts) => {
                 for s in stmts {
                     let line = scalar.stmt(k, s, true);
-                    let line =
-                        if matches!(s, Stmt::Store { .. }) { format!("if ({lane} == 0) {line}") } else { line };
+                    let line = if matches!(s, Stmt::Store { .. }) { format!("if ({lane} == 0) {line}") } else { line };
                     writeln!(b, "        {line}").unwrap();
                 }
             }

@@ -224,7 +224,8 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     if epilogue.residual.is_some() {
                         return Err(Error::Backend {
                             backend: "inductor".into(),
-                            message: "a residual folded into a GEMM's epilogue on the CPU, whose GEMMs take none".into(),
+                            message: "a residual folded into a GEMM's epilogue on the CPU, whose GEMMs take none"
+                                .into(),
                         });
                     }
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
