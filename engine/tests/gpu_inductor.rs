@@ -570,7 +570,7 @@ fn gpu_residual_and_attention_bias_fold_into_half_precision_gemms() {
         let agrees = |f: &dyn Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], what: &str| {
             let inductor = Inductor::default();
             let compiled = dynamo::compile(|xs: Vec<Tensor>| f(&xs)).backend(inductor.clone());
-            let got = compiled.call(&inputs.to_vec()).unwrap();
+            let got = compiled.call(inputs).unwrap();
             assert_eq!(got.dtype(), dtype, "{what}");
             let (g, e) = (got.to_vec().unwrap(), f(inputs).unwrap().to_vec().unwrap());
             let code = inductor.output_codes()[0].clone();

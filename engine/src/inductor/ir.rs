@@ -204,9 +204,10 @@ pub struct Epilogue {
     pub bias: Option<View>,
     /// Whether a ReLU follows (after the bias).
     pub relu: bool,
-    /// A dense tensor of the product's shape and dtype added to it (never with a ReLU).
+    /// A dense tensor of the product's shape and dtype added to it (never with a ReLU); boxed,
+    /// as most products have none.
     #[serde(default)]
-    pub residual: Option<View>,
+    pub residual: Option<Box<View>>,
     /// The graph nodes absorbed (`add_1`, `relu`), for the output code.
     pub absorbed: Vec<String>,
 }
@@ -278,7 +279,7 @@ impl IrNode {
     pub fn reads(&self) -> Vec<BufferName> {
         match &self.body {
             NodeBody::Matmul { a, b, epilogue } => {
-                let epilogue_reads = epilogue.bias.iter().chain(&epilogue.residual).map(|v| v.buffer);
+                let epilogue_reads = epilogue.bias.iter().chain(epilogue.residual.as_deref()).map(|v| v.buffer);
                 [a.buffer, b.buffer].into_iter().chain(epilogue_reads).collect()
             }
             NodeBody::ExternKernel { inputs, .. } => inputs.iter().map(|v| v.buffer).collect(),

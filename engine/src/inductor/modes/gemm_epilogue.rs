@@ -180,7 +180,7 @@ impl Fold for Epilogues {
             {
                 match bias {
                     Some(bias) if epilogue.bias.is_none() => epilogue.bias = Some(bias),
-                    _ => epilogue.residual = Some(residual?),
+                    _ => epilogue.residual = Some(Box::new(residual?)),
                 }
                 epilogue.absorbed.push(name.to_string());
             }

@@ -11,7 +11,7 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cuda::matmul::matmul_into;
-use crate::device::cuda::tuned::cublaslt::matmul_lt;
+use crate::device::cuda::tuned::cublaslt::{Addends, matmul_lt};
 use crate::device::cuda::tuned::extern_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
@@ -193,10 +193,10 @@ impl CudaProgram {
                         buffer.ptr_at(layout.offset())
                     };
                     let bias = epilogue.bias.as_ref().map(address);
-                    let residual = epilogue.residual.as_ref().map(address);
+                    let residual = epilogue.residual.as_deref().map(address);
                     let done = match self.gemms.get(out) {
                         Some(GemmKernel::Lt(gemm)) => {
-                            matmul_lt(&self.device, a, b, &mut product, shape, gemm, bias, residual)
+                            matmul_lt(&self.device, a, b, &mut product, shape, gemm, Addends { bias, residual })
                         }
                         Some(GemmKernel::Engine(_)) if residual.is_some() => {
                             Err(CudaError::new("a residual epilogue on one of the engine's GEMM kernels"))
