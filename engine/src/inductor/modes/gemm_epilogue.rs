@@ -281,6 +281,8 @@ mod tests {
         for g in [
             lowered_bf16(|t| t[3].add(&t[0].linear(&t[1], Some(&t[2]))?)),
             lowered_bf16(|t| t[0].linear(&t[1], Some(&t[2]))?.add(&t[3])),
+            // A batch of sequences, as in a transformer block.
+            lowered_bf16(|t| t[3].reshape(&[2, 4, 32])?.add(&t[0].reshape(&[2, 4, 16])?.linear(&t[1], Some(&t[2]))?)),
         ] {
             let e = epilogue_of(&g);
             assert!(g.nodes.len() == 1 && e.bias.is_some() && e.residual.is_some() && !e.relu, "{e:?}");
