@@ -14,7 +14,7 @@
 //!   whole grid covers them all.
 //! - Persistent reductions (`per_`): each thread keeps its share of a row in registers, so the row
 //!   is read once however many loops the phases need, 16 bytes at a time where it can. A row of
-//!   up to 1024 elements goes to one warp, four rows to a block, and its partial results meet
+//!   up to 768 elements goes to one warp, four rows to a block, and its partial results meet
 //!   through warp shuffles alone; a longer row takes a whole block (shuffles, then shared memory).
 //! - Looped reductions (`red_`, rows too long for registers): one block per row striding through
 //!   it, re-reading the row in each loop. Rows along a strided dimension: one thread per row.
@@ -372,8 +372,10 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     b
 }
 
-/// Rows up to this long go one to a warp; longer ones take a whole block each.
-const WARP_ROW_MAX: usize = 1024;
+/// Rows up to this long go one to a warp; longer ones take a whole block each. At 1024 a lane
+/// keeps 32 values of each array and issues its loads one after another, and a warp per row ran
+/// slower than a block per row on an H100 (bench/NOTES-precision.md); at 768 it ran faster.
+const WARP_ROW_MAX: usize = 768;
 /// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
 /// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
 const WARP_ROWS_PER_BLOCK: usize = 4;
@@ -644,13 +646,14 @@ mod tests {
     #[test]
     fn persistent_rows_split_evenly() {
         let split = |threads, rows_per_block, slots| RowSplit { threads, rows_per_block, slots };
-        // Rows up to 1024 go one to a warp, four to a block of 128 threads.
+        // Rows up to 768 go one to a warp, four to a block of 128 threads.
         assert_eq!(persistent_shape(768, 8), split(32, 4, 24));
-        assert_eq!(persistent_shape(1024, 4), split(32, 4, 32));
-        assert_eq!(persistent_shape(1000, 4), split(32, 4, 32));
+        assert_eq!(persistent_shape(700, 4), split(32, 4, 24));
         assert_eq!(persistent_shape(8, 4), split(32, 4, 4));
         assert_eq!(persistent_shape(7, 1), split(32, 4, 1));
         // Longer rows take a block each.
+        assert_eq!(persistent_shape(769, 1), split(128, 1, 7));
+        assert_eq!(persistent_shape(1024, 4), split(128, 1, 8));
         assert_eq!(persistent_shape(4096, 4), split(512, 1, 8));
         assert_eq!(persistent_shape(1025, 1), split(256, 1, 5));
     }
