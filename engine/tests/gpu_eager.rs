@@ -731,6 +731,48 @@ fn gpu_half_precision_flash_attention_reads_any_layout_and_long_sequences() {
     });
 }
 
+/// On compute capability 9.0 (an H100 or H200), bf16 and f16 attention with head dim 64 whose
+/// rows the Hopper kernel can copy in 16-byte pieces (contiguous heads, heads split from a
+/// projection) runs on `flash_attention_wgmma_*`, and matches the math path under every mask, at
+/// lengths past several 64-query blocks and 64-key tiles and rarely multiples of either, with a
+/// negative scale too; a head one element off its 16-byte boundary still takes the `mma.sync`
+/// kernel.
+#[test]
+fn gpu_hopper_attention_runs_on_wgmma_and_matches_the_math_path() {
+    let Some(gpu) = gpu() else { return };
+    let Device::Cuda(ordinal) = gpu else { unreachable!("gpu() names a CUDA device") };
+    let device = engine::device::cuda::CudaDevice::get(ordinal).unwrap();
+    if device.facts().compute_capability != (9, 0) {
+        return;
+    }
+    let cases = (
+        (1usize..4, prop_oneof![1usize..70, 70usize..700], prop_oneof![1usize..70, 70usize..700]),
+        0usize..3,
+        0usize..2,
+        0usize..4,
+        prop_oneof![Just(None), Just(Some(-0.2f32))],
+        any::<u64>(),
+    );
+    check(40, cases, |((heads, q_len, kv_len), layout, d, mask, scale, seed)| {
+        let on = |t: Tensor| t.to(gpu).unwrap();
+        let make = |len: usize, s: u64| match layout {
+            0 => on(Tensor::randn_dtype(&[2, heads, len, 64], s, HALF[d])),
+            1 => on(Tensor::randn_dtype(&[2, len, heads, 64], s, HALF[d])).transpose(1, 2).unwrap(),
+            _ => on(Tensor::randn_dtype(&[2, len, heads, 65], s, HALF[d]))
+                .slice(3, 1, 65, 1)
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap(),
+        };
+        let (q, k, v) = (make(q_len, seed), make(kv_len, seed ^ 1), make(kv_len, seed ^ 2));
+        half_attention_matches_the_math_path((&q, &k, &v), mask, scale, seed, &format!("layout {layout}"))
+    });
+    let used = device.eager_module("attention").unwrap().loaded_functions();
+    for name in ["flash_attention_wgmma_bf16_hd64", "flash_attention_wgmma_f16_hd64", "flash_attention_bf16_hd64"] {
+        assert!(used.contains(&name.to_string()), "{name} ran: {used:?}");
+    }
+}
+
 /// The gradients of `sum(f(inputs) * w)` with respect to every input, on `device`.
 fn gradients_on(device: Device, inputs: &[Tensor], f: &dyn Fn(&[Tensor]) -> engine::Result<Tensor>) -> Vec<Vec<f32>> {
     let leaves: Vec<Tensor> = inputs.iter().map(|t| t.to(device).unwrap().requires_grad_(true)).collect();

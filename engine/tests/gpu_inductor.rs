@@ -79,10 +79,10 @@ fn gpu_reductions_persistent_looped_and_outer() {
 }
 
 /// Layer norm and softmax compiled against eager in f32, bf16 and f16, at row lengths on both
-/// sides of the persistent reductions' limits (rows kept in registers, 8 elements a thread, up
-/// to 1024 and beyond): a few rows and a row count that is no multiple of four, lengths that take
-/// no vector loads (1, 7, 33, 1025), and an input that starts one element into its buffer (the
-/// scalar fallback of the 16-byte loads).
+/// sides of the persistent reductions' limits (a warp per row up to 1024, four rows a block; a
+/// block per row beyond): a few rows and row counts that fill no whole block (3, 37), lengths
+/// that take no vector loads (1, 7, 33, 777, 1025), the block's 768, and an input that starts one
+/// element into its buffer (the scalar fallback of the 16-byte loads).
 #[test]
 fn gpu_row_reductions_in_each_dtype() {
     use common::{Layout, make_typed};
@@ -95,7 +95,7 @@ fn gpu_row_reductions_in_each_dtype() {
         // Eager's kernels round once, as the fused one does: the results differ by the order of
         // the float32 sums, then by at most one rounding to the dtype.
         let rtol = (2.0 * dtype.epsilon()).max(1e-3);
-        for cols in [1, 7, 33, 256, 1000, 1024, 1025, 4096] {
+        for cols in [1, 7, 33, 256, 768, 777, 1000, 1024, 1025, 4096] {
             let weights = |seed| make_typed(&values(cols, seed), &[cols], Layout::Contiguous, device, dtype).0;
             for (rows, layout) in [(3, Layout::Contiguous), (37, Layout::Contiguous), (6, Layout::Misaligned)] {
                 let x = make_typed(&values(rows * cols, cols as u64), &[rows, cols], layout, device, dtype).0;
@@ -550,4 +550,55 @@ fn gpu_fp8_mlp_with_static_scales_compiles_to_one_kernel_between_the_products() 
         again.to_dtype(DType::F32).unwrap().to_vec().unwrap(),
         got.to_dtype(DType::F32).unwrap().to_vec().unwrap()
     );
+}
+
+/// The transformer block's GEMM epilogues against eager in f32, bf16 and f16: the residual add
+/// after a half-precision linear layer runs as cuBLASLt's `beta * C` (no kernel left), a residual
+/// that cannot be `C` (transposed) leaves its add in a kernel. Float32 products fold none outside
+/// max-autotune. Rows and widths that are no multiple of a vector or a tile (5 x 37 rows, 33
+/// columns, 37 inner) take the tails.
+#[test]
+fn gpu_residual_adds_fold_into_half_precision_gemms() {
+    let Some(device) = gpu() else { return };
+    let t = |shape: &[usize], seed, dtype| {
+        Tensor::uniform(shape, -1.0, 1.0, seed).to_dtype(dtype).unwrap().to(device).unwrap()
+    };
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        // Eager rounds after the product, the bias and the residual; the GEMM once at the end.
+        let tol = (16.0 * dtype.epsilon()).max(1e-3);
+        let agrees = |f: &dyn Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], what: &str| {
+            let inductor = Inductor::default();
+            let compiled = dynamo::compile(|xs: Vec<Tensor>| f(&xs)).backend(inductor.clone());
+            let got = compiled.call(inputs).unwrap();
+            assert_eq!(got.dtype(), dtype, "{what}");
+            let (g, e) = (got.to_vec().unwrap(), f(inputs).unwrap().to_vec().unwrap());
+            let code = inductor.output_codes()[0].clone();
+            let bad = g
+                .iter()
+                .zip(&e)
+                .position(|(x, y)| !((x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs())));
+            if let Some(i) = bad {
+                panic!("{what}, {dtype}: element {i}: compiled {}, eager {}\n{code}", g[i], e[i]);
+            }
+            code
+        };
+        let half = dtype.is_half();
+        for (batch, seq, k, n) in [(2, 64, 64, 96), (5, 37, 40, 24), (1, 3, 37, 33)] {
+            let (x, w, b, h) =
+                (t(&[batch, seq, k], 1, dtype), t(&[n, k], 2, dtype), t(&[n], 3, dtype), t(&[batch, seq, n], 4, dtype));
+            let what = format!("h + linear(x), x [{batch}, {seq}, {k}], w [{n}, {k}]");
+            let code =
+                agrees(&|t| t[3].add(&t[0].linear(&t[1], Some(&t[2]))?), &[x.clone(), w.clone(), b.clone(), h], &what);
+            assert_eq!(code.call.contains("residual = "), half, "{what}, {dtype}:\n{code}");
+            if half {
+                assert!(code.kernel_names().is_empty(), "{what}, {dtype}: bias and residual in the GEMM:\n{code}");
+            }
+            // A transposed residual is not laid out as the product: its add stays in a kernel.
+            let ht = t(&[n, batch * seq], 5, dtype);
+            let what = format!("h.t() + linear(x), x [{}, {k}], w [{n}, {k}]", batch * seq);
+            let x2 = x.reshape(&[batch * seq, k]).unwrap();
+            let code = agrees(&|t| t[3].t()?.add(&t[0].linear(&t[1], Some(&t[2]))?), &[x2, w, b, ht], &what);
+            assert!(!code.call.contains("residual = ") && code.kernel_names().len() == 1, "{what}, {dtype}:\n{code}");
+        }
+    }
 }

@@ -17,9 +17,12 @@
 //! and write only a directory of its own, from which the wrapper moves what rustc made to where
 //! cargo expects it (rustc never writes beside the engine's libraries, so it cannot replace them).
 //! It also passes `-F unsafe_code`: no `unsafe` block, `extern` block, `#[no_mangle]`,
-//! `#[link_section]` or `global_asm!` in learner code, so it cannot run code before `main`,
-//! name a native library for the final link to read, or reach the grader's state in its process
-//! by address. The final link then reads only compiled code.
+//! `#[link_section]` or `global_asm!` in learner code, so it cannot run code before `main` or
+//! name a native library for the final link to read. The final link then reads only compiled
+//! code. That lint alone does not keep learner code from the runner's state in its process: safe
+//! code can read and write a process's memory through `/proc/self/mem`, so the sandbox does not
+//! open a runner's `/proc/<pid>` to it ([`crate::sandbox`]), except where the runner holds a GPU
+//! whose driver needs it: there that route stays open.
 //!
 //! Cargo may find a learner's crate fresh, built earlier outside the grader (by `cargo test`,
 //! say). So the wrapper stamps what it built (the SHA-256 of each library, in

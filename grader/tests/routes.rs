@@ -732,3 +732,102 @@ fn gpu_speed_checks_every_timed_run() {
     );
     caught(&report, "a kernel that skips its work in the first launches", "pointwise_cuda_bandwidth", "");
 }
+
+/// The learner's code reading and writing its own process's memory through `/proc`, with no
+/// `unsafe`: the runner's `RUNNING` static (the run's seed, which keys the seal on a pass) found
+/// through the runner's symbol table and `/proc/self/maps`, a heap buffer rewritten, and the same
+/// through a thread's `/proc/self/task/<tid>/mem` and the parent's `/proc/<ppid>/mem`. Each step
+/// says what it managed in the check's failure message.
+const MEMORY_PROBE: &str = r#####"
+fn memory_probe() -> String {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let buffer = vec![1u8; 16];
+    let heap = buffer.as_ptr() as u64;
+    let read_at = |path: &str, at: u64, bytes: &mut [u8]| -> Result<(), String> {
+        let mut file = std::fs::File::open(path).map_err(|e| format!("refused ({e})"))?;
+        file.seek(SeekFrom::Start(at)).and_then(|_| file.read_exact(bytes)).map_err(|e| format!("opened, not read ({e})"))
+    };
+    let mut said = Vec::new();
+    // The seed: the runner's symbol for `RUNNING`, its load address from the maps, its bytes.
+    let seed = (|| -> Result<String, String> {
+        let exe = std::fs::read("/proc/self/exe").map_err(|e| format!("no executable ({e})"))?;
+        let at = |o: usize, n: usize| -> Result<usize, String> {
+            let b = exe.get(o..o + n).ok_or("a short executable")?;
+            Ok(b.iter().rev().fold(0usize, |v, &x| (v << 8) | x as usize))
+        };
+        let (shoff, shentsize, shnum) = (at(0x28, 8)?, at(0x3A, 2)?, at(0x3C, 2)?);
+        let mut found = None;
+        for s in 0..shnum {
+            let sh = shoff + s * shentsize;
+            if at(sh + 4, 4)? != 2 {
+                continue;
+            }
+            let (off, size, strtab) = (at(sh + 0x18, 8)?, at(sh + 0x20, 8)?, at(shoff + at(sh + 0x28, 4)? * shentsize + 0x18, 8)?);
+            for k in 0..size / 24 {
+                let name = strtab + at(off + k * 24, 4)?;
+                if exe.get(name..).is_some_and(|n| n.starts_with(b"_ZN14grader_harness6runner7RUNNING")) {
+                    found = Some((at(off + k * 24 + 8, 8)?, at(off + k * 24 + 16, 8)?));
+                }
+            }
+        }
+        let (value, size) = found.ok_or("no RUNNING symbol")?;
+        let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("no maps ({e})"))?;
+        let exe_path = std::fs::read_link("/proc/self/exe").map_err(|e| format!("no exe link ({e})"))?;
+        let exe_path = exe_path.display().to_string();
+        let base = maps
+            .lines()
+            .find(|l| l.ends_with(&exe_path) && l.split_whitespace().nth(2) == Some("00000000"))
+            .and_then(|l| usize::from_str_radix(l.split('-').next()?, 16).ok())
+            .ok_or("no base in the maps")?;
+        let mut bytes = vec![0u8; size];
+        read_at("/proc/self/mem", (base + value) as u64, &mut bytes)?;
+        Ok(format!("READ {bytes:?}"))
+    })();
+    said.push(format!("the seed: {}", seed.unwrap_or_else(|e| e)));
+    let mut bytes = [0u8; 8];
+    said.push(format!("own memory: {}", read_at("/proc/self/mem", heap, &mut bytes).map_or_else(|e| e, |()| format!("READ {bytes:?}"))));
+    let tid = std::fs::read_link("/proc/thread-self").ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let thread = format!("/proc/self/task/{}/mem", tid.unwrap_or_default());
+    said.push(format!("a thread's memory: {}", read_at(&thread, heap, &mut bytes).map_or_else(|e| e, |()| format!("READ {bytes:?}"))));
+    said.push(format!("thread-self memory: {}", read_at("/proc/thread-self/mem", heap, &mut bytes).map_or_else(|e| e, |()| format!("READ {bytes:?}"))));
+    let parent = format!("/proc/{}/mem", std::os::unix::process::parent_id());
+    let parent_maps = std::fs::read_to_string(format!("/proc/{}/maps", std::os::unix::process::parent_id()));
+    let parent_at = parent_maps.ok().and_then(|m| u64::from_str_radix(m.split('-').next()?, 16).ok()).unwrap_or(heap);
+    said.push(format!("the parent's memory: {}", read_at(&parent, parent_at, &mut bytes).map_or_else(|e| e, |()| format!("READ {bytes:?}"))));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")
+        .map_err(|e| format!("refused ({e})"))
+        .and_then(|mut f| f.seek(SeekFrom::Start(heap)).and_then(|_| f.write_all(&[9u8; 16])).map_err(|e| format!("opened, not written ({e})")));
+    let now = std::hint::black_box(&buffer)[0];
+    said.push(format!("own memory for writing: {}", written.map_or_else(|e| e, |()| format!("WROTE (the buffer now starts with {now})"))));
+    said.join("; ")
+}
+"#####;
+
+#[test]
+fn learner_code_cannot_reach_its_process_memory() {
+    let scratch = scratch();
+    let probe = format!(
+        "{}\n{MEMORY_PROBE}\npub fn compare_backends(_mlp: &Mlp, _x: &Tensor, _backends: Vec<Box<dyn Backend>>) -> Result<Vec<BackendDiff>> {{\n    \
+         panic!(\"memory probe: {{}}\", memory_probe())\n}}\n",
+        renamed(&scratch.read("solutions/phase1-backends/src/compare.rs"), "compare_backends")
+    );
+    let report = scratch.grade("phase1", &["compare_backends"], vec![Put::Text(PHASE1_COMPARE, probe)]);
+    let probed = check(&report, "reports_every_backend");
+    assert!(probed.message.contains("memory probe:"), "the probe did not run: {probed:?}");
+    for step in [
+        "the seed",
+        "own memory",
+        "a thread's memory",
+        "thread-self memory",
+        "the parent's memory",
+        "own memory for writing",
+    ] {
+        assert!(
+            probed.message.contains(&format!("{step}: refused")) || probed.message.contains(&format!("{step}: no ")),
+            "learner code reached its process's memory through /proc ({step}): {}",
+            probed.message
+        );
+    }
+}

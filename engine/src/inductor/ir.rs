@@ -170,8 +170,8 @@ pub enum NodeBody {
         a: View,
         /// Right operand.
         b: View,
-        /// A bias and ReLU the library applies to the product (max-autotune's fusion; none
-        /// otherwise).
+        /// A bias, ReLU and residual the library applies to the product (see
+        /// `modes::gemm_epilogue`).
         epilogue: Epilogue,
     },
     /// A hand-written kernel called on whole views (`flash_attention` for
@@ -196,13 +196,18 @@ pub enum NodeBody {
 }
 
 /// What a GEMM applies to its product before writing it: `relu(a @ b + bias)`, the bias one
-/// value per column (see `modes::gemm_epilogue`).
+/// value per column, or `a @ b + bias + residual`, the residual a tensor of the product's shape
+/// (cuBLASLt's `beta * C`, as the `input` of `torch.addmm`; see `modes::gemm_epilogue`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Epilogue {
     /// The bias vector added, a view of `[columns]` elements.
     pub bias: Option<View>,
     /// Whether a ReLU follows (after the bias).
     pub relu: bool,
+    /// A dense tensor of the product's shape and dtype added to it (never with a ReLU); boxed,
+    /// as most products have none.
+    #[serde(default)]
+    pub residual: Option<Box<View>>,
     /// The graph nodes absorbed (`add_1`, `relu`), for the output code.
     pub absorbed: Vec<String>,
 }
@@ -210,7 +215,7 @@ pub struct Epilogue {
 impl Epilogue {
     /// True when the GEMM writes the plain product.
     pub fn is_none(&self) -> bool {
-        self.bias.is_none() && !self.relu
+        self.bias.is_none() && !self.relu && self.residual.is_none()
     }
 }
 
@@ -274,7 +279,8 @@ impl IrNode {
     pub fn reads(&self) -> Vec<BufferName> {
         match &self.body {
             NodeBody::Matmul { a, b, epilogue } => {
-                [a.buffer, b.buffer].into_iter().chain(epilogue.bias.as_ref().map(|v| v.buffer)).collect()
+                let epilogue_reads = epilogue.bias.iter().chain(epilogue.residual.as_deref()).map(|v| v.buffer);
+                [a.buffer, b.buffer].into_iter().chain(epilogue_reads).collect()
             }
             NodeBody::ExternKernel { inputs, .. } => inputs.iter().map(|v| v.buffer).collect(),
             NodeBody::Fallback { args, .. } => args

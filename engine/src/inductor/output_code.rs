@@ -275,6 +275,9 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                         let mut args = vec![view_text(graph, a), view_text(graph, b)];
                         args.extend(epilogue.bias.as_ref().map(|v| format!("bias = {}", view_text(graph, v))));
                         args.extend(epilogue.relu.then(|| "relu".to_string()));
+                        args.extend(
+                            epilogue.residual.as_deref().map(|v| format!("residual = {}", view_text(graph, v))),
+                        );
                         let absorbed: String = epilogue.absorbed.iter().map(|n| format!(", %{n}")).collect();
                         let fused = if epilogue.is_none() { "" } else { " (epilogue fused into the GEMM)" };
                         format!(

@@ -472,7 +472,7 @@ fn rename(body: &mut NodeBody, new_id: &[IrId]) {
         }
         NodeBody::Reduction { input, .. } => fix(&mut input.buffer),
         NodeBody::Matmul { a, b, epilogue } => {
-            for view in [a, b].into_iter().chain(epilogue.bias.as_mut()) {
+            for view in [a, b].into_iter().chain(epilogue.bias.as_mut()).chain(epilogue.residual.as_deref_mut()) {
                 fix(&mut view.buffer);
             }
         }

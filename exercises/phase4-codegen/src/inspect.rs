@@ -12,7 +12,7 @@ use crate::models::Model;
 pub enum KernelKind {
     /// `poi_`: one loop over elements.
     Pointwise,
-    /// `per_`: a reduction whose rows fit in registers (on a GPU, one block per row).
+    /// `per_`: a reduction whose rows fit in registers (on a GPU, a warp or a block per row).
     PersistentReduction,
     /// `red_`: a reduction that loops over each row as many times as it needs.
     LoopedReduction,

@@ -1,7 +1,7 @@
 //! What a sandboxed process may read, write and execute, enforced by Landlock: a list of what is
 //! allowed, everything else denied, whoever the process runs as (root included).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use landlock::{
@@ -42,6 +42,20 @@ fn gpu_devices() -> Vec<PathBuf> {
     found
 }
 
+/// The system-wide parts of `/proc` a sandboxed process may read: what the engine reads
+/// (`cpuinfo`, to tune generated C), what glibc and Rust's standard library read when they size
+/// memory and threads (`meminfo`, `stat`, the kernel's settings under `sys`), and what the CUDA
+/// driver reads when it looks for a GPU (its module's parameters and capabilities under `driver`, the loaded
+/// `modules` and `devices`). Not the per-process directories (`/proc/<pid>`, `/proc/self`,
+/// `/proc/thread-self`): through `/proc/self/mem` and each thread's
+/// `/proc/self/task/<tid>/mem`, safe code could read and write its own process's memory, the
+/// runner's seed and its checks' code included. Standard library calls that would read them
+/// fall back without them: `available_parallelism` counts the CPUs this process may run on
+/// rather than its cgroup's quota, and the main thread's stack-overflow message needs
+/// `/proc/self/maps` (an overflow is reported as the signal instead).
+const PROC_FILES: [&str; 7] =
+    ["/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys", "/proc/driver", "/proc/modules", "/proc/devices"];
+
 /// System directories a sandboxed process reads from, where they exist. `/dev` is not among
 /// them: only the device files above are open to it (so `/dev/shm`, where processes share
 /// memory, is not).
@@ -62,6 +76,13 @@ fn system_dirs() -> Vec<PathBuf> {
 
 /// Restricts this process (and what it executes) to `places`, and the GPU's device files where
 /// `gpu` allows them.
+///
+/// With `gpu`, on a machine with the GPU's device files, the process also reads all of `/proc`
+/// and writes its own `/proc/<pid>` (this process's, which the program it executes keeps): the
+/// CUDA driver reads there and names the threads it starts by writing each one's
+/// `/proc/self/task/<tid>/comm`, and fails `cuInit` when it cannot. Landlock can name that
+/// directory only whole, so such a runner can also read and write its own memory (`mem`); every
+/// other process gets the system-wide parts of `/proc` alone ([`PROC_FILES`]).
 pub fn confine(places: &Places, gpu: bool) -> Result<()> {
     let all = AccessFs::from_all(WANTED_ABI);
     let read = AccessFs::from_read(WANTED_ABI);
@@ -69,7 +90,11 @@ pub fn confine(places: &Places, gpu: bool) -> Result<()> {
     let program = AccessFs::from_file(WANTED_ABI) & (AccessFs::Execute | AccessFs::ReadFile);
     let device = AccessFs::from_file(WANTED_ABI) & !AccessFs::Execute;
     let existing = |paths: &[&str]| paths.iter().map(PathBuf::from).filter(|p| p.exists()).collect::<Vec<_>>();
-    let status = Ruleset::default()
+    let devices: Vec<PathBuf> =
+        existing(&DEVICES).into_iter().chain(if gpu { gpu_devices() } else { Vec::new() }).collect();
+    let cuda = gpu && devices.iter().any(|d| d.starts_with("/dev/nvidia"));
+    let proc: Vec<PathBuf> = if cuda { existing(&["/proc"]) } else { existing(&PROC_FILES) };
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(AccessNet::from_all(WANTED_ABI))?
@@ -79,17 +104,14 @@ pub fn confine(places: &Places, gpu: bool) -> Result<()> {
         .add_rules(path_beneath_rules(&places.read, read_only))?
         .add_rules(path_beneath_rules(&places.read_exec, read))?
         .add_rules(path_beneath_rules(&places.executables, program))?
-        .add_rules(path_beneath_rules(existing(&["/proc", "/sys"]), read_only))?
+        .add_rules(path_beneath_rules(proc.into_iter().chain(existing(&["/sys"])), read_only))?
         .add_rules(path_beneath_rules(existing(&RANDOM_DEVICES), read_only))?
-        .add_rules(path_beneath_rules(
-            existing(&DEVICES).into_iter().chain(if gpu { gpu_devices() } else { Vec::new() }),
-            device,
-        ))?
-        .add_rules(path_beneath_rules(
-            places.writable.iter().map(PathBuf::as_path).chain([Path::new("/proc/self")]),
-            all & !AccessFs::Execute,
-        ))?
-        .restrict_self()?;
+        .add_rules(path_beneath_rules(devices, device))?
+        .add_rules(path_beneath_rules(&places.writable, all & !AccessFs::Execute))?;
+    if cuda {
+        ruleset = ruleset.add_rules(path_beneath_rules(["/proc/self"], all & !AccessFs::Execute))?;
+    }
+    let status = ruleset.restrict_self()?;
     if status.ruleset == RulesetStatus::NotEnforced {
         bail!("sandbox: the kernel refused the Landlock rules");
     }

@@ -15,7 +15,10 @@
 //!   `LD_LIBRARY_PATH` and `CUDA_HOME`/`CUDA_PATH`, where NVRTC and cuBLAS may live), and execute
 //!   only the programs it is given (the C compiler the engine calls: the driver, `cc1`, `as`,
 //!   `collect2`, `ld`, found by asking the compiler) and the dynamic loader they need;
-//! - read `/proc` and `/sys`, and write its own `/proc/<pid>` (the CUDA driver does, at `cuInit`);
+//! - read `/sys` and the system-wide parts of `/proc`, not `/proc/<pid>` (through `mem`, safe code
+//!   could read and write its own process's memory); only a check's runner that holds the GPU's
+//!   lock on a machine with a GPU reads all of `/proc` and writes its own `/proc/<pid>` (the CUDA
+//!   driver does, at `cuInit`), which leaves that runner's memory open to it;
 //!   of `/dev`, only `/dev/null`, `/dev/zero`, `/dev/full`, the random sources (not `/dev/shm`),
 //!   and the GPU's `/dev/nvidia*` for a check's runner that holds the GPU's lock (not for the
 //!   compiler, nor for a check run without a GPU);

@@ -291,6 +291,13 @@ impl Module {
         Ok(f)
     }
 
+    /// The names of the kernels looked up so far, sorted: which of the module's kernels have run.
+    pub fn loaded_functions(&self) -> Vec<String> {
+        let mut names: Vec<String> = lock(&self.functions).keys().cloned().collect();
+        names.sort();
+        names
+    }
+
     /// The cached CUBIN's path (its CUDA C source sits beside it as `<key>.cu`).
     pub fn cubin_path(&self) -> &Path {
         &self.cubin_path

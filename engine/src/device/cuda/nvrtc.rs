@@ -28,7 +28,15 @@ pub struct Cubin {
 /// The NVRTC options every kernel is built with, for architecture `arch` (`sm_90`).
 pub fn options(arch: &str) -> Vec<String> {
     // Line info lets profilers map SASS back to the CUDA C; it does not change the code.
-    vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "--generate-line-info".into()]
+    vec![format!("--gpu-architecture={}", target(arch)), "--std=c++17".into(), "--generate-line-info".into()]
+}
+
+/// The NVRTC target for a device of architecture `arch`: Hopper (`sm_90`) is built as `sm_90a`,
+/// which adds the instructions only compute capability 9.0 has (the warpgroup MMA `wgmma` that
+/// `kernels/attention.cu` uses), as Triton builds for it. A CUBIN for `sm_90a` loads on 9.0
+/// devices alone, which is every device an `sm_90` CUBIN is built for here.
+pub fn target(arch: &str) -> &str {
+    if arch == "sm_90" { "sm_90a" } else { arch }
 }
 
 /// Compiles `source` for `arch` through the global disk cache (`ENGINE_CACHE_DIR`).
@@ -192,6 +200,14 @@ fn first_lines(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::kernel_names;
+
+    #[test]
+    fn hopper_is_built_with_its_own_instructions_and_other_gpus_as_they_are() {
+        assert_eq!(super::target("sm_90"), "sm_90a");
+        assert_eq!(super::target("sm_80"), "sm_80");
+        assert_eq!(super::target("sm_100"), "sm_100");
+        assert!(super::options("sm_90").contains(&"--gpu-architecture=sm_90a".to_string()));
+    }
 
     #[test]
     fn the_compile_log_names_a_family_or_the_generated_kernels() {

@@ -292,7 +292,13 @@ mod tests {
                 "reduce" => vec!["reduce_sum".to_string(), "reduce_max".to_string()],
                 "softmax" => vec!["softmax_rows".to_string(), "softmax_columns".to_string()],
                 "layer_norm" => vec!["layer_norm_rows".to_string()],
-                ATTENTION | ATTENTION_BACKWARD | CAT | SKINNY_GEMM | TF32X3_GEMM => vec![],
+                // Built for sm_90a (`nvrtc::target`), the attention family has its Hopper kernels.
+                ATTENTION => {
+                    ["flash_attention_bf16_hd64", "flash_attention_wgmma_bf16_hd64", "flash_attention_wgmma_f16_hd64"]
+                        .map(String::from)
+                        .to_vec()
+                }
+                ATTENTION_BACKWARD | CAT | SKINNY_GEMM | TF32X3_GEMM => vec![],
                 pointwise => vec![format!("{pointwise}_dense"), format!("{pointwise}_strided")],
             };
             for kernel in kernels {

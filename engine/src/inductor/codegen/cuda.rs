@@ -12,9 +12,10 @@
 //! - Foreach kernels: the pointwise loop of each part in turn, in a block of its own with its own
 //!   extent (`xnumel`); every thread of the grid strides through each part, so one launch of the
 //!   whole grid covers them all.
-//! - Persistent reductions (`per_`): one block per row; each thread keeps its share of the row in
-//!   registers, so the row is read once however many loops the phases need; partial results meet
-//!   through warp shuffles and shared memory.
+//! - Persistent reductions (`per_`): each thread keeps its share of a row in registers, so the row
+//!   is read once however many loops the phases need, 16 bytes at a time where it can. A row of
+//!   up to 768 elements goes to one warp, four rows to a block, and its partial results meet
+//!   through warp shuffles alone; a longer row takes a whole block (shuffles, then shared memory).
 //! - Looped reductions (`red_`, rows too long for registers): one block per row striding through
 //!   it, re-reading the row in each loop. Rows along a strided dimension: one thread per row.
 
@@ -105,9 +106,13 @@ pub fn launch(k: &Kernel) -> Launch {
         KernelBody::Pointwise(_) | KernelBody::Foreach(_) => {
             Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * vec_width(k) as u32 } }
         }
-        KernelBody::Reduction { persistent: true, row_len, .. } => {
-            Launch { block: persistent_shape(*row_len, 1).0 as u32, grid: Grid::Rows }
-        }
+        KernelBody::Reduction { persistent: true, row_len, .. } => match persistent_shape(*row_len, 1) {
+            RowSplit { rows_per_block: 1, threads, .. } => Launch { block: threads as u32, grid: Grid::Rows },
+            RowSplit { rows_per_block, threads, .. } => Launch {
+                block: (rows_per_block * threads) as u32,
+                grid: Grid::Elements { per_block: rows_per_block as u32 },
+            },
+        },
         KernelBody::Reduction { innermost: true, .. } => Launch { block: 1024, grid: Grid::Rows },
         KernelBody::Reduction { .. } => Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS } },
     }
@@ -367,19 +372,55 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     b
 }
 
-/// Threads per block and register slots per thread for a persistent row of `row_len` read `vec`
-/// elements at a time (the thread count does not depend on `vec`).
-fn persistent_shape(row_len: usize, vec: usize) -> (usize, usize) {
-    let threads = row_len.div_ceil(8).next_power_of_two().clamp(32, 1024);
+/// Rows up to this long go one to a warp; longer ones take a whole block each. At 1024 a lane
+/// keeps 32 values of each array and issues its loads one after another, and a warp per row ran
+/// slower than a block per row on an H100 (bench/NOTES-precision.md); at 768 it ran faster.
+const WARP_ROW_MAX: usize = 768;
+/// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
+/// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
+const WARP_ROWS_PER_BLOCK: usize = 4;
+
+/// How a persistent reduction spreads its rows over threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RowSplit {
+    /// Threads that share one row: a warp (32) for rows up to [`WARP_ROW_MAX`], else a block.
+    threads: usize,
+    /// Rows one block works on at a time: several warps of one row each, or one.
+    rows_per_block: usize,
+    /// Register slots each thread keeps per array, a multiple of the access width.
+    slots: usize,
+}
+
+/// The split of rows of `row_len` read `vec` elements at a time (the thread counts do not depend
+/// on `vec`). A warp per row while a row fits in 32 registers a lane: its partial results meet
+/// through shuffles alone, with no barrier, and each block keeps [`WARP_ROWS_PER_BLOCK`] rows in
+/// flight. Longer rows take a block each, eight elements a thread.
+fn persistent_shape(row_len: usize, vec: usize) -> RowSplit {
+    let (threads, rows_per_block) = if row_len <= WARP_ROW_MAX {
+        (32, WARP_ROWS_PER_BLOCK)
+    } else {
+        (row_len.div_ceil(8).next_power_of_two().clamp(32, 1024), 1)
+    };
     let slots = row_len.div_ceil(threads).div_ceil(vec) * vec;
-    (threads, slots)
+    RowSplit { threads, rows_per_block, slots }
 }
 
 fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     let width = vec_width(k);
     let vec = if row_len.is_multiple_of(width) { width } else { 1 };
-    let (threads, slots) = persistent_shape(row_len, vec);
+    let RowSplit { threads, rows_per_block, slots } = persistent_shape(row_len, vec);
     let exact = threads * slots == row_len;
+    // A thread's place in its row, and how the row's partial results meet.
+    let by_warp = rows_per_block > 1;
+    let lane = if by_warp { "lane" } else { "threadIdx.x" };
+    let combine_row = |tmp: usize, combine: Combine| {
+        let helper = block_reduce(combine);
+        if by_warp {
+            format!("tmp{tmp} = {}(tmp{tmp});", helper.replace("block", "warp"))
+        } else {
+            format!("tmp{tmp} = {helper}(tmp{tmp}, smem);")
+        }
+    };
     let dtype_of = |arg: usize| k.args[arg].dtype;
     let class_of = |arg: usize, index: &FlatIndex| {
         if vec == width { access(index, Var::R, vec, dtype_of(arg)) } else { Access::Gather }
@@ -409,11 +450,25 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     arrays.sort_unstable();
     arrays.dedup();
 
-    let mut b = String::from("    __shared__ float smem[32];\n");
+    let mut b = if by_warp { String::new() } else { String::from("    __shared__ float smem[32];\n") };
     b.push_str(&alignment_check(k, &vector_args));
-    writeln!(b, "    // {threads} threads share each row of {row_len}, {slots} per thread, kept in registers.")
+    if by_warp {
+        writeln!(
+            b,
+            "    // A warp per row of {row_len}, {slots} per lane, kept in registers; {rows_per_block} rows per block."
+        )
         .unwrap();
-    b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
+        b.push_str("    const int lane = threadIdx.x & 31;\n");
+        writeln!(
+            b,
+            "    for (long long x = blockIdx.x * {rows_per_block}LL + threadIdx.x / 32; x < xnumel; x += {rows_per_block}LL * gridDim.x) {{"
+        )
+        .unwrap();
+    } else {
+        writeln!(b, "    // {threads} threads share each row of {row_len}, {slots} per thread, kept in registers.")
+            .unwrap();
+        b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
+    }
     let decls: Vec<String> = arrays.iter().map(|t| format!("tmp{t}[{slots}]")).collect();
     if !decls.is_empty() {
         writeln!(b, "        float {};", decls.join(", ")).unwrap();
@@ -428,8 +483,8 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     } else {
         (format!("            if (r < {row_len}) {{\n"), "            }\n".to_string(), "                ")
     };
-    let slot_r = format!("(s / {vec}) * {} + threadIdx.x * {vec} + s % {vec}", threads * vec);
-    let chunk_r = format!("c * {} + threadIdx.x * {vec}", threads * vec);
+    let slot_r = format!("(s / {vec}) * {} + {lane} * {vec} + s % {vec}", threads * vec);
+    let chunk_r = format!("c * {} + {lane} * {vec}", threads * vec);
     // The loop over a thread's chunks of `vec` neighbouring elements, around `lines` (none: no loop).
     let chunk_loop = |lines: &[String]| -> String {
         if lines.is_empty() {
@@ -449,8 +504,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
             Phase::Row(stmts) => {
                 for s in stmts {
                     let line = scalar.stmt(k, s, true);
-                    let line =
-                        if matches!(s, Stmt::Store { .. }) { format!("if (threadIdx.x == 0) {line}") } else { line };
+                    let line = if matches!(s, Stmt::Store { .. }) { format!("if ({lane} == 0) {line}") } else { line };
                     writeln!(b, "        {line}").unwrap();
                 }
             }
@@ -536,7 +590,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                     .collect();
                 b.push_str(&chunk_loop(&stores));
                 for r in reductions {
-                    writeln!(b, "        tmp{0} = {1}(tmp{0}, smem);", r.tmp, block_reduce(r.combine)).unwrap();
+                    writeln!(b, "        {}", combine_row(r.tmp, r.combine)).unwrap();
                 }
                 for s in stmts {
                     if let Stmt::Load { tmp, .. } | Stmt::Compute { tmp, .. } = s {
@@ -591,11 +645,17 @@ mod tests {
 
     #[test]
     fn persistent_rows_split_evenly() {
-        assert_eq!(persistent_shape(4096, 4), (512, 8));
-        assert_eq!(persistent_shape(1024, 4), (128, 8));
-        assert_eq!(persistent_shape(8, 4), (32, 4));
-        assert_eq!(persistent_shape(1000, 4), (128, 8));
-        assert_eq!(persistent_shape(7, 1), (32, 1));
+        let split = |threads, rows_per_block, slots| RowSplit { threads, rows_per_block, slots };
+        // Rows up to 768 go one to a warp, four to a block of 128 threads.
+        assert_eq!(persistent_shape(768, 8), split(32, 4, 24));
+        assert_eq!(persistent_shape(700, 4), split(32, 4, 24));
+        assert_eq!(persistent_shape(8, 4), split(32, 4, 4));
+        assert_eq!(persistent_shape(7, 1), split(32, 4, 1));
+        // Longer rows take a block each.
+        assert_eq!(persistent_shape(769, 1), split(128, 1, 7));
+        assert_eq!(persistent_shape(1024, 4), split(128, 1, 8));
+        assert_eq!(persistent_shape(4096, 4), split(512, 1, 8));
+        assert_eq!(persistent_shape(1025, 1), split(256, 1, 5));
     }
 
     #[test]

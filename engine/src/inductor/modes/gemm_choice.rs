@@ -14,8 +14,8 @@
 //! The measurements behind each rule are in bench/NOTES-modes.md (third and fourth rounds).
 //!
 //! A product of bf16 or f16 operands runs on cuBLASLt, on the tensor cores with float32
-//! accumulation, with the algorithm its heuristics rank first and any bias and ReLU lowering
-//! folded into it applied by its epilogue (the engine's own kernels are float32 ones).
+//! accumulation, with the algorithm its heuristics rank first and any bias, ReLU and residual
+//! lowering folded into it applied by its epilogue (the engine's own kernels are float32 ones).
 //!
 //! The rules are fixed, not timed, so default and reduce-overhead compile no slower; max-autotune
 //! times the same kernels, in every tile shape, against cuBLAS and cuBLASLt's algorithms instead
@@ -150,7 +150,10 @@ pub(crate) fn by_rule(gpu: &Arc<CudaDevice>, graph: &LoweredGraph) -> Result<Gem
             let problem = Problem::new(&left, &right, dims, kind);
             let algorithm = LtGemm::new(gpu, problem, None).map_err(failed)?.algorithm();
             choices.gemms.push((IrId(i), GemmSpec::Lt { problem, algorithm }));
-            let fused = if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
+            let mut fused = if kind == Epilogue::None { String::new() } else { format!(", {} epilogue", kind.name()) };
+            if epilogue.residual.is_some() {
+                fused.push_str(", residual read as C");
+            }
             let why = format!("{} on the tensor cores, float32 accumulation", node.dtype);
             choices.notes.push(format!("{}: cublaslt{fused} ({why})", label(i, &node.origin_name, a, b)));
             continue;

@@ -7,6 +7,13 @@
 //! The FP8 product (`scaled_mm`, an extern kernel) takes a bias the same way, as its fifth
 //! operand (`torch._scaled_mm`'s `bias`).
 //!
+//! Where the products run on cuBLASLt (half precision outside max-autotune), a residual add
+//! folds too: `h + (x @ w + b)`, with `h` a dense tensor of the product's shape and dtype, is
+//! one GEMM that reads `h` as its `C` and writes `a @ b + bias + 1 * C` to a buffer of its own, as
+//! `torch.addmm(h, x, w)` hands `h` to cuBLAS as `beta * C`. The bias before it folds only
+//! because the residual add will, and a residual add whose sum flows on into other pointwise ops
+//! (a layer norm) stays in their kernel.
+//!
 //! Lowering offers each op to [`Epilogues`] (a lowering `Fold`) on the CPU, and under max-autotune
 //! on a GPU: the targets whose GEMMs apply an epilogue ask for it ([`fold`]). On a GPU in the other
 //! modes only half-precision products fold ([`fold_half_precision`]): those run on cuBLASLt by
@@ -32,8 +39,13 @@ pub(crate) struct Epilogues {
     into_kernel: Vec<bool>,
     /// Whether a node's only reader is a ReLU (folded too, so the bias add is worth folding).
     into_relu: Vec<bool>,
+    /// Whether a node's only reader is an add of a tensor of its shape whose sum reaches no
+    /// kernel (a residual add that folds too, so the bias add is worth folding).
+    into_residual: Vec<bool>,
     /// Fold only into products of bf16 or f16 operands.
     half_precision_only: bool,
+    /// Fold residual adds (the GEMMs are cuBLASLt's, which read a `C`).
+    residuals: bool,
 }
 
 /// The GEMM-epilogue fold for `graph` (decomposed; `live` says which nodes the outputs need), what
@@ -42,9 +54,9 @@ pub(crate) fn fold(graph: &Graph, live: &[bool]) -> Box<dyn Fold> {
     Box::new(Epilogues::of(graph, live))
 }
 
-/// [`fold`] into half-precision products only.
+/// [`fold`] into half-precision products only, residual adds included: what cuBLASLt applies.
 pub(crate) fn fold_half_precision(graph: &Graph, live: &[bool]) -> Box<dyn Fold> {
-    Box::new(Epilogues { half_precision_only: true, ..Epilogues::of(graph, live) })
+    Box::new(Epilogues { half_precision_only: true, residuals: true, ..Epilogues::of(graph, live) })
 }
 
 impl Epilogues {
@@ -77,7 +89,14 @@ impl Epilogues {
             .iter()
             .map(|u| matches!(u[..], [only] if graph.node(only).op() == Some(&Op::Unary(UnaryOp::Relu))))
             .collect();
-        Epilogues { uses, into_kernel, into_relu, half_precision_only: false }
+        let residual_add = |add: NodeId| {
+            let node = graph.node(add);
+            node.op() == Some(&Op::Binary(BinaryOp::Add))
+                && !into_kernel[add.index()]
+                && node.inputs().all(|input| graph.node(input).meta.shape == node.meta.shape)
+        };
+        let into_residual = users.iter().map(|u| matches!(u[..], [only] if residual_add(only))).collect();
+        Epilogues { uses, into_kernel, into_relu, into_residual, half_precision_only: false, residuals: false }
     }
 }
 
@@ -113,7 +132,8 @@ impl Fold for Epilogues {
         // The bias of an add of the product and a vector of one value per column (of the product's
         // dtype, so that the add's result is the product's), when folding it saves a kernel.
         let bias_of = |x: &(NodeId, View), y: &(NodeId, View)| -> Option<View> {
-            let saves_a_kernel = !self.into_kernel[id.index()] || self.into_relu[id.index()];
+            let into_residual = self.residuals && self.into_residual[id.index()];
+            let saves_a_kernel = !self.into_kernel[id.index()] || self.into_relu[id.index()] || into_residual;
             let bias = match (is_product(x), is_product(y)) {
                 (true, false) => &y.1,
                 (false, true) => &x.1,
@@ -124,18 +144,39 @@ impl Fold for Epilogues {
             let dtype = out.buffer_dtype(bias.buffer) == out.nodes[last].dtype;
             (vector && dtype && saves_a_kernel && bias.buffer != product.buffer).then(|| bias.clone())
         };
-        let bias = match (op, operands) {
-            (Op::Binary(BinaryOp::Add), [x, y]) => bias_of(x, y),
-            _ => None,
+        // The residual of an add of the product and a dense tensor of its shape and dtype (the
+        // GEMM's `C`), when the sum reaches no kernel it could be fused into instead.
+        let residual_of = |x: &(NodeId, View), y: &(NodeId, View)| -> Option<View> {
+            let other = match (is_product(x), is_product(y)) {
+                (true, false) => &y.1,
+                (false, true) => &x.1,
+                _ => return None,
+            };
+            let dense = other.layout.shape() == shape && other.layout.is_contiguous();
+            let dtype = out.buffer_dtype(other.buffer) == out.nodes[last].dtype;
+            let saves_a_kernel = !self.into_kernel[id.index()];
+            (self.residuals && dense && dtype && saves_a_kernel && other.buffer != product.buffer)
+                .then(|| other.clone())
+        };
+        let (bias, residual) = match (op, operands) {
+            (Op::Binary(BinaryOp::Add), [x, y]) => (bias_of(x, y), residual_of(x, y)),
+            _ => (None, None),
         };
         match (&mut out.nodes[last].body, op, operands) {
+            // A bias first; an add after it (or in its place) may be the residual. cuBLASLt adds
+            // `C` before its ReLU, so neither follows one.
             (NodeBody::Matmul { epilogue, .. }, Op::Binary(BinaryOp::Add), _)
-                if epilogue.bias.is_none() && !epilogue.relu =>
+                if !epilogue.relu && epilogue.residual.is_none() =>
             {
-                epilogue.bias = Some(bias?);
+                match bias {
+                    Some(bias) if epilogue.bias.is_none() => epilogue.bias = Some(bias),
+                    _ => epilogue.residual = Some(Box::new(residual?)),
+                }
                 epilogue.absorbed.push(name.to_string());
             }
-            (NodeBody::Matmul { epilogue, .. }, Op::Unary(UnaryOp::Relu), [x]) if is_product(x) && !epilogue.relu => {
+            (NodeBody::Matmul { epilogue, .. }, Op::Unary(UnaryOp::Relu), [x])
+                if is_product(x) && !epilogue.relu && epilogue.residual.is_none() =>
+            {
                 epilogue.relu = true;
                 epilogue.absorbed.push(name.to_string());
             }
@@ -198,6 +239,76 @@ mod tests {
         assert_eq!((g.nodes.len(), operands(&g)), (2, 4));
         let g = lowered(|t| product(t)?.add(&t[4])?.gelu());
         assert_eq!(operands(&g), 4);
+    }
+
+    /// `f` on bf16 x `[8, 16]`, w `[32, 16]`, b `[32]`, h `[8, 32]`, traced, decomposed and lowered
+    /// with the half-precision fold (the one cuBLASLt applies, residuals included).
+    fn lowered_bf16(f: impl Fn(&[Tensor]) -> crate::Result<Tensor>) -> crate::inductor::ir::LoweredGraph {
+        use crate::dtype::DType;
+        let inputs: Vec<Tensor> = [vec![8, 16], vec![32, 16], vec![32], vec![8, 32], vec![32, 8]]
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| Tensor::randn(shape, i as u64).to_dtype(DType::BF16).unwrap())
+            .collect();
+        let traced = trace(&inputs, |t| Ok(vec![f(t)?])).unwrap();
+        let graph = crate::aot::decompose(&traced.graph).unwrap();
+        lower_with(&graph, &SymBindings::new(), Some(super::fold_half_precision)).unwrap()
+    }
+
+    fn epilogue_of(g: &crate::inductor::ir::LoweredGraph) -> &crate::inductor::ir::Epilogue {
+        g.nodes
+            .iter()
+            .find_map(|n| match &n.body {
+                NodeBody::Matmul { epilogue, .. } => Some(epilogue),
+                _ => None,
+            })
+            .expect("a matmul")
+    }
+
+    #[test]
+    fn a_residual_add_after_a_half_precision_linear_is_the_gemms_c() {
+        // `h + linear(x)`, either way round: one GEMM with the bias and the residual.
+        for g in [
+            lowered_bf16(|t| t[3].add(&t[0].linear(&t[1], Some(&t[2]))?)),
+            lowered_bf16(|t| t[0].linear(&t[1], Some(&t[2]))?.add(&t[3])),
+            // A batch of sequences, as in a transformer block.
+            lowered_bf16(|t| t[3].reshape(&[2, 4, 32])?.add(&t[0].reshape(&[2, 4, 16])?.linear(&t[1], Some(&t[2]))?)),
+        ] {
+            let e = epilogue_of(&g);
+            assert!(g.nodes.len() == 1 && e.bias.is_some() && e.residual.is_some() && !e.relu, "{e:?}");
+        }
+        // Without a bias, the add is the residual alone.
+        let g = lowered_bf16(|t| t[3].add(&t[0].matmul(&t[1].t()?)?));
+        assert!(g.nodes.len() == 1 && epilogue_of(&g).bias.is_none() && epilogue_of(&g).residual.is_some());
+    }
+
+    #[test]
+    fn a_residual_stays_outside_where_c_cannot_take_it() {
+        let unfused = |g: &crate::inductor::ir::LoweredGraph| {
+            epilogue_of(g).residual.is_none()
+                && g.nodes.iter().any(|n| matches!(n.body, NodeBody::Pointwise { op: PointwiseOp::Binary(_), .. }))
+        };
+        // A sum that flows on into a pointwise op: both adds stay fused with it.
+        let g = lowered_bf16(|t| t[3].add(&t[0].linear(&t[1], Some(&t[2]))?)?.mul(2.0));
+        assert!(unfused(&g) && epilogue_of(&g).bias.is_none(), "{:?}", epilogue_of(&g));
+        // A transposed residual is no C laid out as the product: the bias folds, the add stays.
+        let g = lowered_bf16(|t| t[4].t()?.add(&t[0].linear(&t[1], Some(&t[2]))?));
+        assert!(unfused(&g) && epilogue_of(&g).bias.is_some());
+        // A residual broadcast from one row, or in float32 (the sum is float32, not the product's
+        // bf16), is no C either.
+        let g = lowered_bf16(|t| t[3].slice(0, 0, 1, 1)?.add(&t[0].linear(&t[1], Some(&t[2]))?));
+        assert!(unfused(&g));
+        let g = lowered_bf16(|t| t[3].to_dtype(crate::dtype::DType::F32)?.add(&t[0].linear(&t[1], Some(&t[2]))?));
+        assert!(unfused(&g));
+        // cuBLASLt adds C before its ReLU: a residual after one stays outside.
+        let g = lowered_bf16(|t| t[3].add(&t[0].linear(&t[1], Some(&t[2]))?.relu()?));
+        assert!(unfused(&g) && epilogue_of(&g).relu);
+        // Float32 products fold no residual outside max-autotune (they do not run on cuBLASLt).
+        let g = lowered(|t| t[0].matmul(&t[1].t()?)?.add(&t[0].matmul(&t[1].t()?)?));
+        assert!(g.nodes.iter().all(|n| match &n.body {
+            NodeBody::Matmul { epilogue, .. } => epilogue.residual.is_none(),
+            _ => true,
+        }));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cuda::matmul::matmul_into;
-use crate::device::cuda::tuned::cublaslt::matmul_lt;
+use crate::device::cuda::tuned::cublaslt::{Addends, matmul_lt};
 use crate::device::cuda::tuned::extern_into;
 use crate::device::cuda::{self, CudaBuffer, CudaDevice, CudaError, Module};
 use crate::error::{Error, Result};
@@ -188,12 +188,19 @@ impl CudaProgram {
                         profiler::launch("matmul", EventKind::Extern, Device::Cuda(self.device.ordinal()), || {
                             vec![al.shape().to_vec(), bl.shape().to_vec()]
                         });
-                    let bias = epilogue.bias.as_ref().map(|v| {
+                    let address = |v: &View| {
                         let (buffer, layout) = self.view_buffer(v, inputs, slots);
                         buffer.ptr_at(layout.offset())
-                    });
+                    };
+                    let bias = epilogue.bias.as_ref().map(address);
+                    let residual = epilogue.residual.as_deref().map(address);
                     let done = match self.gemms.get(out) {
-                        Some(GemmKernel::Lt(gemm)) => matmul_lt(&self.device, a, b, &mut product, shape, gemm, bias),
+                        Some(GemmKernel::Lt(gemm)) => {
+                            matmul_lt(&self.device, a, b, &mut product, shape, gemm, Addends { bias, residual })
+                        }
+                        Some(GemmKernel::Engine(_)) if residual.is_some() => {
+                            Err(CudaError::new("a residual epilogue on one of the engine's GEMM kernels"))
+                        }
                         // SAFETY: the shape was planned from these views' sizes and strides, which
                         // the inputs' check and the slots' sizes guarantee; `product` is dense.
                         Some(GemmKernel::Engine(gemm)) => unsafe {

@@ -220,6 +220,14 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     unsafe { kernel.call(&ptrs, &len, *xnumel) };
                 }
                 Run::Matmul { a, b, epilogue, out, shape } => {
+                    // The CPU's GEMMs take a bias and a ReLU; residual adds fold only into cuBLASLt's.
+                    if epilogue.residual.is_some() {
+                        return Err(Error::Backend {
+                            backend: "inductor".into(),
+                            message: "a residual folded into a GEMM's epilogue on the CPU, whose GEMMs take none"
+                                .into(),
+                        });
+                    }
                     let mut result = slots[self.schedule.slot(*out)].take().expect("allocated before use");
                     let (ad, al) = view_data(a, &concrete, &self.schedule.slot_of, &slots);
                     let (bd, bl) = view_data(b, &concrete, &self.schedule.slot_of, &slots);

@@ -808,3 +808,266 @@ extern "C" __global__ void __launch_bounds__(HALF_THREADS) flash_attention_f16_h
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd32(const AttnParams p) { flash_attention<32, 8>(p); }
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd64(const AttnParams p) { flash_attention<64, 8>(p); }
 extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd128(const AttnParams p) { flash_attention<128, 4>(p); }
+
+// ---------------------------------------------------------------------------------------------
+// bf16 and f16 on Hopper's warpgroup MMA (`wgmma`, compute capability 9.0, compiled for sm_90a)
+//
+// The same online softmax as `flash_attention_half`, with the products on the tensor cores' Hopper
+// instructions. A warpgroup (4 warps, 128 threads) issues one `wgmma.mma_async` for a 64 x 64 x 16
+// product: it reads B, and here also A for the scores, straight from shared memory, and runs
+// asynchronously while the warps go on until `wgmma.wait_group`. Each warpgroup owns 64 queries;
+// a block of GROUPS warpgroups shares the k and v tiles.
+//
+// The tensor cores read shared memory through a descriptor (start address, the stride between
+// groups of 8 rows, and a swizzle mode), so tiles are laid out as they expect: rows of 64 16-bit
+// elements (128 bytes) in the 128-byte swizzle, where the 16-byte piece j of row r is stored at
+// piece j ^ (r % 8) of that row. Eight rows make a 1024-byte atom; a tile starts on a 1024-byte
+// boundary. With that one layout:
+//   - q (A of S = q k^T) and k (B of S, as k^T) are "K-major": each row holds the 64 head-dim
+//     elements the product sums over; a 16-element step of the sum moves the descriptor 32 bytes;
+//   - v (B of O += P v) is "MN-major": its rows are the keys the product sums over, so the
+//     instruction reads it transposed (`imm-trans-b`); a 16-key step moves 16 rows, 2048 bytes.
+// P never leaves registers: the accumulator layout of S (per warp, the m16n8 layout of `mma.sync`)
+// is the register layout of wgmma's A operand, as in `flash_attention_half`.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+#define WG_ROW_BYTES 128  // one row of a tile: 64 16-bit elements
+
+// Where the 16-byte piece `piece` (0-7) of row `row` of a swizzled tile is, in bytes from its start.
+__device__ __forceinline__ int swizzled(int row, int piece) { return row * WG_ROW_BYTES + ((piece ^ (row & 7)) << 4); }
+
+// Starts copying rows row0 .. row0 + ROWS - 1 (64 contiguous 16-bit elements each, `row_stride`
+// apart) into the swizzled tile `dst`, zero filled past `rows`, THREADS threads sharing the
+// pieces; the caller commits and waits.
+template <int ROWS, int THREADS_>
+__device__ __forceinline__ void wg_tile_start(unsigned char* dst, const unsigned short* src, i64 row_stride, int row0,
+                                              int rows) {
+#pragma unroll
+    for (int i = 0; i < (ROWS * 8 + THREADS_ - 1) / THREADS_; i++) {
+        const int idx = threadIdx.x + i * THREADS_, r = idx >> 3, piece = idx & 7;
+        if (ROWS * 8 % THREADS_ != 0 && idx >= ROWS * 8) break;
+        const bool valid = row0 + r < rows;
+        const unsigned short* from = valid ? src + (i64)(row0 + r) * row_stride + piece * 8 : src;
+        cp_async16(dst + swizzled(r, piece), from, valid ? 16 : 0);
+    }
+}
+
+// The descriptor of a swizzled tile starting at `tile` (PTX ISA, "matrix descriptor"): the start
+// address in 16-byte units, the stride between 8-row groups (1024 bytes, bits 32-45, in 16-byte
+// units) and the 128-byte swizzle (mode 1 in bits 62-63). The other offset (bits 16-29) steps
+// between atoms side by side, which a tile one atom (64 elements) wide does not have; it is set
+// to the same 1024. Adding n to a descriptor moves its start 16 n bytes.
+__device__ __forceinline__ unsigned long long wg_desc(const void* tile) {
+    const unsigned long long address = (unsigned)__cvta_generic_to_shared(tile);
+    return ((address & 0x3FFFF) >> 4) | (1024ull >> 4) << 16 | (1024ull >> 4) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+// Keeps the compiler from moving reads or writes of an accumulator across a wgmma's start or end:
+// the instruction writes its registers asynchronously, which the compiler cannot see.
+__device__ __forceinline__ void wg_hold(float (&d)[32]) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WG_OUT "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// d (+)= a b for a 64 x 64 x 16 product with both operands in shared memory (descriptors);
+// `accumulate` 0 overwrites d.
+template <bool BF16>
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) {
+    if (BF16) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : WG_OUT
+                     : "l"(a), "l"(b), "r"(accumulate));
+    } else {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : WG_OUT
+                     : "l"(a), "l"(b), "r"(accumulate));
+    }
+}
+
+// d += a b for a 64 x 64 x 16 product with A in registers (the m16n8k16 A layout per warp) and B
+// read transposed from shared memory.
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_trans(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+    if (BF16) {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+                     : WG_OUT
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+    } else {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WG_D ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+                     : WG_OUT
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+    }
+}
+
+// Starts S = q k^T for one tile (q's 64 rows of this warpgroup, 64 keys): four 16-element steps
+// of the head dim, each moving both descriptors 32 bytes. s[4 t + e] is the score of row
+// g + 8 (e / 2) of the warp's 16 and key 8 t + 2 q4 + e % 2 of the tile.
+template <bool BF16>
+__device__ __forceinline__ void wg_scores(float (&s)[32], unsigned long long q_desc, unsigned long long k_desc) {
+#pragma unroll
+    for (int d = 0; d < 4; d++) wgmma_ss<BF16>(s, q_desc + 2 * d, k_desc + 2 * d, d);
+}
+
+// One tile's step of the online softmax on this thread's scores `s` (rows `first` and first + 8,
+// keys key0 + 8 t + e % 2): masks them unless the tile is `whole`, replaces them by the
+// probabilities exp2(score - m), and updates the running maxima `m`, sums `l` and output `o`.
+__device__ __forceinline__ void wg_softmax(const AttnParams& p, const void* mask, float (&s)[32], float (&m)[2],
+                                           float (&l)[2], float (&o)[32], bool whole, int first, int key0) {
+    const float mul = whole ? p.scale_log2 : 1.0f;
+    if (!whole) {
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const int row = first + 8 * ((i & 3) / 2), key = key0 + (i >> 2) * 8 + (i & 1);
+            s[i] = masked(p, mask, s[i] * p.scale_log2, row, key);
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float mx = NEG_INF;
+#pragma unroll
+        for (int t = 0; t < 8; t++) mx = fmaxf(mx, fmaxf(s[4 * t + 2 * h], s[4 * t + 2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx * mul);
+        const bool none = m_new == NEG_INF;
+        const float alpha = none ? 1.0f : exp2f(m[h] - m_new);
+        float sum = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+#pragma unroll
+            for (int e = 2 * h; e < 2 * h + 2; e++) {
+                s[4 * t + e] = none ? 0.0f : exp2f(fmaf(s[4 * t + e], mul, -m_new));
+                sum += s[4 * t + e];
+            }
+        }
+        l[h] = l[h] * alpha + sum;
+        m[h] = m_new;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            o[4 * c + 2 * h] *= alpha;
+            o[4 * c + 2 * h + 1] *= alpha;
+        }
+    }
+}
+
+// Head dim 64 (q, k and v rows of exactly 64 contiguous, 16-byte aligned elements: the host side
+// checks), GROUPS warpgroups of 64 queries, keys 64 at a time in STAGES buffers of k and v.
+template <bool BF16, int GROUPS, int STAGES>
+__device__ void flash_attention_wgmma(const AttnParams& p) {
+    constexpr int THREADS_ = 128 * GROUPS;
+    constexpr int BR = 64 * GROUPS;            // queries per block
+    constexpr int KEYS = 64;                   // keys per tile
+    constexpr int TILE = KEYS * WG_ROW_BYTES;  // bytes of a k or a v tile
+    extern __shared__ float4 shared4[];
+    // The tiles start on a 1024-byte boundary of the shared window (the host asks for 1 KiB more).
+    unsigned char* raw = reinterpret_cast<unsigned char*>(shared4);
+    unsigned char* qs = raw + ((1024 - ((unsigned)__cvta_generic_to_shared(raw) & 1023)) & 1023);
+    unsigned char* kv = qs + BR * WG_ROW_BYTES;  // buffer b: k at kv + 2 b TILE, v after it
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = warp >> 2;               // this warp's warpgroup
+    const int g = lane >> 2, q4 = lane & 3;
+    const i64 n = blockIdx.y;
+    const int block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int q0 = block * BR;
+    const Entry<unsigned short> at = entry<unsigned short>(p, n);
+    const int kv_end = p.causal ? min(p.kv_len, q0 + BR) : p.kv_len;
+
+    // Stages 0 .. STAGES - 2 start now, q with the first; one commit group per stage.
+    wg_tile_start<BR, THREADS_>(qs, at.q, p.q.row_stride, q0, p.q_len);
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st * KEYS < kv_end) {
+            wg_tile_start<KEYS, THREADS_>(kv + st * 2 * TILE, at.k, p.k.row_stride, st * KEYS, kv_end);
+            wg_tile_start<KEYS, THREADS_>(kv + st * 2 * TILE + TILE, at.v, p.v.row_stride, st * KEYS, kv_end);
+        }
+        cp_async_commit();
+    }
+
+    // This thread's rows of the block's queries: 16 per warp, g and g + 8 of them (h = 0, 1).
+    const int first = q0 + 16 * warp + g;
+    const unsigned long long q_desc = wg_desc(qs + group * 64 * WG_ROW_BYTES);
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+
+    for (int k0 = 0, j = 0; k0 < kv_end; k0 += KEYS, j++) {
+        unsigned char* ks = kv + (j % STAGES) * 2 * TILE;
+        unsigned char* vs = ks + TILE;
+        // Start tile j + STAGES - 1 into the buffers tile j - 1 used (every warp has finished with
+        // them: the barrier at the end of the last step), then wait for tile j: one commit group
+        // per tile, maybe empty, so tile j has landed once STAGES - 1 newer groups may be pending.
+        const int ahead = k0 + (STAGES - 1) * KEYS;
+        if (ahead < kv_end) {
+            unsigned char* kn = kv + ((j + STAGES - 1) % STAGES) * 2 * TILE;
+            wg_tile_start<KEYS, THREADS_>(kn, at.k, p.k.row_stride, ahead, kv_end);
+            wg_tile_start<KEYS, THREADS_>(kn + TILE, at.v, p.v.row_stride, ahead, kv_end);
+        }
+        cp_async_commit();
+        cp_async_wait<STAGES - 1>();
+        // The copies wrote through the generic proxy; the tensor cores read through the async one.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+
+        float s[32];
+        wg_fence();
+        wg_scores<BF16>(s, q_desc, wg_desc(ks));
+        wg_commit();
+        wg_wait_all();
+        wg_hold(s);
+
+        const bool whole = !p.mask_kind && k0 + KEYS <= p.kv_len && (!p.causal || k0 + KEYS - 1 <= q0) &&
+                           p.scale_log2 >= 0.0f;
+        wg_softmax(p, at.mask, s, m, l, o, whole, first, k0 + 2 * q4);
+
+        // O += P v, 16 keys a step.
+        const unsigned long long v_desc = wg_desc(vs);
+        wg_hold(o);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const unsigned a[4] = {pack2<BF16>(s[8 * kk], s[8 * kk + 1]), pack2<BF16>(s[8 * kk + 2], s[8 * kk + 3]),
+                                   pack2<BF16>(s[8 * kk + 4], s[8 * kk + 5]), pack2<BF16>(s[8 * kk + 6], s[8 * kk + 7])};
+            wgmma_rs_trans<BF16>(o, a, v_desc + kk * (16 * WG_ROW_BYTES >> 4));
+        }
+        wg_commit();
+        wg_wait_all();
+        wg_hold(o);
+        __syncthreads();  // tile j's buffers are read no more
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        const int row = first + 8 * h;
+        if (row >= p.q_len) continue;
+        const float inv = 1.0f / l[h];
+        void* out = const_cast<void*>(
+            element_ptr(p.out, BF16 ? DTYPE_BF16 : DTYPE_F16, (n * p.q_len + row) * (i64)p.value_dim));
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            const int col = c * 8 + 2 * q4;
+            reinterpret_cast<unsigned*>(out)[col / 2] =
+                pack2<BF16>(normalized(o[4 * c + 2 * h], l[h], inv), normalized(o[4 * c + 2 * h + 1], l[h], inv));
+        }
+    }
+}
+
+// One warpgroup a block and two k/v buffers: 41 KiB of shared memory and 96 registers a thread let
+// five blocks share a multiprocessor, so that while one warpgroup waits for its products or its
+// copies, others take their softmax (bench/NOTES-precision.md compares the shapes tried). The host
+// side (tuned/attention.rs) launches these on compute capability 9.0 only.
+extern "C" __global__ void __launch_bounds__(128) flash_attention_wgmma_bf16_hd64(const AttnParams p) { flash_attention_wgmma<true, 1, 2>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_attention_wgmma_f16_hd64(const AttnParams p) { flash_attention_wgmma<false, 1, 2>(p); }
+#endif

@@ -3,8 +3,8 @@
 //! and the mask are read in place through their strides (a head split by a reshape and a
 //! transpose costs no copy), the output is a fresh dense buffer of q's dtype. Float32 runs on the
 //! SIMT kernel or, from compute capability 8.0, on TF32x3 tensor cores; bf16 and f16 on the
-//! 16-bit tensor cores (`mma.m16n8k16`) from 8.0, and before that through the plain kernels'
-//! float32 math path.
+//! 16-bit tensor cores (`mma.m16n8k16`) from 8.0, with Hopper's warpgroup MMA (`wgmma`) on 9.0
+//! for head dim 64, and before 8.0 through the plain kernels' float32 math path.
 
 use std::sync::Arc;
 
@@ -36,6 +36,13 @@ const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
 /// Queries per block of the float32 tensor-core kernel (16 per warp).
 const TC_QUERIES: usize = 64;
 
+/// The Hopper kernel (`flash_attention_wgmma_*`): one warpgroup of 128 threads owns 64 queries;
+/// shared memory holds q's 64 rows and two k and v tiles of 64 rows, rows of 64 16-bit elements,
+/// plus 1 KiB to start them on a 1024-byte boundary.
+const WGMMA_THREADS: u32 = 128;
+const WGMMA_QUERIES: usize = 64;
+const WGMMA_SHARED: usize = (WGMMA_QUERIES + 2 * 2 * KEY_TILE) * 64 * 2 + 1024;
+
 /// How one attention kernel is launched.
 struct KernelChoice {
     name: String,
@@ -47,10 +54,15 @@ struct KernelChoice {
 }
 
 /// The kernel for head dim `hd` and `dtype` on `device`: for float32 the tensor-core kernel from
-/// compute capability 8.0 on (TF32 `mma.sync`), else the SIMT one; for bf16 and f16 the 16-bit
-/// tensor-core kernel (the caller checks the device has it).
-fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType) -> KernelChoice {
+/// compute capability 8.0 on (TF32 `mma.sync`), else the SIMT one; for bf16 and f16 the Hopper
+/// kernel (`wgmma`) where [`takes_wgmma`] says it applies, else the 16-bit `mma.sync` kernel (the
+/// caller checks the device has it).
+fn kernel_for(device: &CudaDevice, hd: usize, rows: usize, dtype: DType, wgmma: bool) -> KernelChoice {
     let float = std::mem::size_of::<f32>();
+    if dtype.is_half() && wgmma {
+        let name = format!("flash_attention_wgmma_{dtype}_hd64");
+        return KernelChoice { name, block_queries: WGMMA_QUERIES, shared: WGMMA_SHARED, threads: WGMMA_THREADS };
+    }
     if dtype.is_half() {
         // Two buffers of a k and a v tile, rows of hd + 8 elements; q borrows the second buffer.
         let shared = 4 * KEY_TILE * (hd + 8) * dtype.size_in_bytes();
@@ -166,6 +178,24 @@ pub(super) fn attention(
     Ok(out)
 }
 
+/// Whether the Hopper kernel runs this attention: a device of compute capability 9.0 (the
+/// kernel's `wgmma` exists there alone), 16-bit operands, q, k and v rows of exactly 64
+/// contiguous elements, and every row of every batch entry starting on a 16-byte boundary (the
+/// kernel copies rows in 16-byte pieces into the tensor cores' swizzled layout). Any other
+/// attention takes the `mma.sync` kernel, which reads any strides.
+fn takes_wgmma(device: &CudaDevice, dtype: DType, sizes: &AttentionSizes, operands: [&AttnOperand; 3]) -> bool {
+    let aligned = |a: &AttnOperand| {
+        a.col_stride == 1
+            && [a.row_stride, a.outer_stride, a.inner_stride].iter().all(|s| s % 8 == 0)
+            && a.ptr.is_multiple_of(16)
+    };
+    device.facts().compute_capability == (9, 0)
+        && dtype.is_half()
+        && sizes.head_dim == 64
+        && sizes.value_dim == 64
+        && operands.into_iter().all(aligned)
+}
+
 /// Whether `device` has the 16-bit tensor cores the bf16 and f16 kernels run on (`mma.m16n8k16`
 /// with bf16 operands: compute capability 8.0).
 fn has_half_kernels(device: &CudaDevice) -> bool {
@@ -201,7 +231,6 @@ pub(crate) fn attention_into(
             VARIANTS[VARIANTS.len() - 1].0
         )));
     };
-    let KernelChoice { name, block_queries, shared, threads } = kernel_for(device, hd, rows, dtype);
     if sizes.q_len > i32::MAX as usize || sizes.kv_len > i32::MAX as usize || sizes.batch > 65535 {
         return Err(CudaError::new(format!(
             "the CUDA attention kernel takes up to 2^31 queries and keys and 65535 batch entries (heads included), \
@@ -218,6 +247,8 @@ pub(crate) fn attention_into(
         None => AttnOperand::default(),
         Some(&m) => view(m, &[sizes.q_len, sizes.kv_len])?,
     };
+    let wgmma = takes_wgmma(device, dtype, &sizes, [&q_op, &k_op, &v_op]);
+    let KernelChoice { name, block_queries, shared, threads } = kernel_for(device, hd, rows, dtype, wgmma);
     let inner = if rank >= 3 { q[rank - 3] } else { 1 };
     let params = AttnParams {
         q: q_op,

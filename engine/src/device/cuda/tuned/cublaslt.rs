@@ -177,6 +177,18 @@ impl Problem {
     }
 }
 
+/// What a call adds to the product, by device address: the epilogue's bias vector of the
+/// product's columns, and a residual, a matrix laid out as the product (`out`), read as
+/// cuBLASLt's `C` with `beta = 1`: `D = epilogue(A @ B + C [+ bias])` into a buffer of its own,
+/// as `torch.addmm(input, ...)` passes `input` to cuBLAS.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Addends {
+    /// The bias vector, when the epilogue has one.
+    pub bias: Option<u64>,
+    /// The residual `C`.
+    pub residual: Option<u64>,
+}
+
 /// A problem's descriptors, made once, and the algorithm chosen for it.
 pub struct LtGemm {
     problem: Problem,
@@ -420,21 +432,21 @@ impl LtGemm {
         bias: Option<u64>,
     ) -> Result<(), CudaError> {
         // SAFETY: forwarded to the caller; an unscaled problem takes no scales.
-        unsafe { self.run_scaled(device, left, right, out, bias, None) }
+        unsafe { self.run_scaled(device, left, right, out, Addends { bias, residual: None }, None) }
     }
 
-    /// [`LtGemm::run`] for a scaled problem: `scales` are the device addresses of the left and
-    /// the right operand's one-float scales.
+    /// [`LtGemm::run`] for a scaled problem (`scales` are the device addresses of the left and
+    /// the right operand's one-float scales) or one that adds a residual (see [`Addends`]).
     ///
     /// # Safety
-    /// As for [`LtGemm::run`]; the scales hold one float each.
+    /// As for [`LtGemm::run`]; the scales hold one float each, the residual the product's elements.
     pub(crate) unsafe fn run_scaled(
         &self,
         device: &CudaDevice,
         left: u64,
         right: u64,
         out: u64,
-        bias: Option<u64>,
+        Addends { bias, residual }: Addends,
         scales: Option<(u64, u64)>,
     ) -> Result<(), CudaError> {
         use sys::cublasLtMatmulDescAttributes_t as Attr;
@@ -448,10 +460,15 @@ impl LtGemm {
             set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &right_scale)?;
             set_desc(self.desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &left_scale)?;
         }
-        let aligned = [left, right, out, bias.unwrap_or(0)].iter().all(|p| p % 16 == 0);
+        let aligned = [left, right, out, bias.unwrap_or(0), residual.unwrap_or(0)].iter().all(|p| p % 16 == 0);
         let data = if aligned { self.algorithm } else { self.unaligned(device)? };
         let algorithm = sys::cublasLtMatmulAlgo_t { data };
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        // C has D's layout: the residual's elements where they are, or D's own (ignored at beta 0).
+        let (c, beta) = match residual {
+            Some(residual) => (residual, 1.0f32),
+            None => (out, 0.0f32),
+        };
+        let alpha = 1.0f32;
         let [a, b, d] = self.layouts;
         let (workspace, _guard) = handle.workspace.device_ptr(device.stream());
         device.context().bind_to_thread()?;
@@ -466,7 +483,7 @@ impl LtGemm {
                 a,
                 left as *const c_void,
                 b,
-                out as *const c_void,
+                c as *const c_void,
                 d,
                 out as *mut c_void,
                 d,
@@ -559,11 +576,12 @@ pub(crate) fn scaled_mm_into(
         buffer.ptr_at(layout.offset())
     };
     let scales = Some((address(scale_a), address(scale_b)));
+    let addends = Addends { bias: bias.map(address), residual: None };
     // SAFETY: `left` is a dense [m, k] matrix, `right_ptr` a dense [n, k] one (b column-major),
     // `out` holds m * n elements of `dtype`, the bias (checked above) n of them, and each scale is
     // a one-element float tensor (checked by the op's shape and dtype rules). The copies are freed
     // after the launch in stream order.
-    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), bias.map(address), scales) }?;
+    unsafe { gemm.run_scaled(device, left.ptr, right_ptr, out.ptr(), addends, scales) }?;
     drop(transposed_copy);
     Ok(())
 }
@@ -583,8 +601,8 @@ fn cached_gemm(device: &Arc<CudaDevice>, problem: Problem) -> Result<Arc<LtGemm>
     Ok(gemm)
 }
 
-/// `epilogue(a @ b [+ bias])` through the cuBLASLt GEMM max-autotune chose, into `out`; `bias` is
-/// the device address of the bias vector when the epilogue has one.
+/// `epilogue(a @ b [+ bias] [+ residual])` through the cuBLASLt GEMM chosen for it, into `out`
+/// (see [`Addends`]).
 pub(crate) fn matmul_lt(
     device: &Arc<CudaDevice>,
     a: Input,
@@ -592,7 +610,7 @@ pub(crate) fn matmul_lt(
     out: &mut CudaBuffer,
     out_shape: &[usize],
     gemm: &LtGemm,
-    bias: Option<u64>,
+    addends: Addends,
 ) -> Result<(), CudaError> {
     let Prepared::Gemm { a, b, dims } = prepare(device, a, b, out_shape)? else {
         return Err(CudaError::new("a cuBLASLt GEMM was chosen for an empty product"));
@@ -601,6 +619,7 @@ pub(crate) fn matmul_lt(
         return Err(CudaError::new("the operands' layout differs from the one the GEMM was tuned for"));
     }
     // SAFETY: the operands and `out` hold the problem's elements (the problem was built from these
-    // shapes and strides), and the caller passes a bias of the product's columns.
-    unsafe { gemm.run(device, a.ptr(), b.ptr(), out.ptr(), bias) }
+    // shapes and strides), and the caller passes a bias of the product's columns and a residual of
+    // its elements, laid out as `out`.
+    unsafe { gemm.run_scaled(device, a.ptr(), b.ptr(), out.ptr(), addends, None) }
 }
