@@ -442,3 +442,17 @@ fn the_schedule_page_states_the_checks_numbers() {
     let phrase = format!("Judged on programs of {fewest}");
     assert!(doc.contains(&phrase), "exercises/phase3-graph-breaks/src/schedule.rs must say: {phrase}");
 }
+
+/// The row length up to which the phase 4 page (and its picture of the kernel shapes) says a
+/// generated persistent reduction takes a warp per row is the CUDA code generator's.
+#[test]
+fn the_warp_per_row_limit_the_book_states_is_the_code_generator_s() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let codegen = fs::read_to_string(root.join("engine/src/inductor/codegen/cuda.rs")).unwrap();
+    let limit = const_numbers(&codegen, "WARP_ROW_MAX")[0];
+    let phrase = format!("A row longer than {limit} elements takes a whole block");
+    assert!(page_text("phase4/engine.md").contains(&phrase), "book/src/phase4/engine.md must say: {phrase}");
+    let picture = fs::read_to_string(root.join("book/src/images/thread-mapping.svg")).unwrap();
+    let label = format!(">{limit} takes a block)");
+    assert!(picture.contains(&label), "book/src/images/thread-mapping.svg must say: a row over {limit} takes a block");
+}
