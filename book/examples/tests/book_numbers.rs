@@ -146,27 +146,31 @@ fn in_words(n: usize) -> String {
 /// fails here and names the sentence to update.
 #[test]
 fn names_the_book_quotes_are_in_the_output_it_includes() {
-    let quoted: [(&str, &str, &[&str]); 1] = [(
-        "phase4/engine.md",
-        "phase4_output_code",
-        &[
-            "extern_kernels::matmul",
-            "fc1_weight.as_strided([4, 8], [1, 4], 0)",
-            "poi_fused_add_mul_erf_0",
-            "row * 8 + col",
-            "in_ptr1[col]",
-            "col0",
-            "col1",
-            "per_fused_add_amax_sub_exp_sum_div_1",
-            "tmp5_row",
-            "buf0",
-            "buf6",
-            "buf7",
-            "buf13",
-            "tmp0",
-            "tmp7",
-        ],
-    )];
+    let quoted: [(&str, &str, &[&str]); 2] = [
+        (
+            "phase4/engine.md",
+            "phase4_output_code",
+            &[
+                "extern_kernels::matmul",
+                "fc1_weight.as_strided([4, 8], [1, 4], 0)",
+                "poi_fused_add_mul_erf_0",
+                "row * 8 + col",
+                "in_ptr1[col]",
+                "col0",
+                "col1",
+                "per_fused_add_amax_sub_exp_sum_div_1",
+                "tmp5_row",
+                "buf0",
+                "buf6",
+                "buf7",
+                "buf13",
+                "tmp0",
+                "tmp7",
+            ],
+        ),
+        // The CUDA C of the same graph: a float4 load, a warp per softmax row.
+        ("phase4/engine.md", "phase4_output_code_cuda", &["float4", "tmp0[1]", "warp_max", "warp_sum"]),
+    ];
     let mut problems = Vec::new();
     for (page, snapshot, names) in quoted {
         let text = page_text(page);
@@ -444,15 +448,39 @@ fn the_schedule_page_states_the_checks_numbers() {
 }
 
 /// The row length up to which the phase 4 page (and its picture of the kernel shapes) says a
-/// generated persistent reduction takes a warp per row is the CUDA code generator's.
+/// generated persistent reduction takes a warp per row, and the rows a block then takes, are the
+/// CUDA code generator's.
 #[test]
 fn the_warp_per_row_limit_the_book_states_is_the_code_generator_s() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let codegen = fs::read_to_string(root.join("engine/src/inductor/codegen/cuda.rs")).unwrap();
     let limit = const_numbers(&codegen, "WARP_ROW_MAX")[0];
-    let phrase = format!("A row longer than {limit} elements takes a whole block");
-    assert!(page_text("phase4/engine.md").contains(&phrase), "book/src/phase4/engine.md must say: {phrase}");
+    let rows = in_words(const_numbers(&codegen, "WARP_ROWS_PER_BLOCK")[0] as usize);
+    for phrase in [format!("A row longer than {limit} elements takes a whole block"), format!("{rows} rows to a block")]
+    {
+        assert!(page_text("phase4/engine.md").contains(&phrase), "book/src/phase4/engine.md must say: {phrase}");
+    }
     let picture = fs::read_to_string(root.join("book/src/images/thread-mapping.svg")).unwrap();
     let label = format!(">{limit} takes a block)");
     assert!(picture.contains(&label), "book/src/images/thread-mapping.svg must say: a row over {limit} takes a block");
+}
+
+/// The Hopper attention kernel the precision page names is in the attention family's source, for
+/// the head dim the page gives, and it is the one the launcher asks for.
+#[test]
+fn the_hopper_attention_kernel_the_precision_page_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let read = |file: &str| fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let page = page_text("phase5/precision.md");
+    let phrase = "a Hopper kernel of its own for head dim 64, `flash_attention_wgmma` in `engine/src/device/cuda/kernels/attention.cu`";
+    assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
+    let source = read("engine/src/device/cuda/kernels/attention.cu");
+    for kernel in ["flash_attention_wgmma_bf16_hd64", "flash_attention_wgmma_f16_hd64"] {
+        assert!(source.contains(&format!("void __launch_bounds__(128) {kernel}(")), "attention.cu defines {kernel}");
+    }
+    let launcher = read("engine/src/device/cuda/tuned/attention.rs");
+    assert!(
+        launcher.contains("format!(\"flash_attention_wgmma_{dtype}_hd64\")")
+            && launcher.contains("sizes.head_dim == 64")
+    );
 }
