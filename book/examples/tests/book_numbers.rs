@@ -484,3 +484,26 @@ fn the_hopper_attention_kernel_the_precision_page_names_exists() {
             && launcher.contains("sizes.head_dim == 64")
     );
 }
+
+/// The modes page says a bias that only extern kernels read folds into its GEMM, attention's
+/// joined query, key and value projections' among them: compiled, three biased projections that
+/// attention reads through the heads' views leave no kernel of their own (the weights' and biases'
+/// joins, the product and attention are all extern kernels).
+#[test]
+fn the_bias_attention_reads_folds_as_the_modes_page_says() -> Result<()> {
+    let phrase = "as does the one bias of attention's joined query, key and value projections";
+    assert!(page_text("phase5/modes.md").contains(phrase), "book/src/phase5/modes.md must say: {phrase}");
+    let (d, heads) = (16, 2);
+    let shapes = [vec![d, d], vec![d]];
+    let params: Vec<Tensor> = (0..6).map(|i| Tensor::randn(&shapes[usize::from(i >= 3)], i)).collect();
+    let attention = |x: &Tensor| -> Result<Tensor> {
+        let split = |t: Tensor| t.reshape(&[1, 4, heads, d / heads])?.transpose(1, 2);
+        let project = |i: usize| split(x.linear(&params[i], Some(&params[i + 3]))?);
+        project(0)?.scaled_dot_product_attention(&project(1)?, &project(2)?, None, false, None)
+    };
+    let inductor = engine::backends::Inductor::default();
+    dynamo::compile(|x: Tensor| attention(&x)).backend(inductor.clone()).call(&Tensor::randn(&[1, 4, d], 9))?;
+    let code = inductor.output_codes()[0].clone();
+    assert!(code.kernel_names().is_empty(), "the bias add stayed a kernel:\n{code}");
+    Ok(())
+}

@@ -81,7 +81,17 @@ impl Epilogues {
                 Some(Op::Reshape { .. } | Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. }) => {
                     into_kernel[u.index()]
                 }
-                Some(Op::Matmul | Op::Cond { .. }) | None => false,
+                // Extern kernels (and outputs) read the value from memory as it is: an add before
+                // them would be a kernel of its own.
+                Some(
+                    Op::Matmul
+                    | Op::Cond { .. }
+                    | Op::ScaledDotProductAttention { .. }
+                    | Op::ScaledDotProductAttentionBackward { .. }
+                    | Op::Cat { .. }
+                    | Op::ScaledMm { .. },
+                )
+                | None => false,
                 Some(_) => true,
             });
         }
@@ -309,6 +319,18 @@ mod tests {
             NodeBody::Matmul { epilogue, .. } => epilogue.residual.is_none(),
             _ => true,
         }));
+    }
+
+    #[test]
+    fn a_bias_add_read_by_attention_folds_into_the_gemm() {
+        // The projections' bias add whose sum only attention (an extern kernel) reads.
+        let g = lowered_bf16(|t| {
+            let qkv = t[0].linear(&t[1], Some(&t[2]))?.reshape(&[1, 8, 4, 8])?;
+            let (q, k, v) = (qkv.slice(3, 0, 2, 1)?, qkv.slice(3, 2, 4, 1)?, qkv.slice(3, 4, 6, 1)?);
+            q.scaled_dot_product_attention(&k, &v, None, false, None)
+        });
+        assert!(epilogue_of(&g).bias.is_some(), "{:?}", epilogue_of(&g));
+        assert!(!g.nodes.iter().any(|n| matches!(n.body, NodeBody::Pointwise { .. })), "{:?}", g.nodes);
     }
 
     #[test]

@@ -118,10 +118,12 @@ fn join(out: &mut Graph, graph: &Graph, group: &[Projection], map: &mut [Option<
     let new = |id: NodeId| Arg::Node(map[id.index()].expect("inputs come first"));
     let weights = out.add_call(Op::Cat { dim: 0 }, group.iter().map(|p| new(p.weight)).collect(), location)?;
     let transposed = out.add_call(Op::Permute { dims: vec![1, 0] }, vec![Arg::Node(weights)], location)?;
-    let mut joined = out.add_call(Op::Matmul, vec![new(group[0].x), Arg::Node(transposed)], location)?;
+    // The joined bias comes before the product, so that the add follows the matmul it reads:
+    // lowering folds a bias into the GEMM just lowered before it (see `gemm_epilogue`).
     let biases: Option<Vec<Arg>> = group.iter().map(|p| p.bias.map(new)).collect();
-    if let Some(biases) = biases {
-        let bias = out.add_call(Op::Cat { dim: 0 }, biases, location)?;
+    let bias = biases.map(|biases| out.add_call(Op::Cat { dim: 0 }, biases, location)).transpose()?;
+    let mut joined = out.add_call(Op::Matmul, vec![new(group[0].x), Arg::Node(transposed)], location)?;
+    if let Some(bias) = bias {
         joined = out.add_call(Op::Binary(BinaryOp::Add), vec![Arg::Node(joined), Arg::Node(bias)], location)?;
     }
     let last = out.node(joined).meta.shape.len() - 1;
