@@ -80,7 +80,11 @@ impl KernelProvider for Tuned {
     }
 
     fn reduce(&self, kind: ReduceOp, x: Input, dim: usize) -> Result<HostBuffer, Infallible> {
-        Ok(in_f32::<Vectorized>(&[x], input_dtype(x), |i| reduce::reduce(kind, i[0], dim)))
+        let dtype = input_dtype(x);
+        Ok(match reduce::reduce_half_rows::<Vectorized>(kind, x, dim) {
+            Some(reduced) => reduced.converted::<Vectorized>(dtype),
+            None => in_f32::<Vectorized>(&[x], dtype, |i| reduce::reduce(kind, i[0], dim)),
+        })
     }
 
     fn softmax(&self, x: Input, dim: usize, log: bool) -> Result<HostBuffer, Infallible> {
