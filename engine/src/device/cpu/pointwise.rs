@@ -57,44 +57,59 @@ impl<'a> Source<'a> {
         match self {
             Source::Dense(d) => &d[start..start + len],
             Source::Narrow(e) => {
-                scratch.resize(len, 0.0);
-                widen::<L>(e.slice(start, len), scratch);
-                scratch
+                let built = first(scratch, len);
+                widen::<L>(e.slice(start, len), built);
+                built
             }
             Source::Splat(v) => {
-                scratch.clear();
-                scratch.resize(len, *v);
-                scratch
+                let built = first(scratch, len);
+                built.fill(*v);
+                built
             }
             Source::Strided(data, layout) => {
-                scratch.resize(len, 0.0);
-                gather_f32(*data, layout, start, scratch);
-                scratch
+                let built = first(scratch, len);
+                gather_f32(*data, layout, start, built);
+                built
             }
         }
     }
 }
 
-/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk)`, compiled as
-/// `L` says, computes each chunk in `f32`. For a narrower `out` it computes a block of
-/// [`NARROW_BLOCK`] at a time, rounded as it is stored (so each block is widened, computed and
-/// rounded while it sits in the L1 cache).
-fn for_each_chunk<L: Loops>(out: &mut HostBuffer, body: impl Fn(usize, &mut [f32]) + Sync) {
+/// The first `len` elements of `scratch`, which grows to a task's largest block once rather than
+/// being filled for every block.
+fn first(scratch: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if scratch.len() < len {
+        scratch.resize(len, 0.0);
+    }
+    &mut scratch[..len]
+}
+
+/// The buffers a task builds its operands' values in (one per operand), kept from one block of
+/// the task to the next: allocating and zeroing them for each block of a bf16 kernel cost as much
+/// as converting the block.
+#[derive(Default)]
+struct Scratch([Vec<f32>; 3]);
+
+/// Fills `out` chunk by chunk, in parallel when it is large; `body(start, out_chunk, scratch)`,
+/// compiled as `L` says, computes each chunk in `f32`, building operands in the task's `scratch`.
+/// For a narrower `out` it computes a block of [`NARROW_BLOCK`] at a time, rounded as it is stored
+/// (so each block is widened, computed and rounded while it sits in the L1 cache).
+fn for_each_chunk<L: Loops>(out: &mut HostBuffer, body: impl Fn(usize, &mut [f32], &mut Scratch) + Sync) {
     // `body` on output positions `start..start + c.len()`, compiled as `L` says.
-    let run = |start: usize, c: &mut [f32]| {
+    let run = |start: usize, c: &mut [f32], scratch: &mut Scratch| {
         L::run(
             #[inline(always)]
-            || body(start, c),
+            || body(start, c, scratch),
         )
     };
     if out.dtype() == DType::F32 {
-        return in_chunks(out, |i, c| run(i * CHUNK, c));
+        return in_chunks(out, |i, c| run(i * CHUNK, c, &mut Scratch::default()));
     }
     for_dtype!(out.dtype(), T => in_chunks(out.typed_mut::<T>(), |i, c: &mut [T]| {
-        let mut wide = [0.0f32; NARROW_BLOCK];
+        let (mut wide, mut scratch) = ([0.0f32; NARROW_BLOCK], Scratch::default());
         for (b, block) in c.chunks_mut(NARROW_BLOCK).enumerate() {
             let wide = &mut wide[..block.len()];
-            run(i * CHUNK + b * NARROW_BLOCK, wide);
+            run(i * CHUNK + b * NARROW_BLOCK, wide, &mut scratch);
             narrow::<L>(wide, T::wrap_mut(block));
         }
     }))
@@ -116,9 +131,8 @@ pub(super) fn map1<L: Loops>(a: Input, out_shape: &[usize], dtype: DType, f: imp
     for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
-        |start, o| {
-            let mut sa = Vec::new();
-            let xa = a.chunk::<L>(start, o.len(), &mut sa);
+        |start, o, scratch| {
+            let xa = a.chunk::<L>(start, o.len(), &mut scratch.0[0]);
             o.iter_mut().zip(xa).for_each(|(o, &x)| *o = f(x));
         },
     );
@@ -137,10 +151,10 @@ fn map2<L: Loops>(
     for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
-        |start, o| {
-            let (mut sa, mut sb) = (Vec::new(), Vec::new());
-            let xa = a.chunk::<L>(start, o.len(), &mut sa);
-            let xb = b.chunk::<L>(start, o.len(), &mut sb);
+        |start, o, scratch| {
+            let [sa, sb, _] = &mut scratch.0;
+            let xa = a.chunk::<L>(start, o.len(), sa);
+            let xb = b.chunk::<L>(start, o.len(), sb);
             o.iter_mut().zip(xa.iter().zip(xb)).for_each(|(o, (&x, &y))| *o = f(x, y));
         },
     );
@@ -190,11 +204,11 @@ pub(super) fn where_<L: Loops>(cond: Input, a: Input, b: Input, out_shape: &[usi
     for_each_chunk::<L>(
         &mut out,
         #[inline(always)]
-        |start, o| {
-            let (mut sc, mut sa, mut sb) = (Vec::new(), Vec::new(), Vec::new());
-            let xc = c.chunk::<L>(start, o.len(), &mut sc);
-            let xa = a.chunk::<L>(start, o.len(), &mut sa);
-            let xb = b.chunk::<L>(start, o.len(), &mut sb);
+        |start, o, scratch| {
+            let [sc, sa, sb] = &mut scratch.0;
+            let xc = c.chunk::<L>(start, o.len(), sc);
+            let xa = a.chunk::<L>(start, o.len(), sa);
+            let xb = b.chunk::<L>(start, o.len(), sb);
             for (i, o) in o.iter_mut().enumerate() {
                 *o = if xc[i] != 0.0 { xa[i] } else { xb[i] };
             }

@@ -44,8 +44,9 @@ pub(super) fn reduce(kind: ReduceOp, input: Input, dim: usize) -> HostBuffer {
 
 /// [`reduce`] of a contiguous bf16 or f16 tensor over its last dim, in `f32`: each task widens
 /// its own rows, one at a time, as it reduces them (as ATen's reductions widen each vector they
-/// load), rather than the whole tensor being widened into a copy first, which took four times
-/// the reduction's own time. `None` for any other input, which [`reduce`] takes once widened.
+/// load), rather than the whole tensor being widened into a copy first, which took longer than
+/// the reduction itself (bench/NOTES-precision.md). `None` for any other input, which [`reduce`]
+/// takes once widened.
 pub(super) fn reduce_half_rows<L: Loops>(kind: ReduceOp, input: Input, dim: usize) -> Option<HostBuffer> {
     let (buffer, layout) = input.tensor();
     let (outer, size, inner) = split_at_dim(layout.shape(), dim);
