@@ -216,3 +216,28 @@ pub(super) fn where_<L: Loops>(cond: Input, a: Input, b: Input, out_shape: &[usi
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::dtype::DType;
+    use crate::tensor::Tensor;
+
+    /// A bf16 kernel over several blocks of a task, reading a dense, a broadcast, a transposed
+    /// and a one-element operand: each block's operands are built afresh in the task's reused
+    /// buffers, so every element is the float32 result rounded once.
+    #[test]
+    fn half_precision_blocks_reuse_their_buffers_without_mixing_them() {
+        let (rows, cols) = (7, 1000);
+        let f = |seed| Tensor::uniform(&[rows, cols], -2.0, 2.0, seed).to_dtype(DType::BF16).unwrap();
+        let (a, row) = (f(1), Tensor::uniform(&[cols], -2.0, 2.0, 2).to_dtype(DType::BF16).unwrap());
+        let t = Tensor::uniform(&[cols, rows], -2.0, 2.0, 3).to_dtype(DType::BF16).unwrap().t().unwrap();
+        let one = Tensor::uniform(&[1], -2.0, 2.0, 4).to_dtype(DType::BF16).unwrap();
+        let got = a.add(&row).unwrap().mul(&t).unwrap().sub(&one).unwrap();
+        let wide = |x: &Tensor| x.to_dtype(DType::F32).unwrap();
+        let rounded = |x: Tensor| x.to_dtype(DType::BF16).unwrap().to_dtype(DType::F32).unwrap();
+        let want = rounded(
+            rounded(rounded(wide(&a).add(&wide(&row)).unwrap()).mul(&wide(&t)).unwrap()).sub(&wide(&one)).unwrap(),
+        );
+        assert_eq!(got.to_dtype(DType::F32).unwrap().to_vec().unwrap(), want.to_vec().unwrap());
+    }
+}
