@@ -486,13 +486,16 @@ fn the_hopper_attention_kernel_the_precision_page_names_exists() {
 }
 
 /// The modes page says a bias that only extern kernels read folds into its GEMM, attention's
-/// joined query, key and value projections' among them: compiled, three biased projections that
+/// joined query, key and value projections' among them, and the attention page why the pass
+/// that joins them puts the biases first: compiled, three biased projections that
 /// attention reads through the heads' views leave no kernel of their own (the weights' and biases'
 /// joins, the product and attention are all extern kernels).
 #[test]
 fn the_bias_attention_reads_folds_as_the_modes_page_says() -> Result<()> {
     let phrase = "as does the one bias of attention's joined query, key and value projections";
     assert!(page_text("phase5/modes.md").contains(phrase), "book/src/phase5/modes.md must say: {phrase}");
+    let phrase = "The biases' `cat` is placed before the matmul, so that the bias add follows the product it reads";
+    assert!(page_text("phase4/attention.md").contains(phrase), "book/src/phase4/attention.md must say: {phrase}");
     let (d, heads) = (16, 2);
     let shapes = [vec![d, d], vec![d]];
     let params: Vec<Tensor> = (0..6).map(|i| Tensor::randn(&shapes[usize::from(i >= 3)], i)).collect();

@@ -85,8 +85,8 @@ fn first(scratch: &mut Vec<f32>, len: usize) -> &mut [f32] {
 }
 
 /// The buffers a task builds its operands' values in (one per operand), kept from one block of
-/// the task to the next: allocating and zeroing them for each block of a bf16 kernel cost as much
-/// as converting the block.
+/// the task to the next: allocating and zeroing them for each block took up to a third of a bf16
+/// kernel's time (bench/NOTES-precision.md).
 #[derive(Default)]
 struct Scratch([Vec<f32>; 3]);
 
