@@ -90,7 +90,8 @@ enum Command {
         /// Where the results files go (one per learner, named after its checkout's folder).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
-        /// Build in DIR instead of a fresh target directory per learner (faster for a class; DIR
+        /// Build in DIR instead of a fresh target directory per learner, with each clean copy made
+        /// at DIR/clean-copy (faster for a class: only the learners' crates are built again; DIR
         /// then holds builds of every learner's code).
         #[arg(long, value_name = "DIR")]
         target_dir: Option<PathBuf>,

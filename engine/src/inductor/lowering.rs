@@ -258,11 +258,8 @@ impl Lowering<'_> {
             | Op::ScaledDotProductAttentionBackward { .. }
             | Op::Cat { .. }
             | Op::ScaledMm { .. } => {
-                let kernel = match op {
-                    Op::Cat { .. } => "cat",
-                    Op::ScaledMm { .. } => "scaled_mm",
-                    Op::ScaledDotProductAttention { .. } => "flash_attention",
-                    _ => "flash_attention_backward",
+                let Some(kernel) = extern_kernel(op) else {
+                    return Err(unsupported(node, "it has no library kernel: name one in `extern_kernel`"));
                 };
                 let inputs: Vec<(NodeId, View)> =
                     node.inputs().map(|input| (input, self.value(input).clone())).collect();
@@ -339,6 +336,25 @@ impl Lowering<'_> {
         self.written.push((input, id, ir));
         Ok(source)
     }
+}
+
+/// The library kernel `op` lowers to, as a [`NodeBody::ExternKernel`] (Inductor's
+/// `ir.ExternKernel`): attention, `cat` and the scaled FP8 product.
+pub(crate) fn extern_kernel(op: &Op) -> Option<&'static str> {
+    match op {
+        Op::Cat { .. } => Some("cat"),
+        Op::ScaledMm { .. } => Some("scaled_mm"),
+        Op::ScaledDotProductAttention { .. } => Some("flash_attention"),
+        Op::ScaledDotProductAttentionBackward { .. } => Some("flash_attention_backward"),
+        _ => None,
+    }
+}
+
+/// Whether `op` lowers to a node that reads its operands from memory as they are, never into a
+/// generated kernel that could compute an operand inline: a product, a branch
+/// ([`NodeBody::Fallback`]) or an [`extern_kernel`].
+pub(crate) fn reads_operands_from_memory(op: &Op) -> bool {
+    matches!(op, Op::Matmul | Op::Cond { .. }) || extern_kernel(op).is_some()
 }
 
 fn unsupported(node: &Node, why: &str) -> Error {

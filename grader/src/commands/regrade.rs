@@ -1,8 +1,14 @@
 //! `grader regrade CHECKOUT...`: grading that counts. Each learner's work is graded in a clean
 //! copy of this workbook: the committed files of this checkout (never its working tree, so no
 //! local edit to the grader or the solutions travels), with only `exercises/*/src` taken from the
-//! learner, built in a fresh target directory. A learner who edited the grader, the solutions, a
-//! manifest or the cargo configuration in their own checkout changes nothing here.
+//! learner, built in a fresh target directory, or in the one `--target-dir` names for the whole
+//! class. A learner who edited the grader, the solutions, a manifest or the cargo configuration in
+//! their own checkout changes nothing here.
+//!
+//! With `--target-dir DIR`, every learner's clean copy is made at one path, `DIR/clean-copy`
+//! (emptied and unpacked again for each): cargo knows a workspace member by its path, so at the
+//! same path the engine, the grader and the checks built for the first learner are fresh for the
+//! next, and only the learners' crates (and the runners linking them) are compiled again.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -24,6 +30,11 @@ pub fn run(root: Option<&Path>, learners: &[PathBuf], out: &Path, target_dir: Op
         );
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    // The clean copy runs cargo in another directory: a relative DIR means one under this one.
+    let target_dir = target_dir
+        .map(std::path::absolute)
+        .transpose()
+        .context("cannot resolve --target-dir against the current directory")?;
     for learner in learners {
         let name = learner
             .canonicalize()
@@ -32,7 +43,8 @@ pub fn run(root: Option<&Path>, learners: &[PathBuf], out: &Path, target_dir: Op
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "learner".into());
         eprintln!("Re-grading {name} ({}) in a clean copy...", learner.display());
-        let results = regrade(&workbook, learner, &name, target_dir).with_context(|| format!("re-grading {name}"))?;
+        let results =
+            regrade(&workbook, learner, &name, target_dir.as_deref()).with_context(|| format!("re-grading {name}"))?;
         let path = out.join(format!("{name}.json"));
         std::fs::write(&path, results).with_context(|| format!("cannot write {}", path.display()))?;
         println!("{name}: {}", path.display());
@@ -43,7 +55,7 @@ pub fn run(root: Option<&Path>, learners: &[PathBuf], out: &Path, target_dir: Op
 
 /// The `check all --json` results of one learner, graded in a clean copy.
 fn regrade(workbook: &Workbook, learner: &Path, name: &str, target_dir: Option<&Path>) -> Result<Vec<u8>> {
-    let copy = tempfile::Builder::new().prefix("regrade-").tempdir()?;
+    let copy = CleanCopy::new(target_dir)?;
     // The committed tree, not the working tree.
     let archive = Command::new("git")
         .arg("-C")
@@ -82,6 +94,44 @@ fn regrade(workbook: &Workbook, learner: &Path, name: &str, target_dir: Option<&
     grader::results::parse(&String::from_utf8_lossy(&output.stdout), learner)
         .with_context(|| format!("the clean copy's grader printed no results (exit {:?})", output.status.code()))?;
     Ok(output.stdout)
+}
+
+/// The empty directory a learner's clean copy is unpacked into: `DIR/clean-copy` when the class
+/// shares target directory DIR (the same path for every learner), else a fresh temporary one.
+/// Either is removed when the grading is done.
+enum CleanCopy {
+    Shared(PathBuf),
+    Fresh(tempfile::TempDir),
+}
+
+impl CleanCopy {
+    fn new(target_dir: Option<&Path>) -> Result<CleanCopy> {
+        let Some(dir) = target_dir else {
+            return Ok(CleanCopy::Fresh(tempfile::Builder::new().prefix("regrade-").tempdir()?));
+        };
+        let path = dir.join("clean-copy");
+        if path.exists() {
+            std::fs::remove_dir_all(&path).with_context(|| format!("cannot empty {}", path.display()))?;
+        }
+        std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(CleanCopy::Shared(path))
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            CleanCopy::Shared(path) => path,
+            CleanCopy::Fresh(dir) => dir.path(),
+        }
+    }
+}
+
+impl Drop for CleanCopy {
+    fn drop(&mut self) {
+        if let CleanCopy::Shared(path) = self {
+            // A copy left behind is emptied by the next regrade; nothing depends on this.
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
 }
 
 /// Copies the `.rs` files under `from` to `to`, keeping their layout: only source travels.

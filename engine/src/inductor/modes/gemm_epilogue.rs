@@ -26,7 +26,7 @@
 
 use crate::fx::{Graph, NodeId};
 use crate::inductor::ir::{BufferName, IrId, LoweredGraph, NodeBody, View};
-use crate::inductor::lowering::Fold;
+use crate::inductor::lowering::{Fold, reads_operands_from_memory};
 use crate::layout::{Layout, numel};
 use crate::op::{BinaryOp, Op, UnaryOp};
 
@@ -83,16 +83,8 @@ impl Epilogues {
                 }
                 // Extern kernels (and outputs) read the value from memory as it is: an add before
                 // them would be a kernel of its own.
-                Some(
-                    Op::Matmul
-                    | Op::Cond { .. }
-                    | Op::ScaledDotProductAttention { .. }
-                    | Op::ScaledDotProductAttentionBackward { .. }
-                    | Op::Cat { .. }
-                    | Op::ScaledMm { .. },
-                )
-                | None => false,
-                Some(_) => true,
+                Some(op) => !reads_operands_from_memory(op),
+                None => false,
             });
         }
         let into_relu = users
