@@ -316,9 +316,11 @@ const CHECKS: &[Check] = &[
     Check {
         id: "needs_a_gpu",
         run: |ctx| {
-            // Under its hold on the GPU's lock the sandboxed subject may open the driver's files.
+            // Under its hold on the GPU's lock the sandboxed subject may open the driver's files
+            // and start CUDA, which also reads and writes the process's own `/proc/<pid>`.
             let opened = std::fs::File::open("/dev/nvidiactl");
             record("the GPU", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
+            record("CUDA", engine::device::cuda::unavailable_reason().unwrap_or("usable").to_string());
             answer(ctx)
         },
     },
@@ -696,6 +698,11 @@ fn misbehaving_checks_are_confined() {
     expect("escapes_its_process_group", Status::Pass, "fine");
     assert_eq!(processes_marked(ESCAPE_MARK), Vec::<String>::new(), "a process escaped the check's group");
     expect("passes_again", Status::Pass, "fine");
+    // Where this process can start CUDA, a sandboxed check that holds the GPU starts it too (the
+    // driver opens the device files and writes its threads' names under `/proc/<pid>`).
+    if engine::device::cuda::unavailable_reason().is_none() {
+        expect("needs_a_gpu", Status::Pass, "fine");
+    }
     expect("stretch_fails", Status::Fail, "optional");
     let stretch = report.checks.iter().find(|c| c.id == "stretch_fails").unwrap();
     assert!(stretch.stretch && !stretch.blocks());

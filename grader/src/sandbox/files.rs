@@ -90,9 +90,9 @@ pub fn confine(places: &Places, gpu: bool) -> Result<()> {
     let program = AccessFs::from_file(WANTED_ABI) & (AccessFs::Execute | AccessFs::ReadFile);
     let device = AccessFs::from_file(WANTED_ABI) & !AccessFs::Execute;
     let existing = |paths: &[&str]| paths.iter().map(PathBuf::from).filter(|p| p.exists()).collect::<Vec<_>>();
-    let devices: Vec<PathBuf> =
-        existing(&DEVICES).into_iter().chain(if gpu { gpu_devices() } else { Vec::new() }).collect();
-    let cuda = gpu && devices.iter().any(|d| d.starts_with("/dev/nvidia"));
+    let gpu_files = if gpu { gpu_devices() } else { Vec::new() };
+    let cuda = !gpu_files.is_empty();
+    let devices: Vec<PathBuf> = existing(&DEVICES).into_iter().chain(gpu_files).collect();
     let proc: Vec<PathBuf> = if cuda { existing(&["/proc"]) } else { existing(&PROC_FILES) };
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
