@@ -5,13 +5,17 @@
 //! phase is reported with its `file:line` and spreads to no other, and every deliberate mistake a
 //! phase declares ([`Phase::mutants`]) is caught by the checks it names (`grader dev mutants`).
 //!
-//! The learner's files it changes on the way are restored byte for byte, whatever happens.
+//! The learner's files it changes on the way are restored byte for byte, whatever happens: a
+//! Ctrl-C (or SIGTERM) stops the run before its next grading, and the files are put back on the
+//! way out; a second one ends it at once, leaving them to `git checkout`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use grader::grade;
 use grader::isolation::Run;
 use grader::phases::PHASES;
@@ -29,6 +33,8 @@ struct Grader {
     seed: u64,
     launcher: PathBuf,
     cache: PathBuf,
+    /// Set by the first Ctrl-C or SIGTERM.
+    stop: Arc<AtomicBool>,
 }
 
 impl Grader {
@@ -37,11 +43,28 @@ impl Grader {
         let runners = Runners::Cargo { workbook: workbook.clone(), release: false };
         let launcher = std::env::current_exe().context("cannot find the grader's own executable")?;
         let cache = workbook.state_dir().join("learner-cache");
-        Ok(Grader { workbook, runners, seed: fresh_seed(), launcher, cache })
+        let stop = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // The second signal, with the flag already set, ends the process as if unhandled.
+            signal_hook::flag::register_conditional_default(signal, stop.clone())
+                .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
+                .context("cannot handle Ctrl-C")?;
+        }
+        Ok(Grader { workbook, runners, seed: fresh_seed(), launcher, cache, stop })
     }
 
-    fn grade(&self, phase: &Phase, subject: Subject) -> PhaseReport {
-        grade::phase(&self.runners, Some(&self.workbook), phase, subject, self.seed, &self.launcher, &self.cache)
+    /// An error once Ctrl-C or SIGTERM has come: the caller returns it, and the files it changed
+    /// are restored as its [`Restore`] drops.
+    fn go_on(&self) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            bail!("interrupted: stopped before the next grading; the exercise files it changed are restored");
+        }
+        Ok(())
+    }
+
+    fn grade(&self, phase: &Phase, subject: Subject) -> Result<PhaseReport> {
+        self.go_on()?;
+        Ok(grade::phase(&self.runners, Some(&self.workbook), phase, subject, self.seed, &self.launcher, &self.cache))
     }
 }
 
@@ -81,21 +104,21 @@ pub fn check(root: Option<&Path>, skip_mutants: &[String]) -> Result<ExitCode> {
     eprintln!("Seed {}", grader.seed);
     let mut problems = Vec::new();
     for phase in PHASES {
-        let report = grader.grade(phase, Subject::Solutions);
+        let report = grader.grade(phase, Subject::Solutions)?;
         problems.extend(
             report
                 .checks
                 .iter()
                 .filter(|c| !matches!(c.status, Status::Pass | Status::Skipped))
-                .map(|c| format!("solutions {}/{} is {}: {}", phase.name, c.id, c.status, first_line(&c.message))),
+                .map(|c| format!("solutions {}/{} is {}: {}", phase.name, c.id, c.status, brief(c))),
         );
         println!("solutions, {}: {}", phase.name, summary(&report));
-        problems.extend(answers_depend_on_the_seed(&grader, phase, &report));
-        let report = grader.grade(phase, Subject::Exercises);
+        problems.extend(answers_depend_on_the_seed(&grader, phase, &report)?);
+        let report = grader.grade(phase, Subject::Exercises)?;
         for c in &report.checks {
             let expected = c.status == Status::NotStarted && c.location.is_some() || c.status == Status::Skipped;
             if !expected {
-                problems.push(format!("stub {}/{} is {}: {}", phase.name, c.id, c.status, first_line(&c.message)));
+                problems.push(format!("stub {}/{} is {}: {}", phase.name, c.id, c.status, brief(c)));
             }
         }
         println!("stubs, {}: {}", phase.name, summary(&report));
@@ -147,15 +170,29 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
+/// Lines of an error's message kept in a problem: a build that failed says why after its first
+/// line (the compiler's own messages), which a problem must show to be of use.
+const ERROR_LINES: usize = 40;
+
+/// A check's message for a problem: an error's first [`ERROR_LINES`] lines, else its first line.
+fn brief(check: &grader::report::CheckReport) -> String {
+    if check.status == Status::Error {
+        check.message.lines().take(ERROR_LINES).collect::<Vec<_>>().join("\n")
+    } else {
+        first_line(&check.message).to_string()
+    }
+}
+
 /// Every check the reference solution passes records answers that depend on the seed: run again
 /// with another seed, the reference records different ones. A check whose answers were the same
 /// for every seed could be passed by a record made before the run (the seal on a record keeps the
 /// learner's code from writing one, and this keeps the answers from being known in advance).
-fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseReport) -> Vec<String> {
+fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseReport) -> Result<Vec<String>> {
+    grader.go_on()?;
     let grading = match grader.runners.grading(phase, Subject::Solutions, &grader.launcher, &grader.cache) {
         Ok(grading) => grading,
         Err(failure) => {
-            return vec![format!("{}: the seed-dependence proof cannot build: {}", phase.name, failure.message)];
+            return Ok(vec![format!("{}: the seed-dependence proof cannot build: {}", phase.name, failure.message)]);
         }
     };
     // Up to three other seeds: a check whose inputs take a few values (a count from 3 to 8, say)
@@ -166,6 +203,7 @@ fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseRepo
     'checks: for ((_, spec), check) in phase.checks().zip(&report.checks) {
         let Some(answers) = &check.answers else { continue };
         for &other in &others {
+            grader.go_on()?;
             let timing = grader::gpu_lock::Timing::for_check(phase, spec);
             let run =
                 grading.subject.run(spec.id, other, Duration::from_secs(spec.timeout_secs), None, timing.as_ref());
@@ -203,7 +241,7 @@ fn answers_depend_on_the_seed(grader: &Grader, phase: &Phase, report: &PhaseRepo
         phase.name,
         if problems.is_empty() { "" } else { "; WRONG for the others" }
     );
-    problems
+    Ok(problems)
 }
 
 /// A type error added to phase 1's first stub: every phase 1 check is an error at that file, and
@@ -218,7 +256,7 @@ fn a_compile_error_stays_in_its_phase(grader: &Grader) -> Result<Vec<String>> {
     std::fs::write(&path, broken)?;
     let mut problems = Vec::new();
     for other in PHASES {
-        let report = grader.grade(other, Subject::Exercises);
+        let report = grader.grade(other, Subject::Exercises)?;
         // A GPU check is skipped where there is no GPU, built or not.
         for c in report.checks.iter().filter(|c| c.status != Status::Skipped) {
             let in_error = c.status == Status::Error;
@@ -260,7 +298,7 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
         problems.extend(judge(
             phase,
             "the solution, inside the exercise crate",
-            &grader.grade(phase, Subject::Exercises),
+            &grader.grade(phase, Subject::Exercises)?,
             &[],
             &[],
         ));
@@ -272,7 +310,7 @@ fn mutants_are_caught(grader: &Grader, only: Option<&str>) -> Result<Vec<String>
                 continue;
             }
             std::fs::write(exercise(mutant.file), text.replacen(mutant.find, mutant.replace, 1))?;
-            let report = grader.grade(&touched_by(phase, mutant), Subject::Exercises);
+            let report = grader.grade(&touched_by(phase, mutant), Subject::Exercises)?;
             problems.extend(if mutant.refused {
                 judge_refused(phase, mutant, &report)
             } else {
@@ -498,5 +536,26 @@ mod tests {
         let schedule = phase3.mutants.iter().find(|m| m.file == "src/schedule.rs").expect("a mutant of schedule");
         let part = touched_by(phase3, schedule);
         assert_eq!(part.exercises.iter().map(|e| e.name).collect::<Vec<_>>(), ["schedule"]);
+    }
+
+    /// A SIGTERM (as a Ctrl-C) while a mutant is in the exercise file: the next grading does not
+    /// start, and the learner's file is back as it was.
+    #[test]
+    fn a_signal_stops_the_sweep_before_its_next_grading_and_the_files_come_back() {
+        let grader = Grader::new(None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stub.rs");
+        std::fs::write(&file, "the learner's version").unwrap();
+        let sweep = || -> Result<PhaseReport> {
+            let _restore = Restore::keep([file.clone()])?;
+            std::fs::write(&file, "a mutant")?;
+            grader.go_on()?;
+            // SAFETY: raise only sends a signal to this thread; the handler sets a flag.
+            assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+            grader.grade(PHASES[0], Subject::Exercises)
+        };
+        let error = sweep().expect_err("the grading after the signal must not run");
+        assert!(error.to_string().starts_with("interrupted"), "{error}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "the learner's version");
     }
 }

@@ -78,8 +78,15 @@ fn regrade(workbook: &Workbook, learner: &Path, name: &str, target_dir: Option<&
         std::fs::remove_dir_all(&to).with_context(|| format!("cannot clear {}", to.display()))?;
         copy_rust_sources(&from, &to)?;
     }
-    let fresh = tempfile::Builder::new().prefix("regrade-target-").tempdir()?;
-    let target = target_dir.unwrap_or(fresh.path());
+    // Without a shared target directory, a throw-away one: the learner's build starts from nothing.
+    let fresh;
+    let target = match target_dir {
+        Some(dir) => dir,
+        None => {
+            fresh = tempfile::Builder::new().prefix("regrade-target-").tempdir()?;
+            fresh.path()
+        }
+    };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .args(["run", "-q", "-p", "grader", "--", "check", "all", "--json", "--learner", name])
@@ -96,6 +103,9 @@ fn regrade(workbook: &Workbook, learner: &Path, name: &str, target_dir: Option<&
     Ok(output.stdout)
 }
 
+/// The clean copies' folder under a shared target directory (the instructor guide names it).
+const SHARED_COPY: &str = "clean-copy";
+
 /// The empty directory a learner's clean copy is unpacked into: `DIR/clean-copy` when the class
 /// shares target directory DIR (the same path for every learner), else a fresh temporary one.
 /// Either is removed when the grading is done.
@@ -109,7 +119,7 @@ impl CleanCopy {
         let Some(dir) = target_dir else {
             return Ok(CleanCopy::Fresh(tempfile::Builder::new().prefix("regrade-").tempdir()?));
         };
-        let path = dir.join("clean-copy");
+        let path = dir.join(SHARED_COPY);
         if path.exists() {
             std::fs::remove_dir_all(&path).with_context(|| format!("cannot empty {}", path.display()))?;
         }
@@ -154,4 +164,24 @@ fn git(root: &Path, args: &[&str]) -> Result<String> {
         bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every learner's copy is unpacked at one place under the shared target directory, the
+    /// place the instructor guide names for its `--target-dir target/regrade`.
+    #[test]
+    fn the_shared_copy_is_where_the_guide_says() {
+        let dir = tempfile::tempdir().unwrap();
+        for _learner in 0..2 {
+            let copy = CleanCopy::new(Some(dir.path())).unwrap();
+            assert_eq!(copy.path(), dir.path().join(SHARED_COPY));
+            assert!(copy.path().is_dir());
+        }
+        let guide = include_str!("../../../book/src/instructor-guide.md");
+        assert!(guide.contains("--target-dir target/regrade\n"), "the guide's command");
+        assert!(guide.contains(&format!("`target/regrade/{SHARED_COPY}`")), "the guide's sentence");
+    }
 }
