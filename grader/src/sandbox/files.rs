@@ -45,8 +45,8 @@ fn gpu_devices() -> Vec<PathBuf> {
 /// The system-wide parts of `/proc` a sandboxed process may read: what the engine reads
 /// (`cpuinfo`, to tune generated C), what glibc and Rust's standard library read when they size
 /// memory and threads (`meminfo`, `stat`, the kernel's settings under `sys`), and what the CUDA
-/// driver reads when it looks for a GPU (its module's parameters and capabilities under `driver`, the loaded
-/// `modules` and `devices`). Not the per-process directories (`/proc/<pid>`, `/proc/self`,
+/// driver reads when it looks for a GPU (its module's parameters and capabilities under `driver`,
+/// the loaded `modules` and `devices`); the book's sandbox section lists them too. Not the per-process directories (`/proc/<pid>`, `/proc/self`,
 /// `/proc/thread-self`): through `/proc/self/mem` and each thread's
 /// `/proc/self/task/<tid>/mem`, safe code could read and write its own process's memory, the
 /// runner's seed and its checks' code included. Standard library calls that would read them
@@ -116,4 +116,22 @@ pub fn confine(places: &Places, gpu: bool) -> Result<()> {
         bail!("sandbox: the kernel refused the Landlock rules");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The book's account of the sandbox names the `/proc` files a runner may read, all of them.
+    #[test]
+    fn the_book_lists_the_proc_files_a_runner_reads() {
+        let book = include_str!("../../../book/src/grader.md");
+        let line = book.lines().find(|l| l.starts_with("- of `/proc` it can read only")).expect("the /proc bullet");
+        let bullet = &book[book.find(line).unwrap()..];
+        let bullet = &bullet[..bullet.find(";\n").expect("the bullet's end")];
+        for file in PROC_FILES {
+            let name = file.strip_prefix("/proc/").unwrap();
+            assert!(bullet.contains(&format!("`{name}`")), "the book's /proc bullet leaves out `{name}`: {bullet}");
+        }
+    }
 }
