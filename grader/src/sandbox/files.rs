@@ -46,10 +46,10 @@ fn gpu_devices() -> Vec<PathBuf> {
 /// (`cpuinfo`, to tune generated C), what glibc and Rust's standard library read when they size
 /// memory and threads (`meminfo`, `stat`, the kernel's settings under `sys`), and what the CUDA
 /// driver reads when it looks for a GPU (its module's parameters and capabilities under `driver`,
-/// the loaded `modules` and `devices`); the book's sandbox section lists them too. Not the per-process directories (`/proc/<pid>`, `/proc/self`,
-/// `/proc/thread-self`): through `/proc/self/mem` and each thread's
-/// `/proc/self/task/<tid>/mem`, safe code could read and write its own process's memory, the
-/// runner's seed and its checks' code included. Standard library calls that would read them
+/// the loaded `modules` and `devices`); the book's sandbox section lists them too. Not the
+/// per-process directories (`/proc/<pid>`, `/proc/self`, `/proc/thread-self`): through
+/// `/proc/self/mem` and each thread's `/proc/self/task/<tid>/mem`, safe code could read and write
+/// its own process's memory, the runner's seed and its checks' code included. Standard library calls that would read them
 /// fall back without them: `available_parallelism` counts the CPUs this process may run on
 /// rather than its cgroup's quota, and the main thread's stack-overflow message needs
 /// `/proc/self/maps` (an overflow is reported as the signal instead).
@@ -126,8 +126,7 @@ mod tests {
     #[test]
     fn the_book_lists_the_proc_files_a_runner_reads() {
         let book = include_str!("../../../book/src/grader.md");
-        let line = book.lines().find(|l| l.starts_with("- of `/proc` it can read only")).expect("the /proc bullet");
-        let bullet = &book[book.find(line).unwrap()..];
+        let bullet = &book[book.find("\n- of `/proc` it can read only").expect("the /proc bullet")..];
         let bullet = &bullet[..bullet.find(";\n").expect("the bullet's end")];
         for file in PROC_FILES {
             let name = file.strip_prefix("/proc/").unwrap();
