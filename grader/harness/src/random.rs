@@ -10,7 +10,8 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 use crate::check::{Context, Failure};
 
 /// Runs `test` on `cases` inputs drawn from `strategy` with the run's seed. The first failure is
-/// shrunk, and the failure message names the smallest input that still fails.
+/// shrunk, and the failure message names the smallest input that still fails; in a judge, it is
+/// reported as drawn (see [`shrink_limit`]).
 pub fn for_all<S>(
     ctx: &Context,
     cases: u32,
@@ -22,7 +23,9 @@ where
     S::Value: Debug,
 {
     // No regression files: the learner's tree is theirs, and the seed already makes runs repeatable.
-    let config = Config { cases, failure_persistence: None, max_shrink_iters: 512, ..Config::default() };
+    let judging = crate::transcript::is_judging();
+    let config =
+        Config { cases, failure_persistence: None, max_shrink_iters: shrink_limit(judging), ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(ctx.seed)));
     let setup = std::cell::RefCell::new(None);
     let result = runner.run(&strategy, |value| {
@@ -44,6 +47,11 @@ where
     }
     match result {
         Ok(()) => Ok(()),
+        Err(TestError::Fail(reason, input)) if judging => Err(Failure::Fail(format!(
+            "{}\n\nfailing input (seed {}; judged as drawn, not shrunk):\n{input:#?}",
+            reason.message(),
+            ctx.seed
+        ))),
         Err(TestError::Fail(reason, input)) => Err(Failure::Fail(format!(
             "{}\n\nsmallest failing input (seed {}, shrunk by proptest):\n{input:#?}",
             reason.message(),
@@ -51,6 +59,14 @@ where
         ))),
         Err(TestError::Abort(reason)) => Err(Failure::Fail(format!("the property test gave up: {}", reason.message()))),
     }
+}
+
+/// How many times proptest may shrink a failing input. Not at all in a judge: it holds the
+/// learner's answers for the inputs the subject's run drew, and for no smaller ones, so every
+/// shrunk input would be answered by the reference itself and pass; shrinking there only spends
+/// time (up to half a minute a check, in a debug build) and ends where it began.
+fn shrink_limit(judging: bool) -> u32 {
+    if judging { 0 } else { 512 }
 }
 
 /// One value drawn from `strategy` with the run's seed (and `salt`, to draw several): for a check
@@ -94,6 +110,12 @@ fn seed_bytes(seed: u64) -> [u8; 32] {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_judge_does_not_shrink_and_the_learner_s_run_does() {
+        assert_eq!(shrink_limit(true), 0);
+        assert!(shrink_limit(false) > 0);
+    }
 
     #[test]
     fn a_failing_property_reports_the_shrunk_input() {
