@@ -81,6 +81,7 @@ const FIXTURE: Phase = Phase {
                 check("claims_a_skip"),
                 check("reads_a_file_outside_its_sandbox"),
                 check("the_judge_times_a_slow_kernel"),
+                check("the_judge_finds_a_drawn_answer_wrong"),
                 check("runs_a_program_outside_the_toolchain"),
             ],
             forbidden: &[],
@@ -412,6 +413,33 @@ const CHECKS: &[Check] = &[
         },
     },
     Check {
+        id: "the_judge_finds_a_drawn_answer_wrong",
+        run: |ctx| {
+            // The subject hands over an answer (a double) for each input its run drew, wrong for
+            // all but the smallest, and leaves the judging to the judge, as a check's subject
+            // run does; the judge holds no answer for any other input. Were it to shrink, it would
+            // end on an input the subject never drew ("no answer for 0"), not on a wrong answer.
+            grader_harness::for_all(ctx, 20, 0u32..1000, |n| {
+                let label = format!("double of {n}");
+                let answer = match grader_harness::judged_artifact(&label) {
+                    Some(text) => text.parse::<u32>().map_err(|_| Failure::fail("unreadable answer"))?,
+                    None if subject() => 2 * n + u32::from(n >= 50),
+                    None if grader_harness::transcript::is_judging() => {
+                        return Err(Failure::fail(format!("no answer for {n}")));
+                    }
+                    None => 2 * n,
+                };
+                grader_harness::record_artifact(label, answer.to_string());
+                if subject() {
+                    Ok(())
+                } else {
+                    grader_harness::ensure(answer == 2 * n, || format!("the double of {n} is not {answer}"))
+                }
+            })?;
+            answer(ctx)
+        },
+    },
+    Check {
         id: "runs_a_program_outside_the_toolchain",
         run: |_| {
             // The reference may run any program; the subject only the C compiler's (the driver
@@ -724,6 +752,8 @@ fn forged_passes_fail() {
     expect("memorised_the_default_seed", Status::Fail, "`answer` differs");
     expect("claims_a_skip", Status::Fail, "skipped in your process");
     expect("the_judge_times_a_slow_kernel", Status::Fail, "the judge timed your kernel: too slow");
+    expect("the_judge_finds_a_drawn_answer_wrong", Status::Fail, "judged as drawn, not shrunk");
+    expect("the_judge_finds_a_drawn_answer_wrong", Status::Fail, " is not ");
     match Support::probe() {
         Support::Landlock(_) => {
             expect("reads_a_file_outside_its_sandbox", Status::Fail, "denied: permission denied");
