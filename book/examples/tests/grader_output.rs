@@ -7,7 +7,9 @@
 //! - each phase's table header, rows and score line agree with the phase's declaration in
 //!   `grader/checks/phaseN` (exercises, checks, which need a GPU, which are stretch);
 //! - any other `FILE.rs:LINE` the prose quotes lies inside its file;
-//! - phase 1's failing case is printed as the grader prints it (its `Case` struct's fields).
+//! - phase 1's failing case is printed as the grader prints it (its `Case` struct's fields);
+//! - what the book says of shrinking (the learner's run shrinks a failing input, the judge shows
+//!   it as drawn) is what the harness prints.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -195,6 +197,27 @@ fn a_failing_case_is_shown_as_the_grader_prints_it() {
         assert!(source.contains(piece), "compare.rs no longer prints `{piece}`");
         assert!(page.contains(piece.trim_end_matches('`')), "the page does not show `{piece}`");
     }
+}
+
+#[test]
+fn shrinking_is_where_the_book_says() {
+    let random = fs::read_to_string(root().join("grader/harness/src/random.rs")).unwrap();
+    for printed in
+        ["smallest failing input (seed {}, shrunk by proptest)", "failing input (seed {}; judged as drawn, not shrunk)"]
+    {
+        assert!(random.contains(printed), "grader/harness/src/random.rs no longer prints `{printed}`");
+    }
+    let grader = fs::read_to_string(root().join("book/src/grader.md")).unwrap();
+    let grader = grader.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "When one fails in your code's run, proptest shrinks it to the smallest input that still fails",
+        "When the judge finds an answer wrong, the message shows the input as drawn",
+    ] {
+        assert!(grader.contains(said), "book/src/grader.md no longer says `{said}`");
+    }
+    let troubleshooting = fs::read_to_string(root().join("book/src/troubleshooting.md")).unwrap();
+    let troubleshooting = troubleshooting.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(troubleshooting.contains("(the smallest one, shrunk by proptest, when your code's own run failed)"));
 }
 
 #[test]
