@@ -415,9 +415,9 @@ const CHECKS: &[Check] = &[
     Check {
         id: "the_judge_finds_a_drawn_answer_wrong",
         run: |ctx| {
-            // The subject hands over an answer (a double) for each input its run drew, wrong for
-            // all but the smallest, and leaves the judging to the judge, as a check's subject
-            // run does; the judge holds no answer for any other input. Were it to shrink, it would
+            // The subject hands over an answer (a double) for each input its run drew, wrong from
+            // 50 up, and leaves the judging to the judge, as a check's subject run does; the
+            // judge holds no answer for any other input. Were it to shrink, it would
             // end on an input the subject never drew ("no answer for 0"), not on a wrong answer.
             grader_harness::for_all(ctx, 20, 0u32..1000, |n| {
                 let label = format!("double of {n}");
