@@ -160,11 +160,12 @@ mod tests {
     }
 
     #[test]
-    fn the_set_up_page_gives_the_estimate_for_two_cores() {
+    fn the_set_up_page_gives_the_estimates_for_two_and_sixteen_cores() {
         let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../book/src/setup.md")).unwrap();
         let page = page.split_whitespace().collect::<Vec<_>>().join(" ");
-        let minutes = expected_minutes(2);
-        let said = format!("about {} to {} minutes on 2 cores", minutes.floor(), minutes.ceil());
+        let (two, sixteen) = (expected_minutes(2), expected_minutes(16));
+        assert_eq!(sixteen, 1.0, "the page says `about one on 16`");
+        let said = format!("about {} to {} minutes on 2 cores, about one on 16", two.floor(), two.ceil());
         assert!(page.contains(&said), "book/src/setup.md should say `{said}`");
     }
 }

@@ -202,22 +202,26 @@ fn a_failing_case_is_shown_as_the_grader_prints_it() {
 #[test]
 fn shrinking_is_where_the_book_says() {
     let random = fs::read_to_string(root().join("grader/harness/src/random.rs")).unwrap();
-    for printed in
-        ["smallest failing input (seed {}, shrunk by proptest)", "failing input (seed {}; judged as drawn, not shrunk)"]
-    {
+    for printed in [
+        "smallest failing input (seed {seed}, shrunk by proptest)",
+        "failing input (seed {seed}; judged as drawn, not shrunk)",
+    ] {
         assert!(random.contains(printed), "grader/harness/src/random.rs no longer prints `{printed}`");
     }
-    let grader = fs::read_to_string(root().join("book/src/grader.md")).unwrap();
-    let grader = grader.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A page's prose with its line breaks as spaces, so that a sentence reflowed still matches.
+    let prose =
+        |page: &str| fs::read_to_string(root().join(page)).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+    let grader = prose("book/src/grader.md");
     for said in [
         "When one fails in your code's run, proptest shrinks it to the smallest input that still fails",
         "When the judge finds an answer wrong, the message shows the input as drawn",
     ] {
         assert!(grader.contains(said), "book/src/grader.md no longer says `{said}`");
     }
-    let troubleshooting = fs::read_to_string(root().join("book/src/troubleshooting.md")).unwrap();
-    let troubleshooting = troubleshooting.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(troubleshooting.contains("(the smallest one, shrunk by proptest, when your code's own run failed)"));
+    assert!(
+        prose("book/src/troubleshooting.md")
+            .contains("(the smallest one, shrunk by proptest, when your code's own run failed)")
+    );
 }
 
 #[test]

@@ -47,16 +47,15 @@ where
     }
     match result {
         Ok(()) => Ok(()),
-        Err(TestError::Fail(reason, input)) if judging => Err(Failure::Fail(format!(
-            "{}\n\nfailing input (seed {}; judged as drawn, not shrunk):\n{input:#?}",
-            reason.message(),
-            ctx.seed
-        ))),
-        Err(TestError::Fail(reason, input)) => Err(Failure::Fail(format!(
-            "{}\n\nsmallest failing input (seed {}, shrunk by proptest):\n{input:#?}",
-            reason.message(),
-            ctx.seed
-        ))),
+        Err(TestError::Fail(reason, input)) => {
+            let seed = ctx.seed;
+            let shown = if judging {
+                format!("failing input (seed {seed}; judged as drawn, not shrunk)")
+            } else {
+                format!("smallest failing input (seed {seed}, shrunk by proptest)")
+            };
+            Err(Failure::Fail(format!("{}\n\n{shown}:\n{input:#?}", reason.message())))
+        }
         Err(TestError::Abort(reason)) => Err(Failure::Fail(format!("the property test gave up: {}", reason.message()))),
     }
 }

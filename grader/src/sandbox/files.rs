@@ -49,10 +49,10 @@ fn gpu_devices() -> Vec<PathBuf> {
 /// the loaded `modules` and `devices`); the book's sandbox section lists them too. Not the
 /// per-process directories (`/proc/<pid>`, `/proc/self`, `/proc/thread-self`): through
 /// `/proc/self/mem` and each thread's `/proc/self/task/<tid>/mem`, safe code could read and write
-/// its own process's memory, the runner's seed and its checks' code included. Standard library calls that would read them
-/// fall back without them: `available_parallelism` counts the CPUs this process may run on
-/// rather than its cgroup's quota, and the main thread's stack-overflow message needs
-/// `/proc/self/maps` (an overflow is reported as the signal instead).
+/// its own process's memory, the runner's seed and its checks' code included. Standard library
+/// calls that would read them fall back without them: `available_parallelism` counts the CPUs
+/// this process may run on rather than its cgroup's quota, and the main thread's stack-overflow
+/// message needs `/proc/self/maps` (an overflow is reported as the signal instead).
 const PROC_FILES: [&str; 7] =
     ["/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys", "/proc/driver", "/proc/modules", "/proc/devices"];
 
