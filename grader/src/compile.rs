@@ -21,8 +21,9 @@
 //! name a native library for the final link to read. The final link then reads only compiled
 //! code. That lint alone does not keep learner code from the runner's state in its process: safe
 //! code can read and write a process's memory through `/proc/self/mem`, so the sandbox does not
-//! open a runner's `/proc/<pid>` to it ([`crate::sandbox`]), except where the runner holds a GPU
-//! whose driver needs it: there that route stays open.
+//! open a runner's `/proc/<pid>` to it, and a runner that holds a GPU, whose driver needs it while
+//! CUDA starts, closes it itself before any check runs ([`crate::sandbox`],
+//! [`grader_harness::confine`]).
 //!
 //! Cargo may find a learner's crate fresh, built earlier outside the grader (by `cargo test`,
 //! say). So the wrapper stamps what it built (the SHA-256 of each library, in

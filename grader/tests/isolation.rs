@@ -61,6 +61,7 @@ const FIXTURE: Phase = Phase {
                 check("escapes_its_process_group"),
                 check("passes_again"),
                 check("needs_a_gpu").on_gpu(),
+                check("reads_its_own_memory_holding_the_gpu").on_gpu(),
             ],
             forbidden: &[],
         },
@@ -322,6 +323,34 @@ const CHECKS: &[Check] = &[
             let opened = std::fs::File::open("/dev/nvidiactl");
             record("the GPU", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
             record("CUDA", engine::device::cuda::unavailable_reason().unwrap_or("usable").to_string());
+            // After the runner has closed its own `/proc/<pid>` (grader_harness::confine), CUDA
+            // still works: an eager kernel, a cuBLAS product and a kernel compiled by NVRTC.
+            if engine::device::cuda::unavailable_reason().is_none() {
+                let gpu = engine::Device::Cuda(0);
+                let work = || -> engine::Result<Vec<f32>> {
+                    let a = engine::Tensor::from_vec((0..12).map(|i| i as f32).collect(), &[3, 4])?.to(gpu)?;
+                    let b = engine::Tensor::from_vec((0..8).map(|i| i as f32).collect(), &[4, 2])?.to(gpu)?;
+                    let compiled =
+                        engine::dynamo::compile(|xs: Vec<engine::Tensor>| Ok(vec![xs[0].add(&xs[0])?.relu()?]))
+                            .backend(engine::backends::Inductor::default());
+                    let doubled = compiled.call(&[a.clone()])?.remove(0);
+                    let mut values = a.add(&a)?.to_vec()?;
+                    values.extend(a.matmul(&b)?.to_vec()?);
+                    values.extend(doubled.to_vec()?);
+                    Ok(values)
+                };
+                record("work on the GPU", format!("{:?}", work()));
+            }
+            answer(ctx)
+        },
+    },
+    Check {
+        id: "reads_its_own_memory_holding_the_gpu",
+        run: |ctx| {
+            // A runner holding the GPU had its own `/proc/<pid>` open while CUDA started; it is
+            // closed before the check runs (the reference, not sandboxed here, opens it).
+            let opened = std::fs::File::open("/proc/self/mem");
+            record("its memory", opened.map_or_else(|e| format!("refused: {}", e.kind()), |_| "opened".into()));
             answer(ctx)
         },
     },
@@ -730,6 +759,7 @@ fn misbehaving_checks_are_confined() {
     // driver opens the device files and writes its threads' names under `/proc/<pid>`).
     if engine::device::cuda::unavailable_reason().is_none() {
         expect("needs_a_gpu", Status::Pass, "fine");
+        expect("reads_its_own_memory_holding_the_gpu", Status::Fail, "refused: permission denied");
     }
     expect("stretch_fails", Status::Fail, "optional");
     let stretch = report.checks.iter().find(|c| c.id == "stretch_fails").unwrap();
@@ -804,7 +834,7 @@ fn unbuilt_phase_is_all_errors() {
         unbuilt
             .checks
             .iter()
-            .filter(|c| c.id != "needs_a_gpu" || !no_gpu)
+            .filter(|c| !["needs_a_gpu", "reads_its_own_memory_holding_the_gpu"].contains(&c.id.as_str()) || !no_gpu)
             .all(|c| c.status == Status::Error && c.location.as_deref() == Some("src/a.rs:3"))
     );
     let rendered = unbuilt.render(&FIXTURE, false);

@@ -30,10 +30,12 @@
 //! - [`wires`]: the engine items an exercise forbids, armed while its checks run;
 //! - [`timing`]: the timed part of a check, run while the grader holds the GPU's lock;
 //! - [`tolerance`]: how far a value may be from the expected one;
-//! - [`close`]: float comparison with a readable diff.
+//! - [`close`]: float comparison with a readable diff;
+//! - [`confine`]: the runner closing its own `/proc/<pid>` once CUDA has started.
 
 pub mod check;
 pub mod close;
+pub mod confine;
 pub mod declare;
 pub mod outcome;
 pub mod phase;

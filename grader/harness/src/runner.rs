@@ -151,6 +151,7 @@ fn run_command(phase: &'static Phase, checks: &[Check], args: &[String]) -> Resu
     if let Some(subject) = &judged {
         transcript::judge_of(subject.transcript.clone());
     }
+    crate::confine::close_own_process_after_cuda()?;
     RESULT_PATH.set(result).expect("run once per process");
     RUNNING.set((check.id.to_string(), seed)).expect("run once per process");
     crate::wires::arm(armed(phase, check.id));

@@ -1,12 +1,13 @@
 //! What a sandboxed process may read, write and execute, enforced by Landlock: a list of what is
 //! allowed, everything else denied, whoever the process runs as (root included).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-    Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope, path_beneath_rules,
 };
 
 /// The newest Landlock ABI the sandbox asks for; older kernels get what they support.
@@ -77,13 +78,16 @@ fn system_dirs() -> Vec<PathBuf> {
 /// Restricts this process (and what it executes) to `places`, and the GPU's device files where
 /// `gpu` allows them.
 ///
-/// With `gpu`, on a machine with the GPU's device files, the process also reads all of `/proc`
-/// and writes its own `/proc/<pid>` (this process's, which the program it executes keeps): the
-/// CUDA driver reads there and names the threads it starts by writing each one's
-/// `/proc/self/task/<tid>/comm`, and fails `cuInit` when it cannot. Landlock can name that
-/// directory only whole, so such a runner can also read and write its own memory (`mem`); every
-/// other process gets the system-wide parts of `/proc` alone ([`PROC_FILES`]).
-pub fn confine(places: &Places, gpu: bool) -> Result<()> {
+/// With `gpu`, on a machine with the GPU's device files, the process may also read and write its
+/// own `/proc/<pid>` (this process's, which the program it executes keeps): the CUDA driver reads
+/// its `maps` and names the threads it starts by writing each one's `/proc/self/task/<tid>/comm`,
+/// and fails `cuInit` when it cannot. Landlock can name that directory only whole, and new
+/// threads' directories appear beneath it, so it also opens the process's memory to it (`mem`).
+/// So a runner given it closes it again itself, once CUDA has started and before any check runs
+/// ([`grader_harness::confine`]): the value returned then lists every other place allowed here,
+/// for the runner to keep. Every other process gets the system-wide parts of `/proc` alone
+/// ([`PROC_FILES`]).
+pub fn confine(places: &Places, gpu: bool) -> Result<Option<OsString>> {
     let all = AccessFs::from_all(WANTED_ABI);
     let read = AccessFs::from_read(WANTED_ABI);
     let read_only = read & !AccessFs::Execute;
@@ -93,21 +97,29 @@ pub fn confine(places: &Places, gpu: bool) -> Result<()> {
     let gpu_files = if gpu { gpu_devices() } else { Vec::new() };
     let cuda = !gpu_files.is_empty();
     let devices: Vec<PathBuf> = existing(&DEVICES).into_iter().chain(gpu_files).collect();
-    let proc: Vec<PathBuf> = if cuda { existing(&["/proc"]) } else { existing(&PROC_FILES) };
+    let rules: Vec<(Vec<PathBuf>, BitFlags<AccessFs>)> = vec![
+        (system_dirs(), read_only),
+        (places.read.clone(), read_only),
+        (places.read_exec.clone(), read),
+        (places.executables.clone(), program),
+        (existing(&PROC_FILES).into_iter().chain(existing(&["/sys"])).collect(), read_only),
+        (existing(&RANDOM_DEVICES), read_only),
+        (devices, device),
+        (places.writable.clone(), all & !AccessFs::Execute),
+    ];
+    let kept = cuda
+        .then(|| std::env::join_paths(rules.iter().flat_map(|(paths, _)| paths)))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("sandbox: cannot list the places a runner keeps: {e}"))?;
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(AccessNet::from_all(WANTED_ABI))?
         .scope(Scope::from_all(WANTED_ABI))?
-        .create()?
-        .add_rules(path_beneath_rules(system_dirs(), read_only))?
-        .add_rules(path_beneath_rules(&places.read, read_only))?
-        .add_rules(path_beneath_rules(&places.read_exec, read))?
-        .add_rules(path_beneath_rules(&places.executables, program))?
-        .add_rules(path_beneath_rules(proc.into_iter().chain(existing(&["/sys"])), read_only))?
-        .add_rules(path_beneath_rules(existing(&RANDOM_DEVICES), read_only))?
-        .add_rules(path_beneath_rules(devices, device))?
-        .add_rules(path_beneath_rules(&places.writable, all & !AccessFs::Execute))?;
+        .create()?;
+    for (paths, access) in rules {
+        ruleset = ruleset.add_rules(path_beneath_rules(paths, access))?;
+    }
     if cuda {
         ruleset = ruleset.add_rules(path_beneath_rules(["/proc/self"], all & !AccessFs::Execute))?;
     }
@@ -115,7 +127,7 @@ pub fn confine(places: &Places, gpu: bool) -> Result<()> {
     if status.ruleset == RulesetStatus::NotEnforced {
         bail!("sandbox: the kernel refused the Landlock rules");
     }
-    Ok(())
+    Ok(kept)
 }
 
 #[cfg(test)]

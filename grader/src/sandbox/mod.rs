@@ -16,9 +16,9 @@
 //!   only the programs it is given (the C compiler the engine calls: the driver, `cc1`, `as`,
 //!   `collect2`, `ld`, found by asking the compiler) and the dynamic loader they need;
 //! - read `/sys` and the system-wide parts of `/proc`, not `/proc/<pid>` (through `mem`, safe code
-//!   could read and write its own process's memory); only a check's runner that holds the GPU's
-//!   lock on a machine with a GPU reads all of `/proc` and writes its own `/proc/<pid>` (the CUDA
-//!   driver does, at `cuInit`), which leaves that runner's memory open to it;
+//!   could read and write its own process's memory); a check's runner that holds the GPU's lock on
+//!   a machine with a GPU may also read and write its own `/proc/<pid>` (the CUDA driver does, at
+//!   `cuInit`) until it has started CUDA, before its check runs ([`grader_harness::confine`]);
 //!   of `/dev`, only `/dev/null`, `/dev/zero`, `/dev/full`, the random sources (not `/dev/shm`),
 //!   and the GPU's `/dev/nvidia*` for a check's runner that holds the GPU's lock (not for the
 //!   compiler, nor for a check run without a GPU);
@@ -147,11 +147,17 @@ pub fn trampoline(args: &[OsString]) -> Result<std::convert::Infallible> {
     }
     let program = rest.next().context("sandbox: no program to run")?;
     network::leave()?;
-    if let Support::Landlock(_) = Support::probe() {
-        files::confine(&places, gpu)?;
-    }
+    let kept = match Support::probe() {
+        Support::Landlock(_) => files::confine(&places, gpu)?,
+        Support::SeccompOnly => None,
+    };
     syscalls::install()?;
-    Err(Command::new(program).args(rest).exec()).with_context(|| format!("sandbox: cannot run {program:?}"))
+    let mut command = Command::new(program);
+    command.args(rest);
+    if let Some(kept) = kept {
+        command.env(grader_harness::confine::KEPT_PLACES, kept);
+    }
+    Err(command.exec()).with_context(|| format!("sandbox: cannot run {program:?}"))
 }
 
 /// The C compiler's programs, as the engine will run them (`$CC`, else `cc`): the driver and
