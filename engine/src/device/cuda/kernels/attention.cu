@@ -81,6 +81,17 @@ __device__ __forceinline__ Entry<T> entry(const AttnParams& p, i64 n) {
             p.mask_kind ? element_ptr(p.mask.ptr, p.mask_dtype, batch_offset(p.mask, n, p.inner)) : nullptr};
 }
 
+// 2^x as the softmax takes it: one `ex2.approx.ftz` on the multi-function unit. Plain `exp2f`
+// (NVRTC builds without -ftz) is `ex2.approx` plus the instructions that keep subnormal results;
+// a probability under 2^-126 adds nothing a row's sum can hold, and every score takes one
+// exponential, so those instructions cost the Hopper kernel about a quarter of its time
+// (bench/NOTES-precision.md).
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 __device__ __forceinline__ float row_max(float x) {
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -241,11 +252,11 @@ __device__ void flash_attention(const AttnParams& p) {
             const float m_new = fmaxf(m[i], row_max(tile_max));
             // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
             const bool none = m_new == NEG_INF;
-            const float alpha = none ? 1.0f : exp2f(m[i] - m_new);
+            const float alpha = none ? 1.0f : exp2_ftz(m[i] - m_new);
             float sum = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                s[i][j] = none ? 0.0f : exp2f(s[i][j] - m_new);
+                s[i][j] = none ? 0.0f : exp2_ftz(s[i][j] - m_new);
                 sum += s[i][j];
             }
             l[i] = l[i] * alpha + row_sum(sum);
@@ -403,13 +414,13 @@ __device__ void flash_attention_tc(const AttnParams& p) {
             const float m_new = fmaxf(m[h], mx);
             // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
             const bool none = m_new == NEG_INF;
-            alpha[h] = none ? 1.0f : exp2f(m[h] - m_new);
+            alpha[h] = none ? 1.0f : exp2_ftz(m[h] - m_new);
             float sum = 0.0f;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; e++) {
-                    s[t][e] = none ? 0.0f : exp2f(s[t][e] - m_new);
+                    s[t][e] = none ? 0.0f : exp2_ftz(s[t][e] - m_new);
                     sum += s[t][e];
                 }
             }
@@ -729,13 +740,13 @@ __device__ void flash_attention_half(const AttnParams& p) {
             const float m_new = fmaxf(m[h], mx * mul);
             // While every key so far is masked, m_new is -inf: add nothing (and make no NaN).
             const bool none = m_new == NEG_INF;
-            const float alpha = none ? 1.0f : exp2f(m[h] - m_new);  // rescales what was gathered
+            const float alpha = none ? 1.0f : exp2_ftz(m[h] - m_new);  // rescales what was gathered
             float sum = 0.0f;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; e++) {
-                    s[t][e] = none ? 0.0f : exp2f(fmaf(s[t][e], mul, -m_new));
+                    s[t][e] = none ? 0.0f : exp2_ftz(fmaf(s[t][e], mul, -m_new));
                     sum += s[t][e];
                 }
             }
@@ -939,13 +950,13 @@ __device__ __forceinline__ void wg_softmax(const AttnParams& p, const void* mask
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[h], mx * mul);
         const bool none = m_new == NEG_INF;
-        const float alpha = none ? 1.0f : exp2f(m[h] - m_new);
+        const float alpha = none ? 1.0f : exp2_ftz(m[h] - m_new);
         float sum = 0.0f;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
 #pragma unroll
             for (int e = 2 * h; e < 2 * h + 2; e++) {
-                s[4 * t + e] = none ? 0.0f : exp2f(fmaf(s[4 * t + e], mul, -m_new));
+                s[4 * t + e] = none ? 0.0f : exp2_ftz(fmaf(s[4 * t + e], mul, -m_new));
                 sum += s[4 * t + e];
             }
         }
@@ -1064,10 +1075,12 @@ __device__ void flash_attention_wgmma(const AttnParams& p) {
     }
 }
 
-// One warpgroup a block and two k/v buffers: 41 KiB of shared memory and 96 registers a thread let
-// five blocks share a multiprocessor, so that while one warpgroup waits for its products or its
-// copies, others take their softmax (bench/NOTES-precision.md compares the shapes tried). The host
-// side (tuned/attention.rs) launches these on compute capability 9.0 only.
-extern "C" __global__ void __launch_bounds__(128) flash_attention_wgmma_bf16_hd64(const AttnParams p) { flash_attention_wgmma<true, 1, 2>(p); }
-extern "C" __global__ void __launch_bounds__(128) flash_attention_wgmma_f16_hd64(const AttnParams p) { flash_attention_wgmma<false, 1, 2>(p); }
+// One warpgroup a block and two k/v buffers: 41 KiB of shared memory, and at most 96 registers a
+// thread (the launch bound's 5), let five blocks share a multiprocessor, so that while one
+// warpgroup waits for its products or its copies, others take their softmax. Without the bound
+// NVRTC 13 gives it 116 registers, four blocks, and attention ran 3 to 5% slower
+// (bench/NOTES-precision.md compares the shapes tried). The host side (tuned/attention.rs)
+// launches these on compute capability 9.0 only.
+extern "C" __global__ void __launch_bounds__(128, 5) flash_attention_wgmma_bf16_hd64(const AttnParams p) { flash_attention_wgmma<true, 1, 2>(p); }
+extern "C" __global__ void __launch_bounds__(128, 5) flash_attention_wgmma_f16_hd64(const AttnParams p) { flash_attention_wgmma<false, 1, 2>(p); }
 #endif
