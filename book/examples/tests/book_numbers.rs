@@ -466,7 +466,8 @@ fn the_warp_per_row_limit_the_book_states_is_the_code_generator_s() {
 }
 
 /// The Hopper attention kernel the precision page names is in the attention family's source, for
-/// the head dim the page gives, and it is the one the launcher asks for.
+/// the head dim the page gives, and it is the one the launcher asks for; its exponentials are the
+/// instruction the page names.
 #[test]
 fn the_hopper_attention_kernel_the_precision_page_names_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -476,8 +477,15 @@ fn the_hopper_attention_kernel_the_precision_page_names_exists() {
     assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
     let source = read("engine/src/device/cuda/kernels/attention.cu");
     for kernel in ["flash_attention_wgmma_bf16_hd64", "flash_attention_wgmma_f16_hd64"] {
-        assert!(source.contains(&format!("void __launch_bounds__(128) {kernel}(")), "attention.cu defines {kernel}");
+        assert!(source.contains(&format!(" {kernel}(const AttnParams p)")), "attention.cu defines {kernel}");
     }
+    // The page says the softmax's exponentials are `ex2.approx.ftz`, not `exp2f`.
+    let phrase = "calls `ex2.approx.ftz` directly";
+    assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
+    assert!(
+        source.contains("ex2.approx.ftz.f32") && !source.contains("exp2f("),
+        "attention.cu takes 2^x as the page says"
+    );
     let launcher = read("engine/src/device/cuda/tuned/attention.rs");
     assert!(
         launcher.contains("format!(\"flash_attention_wgmma_{dtype}_hd64\")")
