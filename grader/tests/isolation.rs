@@ -333,7 +333,7 @@ const CHECKS: &[Check] = &[
                     let compiled =
                         engine::dynamo::compile(|xs: Vec<engine::Tensor>| Ok(vec![xs[0].add(&xs[0])?.relu()?]))
                             .backend(engine::backends::Inductor::default());
-                    let doubled = compiled.call(&[a.clone()])?.remove(0);
+                    let doubled = compiled.call(std::slice::from_ref(&a))?.remove(0);
                     let mut values = a.add(&a)?.to_vec()?;
                     values.extend(a.matmul(&b)?.to_vec()?);
                     values.extend(doubled.to_vec()?);
