@@ -17,6 +17,9 @@ use landlock::{
 /// lists directories), set only where it let the runner write its own `/proc/<pid>`.
 pub const KEPT_PLACES: &str = "GRADER_SANDBOX_KEPT_PLACES";
 
+/// The newest Landlock ABI the sandbox and this layer ask for; older kernels get what they support.
+pub const LANDLOCK_ABI: ABI = ABI::V6;
+
 /// Starts CUDA on every device this process sees, then closes this process's `/proc/<pid>` to
 /// it, where the sandbox asked for that; does nothing elsewhere.
 pub fn close_own_process_after_cuda() -> Result<(), String> {
@@ -36,7 +39,7 @@ pub fn close_own_process_after_cuda() -> Result<(), String> {
             start().map_err(|e| format!("cannot start CUDA on {device}: {e}"))?;
         }
     }
-    let all = AccessFs::from_all(ABI::V6);
+    let all = AccessFs::from_all(LANDLOCK_ABI);
     let closed = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)

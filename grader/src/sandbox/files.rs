@@ -10,8 +10,8 @@ use landlock::{
     RulesetStatus, Scope, path_beneath_rules,
 };
 
-/// The newest Landlock ABI the sandbox asks for; older kernels get what they support.
-pub const WANTED_ABI: ABI = ABI::V6;
+/// The newest Landlock ABI the sandbox asks for (the runner's own layer asks for the same).
+pub const WANTED_ABI: ABI = grader_harness::confine::LANDLOCK_ABI;
 
 /// The places a sandboxed process may use, beyond the system's own programs and libraries.
 #[derive(Clone, Debug, Default)]
