@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p engine --example profile -- [--trace target/trace.json] [--device cpu|cuda] [--calls N]
-//!     [--model block|small-block|large-block|mlp] [--batch N]
+//!     [--model block|small-block|large-block|mlp] [--batch N] [--dtype f32|bf16|f16]
 //! ```
 //!
 //! By default the block has `BlockShape::SMALL` (4 sequences of 128 tokens, width 512, 8 heads)
@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Parser;
 use engine::profiler::{self, Profiler};
-use engine::{Device, Tensor, dynamo};
+use engine::{DType, Device, Tensor, dynamo};
 use workbook_models::phase5::{Block, BlockShape, MLP_FEATURES, Mlp};
 
 /// Profile the naive transformer block, eager and compiled.
@@ -43,6 +43,9 @@ struct Args {
     /// Rows of the MLP's input (`--model mlp`).
     #[arg(long, default_value_t = 16)]
     batch: usize,
+    /// The dtype of the model's parameters and input, as `model.to(dtype)` in PyTorch.
+    #[arg(long, default_value_t = DType::F32)]
+    dtype: DType,
 }
 
 /// The models this example profiles.
@@ -69,7 +72,7 @@ fn main() -> Result<()> {
             None => anyhow::bail!("unknown device `{other}`: use cpu, cuda or cuda:N"),
         },
     };
-    let (label, forward, x) = model(args.model, args.batch, device)?;
+    let (label, forward, x) = model(args.model, args.batch, device, args.dtype)?;
     let compiled = dynamo::compile(|x: Tensor| forward(&x));
     // Warm-up: eager kernels load, the compiled model traces and compiles, outside the profile.
     forward(&x)?;
@@ -105,19 +108,19 @@ fn main() -> Result<()> {
 /// A model's name, its forward function and an input for it, on `device`.
 type Profiled = (String, Box<dyn Fn(&Tensor) -> engine::Result<Tensor>>, Tensor);
 
-/// `model` built on `device` (the MLP with `batch` rows).
-fn model(model: Model, batch: usize, device: Device) -> Result<Profiled> {
+/// `model` built on `device` in `dtype` (the MLP with `batch` rows).
+fn model(model: Model, batch: usize, device: Device, dtype: DType) -> Result<Profiled> {
     let shape = match (model, device) {
         (Model::Mlp, _) => {
-            let mlp = Mlp::new(0, device)?;
-            let x = Tensor::randn(&[batch, MLP_FEATURES], 1).to(device)?;
-            return Ok((format!("MLP at batch {batch}"), Box::new(move |x| mlp.forward(x)), x));
+            let mlp = Mlp::new(0, device)?.to_dtype(dtype)?;
+            let x = Tensor::randn_dtype(&[batch, MLP_FEATURES], 1, dtype).to(device)?;
+            return Ok((format!("MLP at batch {batch} in {dtype}"), Box::new(move |x| mlp.forward(x)), x));
         }
         (Model::Block, Device::Cpu) => BlockShape { seq: BlockShape::SMALL.seq / 4, ..BlockShape::SMALL },
         (Model::Block | Model::SmallBlock, _) => BlockShape::SMALL,
         (Model::LargeBlock, _) => BlockShape::LARGE,
     };
-    let block = Block::new(shape, 0, device)?;
-    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1).to(device)?;
-    Ok((format!("naive block {}", shape.label()), Box::new(move |x| block.naive_forward(x)), x))
+    let block = Block::new(shape, 0, device)?.to_dtype(dtype)?;
+    let x = Tensor::randn_dtype(&[shape.batch, shape.seq, shape.d_model], 1, dtype).to(device)?;
+    Ok((format!("naive block {} in {dtype}", shape.label()), Box::new(move |x| block.naive_forward(x)), x))
 }

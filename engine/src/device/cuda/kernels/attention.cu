@@ -535,12 +535,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_tc_hd128(c
 #define HALF_WARPS 8
 #define HALF_THREADS (32 * HALF_WARPS)
 
-// Starts an asynchronous 16-byte copy from global to shared memory. Only `bytes` (0 to 16) are
-// read from `src`; the rest of the 16 are zero filled, so a copy past the end of a tensor reads
-// nothing and leaves zeros. `.cg` caches in L2 only: each tile is read once per block.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-    const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+// Starts an asynchronous 16-byte copy from global memory to the shared-window address `to`. Only
+// `bytes` (0 to 16) are read from `src`; the rest of the 16 are zero filled, so a copy past the
+// end of a tensor reads nothing and leaves zeros. `.cg` caches in L2 only: each tile is read once
+// per block.
+__device__ __forceinline__ void cp_async16_to(unsigned to, const void* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(bytes));
+}
+
+// The same, to a generic pointer into shared memory.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+    cp_async16_to((unsigned)__cvta_generic_to_shared(dst), src, bytes);
 }
 
 // Closes the group of the copies this thread started since the last commit (a group may be empty).
@@ -848,18 +853,25 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd128(cons
 __device__ __forceinline__ int swizzled(int row, int piece) { return row * WG_ROW_BYTES + ((piece ^ (row & 7)) << 4); }
 
 // Starts copying rows row0 .. row0 + ROWS - 1 (64 contiguous 16-bit elements each, `row_stride`
-// apart) into the swizzled tile `dst`, zero filled past `rows`, THREADS threads sharing the
-// pieces; the caller commits and waits.
+// apart) into the swizzled tile `dst`, zero filled from `rows` on, THREADS_ threads sharing the
+// tile's 8 x ROWS 16-byte pieces; the caller commits and waits. A thread copies the same piece of
+// rows STEP apart, which share one swizzle: its addresses are worked out once and then stepped,
+// and only a tile that crosses `rows` checks each row. (Working every piece's addresses out afresh
+// had cost as many instructions a tile as the softmax.)
 template <int ROWS, int THREADS_>
 __device__ __forceinline__ void wg_tile_start(unsigned char* dst, const unsigned short* src, i64 row_stride, int row0,
                                               int rows) {
+    static_assert(THREADS_ % 64 == 0 && ROWS % (THREADS_ / 8) == 0, "every thread copies as many pieces");
+    constexpr int STEP = THREADS_ / 8;
+    const int row = threadIdx.x >> 3, piece = threadIdx.x & 7;
+    const unsigned to = (unsigned)__cvta_generic_to_shared(dst) + swizzled(row, piece);
+    const unsigned short* from = src + (i64)(row0 + row) * row_stride + piece * 8;
+    const bool whole = row0 + ROWS <= rows;
 #pragma unroll
-    for (int i = 0; i < (ROWS * 8 + THREADS_ - 1) / THREADS_; i++) {
-        const int idx = threadIdx.x + i * THREADS_, r = idx >> 3, piece = idx & 7;
-        if (ROWS * 8 % THREADS_ != 0 && idx >= ROWS * 8) break;
-        const bool valid = row0 + r < rows;
-        const unsigned short* from = valid ? src + (i64)(row0 + r) * row_stride + piece * 8 : src;
-        cp_async16(dst + swizzled(r, piece), from, valid ? 16 : 0);
+    for (int i = 0; i < ROWS / STEP; i++) {
+        const bool valid = whole || row0 + row + i * STEP < rows;
+        cp_async16_to(to + i * STEP * WG_ROW_BYTES, valid ? from : src, valid ? 16 : 0);
+        from += STEP * row_stride;
     }
 }
 
