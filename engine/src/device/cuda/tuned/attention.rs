@@ -37,11 +37,12 @@ const VARIANTS: [(usize, usize); 3] = [(32, 8), (64, 8), (128, 4)];
 const TC_QUERIES: usize = 64;
 
 /// The Hopper kernel (`flash_attention_wgmma_*`): one warpgroup of 128 threads owns 64 queries;
-/// shared memory holds q's 64 rows and two k and v tiles of 64 rows, rows of 64 16-bit elements,
-/// plus 1 KiB to start them on a 1024-byte boundary.
+/// shared memory holds q's 64 rows and two k and v tiles of `WGMMA_KEYS` rows, rows of 64 16-bit
+/// elements, plus 1 KiB to start them on a 1024-byte boundary.
 const WGMMA_THREADS: u32 = 128;
 const WGMMA_QUERIES: usize = 64;
-const WGMMA_SHARED: usize = (WGMMA_QUERIES + 2 * 2 * KEY_TILE) * 64 * 2 + 1024;
+const WGMMA_KEYS: usize = 128;
+const WGMMA_SHARED: usize = (WGMMA_QUERIES + 2 * 2 * WGMMA_KEYS) * 64 * 2 + 1024;
 
 /// How one attention kernel is launched.
 struct KernelChoice {
