@@ -829,10 +829,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) flash_attention_hd128(cons
 // bf16 and f16 on Hopper's warpgroup MMA (`wgmma`, compute capability 9.0, compiled for sm_90a)
 //
 // The same online softmax as `flash_attention_half`, with the products on the tensor cores' Hopper
-// instructions. A warpgroup (4 warps, 128 threads) issues one `wgmma.mma_async` for a 64 x 64 x 16
-// product: it reads B, and here also A for the scores, straight from shared memory, and runs
-// asynchronously while the warps go on until `wgmma.wait_group`. Each warpgroup owns 64 queries;
-// a block of GROUPS warpgroups shares the k and v tiles.
+// instructions. A warpgroup (4 warps, 128 threads) issues one `wgmma.mma_async` for a 64 x N x 16
+// product (N = 128 keys for the scores, 64 head-dim columns for the output): it reads B, and here
+// also A for the scores, straight from shared memory, and runs asynchronously while the warps go
+// on until `wgmma.wait_group`. Each warpgroup owns 64 queries; a block of GROUPS warpgroups shares
+// the k and v tiles.
 //
 // The tensor cores read shared memory through a descriptor (start address, the stride between
 // groups of 8 rows, and a swizzle mode), so tiles are laid out as they expect: rows of 64 16-bit
