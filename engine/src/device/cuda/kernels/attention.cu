@@ -901,27 +901,12 @@ __device__ __forceinline__ void wg_hold(float (&d)[N]) {
 #define WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define WG_OUT "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 
+#define WG_KEYS 128  // keys a tile
 #define WG_D128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define WG_OUT128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// d (+)= a b for a 64 x 64 x 16 product with both operands in shared memory (descriptors);
-// `accumulate` 0 overwrites d.
-template <bool BF16>
-__device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) {
-    if (BF16) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : WG_OUT
-                     : "l"(a), "l"(b), "r"(accumulate));
-    } else {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : WG_OUT
-                     : "l"(a), "l"(b), "r"(accumulate));
-    }
-}
-
-// The same for a 64 x 128 x 16 product: 128 keys of scores at once.
+// d (+)= a b for a 64 x 128 x 16 product with both operands in shared memory (descriptors): a
+// tile's 128 keys of scores at once; `accumulate` 0 overwrites d.
 template <bool BF16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
     if (BF16) {
@@ -952,11 +937,12 @@ __device__ __forceinline__ void wgmma_rs_trans(float (&d)[32], const unsigned (&
     }
 }
 
-// Starts S = q k^T for one tile (q's 64 rows of this warpgroup, 2 NS keys): four 16-element steps
-// of the head dim, each moving both descriptors 32 bytes. s[4 t + e] is the score of row
+// Starts S = q k^T for one tile (q's 64 rows of this warpgroup, WG_KEYS keys): four 16-element
+// steps of the head dim, each moving both descriptors 32 bytes. s[4 t + e] is the score of row
 // g + 8 (e / 2) of the warp's 16 and key 8 t + 2 q4 + e % 2 of the tile.
-template <bool BF16, int NS>
-__device__ __forceinline__ void wg_scores(float (&s)[NS], unsigned long long q_desc, unsigned long long k_desc) {
+template <bool BF16>
+__device__ __forceinline__ void wg_scores(float (&s)[WG_KEYS / 2], unsigned long long q_desc,
+                                          unsigned long long k_desc) {
 #pragma unroll
     for (int d = 0; d < 4; d++) wgmma_ss<BF16>(s, q_desc + 2 * d, k_desc + 2 * d, d);
 }
@@ -964,9 +950,10 @@ __device__ __forceinline__ void wg_scores(float (&s)[NS], unsigned long long q_d
 // One tile's step of the online softmax on this thread's scores `s` (rows `first` and first + 8,
 // keys key0 + 8 t + e % 2): masks them unless the tile is `whole`, replaces them by the
 // probabilities exp2(score - m), and updates the running maxima `m`, sums `l` and output `o`.
-template <int NS>
-__device__ __forceinline__ void wg_softmax(const AttnParams& p, const void* mask, float (&s)[NS], float (&m)[2],
-                                           float (&l)[2], float (&o)[32], bool whole, int first, int key0) {
+__device__ __forceinline__ void wg_softmax(const AttnParams& p, const void* mask, float (&s)[WG_KEYS / 2],
+                                           float (&m)[2], float (&l)[2], float (&o)[32], bool whole, int first,
+                                           int key0) {
+    constexpr int NS = WG_KEYS / 2;  // this thread's scores of the tile
     const float mul = whole ? p.scale_log2 : 1.0f;
     if (!whole) {
 #pragma unroll
@@ -1005,12 +992,12 @@ __device__ __forceinline__ void wg_softmax(const AttnParams& p, const void* mask
 }
 
 // Head dim 64 (q, k and v rows of exactly 64 contiguous, 16-byte aligned elements: the host side
-// checks), GROUPS warpgroups of 64 queries, keys KEYS (64 or 128) at a time in STAGES buffers of
-// k and v.
-template <bool BF16, int GROUPS, int KEYS, int STAGES>
+// checks), GROUPS warpgroups of 64 queries, keys WG_KEYS at a time in STAGES buffers of k and v.
+template <bool BF16, int GROUPS, int STAGES>
 __device__ void flash_attention_wgmma(const AttnParams& p) {
     constexpr int THREADS_ = 128 * GROUPS;
     constexpr int BR = 64 * GROUPS;            // queries per block
+    constexpr int KEYS = WG_KEYS;              // keys per tile
     constexpr int TILE = KEYS * WG_ROW_BYTES;  // bytes of a k or a v tile
     extern __shared__ float4 shared4[];
     // The tiles start on a 1024-byte boundary of the shared window (the host asks for 1 KiB more).
@@ -1114,8 +1101,8 @@ __device__ void flash_attention_wgmma(const AttnParams& p) {
 // share a multiprocessor, so that while one warpgroup waits for its products or its copies,
 // others take their softmax. Tiles of 64 keys (five blocks a multiprocessor, 96 registers) ran 3
 // to 5% slower on an H100 (bench/NOTES-precision.md compares the shapes tried). The host side
-// (tuned/attention.rs) launches these on compute capability 9.0 only, with `WGMMA_KEYS` keys a
-// tile.
-extern "C" __global__ void __launch_bounds__(128, 3) flash_attention_wgmma_bf16_hd64(const AttnParams p) { flash_attention_wgmma<true, 1, 128, 2>(p); }
-extern "C" __global__ void __launch_bounds__(128, 3) flash_attention_wgmma_f16_hd64(const AttnParams p) { flash_attention_wgmma<false, 1, 128, 2>(p); }
+// (tuned/attention.rs) launches these on compute capability 9.0 only and sizes their shared
+// memory for `WGMMA_KEYS`, which must equal WG_KEYS.
+extern "C" __global__ void __launch_bounds__(128, 3) flash_attention_wgmma_bf16_hd64(const AttnParams p) { flash_attention_wgmma<true, 1, 2>(p); }
+extern "C" __global__ void __launch_bounds__(128, 3) flash_attention_wgmma_f16_hd64(const AttnParams p) { flash_attention_wgmma<false, 1, 2>(p); }
 #endif
