@@ -112,6 +112,15 @@ impl Layout {
         true
     }
 
+    /// The dims from the largest stride to the smallest (ties in dim order): the order in which
+    /// memory holds them, PyTorch's stride order. A layout dense in that order is the dense
+    /// layout of `shape` permuted by it.
+    pub fn memory_order(&self) -> Vec<usize> {
+        let mut dims: Vec<usize> = (0..self.shape.len()).collect();
+        dims.sort_by_key(|&d| std::cmp::Reverse(self.strides[d]));
+        dims
+    }
+
     /// The layout with dimensions reordered: output dimension `i` is input dimension `dims[i]`.
     /// `dims` must be a permutation (checked by the op before calling this).
     pub fn permute(&self, dims: &[usize]) -> Layout {

@@ -14,7 +14,7 @@ mod example;
 use common::gpu;
 use common::reference::RefTensor;
 use engine::backends::Inductor;
-use engine::{AttnMask, Device, Error, Result, Tensor, dynamo, logs};
+use engine::{AttnMask, DType, Device, Error, Result, Tensor, dynamo, logs};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
@@ -331,6 +331,51 @@ fn a_match_whose_scores_are_read_elsewhere_is_left_alone() {
     .backend(inductor.clone());
     compiled.call((&q, &k, &v)).unwrap();
     assert!(!inductor.output_codes()[0].to_string().contains("flash_attention"));
+}
+
+/// Heads split from one projection `[batch, len, heads * width]` as a model splits them.
+fn heads_of(x: &Tensor, heads: usize) -> Tensor {
+    let [batch, len, wide] = x.shape()[..] else { panic!("a [batch, len, width] projection") };
+    x.reshape(&[batch, len, heads, wide / heads]).and_then(|t| t.transpose(1, 2)).unwrap()
+}
+
+#[test]
+fn compiled_attention_writes_q_layout_so_merging_heads_copies_nothing() {
+    // Value widths 64 (the Hopper kernel's, in bf16) and 40 (the mma.sync and float32 kernels'),
+    // causal and not, in float32 and bf16: the output comes back merged into rows.
+    for device in [Some(Device::Cpu), gpu()].into_iter().flatten() {
+        for (dtype, width, causal) in
+            [(DType::F32, 64, false), (DType::BF16, 64, false), (DType::BF16, 64, true), (DType::BF16, 40, false)]
+        {
+            let (batch, len, heads) = (2, 67, 3);
+            let on =
+                |seed| Tensor::randn(&[batch, len, heads * width], seed).to_dtype(dtype).unwrap().to(device).unwrap();
+            let (q, k, v) = (on(1), on(2), on(3));
+            let attend = move |(q, k, v): (Tensor, Tensor, Tensor)| {
+                let out = heads_of(&q, heads).scaled_dot_product_attention(
+                    &heads_of(&k, heads),
+                    &heads_of(&v, heads),
+                    None,
+                    causal,
+                    None,
+                )?;
+                out.transpose(1, 2)?.contiguous()?.reshape(&[batch, len, heads * width])
+            };
+            let inductor = Inductor::default();
+            let got = dynamo::compile(attend).backend(inductor.clone()).call((&q, &k, &v)).unwrap();
+            let output_code = &inductor.output_codes()[0];
+            let code = output_code.to_string();
+            let case = format!("{dtype} width {width} causal {causal} on {device}");
+            assert!(code.contains("extern_kernels::flash_attention("), "{case}:\n{code}");
+            assert!(code.contains("out = buf0.as_strided("), "{case}: the output is not in q's layout:\n{code}");
+            assert!(output_code.kernel_names().is_empty(), "{case}: a kernel copies the heads back:\n{code}");
+            let want = attend((q.clone(), k.clone(), v.clone())).unwrap();
+            let tolerance = if dtype == DType::F32 { 1e-4 } else { 2e-2 };
+            for (g, w) in got.to_vec().unwrap().iter().zip(&want.to_vec().unwrap()) {
+                assert!((g - w).abs() <= tolerance + tolerance * w.abs(), "{case}: {g} vs {w}");
+            }
+        }
+    }
 }
 
 #[test]

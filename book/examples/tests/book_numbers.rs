@@ -524,3 +524,37 @@ fn the_bias_attention_reads_folds_as_the_modes_page_says() -> Result<()> {
     assert!(code.kernel_names().is_empty(), "the bias add stayed a kernel:\n{code}");
     Ok(())
 }
+
+/// The precision page says attention's output takes q's layout so that merging the heads is a
+/// view, and that generated kernels divide as Triton's `/` while the library's divide exactly:
+/// the block's CUDA output code has no kernel between attention and the output projection, and
+/// NVRTC's options for the two kinds of source differ by that flag alone.
+#[test]
+fn the_block_s_attention_and_divisions_are_built_as_the_precision_page_says() -> Result<()> {
+    use engine::device::cuda::{DTYPES, eager_source, nvrtc};
+    use workbook_models::phase5::{Block, BlockShape};
+    let page = page_text("phase5/precision.md");
+    for phrase in [
+        "now the lowering gives attention's output the stride order of q, so merging the heads is a view",
+        "generated kernels are now built with `--prec-div=false`",
+        "the library's own kernels keep exact division",
+    ] {
+        assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
+    }
+    let shape = BlockShape::SMALL;
+    let block = Block::new(shape, 0, engine::Device::Cpu)?;
+    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1);
+    let traced = engine::fx::trace(&[x], |x| Ok(vec![block.naive_forward(&x[0])?]))?;
+    let code = engine::inductor::generate(&traced.graph, engine::Device::Cuda(0), &Config::default())?.to_string();
+    let attention = code.lines().position(|l| l.contains("extern_kernels::flash_attention(")).expect("attention");
+    let next = &code.lines().skip(attention + 1).find(|l| l.contains("extern_kernels::") || l.contains("xnumel = "));
+    assert!(
+        next.is_some_and(|l| l.contains("extern_kernels::matmul(")),
+        "the output projection reads attention's output with no kernel between:\n{code}"
+    );
+    let library = nvrtc::options("sm_90", &eager_source("cat").expect("a family"));
+    let generated = nvrtc::options("sm_90", &format!("{DTYPES}\nextern \"C\" __global__ void k() {{}}\n"));
+    let added: Vec<&String> = generated.iter().filter(|o| !library.contains(o)).collect();
+    assert_eq!(added, ["--prec-div=false"], "generated code's options add exactly the division flag");
+    Ok(())
+}

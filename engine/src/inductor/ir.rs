@@ -184,6 +184,10 @@ pub enum NodeBody {
         op: Op,
         /// Its tensor operands, read in place through their views.
         inputs: Vec<View>,
+        /// The strides it writes its output with into the node's buffer: dense in row-major order
+        /// but for attention, whose output follows q's layout (see `lowering::attention_strides`),
+        /// as Inductor takes a fallback kernel's output strides from the op's meta function.
+        out_strides: Vec<usize>,
     },
     /// An op Inductor does not lower (`cond`), run by the eager dispatcher on its operands, as
     /// Inductor falls back to ATen for ops it has no lowering for.

@@ -264,7 +264,7 @@ impl Lowering<'_> {
                 let inputs: Vec<(NodeId, View)> =
                     node.inputs().map(|input| (input, self.value(input).clone())).collect();
                 // `cat` joins operands of one dtype: others are converted first, as eager does.
-                let inputs = inputs
+                let inputs: Vec<View> = inputs
                     .into_iter()
                     .map(|(input, view)| {
                         let from = self.graph.node(input).meta.dtype;
@@ -275,8 +275,13 @@ impl Lowering<'_> {
                         }
                     })
                     .collect();
-                let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs };
-                self.push(id, op, shape, body)
+                let out_strides = match op {
+                    Op::ScaledDotProductAttention { .. } => attention_strides(&inputs[0].layout, &shape),
+                    _ => contiguous_strides(&shape),
+                };
+                let layout = Layout::new(shape.clone(), out_strides.clone(), 0);
+                let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs, out_strides };
+                View { layout, ..self.push(id, op, shape, body) }
             }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {
                 let v = source()?;
@@ -348,6 +353,22 @@ pub(crate) fn extern_kernel(op: &Op) -> Option<&'static str> {
         Op::ScaledDotProductAttentionBackward { .. } => Some("flash_attention_backward"),
         _ => None,
     }
+}
+
+/// The strides attention's output of `shape` (`[batch, heads, queries, value_dim]`) is written
+/// with when its query is `q`: when q's heads sit inside its rows (`[batch, queries, heads, dim]`
+/// in memory, the layout of a projection split into heads by a reshape and a transpose), the
+/// output takes that layout too, so that transposing the heads back and merging them, as the
+/// output projection reads them, is a view rather than a copy. Any other q gives a dense output.
+/// PyTorch's cuDNN attention allocates its output to match q's layout the same way.
+fn attention_strides(q: &Layout, shape: &[usize]) -> Vec<usize> {
+    let s = q.strides();
+    let rows_hold_heads = shape.len() == 4 && shape[1] > 1 && shape[2] > 1 && s[3] == 1 && s[1] < s[2];
+    if !rows_hold_heads {
+        return contiguous_strides(shape);
+    }
+    let (heads, queries, dim) = (shape[1], shape[2], shape[3]);
+    vec![queries * heads * dim, dim, heads * dim, 1]
 }
 
 /// Whether `op` lowers to a node that reads its operands from memory as they are, never into a

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use cudarc::nvrtc::{result, sys};
 
 use super::probe::probe;
+use super::source::LIBRARY_MARK;
 use crate::codecache::{DiskCache, cache_key};
 use crate::compile_time::{self, Stage};
 use crate::error::{Error, Result};
@@ -25,10 +26,25 @@ pub struct Cubin {
     pub compiled: bool,
 }
 
-/// The NVRTC options every kernel is built with, for architecture `arch` (`sm_90`).
-pub fn options(arch: &str) -> Vec<String> {
+/// The NVRTC options `source` is built with for architecture `arch` (`sm_90`). Generated code
+/// divides as Triton compiles Inductor's `a / b`, with `div.full.f32` (within 2 ulp, a few
+/// instructions: `--prec-div=false`); the library's own kernels (an [`eager family`](is_library))
+/// divide exactly, as nvcc builds ATen's CUDA kernels by default. Either way the CUDA C is the same:
+/// the difference is in the build, as it is between Triton and nvcc.
+pub fn options(arch: &str, source: &str) -> Vec<String> {
     // Line info lets profilers map SASS back to the CUDA C; it does not change the code.
-    vec![format!("--gpu-architecture={}", target(arch)), "--std=c++17".into(), "--generate-line-info".into()]
+    let mut options =
+        vec![format!("--gpu-architecture={}", target(arch)), "--std=c++17".into(), "--generate-line-info".into()];
+    if !is_library(source) {
+        options.push("--prec-div=false".into());
+    }
+    options
+}
+
+/// Whether `source` is one of the library's kernel families (whose first line names it, see
+/// `source::eager_source`) rather than code Inductor generated.
+fn is_library(source: &str) -> bool {
+    source.starts_with(LIBRARY_MARK)
 }
 
 /// The NVRTC target for a device of architecture `arch`: Hopper (`sm_90`) is built as `sm_90a`,
@@ -46,7 +62,7 @@ pub fn compile_cubin(source: &str, arch: &str) -> Result<Cubin> {
 
 /// Like [`compile_cubin`] with an explicit cache directory.
 pub fn compile_cubin_in(cache: &DiskCache, source: &str, arch: &str) -> Result<Cubin> {
-    let options = options(arch);
+    let options = options(arch, source);
     let key = cubin_key(source, arch)?;
     let what = || format!("{} for {arch} ({key:.12}.cubin)", kernel_names(source));
     let built = compile_time::timed_cached(
@@ -76,7 +92,7 @@ fn cubin_key(source: &str, arch: &str) -> Result<String> {
         Ok((major, minor)) => format!("{major}.{minor}"),
         Err(reason) => return Err(Error::Compile { tool: "nvrtc".into(), message: reason.clone() }),
     };
-    let options = options(arch);
+    let options = options(arch, source);
     Ok(cache_key(&[source.as_bytes(), arch.as_bytes(), options.join(" ").as_bytes(), version.as_bytes()]))
 }
 
@@ -172,8 +188,8 @@ fn run_nvrtc(source: &str, options: &[String]) -> Result<Vec<u8>> {
 /// nothing of it).
 fn kernel_names(source: &str) -> String {
     let first = source.lines().next().unwrap_or("");
-    if let Some(family) = first.strip_prefix("// ").filter(|l| l.starts_with("Eager kernel family")) {
-        return family.trim_end_matches('.').to_string();
+    if is_library(first) {
+        return first.trim_start_matches("// ").trim_end_matches('.').to_string();
     }
     let names: Vec<&str> = source
         .lines()
@@ -206,7 +222,16 @@ mod tests {
         assert_eq!(super::target("sm_90"), "sm_90a");
         assert_eq!(super::target("sm_80"), "sm_80");
         assert_eq!(super::target("sm_100"), "sm_100");
-        assert!(super::options("sm_90").contains(&"--gpu-architecture=sm_90a".to_string()));
+        assert!(super::options("sm_90", "").contains(&"--gpu-architecture=sm_90a".to_string()));
+    }
+
+    #[test]
+    fn generated_code_divides_as_triton_and_the_library_exactly() {
+        let fast = "--prec-div=false".to_string();
+        let family = crate::device::cuda::source::eager_source("cat").expect("a family");
+        assert!(!super::options("sm_90", &family).contains(&fast));
+        let generated = format!("{}\nextern \"C\" __global__ void k() {{}}\n", crate::device::cuda::source::DTYPES);
+        assert!(super::options("sm_90", &generated).contains(&fast));
     }
 
     #[test]

@@ -19,6 +19,9 @@ use crate::dtype::DType;
 use crate::op::CustomOp;
 use crate::op::{BinaryOp, UnaryOp};
 
+/// How an eager kernel family's source begins (NVRTC builds these as the library's kernels).
+pub(crate) const LIBRARY_MARK: &str = "// Eager kernel family";
+
 /// The kernel families of `kernels/eager.cu` that are not one pointwise op.
 const OTHER_FAMILIES: [&str; 5] = ["where", "copy", "reduce", "softmax", "layer_norm"];
 
@@ -125,7 +128,7 @@ pub fn eager_source(family: &str) -> Option<String> {
         _ => None,
     };
     if let Some(files) = files {
-        return Some(format!("// Eager kernel family `{family}`.\n{}", files.concat()));
+        return Some(format!("{LIBRARY_MARK} `{family}`.\n{}", files.concat()));
     }
     let (template, instance) = Instance::split(family);
     if !Instance::of_family(template).any(|i| i == instance) {
@@ -145,8 +148,7 @@ pub fn eager_source(family: &str) -> Option<String> {
             _ => return None,
         }
     };
-    let mut source =
-        format!("// Eager kernel family `{family}`, generated from the op catalogue (engine/src/op/mod.rs).\n");
+    let mut source = format!("{LIBRARY_MARK} `{family}`, generated from the op catalogue (engine/src/op/mod.rs).\n");
     writeln!(source, "#define MAX_DIMS {MAX_DIMS}\n{selection}{}", instance.define()).unwrap();
     source.push_str(DTYPES);
     source.push_str(include_str!("kernels/eager.cu"));

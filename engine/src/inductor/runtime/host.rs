@@ -264,7 +264,7 @@ impl<K: HostKernel> Program for HostProgram<K> {
                         location: SourceLocation::caller(),
                     });
                 }
-                Run::ExternKernel { op, inputs, out, shape } => {
+                Run::ExternKernel { op, inputs, out, shape, out_strides } => {
                     let views: Vec<(&HostBuffer, Layout)> =
                         inputs.iter().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots)).collect();
                     let inputs: Vec<cpu::Input> =
@@ -274,7 +274,8 @@ impl<K: HostKernel> Program for HostProgram<K> {
                     });
                     let dtype = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use").dtype();
                     let value = cpu::execute(op, &inputs, shape, dtype);
-                    slots[self.schedule.slot(*out)] = Some(value);
+                    let layout = Layout::new(shape.clone(), out_strides.clone(), 0);
+                    slots[self.schedule.slot(*out)] = Some(in_memory_order(value, &layout));
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value = run_fallback(op, args, *location, |view| {
@@ -298,4 +299,15 @@ impl<K: HostKernel> Program for HostProgram<K> {
         }
         Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cpu))
     }
+}
+
+/// `value`, dense, as the memory of `layout` holds it: `layout` is dense in the order of its
+/// strides (attention's output in q's layout), so its memory is the dense copy of `value` seen in
+/// that order. A row-major layout holds `value` itself.
+fn in_memory_order(value: HostBuffer, layout: &Layout) -> HostBuffer {
+    if layout.is_contiguous() {
+        return value;
+    }
+    let seen = Layout::contiguous(layout.shape()).permute(&layout.memory_order());
+    cpu::execute(&Op::Contiguous, &[cpu::Input::Tensor { buffer: &value, layout: &seen }], seen.shape(), value.dtype())
 }

@@ -80,13 +80,15 @@ pub(crate) enum Run<K> {
     Kernel { kernel: K, args: Vec<BufferName>, xnumel: i64 },
     /// The library matmul of two views into node `out`'s buffer, with its epilogue.
     Matmul { a: View, b: View, epilogue: Epilogue, out: IrId, shape: Vec<usize> },
-    /// A device kernel of the eager layer run on views into node `out`'s buffer.
+    /// A device kernel of the eager layer run on views into node `out`'s buffer, which it writes
+    /// as `shape` with `out_strides`.
     ExternKernel {
         #[serde(with = "crate::fx::export::op_serde")]
         op: Op,
         inputs: Vec<View>,
         out: IrId,
         shape: Vec<usize>,
+        out_strides: Vec<usize>,
     },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
     Fallback {
@@ -159,7 +161,9 @@ impl Schedule<KernelSpec> {
                     }
                     Run::Alloc { slot, len, dtype } => Run::Alloc { slot, len, dtype },
                     Run::Matmul { a, b, epilogue, out, shape } => Run::Matmul { a, b, epilogue, out, shape },
-                    Run::ExternKernel { op, inputs, out, shape } => Run::ExternKernel { op, inputs, out, shape },
+                    Run::ExternKernel { op, inputs, out, shape, out_strides } => {
+                        Run::ExternKernel { op, inputs, out, shape, out_strides }
+                    }
                     Run::Fallback { op, args, out, location } => Run::Fallback { op, args, out, location },
                 })
             })
@@ -214,9 +218,13 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
                         out: *node,
                         shape: n.shape.clone(),
                     },
-                    NodeBody::ExternKernel { op, inputs, .. } => {
-                        Run::ExternKernel { op: op.clone(), inputs: inputs.clone(), out: *node, shape: n.shape.clone() }
-                    }
+                    NodeBody::ExternKernel { op, inputs, out_strides, .. } => Run::ExternKernel {
+                        op: op.clone(),
+                        inputs: inputs.clone(),
+                        out: *node,
+                        shape: n.shape.clone(),
+                        out_strides: out_strides.clone(),
+                    },
                     NodeBody::Fallback { op, args } => Run::Fallback {
                         op: op.clone(),
                         args: args.clone(),

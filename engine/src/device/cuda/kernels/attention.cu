@@ -49,7 +49,7 @@ struct AttnOperand {
 
 struct AttnParams {
     AttnOperand q, k, v, mask;
-    void* out;   // dense [batch, q_len, value_dim], of q's dtype
+    AttnOperand out;  // [batch, q_len, value_dim] of q's dtype, columns adjacent (col_stride 1)
     i64 inner;   // the size that n % inner refers to (the heads)
     int q_len, kv_len, head_dim, value_dim;
     float scale_log2;  // scale * log2(e): exponentials are taken as exp2
@@ -61,6 +61,12 @@ struct AttnParams {
 // Where batch entry `n` of an operand starts, in elements.
 __device__ __forceinline__ i64 batch_offset(const AttnOperand& a, i64 n, i64 inner) {
     return (n / inner) * a.outer_stride + (n % inner) * a.inner_stride;
+}
+
+// Where row `row` of batch entry `n` of the output starts, in elements: rows of one entry need
+// not be adjacent (an output in q's layout, [batch, q_len, heads, value_dim] in memory).
+__device__ __forceinline__ i64 out_row(const AttnParams& p, i64 n, int row) {
+    return batch_offset(p.out, n, p.inner) + row * p.out.row_stride;
 }
 
 template <typename T>
@@ -300,7 +306,7 @@ __device__ void flash_attention(const AttnParams& p) {
         const int row = q0 + ty * RT + i;
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[i];
-        real* out = reinterpret_cast<real*>(p.out) + (n * p.q_len + row) * (i64)p.value_dim;
+        real* out = reinterpret_cast<real*>(const_cast<void*>(p.out.ptr)) + out_row(p, n, row);
 #pragma unroll
         for (int c = 0; c < OC; ++c) {
             const int col = column(tx, c);
@@ -472,7 +478,7 @@ __device__ void flash_attention_tc(const AttnParams& p) {
         const int row = q0 + warp * 16 + g + 8 * h;
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[h];
-        real* out = reinterpret_cast<real*>(p.out) + (n * p.q_len + row) * (i64)p.value_dim;
+        real* out = reinterpret_cast<real*>(const_cast<void*>(p.out.ptr)) + out_row(p, n, row);
 #pragma unroll
         for (int c = 0; c < OT; c++) {
 #pragma unroll
@@ -793,7 +799,7 @@ __device__ void flash_attention_half(const AttnParams& p) {
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[h];
         void* out = const_cast<void*>(
-            element_ptr(p.out, BF16 ? DTYPE_BF16 : DTYPE_F16, (n * p.q_len + row) * (i64)p.value_dim));
+            element_ptr(p.out.ptr, BF16 ? DTYPE_BF16 : DTYPE_F16, out_row(p, n, row)));
 #pragma unroll
         for (int c = 0; c < OT; c++) {
 #pragma unroll
@@ -1086,7 +1092,7 @@ __device__ void flash_attention_wgmma(const AttnParams& p) {
         if (row >= p.q_len) continue;
         const float inv = 1.0f / l[h];
         void* out = const_cast<void*>(
-            element_ptr(p.out, BF16 ? DTYPE_BF16 : DTYPE_F16, (n * p.q_len + row) * (i64)p.value_dim));
+            element_ptr(p.out.ptr, BF16 ? DTYPE_BF16 : DTYPE_F16, out_row(p, n, row)));
 #pragma unroll
         for (int c = 0; c < 8; c++) {
             const int col = c * 8 + 2 * q4;

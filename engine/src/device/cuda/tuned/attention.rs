@@ -1,7 +1,8 @@
 //! Launching the flash-attention kernels (`kernels/attention.cu`), the analogue of the
 //! `_flash_attention_forward` launcher behind PyTorch's `scaled_dot_product_attention`: q, k, v
 //! and the mask are read in place through their strides (a head split by a reshape and a
-//! transpose costs no copy), the output is a fresh dense buffer of q's dtype. Float32 runs on the
+//! transpose costs no copy), the output is written through strides too (compiled code's planned
+//! buffer in q's layout, see `inductor::lowering`), eagerly a fresh dense buffer of q's dtype. Float32 runs on the
 //! SIMT kernel or, from compute capability 8.0, on TF32x3 tensor cores; bf16 and f16 on the
 //! 16-bit tensor cores (`mma.m16n8k16`) from 8.0, with Hopper's warpgroup MMA (`wgmma`) on 9.0
 //! for head dim 64, and before 8.0 through the plain kernels' float32 math path.
@@ -17,7 +18,7 @@ use crate::device::cuda::error::CudaError;
 use crate::device::cuda::params::dtype_code;
 use crate::device::cuda::pointwise::Dense;
 use crate::device::cuda::{Input, Plain};
-use crate::device::provider::composed_attention;
+use crate::device::provider::{DeviceKernels, composed_attention};
 use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::op::{AttentionMask, AttentionParams, AttentionSizes};
@@ -101,7 +102,7 @@ struct AttnParams {
     k: AttnOperand,
     v: AttnOperand,
     mask: AttnOperand,
-    out: u64,
+    out: AttnOperand,
     inner: i64,
     q_len: i32,
     kv_len: i32,
@@ -175,16 +176,35 @@ pub(super) fn attention(
         return composed_attention(&Plain(device), inputs, params);
     }
     let out = CudaBuffer::alloc_of(device, dtype, sizes.batch * sizes.q_len * sizes.value_dim)?;
-    attention_into(device, inputs, params, &out)?;
+    let shape = [&q[..q.len() - 1], &[sizes.value_dim]].concat();
+    attention_into(device, inputs, params, &out, &Layout::contiguous(&shape))?;
     Ok(out)
 }
 
+/// `value`, dense, written into `out` through `out_layout`, which is dense in the order of its
+/// strides: the dense copy of `value` seen in that order is what the memory holds.
+fn write_in_layout(
+    device: &Arc<CudaDevice>,
+    value: &CudaBuffer,
+    out: &CudaBuffer,
+    out_layout: &Layout,
+) -> Result<(), CudaError> {
+    if out_layout.is_contiguous() {
+        return out.write_from(out_layout.offset(), value, 0, value.len());
+    }
+    let order = out_layout.memory_order();
+    let seen = Layout::contiguous(out_layout.shape()).permute(&order);
+    let memory = device.copy(Input::Tensor { buffer: value, layout: &seen }, seen.shape(), value.dtype())?;
+    out.write_from(out_layout.offset(), &memory, 0, memory.len())
+}
+
 /// Whether the Hopper kernel runs this attention: a device of compute capability 9.0 (the
-/// kernel's `wgmma` exists there alone), 16-bit operands, q, k and v rows of exactly 64
+/// kernel's `wgmma` exists there alone), 16-bit operands, q, k, v and output rows of exactly 64
 /// contiguous elements, and every row of every batch entry starting on a 16-byte boundary (the
-/// kernel copies rows in 16-byte pieces into the tensor cores' swizzled layout). Any other
+/// kernel copies rows in 16-byte pieces into the tensor cores' swizzled layout, and writes the
+/// output two elements at a time). Any other
 /// attention takes the `mma.sync` kernel, which reads any strides.
-fn takes_wgmma(device: &CudaDevice, dtype: DType, sizes: &AttentionSizes, operands: [&AttnOperand; 3]) -> bool {
+fn takes_wgmma(device: &CudaDevice, dtype: DType, sizes: &AttentionSizes, operands: [&AttnOperand; 4]) -> bool {
     let aligned = |a: &AttnOperand| {
         a.col_stride == 1
             && [a.row_stride, a.outer_stride, a.inner_stride].iter().all(|s| s % 8 == 0)
@@ -203,13 +223,15 @@ fn has_half_kernels(device: &CudaDevice) -> bool {
     device.facts().compute_capability.0 >= 8
 }
 
-/// [`attention`] written densely at the start of `out` (compiled code's planned buffer, which
-/// holds at least the output's elements).
+/// [`attention`] written into `out` through `out_layout` (compiled code's planned buffer, dense
+/// in some order of its dims): rows of adjacent elements, whose batch dims merge as an operand's
+/// do (see `batch_strides`).
 pub(crate) fn attention_into(
     device: &Arc<CudaDevice>,
     inputs: &[Input],
     AttentionParams { mask, causal, scale }: AttentionParams,
     out: &CudaBuffer,
+    out_layout: &Layout,
 ) -> Result<(), CudaError> {
     let (q, k, v) = (inputs[0].tensor().1.shape(), inputs[1].tensor().1.shape(), inputs[2].tensor().1.shape());
     let sizes = AttentionSizes::of(q, k, v);
@@ -218,12 +240,26 @@ pub(crate) fn attention_into(
     if len == 0 {
         return Ok(());
     }
+    let rank = q.len();
+    let out_strides = out_layout.strides();
+    let (Some((outer_stride, inner_stride)), 1) = (batch_strides(out_layout), out_strides[rank - 1]) else {
+        return Err(CudaError::new(format!(
+            "the CUDA attention kernel writes rows of adjacent elements whose batch dims merge, got strides {out_strides:?}"
+        )));
+    };
+    let out_op = AttnOperand {
+        ptr: out.ptr_at(out_layout.offset()),
+        outer_stride,
+        inner_stride,
+        row_stride: out_strides[rank - 2] as i64,
+        col_stride: 1,
+    };
     let dtype = inputs[0].tensor().0.dtype();
     if dtype.is_half() && !has_half_kernels(device) {
         // Older GPUs: the float32 math path, copied into the planned buffer.
         let params = AttentionParams { mask, causal, scale };
         let value = composed_attention(&Plain(device), inputs, params)?;
-        return out.write_prefix(&value);
+        return write_in_layout(device, &value, out, out_layout);
     }
     let widest = sizes.head_dim.max(sizes.value_dim);
     let Some(&(hd, rows)) = VARIANTS.iter().find(|&&(d, _)| d >= widest) else {
@@ -239,7 +275,6 @@ pub(crate) fn attention_into(
             sizes.q_len, sizes.kv_len, sizes.batch
         )));
     }
-    let rank = q.len();
     let mut copies = Vec::new();
     let mut view = |input: Input, last: &[usize]| operand(device, input, &[&q[..rank - 2], last].concat(), &mut copies);
     let (q_op, k_op, v_op) =
@@ -248,7 +283,7 @@ pub(crate) fn attention_into(
         None => AttnOperand::default(),
         Some(&m) => view(m, &[sizes.q_len, sizes.kv_len])?,
     };
-    let wgmma = takes_wgmma(device, dtype, &sizes, [&q_op, &k_op, &v_op]);
+    let wgmma = takes_wgmma(device, dtype, &sizes, [&q_op, &k_op, &v_op, &out_op]);
     let KernelChoice { name, block_queries, shared, threads } = kernel_for(device, hd, rows, dtype, wgmma);
     let inner = if rank >= 3 { q[rank - 3] } else { 1 };
     let params = AttnParams {
@@ -256,7 +291,7 @@ pub(crate) fn attention_into(
         k: k_op,
         v: v_op,
         mask: mask_op,
-        out: out.ptr(),
+        out: out_op,
         inner: inner.max(1) as i64,
         q_len: sizes.q_len as i32,
         kv_len: sizes.kv_len as i32,

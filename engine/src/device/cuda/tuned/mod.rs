@@ -23,6 +23,7 @@ use std::sync::Arc;
 use super::{CudaBuffer, CudaDevice, CudaError, Input, Plain, cat};
 use crate::device::provider::{KernelProvider, composed_attention_backward};
 use crate::dtype::DType;
+use crate::layout::Layout;
 use crate::op::{AttentionParams, BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A GPU's tuned kernels, what eager ops run on by default: the plain kernels, with flash
@@ -98,22 +99,31 @@ pub(crate) fn extern_family(op: &Op) -> Option<&'static str> {
 }
 
 /// An extern kernel of compiled code (`cat`, `flash_attention`) written straight into its planned
-/// buffer `out`, as Inductor calls ATen's `out=` variants: no buffer of its own, no copy after.
+/// buffer `out` through `out_layout`, as Inductor calls ATen's `out=` variants: no buffer of its
+/// own, no copy after. Attention writes any layout dense in some order of its dims (its output in
+/// q's layout); the others write densely.
 pub(crate) fn extern_into(
     device: &Arc<CudaDevice>,
     op: &Op,
     inputs: &[Input],
-    out_shape: &[usize],
     out: &CudaBuffer,
+    out_layout: &Layout,
 ) -> Result<(), CudaError> {
+    let out_shape = out_layout.shape();
     match op {
-        Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
         Op::ScaledDotProductAttention { mask, causal, scale } => attention::attention_into(
             device,
             inputs,
             AttentionParams { mask: *mask, causal: *causal, scale: scale.0 },
             out,
+            out_layout,
         ),
+        _ if !out_layout.is_contiguous() || out_layout.offset() != 0 => Err(CudaError::new(format!(
+            "the extern kernel for `{}` writes its output densely, not with strides {:?}",
+            op.name(),
+            out_layout.strides()
+        ))),
+        Op::Cat { dim } => cat::cat_into(device, inputs, *dim, out_shape, out),
         // cuBLASLt writes the planned buffer itself (whose dtype is the op's `out_dtype`), adding
         // the bias a compiled graph folded in as a fifth operand.
         Op::ScaledMm { .. } => {
