@@ -1,11 +1,11 @@
 //! Launching the flash-attention kernels (`kernels/attention.cu`), the analogue of the
 //! `_flash_attention_forward` launcher behind PyTorch's `scaled_dot_product_attention`: q, k, v
 //! and the mask are read in place through their strides (a head split by a reshape and a
-//! transpose costs no copy), the output is written through strides too (compiled code's planned
-//! buffer in q's layout, see `inductor::lowering`), eagerly a fresh dense buffer of q's dtype. Float32 runs on the
-//! SIMT kernel or, from compute capability 8.0, on TF32x3 tensor cores; bf16 and f16 on the
-//! 16-bit tensor cores (`mma.m16n8k16`) from 8.0, with Hopper's warpgroup MMA (`wgmma`) on 9.0
-//! for head dim 64, and before 8.0 through the plain kernels' float32 math path.
+//! transpose costs no copy), and the output is written through strides too: compiled code's
+//! planned buffer in q's layout (see `inductor::lowering`), eagerly a fresh dense buffer of q's
+//! dtype. Float32 runs on the SIMT kernel or, from compute capability 8.0, on TF32x3 tensor cores;
+//! bf16 and f16 on the 16-bit tensor cores (`mma.m16n8k16`) from 8.0, with Hopper's warpgroup MMA
+//! (`wgmma`) on 9.0 for head dim 64, and before 8.0 through the plain kernels' float32 math path.
 
 use std::sync::Arc;
 
@@ -202,8 +202,8 @@ fn write_in_layout(
 /// kernel's `wgmma` exists there alone), 16-bit operands, q, k, v and output rows of exactly 64
 /// contiguous elements, and every row of every batch entry starting on a 16-byte boundary (the
 /// kernel copies rows in 16-byte pieces into the tensor cores' swizzled layout, and writes the
-/// output two elements at a time). Any other
-/// attention takes the `mma.sync` kernel, which reads any strides.
+/// output two elements at a time). Any other attention takes the `mma.sync` kernel, which reads
+/// any strides.
 fn takes_wgmma(device: &CudaDevice, dtype: DType, sizes: &AttentionSizes, operands: [&AttnOperand; 4]) -> bool {
     let aligned = |a: &AttnOperand| {
         a.col_stride == 1
@@ -244,7 +244,8 @@ pub(crate) fn attention_into(
     let out_strides = out_layout.strides();
     let (Some((outer_stride, inner_stride)), 1) = (batch_strides(out_layout), out_strides[rank - 1]) else {
         return Err(CudaError::new(format!(
-            "the CUDA attention kernel writes rows of adjacent elements whose batch dims merge, got strides {out_strides:?}"
+            "the CUDA attention kernel writes rows of adjacent elements whose batch dims merge, \
+             got strides {out_strides:?}"
         )));
     };
     let out_op = AttnOperand {
