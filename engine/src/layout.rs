@@ -121,6 +121,14 @@ impl Layout {
         dims
     }
 
+    /// A view of a dense row-major tensor of this layout's shape with its dims in this layout's
+    /// memory order: copying a tensor through it lays its elements out in memory as this layout
+    /// holds them (for a layout dense in some order), as PyTorch's `empty_like` keeps a stride
+    /// order.
+    pub fn dense_in_memory_order(&self) -> Layout {
+        Layout::contiguous(&self.shape).permute(&self.memory_order())
+    }
+
     /// The layout with dimensions reordered: output dimension `i` is input dimension `dims[i]`.
     /// `dims` must be a permutation (checked by the op before calling this).
     pub fn permute(&self, dims: &[usize]) -> Layout {

@@ -184,10 +184,11 @@ pub enum NodeBody {
         op: Op,
         /// Its tensor operands, read in place through their views.
         inputs: Vec<View>,
-        /// The strides it writes its output with into the node's buffer: dense in row-major order
-        /// but for attention, whose output follows q's layout (see `lowering::attention_strides`),
-        /// as Inductor takes a fallback kernel's output strides from the op's meta function.
-        out_strides: Vec<usize>,
+        /// The layout it writes its output in into the node's buffer: the node's shape, dense in
+        /// row-major order but for attention, whose output follows q's layout (see
+        /// `lowering::attention_strides`), as Inductor takes a fallback kernel's output strides
+        /// from the op's meta function.
+        out_layout: Layout,
     },
     /// An op Inductor does not lower (`cond`), run by the eager dispatcher on its operands, as
     /// Inductor falls back to ATen for ops it has no lowering for.

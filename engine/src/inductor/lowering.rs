@@ -279,8 +279,8 @@ impl Lowering<'_> {
                     Op::ScaledDotProductAttention { .. } => attention_strides(&inputs[0].layout, &shape),
                     _ => contiguous_strides(&shape),
                 };
-                let layout = Layout::new(shape.clone(), out_strides.clone(), 0);
-                let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs, out_strides };
+                let layout = Layout::new(shape.clone(), out_strides, 0);
+                let body = NodeBody::ExternKernel { kernel, op: op.clone(), inputs, out_layout: layout.clone() };
                 View { layout, ..self.push(id, op, shape, body) }
             }
             Op::Permute { .. } | Op::Expand { .. } | Op::Slice { .. } | Op::Reshape { .. } => {

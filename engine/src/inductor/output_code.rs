@@ -286,7 +286,7 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                             n.origin_name
                         )
                     }
-                    NodeBody::ExternKernel { kernel, op, inputs, out_strides } => {
+                    NodeBody::ExternKernel { kernel, op, inputs, out_layout } => {
                         let mut texts: Vec<String> = inputs.iter().map(|v| view_text(graph, v)).collect();
                         // A fifth operand of the FP8 product is the bias folded into it.
                         let fused = if matches!(op, Op::ScaledMm { .. }) && texts.len() == 5 {
@@ -296,8 +296,7 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                             ""
                         };
                         let params: Vec<String> = op.params().iter().map(|(k, v)| format!(", {k} = {v}")).collect();
-                        let layout = Layout::new(n.shape.clone(), out_strides.clone(), 0);
-                        let out = view_text(graph, &View { buffer: BufferName::Node(*node), layout });
+                        let out = view_text(graph, &View { buffer: BufferName::Node(*node), layout: out_layout.clone() });
                         format!(
                             "extern_kernels::{kernel}({}{}, out = {out});  // %{}{place}{fused}",
                             texts.join(", "),

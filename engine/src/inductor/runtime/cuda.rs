@@ -219,7 +219,7 @@ impl CudaProgram {
                     done.map_err(|e| failed("the extern matmul", e))?;
                     slots[slot] = Some(product);
                 }
-                Run::ExternKernel { op, inputs: views, out, shape, out_strides } => {
+                Run::ExternKernel { op, inputs: views, out, layout } => {
                     let views: Vec<(&CudaBuffer, Layout)> =
                         views.iter().map(|v| self.view_buffer(v, inputs, slots)).collect();
                     let operands: Vec<cuda::Input> =
@@ -231,8 +231,7 @@ impl CudaProgram {
                     // Written into the planned buffer itself, so that under a CUDA graph
                     // recording every replay writes the same memory.
                     let slot = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use");
-                    let layout = Layout::new(shape.clone(), out_strides.clone(), 0);
-                    extern_into(&self.device, op, &operands, slot, &layout)
+                    extern_into(&self.device, op, &operands, slot, layout)
                         .map_err(|e| failed(&format!("the extern kernel for {}", op.name()), e))?;
                 }
                 Run::Fallback { op, args, out, location } => {

@@ -264,7 +264,7 @@ impl<K: HostKernel> Program for HostProgram<K> {
                         location: SourceLocation::caller(),
                     });
                 }
-                Run::ExternKernel { op, inputs, out, shape, out_strides } => {
+                Run::ExternKernel { op, inputs, out, layout } => {
                     let views: Vec<(&HostBuffer, Layout)> =
                         inputs.iter().map(|v| view_data(v, &concrete, &self.schedule.slot_of, &slots)).collect();
                     let inputs: Vec<cpu::Input> =
@@ -273,9 +273,8 @@ impl<K: HostKernel> Program for HostProgram<K> {
                         views.iter().map(|(_, l)| l.shape().to_vec()).collect()
                     });
                     let dtype = slots[self.schedule.slot(*out)].as_ref().expect("allocated before use").dtype();
-                    let value = cpu::execute(op, &inputs, shape, dtype);
-                    let layout = Layout::new(shape.clone(), out_strides.clone(), 0);
-                    slots[self.schedule.slot(*out)] = Some(in_memory_order(value, &layout));
+                    let value = cpu::execute(op, &inputs, layout.shape(), dtype);
+                    slots[self.schedule.slot(*out)] = Some(in_memory_order(value, layout));
                 }
                 Run::Fallback { op, args, out, location } => {
                     let value = run_fallback(op, args, *location, |view| {
@@ -308,6 +307,6 @@ fn in_memory_order(value: HostBuffer, layout: &Layout) -> HostBuffer {
     if layout.is_contiguous() {
         return value;
     }
-    let seen = Layout::contiguous(layout.shape()).permute(&layout.memory_order());
+    let seen = layout.dense_in_memory_order();
     cpu::execute(&Op::Contiguous, &[cpu::Input::Tensor { buffer: &value, layout: &seen }], seen.shape(), value.dtype())
 }

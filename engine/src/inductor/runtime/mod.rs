@@ -81,14 +81,13 @@ pub(crate) enum Run<K> {
     /// The library matmul of two views into node `out`'s buffer, with its epilogue.
     Matmul { a: View, b: View, epilogue: Epilogue, out: IrId, shape: Vec<usize> },
     /// A device kernel of the eager layer run on views into node `out`'s buffer, which it writes
-    /// as `shape` with `out_strides`.
+    /// in `layout`.
     ExternKernel {
         #[serde(with = "crate::fx::export::op_serde")]
         op: Op,
         inputs: Vec<View>,
         out: IrId,
-        shape: Vec<usize>,
-        out_strides: Vec<usize>,
+        layout: Layout,
     },
     /// An op run by the eager dispatcher on tensors made from the planned buffers.
     Fallback {
@@ -161,9 +160,7 @@ impl Schedule<KernelSpec> {
                     }
                     Run::Alloc { slot, len, dtype } => Run::Alloc { slot, len, dtype },
                     Run::Matmul { a, b, epilogue, out, shape } => Run::Matmul { a, b, epilogue, out, shape },
-                    Run::ExternKernel { op, inputs, out, shape, out_strides } => {
-                        Run::ExternKernel { op, inputs, out, shape, out_strides }
-                    }
+                    Run::ExternKernel { op, inputs, out, layout } => Run::ExternKernel { op, inputs, out, layout },
                     Run::Fallback { op, args, out, location } => Run::Fallback { op, args, out, location },
                 })
             })
@@ -218,12 +215,11 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
                         out: *node,
                         shape: n.shape.clone(),
                     },
-                    NodeBody::ExternKernel { op, inputs, out_strides, .. } => Run::ExternKernel {
+                    NodeBody::ExternKernel { op, inputs, out_layout, .. } => Run::ExternKernel {
                         op: op.clone(),
                         inputs: inputs.clone(),
                         out: *node,
-                        shape: n.shape.clone(),
-                        out_strides: out_strides.clone(),
+                        layout: out_layout.clone(),
                     },
                     NodeBody::Fallback { op, args } => Run::Fallback {
                         op: op.clone(),

@@ -192,8 +192,7 @@ fn write_in_layout(
     if out_layout.is_contiguous() {
         return out.write_from(out_layout.offset(), value, 0, value.len());
     }
-    let order = out_layout.memory_order();
-    let seen = Layout::contiguous(out_layout.shape()).permute(&order);
+    let seen = out_layout.dense_in_memory_order();
     let memory = device.copy(Input::Tensor { buffer: value, layout: &seen }, seen.shape(), value.dtype())?;
     out.write_from(out_layout.offset(), &memory, 0, memory.len())
 }
