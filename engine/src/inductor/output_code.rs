@@ -296,7 +296,8 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                             ""
                         };
                         let params: Vec<String> = op.params().iter().map(|(k, v)| format!(", {k} = {v}")).collect();
-                        let out = view_text(graph, &View { buffer: BufferName::Node(*node), layout: out_layout.clone() });
+                        let out =
+                            view_text(graph, &View { buffer: BufferName::Node(*node), layout: out_layout.clone() });
                         format!(
                             "extern_kernels::{kernel}({}{}, out = {out});  // %{}{place}{fused}",
                             texts.join(", "),
