@@ -375,7 +375,7 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
 /// Rows up to this long go one to a warp; longer ones take a whole block each. At 1024 a lane
 /// keeps 32 values of each array and issues its loads one after another, and a warp per row ran
 /// slower than a block per row on an H100 (bench/NOTES-precision.md); at 768 it ran faster.
-const WARP_ROW_MAX: usize = 768;
+const WARP_ROW_MAX: usize = 512;
 /// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
 /// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
 const WARP_ROWS_PER_BLOCK: usize = 4;
@@ -399,7 +399,7 @@ fn persistent_shape(row_len: usize, vec: usize) -> RowSplit {
     let (threads, rows_per_block) = if row_len <= WARP_ROW_MAX {
         (32, WARP_ROWS_PER_BLOCK)
     } else {
-        (row_len.div_ceil(8).next_power_of_two().clamp(32, 1024), 1)
+        (row_len.div_ceil(8).next_multiple_of(32).clamp(32, 1024), 1)
     };
     let slots = row_len.div_ceil(threads).div_ceil(vec) * vec;
     RowSplit { threads, rows_per_block, slots }
@@ -647,15 +647,16 @@ mod tests {
     fn persistent_rows_split_evenly() {
         let split = |threads, rows_per_block, slots| RowSplit { threads, rows_per_block, slots };
         // Rows up to 768 go one to a warp, four to a block of 128 threads.
-        assert_eq!(persistent_shape(768, 8), split(32, 4, 24));
-        assert_eq!(persistent_shape(700, 4), split(32, 4, 24));
+        assert_eq!(persistent_shape(512, 8), split(32, 4, 16));
+        assert_eq!(persistent_shape(768, 8), split(96, 1, 8));
+        assert_eq!(persistent_shape(700, 4), split(96, 1, 8));
         assert_eq!(persistent_shape(8, 4), split(32, 4, 4));
         assert_eq!(persistent_shape(7, 1), split(32, 4, 1));
         // Longer rows take a block each.
         assert_eq!(persistent_shape(769, 1), split(128, 1, 7));
         assert_eq!(persistent_shape(1024, 4), split(128, 1, 8));
         assert_eq!(persistent_shape(4096, 4), split(512, 1, 8));
-        assert_eq!(persistent_shape(1025, 1), split(256, 1, 5));
+        assert_eq!(persistent_shape(1025, 1), split(160, 1, 7));
     }
 
     #[test]
