@@ -465,6 +465,19 @@ fn the_warp_per_row_limit_the_book_states_is_the_code_generator_s() {
     assert!(picture.contains(&label), "book/src/images/thread-mapping.svg must say: a row over {limit} takes a block");
 }
 
+/// The bound under which the phase 4 page says generated CUDA indexes in `int` is the code
+/// generator's.
+#[test]
+fn the_32_bit_index_limit_the_book_states_is_the_code_generator_s() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let codegen = fs::read_to_string(root.join("engine/src/inductor/codegen/cuda.rs")).unwrap();
+    let [1.0, high, 1.0, margin] = const_numbers(&codegen, "INT_INDEX_LIMIT")[..] else {
+        panic!("INT_INDEX_LIMIT is no longer (1 << a) - (1 << b): update this test and the page")
+    };
+    let phrase = format!("stays under 2^{high} - 2^{margin} elements");
+    assert!(page_text("phase4/engine.md").contains(&phrase), "book/src/phase4/engine.md must say: {phrase}");
+}
+
 /// The Hopper attention kernel the precision page names is in the attention family's source, for
 /// the head dim the page gives, and it is the one the launcher asks for; its exponentials are the
 /// instruction the page names.
