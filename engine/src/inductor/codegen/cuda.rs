@@ -405,9 +405,11 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     b
 }
 
-/// Rows up to this long go one to a warp; longer ones take a whole block each. At 1024 a lane
-/// keeps 32 values of each array and issues its loads one after another, and a warp per row ran
-/// slower than a block per row on an H100 (bench/NOTES-precision.md); at 768 it ran faster.
+/// Rows up to this long go one to a warp; longer ones take a whole block each. A lane keeps
+/// `row_len / 32` values of each array in registers: at 768 that took 89 registers a thread for
+/// the block's second layer norm, five blocks of four rows a multiprocessor, and 8192 rows ran in
+/// 3.1 waves, the last one nearly empty; a block of 96 threads a row needs 47 (see
+/// bench/NOTES-precision.md).
 const WARP_ROW_MAX: usize = 512;
 /// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
 /// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
@@ -425,9 +427,10 @@ struct RowSplit {
 }
 
 /// The split of rows of `row_len` read `vec` elements at a time (the thread counts do not depend
-/// on `vec`). A warp per row while a row fits in 32 registers a lane: its partial results meet
+/// on `vec`). A warp per row while a row fits in 16 registers a lane: its partial results meet
 /// through shuffles alone, with no barrier, and each block keeps [`WARP_ROWS_PER_BLOCK`] rows in
-/// flight. Longer rows take a block each, eight elements a thread.
+/// flight. Longer rows take a block each, eight elements a thread, in whole warps (96 threads
+/// for 768, 192 for 1536), so that a row whose length is a multiple of 256 fills every thread.
 fn persistent_shape(row_len: usize, vec: usize) -> RowSplit {
     let (threads, rows_per_block) = if row_len <= WARP_ROW_MAX {
         (32, WARP_ROWS_PER_BLOCK)
@@ -684,13 +687,13 @@ mod tests {
     #[test]
     fn persistent_rows_split_evenly() {
         let split = |threads, rows_per_block, slots| RowSplit { threads, rows_per_block, slots };
-        // Rows up to 768 go one to a warp, four to a block of 128 threads.
+        // Rows up to 512 go one to a warp, four to a block of 128 threads.
         assert_eq!(persistent_shape(512, 8), split(32, 4, 16));
         assert_eq!(persistent_shape(768, 8), split(96, 1, 8));
         assert_eq!(persistent_shape(700, 4), split(96, 1, 8));
         assert_eq!(persistent_shape(8, 4), split(32, 4, 4));
         assert_eq!(persistent_shape(7, 1), split(32, 4, 1));
-        // Longer rows take a block each.
+        // Longer rows take a block each, in whole warps.
         assert_eq!(persistent_shape(769, 1), split(128, 1, 7));
         assert_eq!(persistent_shape(1024, 4), split(128, 1, 8));
         assert_eq!(persistent_shape(4096, 4), split(512, 1, 8));
