@@ -103,6 +103,31 @@ fn repeated_calls_skip_the_join_and_match_eager() {
     }
 }
 
+/// Work on the caller's values runs on every call, even when they are unchanged: only joined
+/// weights are kept (what freezing would fold), so that a benchmark passing the same `x` twice
+/// times the same work twice. Here neither `x @ a^T` (a product of two inputs) nor `tanh(x)` nor
+/// `a + b` read by a pointwise kernel is kept.
+#[test]
+fn steps_on_the_caller_s_values_run_on_every_call() {
+    let _alone = alone();
+    for device in devices() {
+        let (a, b, x) = tensors(device);
+        let f =
+            dynamo::compile(|x: Tensor| x.tanh()?.matmul(&a.t()?)?.add(&a.add(&b)?.sum(1, false)?.reshape(&[1, 4])?));
+        let eager = || x.tanh()?.matmul(&a.t()?)?.add(&a.add(&b)?.sum(1, false)?.reshape(&[1, 4])?);
+        let mut first = None;
+        for call in 0..3 {
+            let (got, profile) = profiler::profile(|| f.call(&x)).unwrap();
+            let launched = profile.events().len();
+            assert!(launched >= 4, "tanh, the sum, the product and the add on {device}: {:?}", profile.events());
+            assert_eq!(*first.get_or_insert(launched), launched, "call {call} on {device} skipped work");
+            if let Err(e) = close_to_eager(&got, &eager().unwrap()) {
+                panic!("call {call} on {device}: {e}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_weight_written_by_copy_is_seen() {
     let _alone = alone();
