@@ -1,6 +1,7 @@
 //! Results kept across calls (`inductor::runtime::kept`, after freezing's constant folding): a
-//! step that reads only graph inputs the graph never writes, such as the `cat` that joins two
-//! weights, runs on the first call and is skipped while its inputs are unchanged. Each test
+//! step that joins weights (a `cat` of graph inputs the graph never writes, read only by matrix
+//! products as their weight or bias) runs on the first call and is skipped while its inputs are
+//! unchanged; work on the caller's values runs on every call. Each test
 //! checks a compiled function against eager after the weights change through every path that
 //! writes a tensor's memory, after another weight is passed, and from two threads at once; that
 //! a returned buffer is never kept; and, through the profiler, that the step is really skipped.

@@ -1,9 +1,10 @@
-//! Results kept across calls: a step whose every read is a graph input the program never writes
-//! (chosen by the call plan, `call_plan::kept_groups`) keeps its output buffers in the program,
-//! and a later call skips it while none of those inputs can have changed. It is Inductor's
-//! constant folding under freezing (`torch/_inductor/freezing.py`), which computes
-//! parameter-only subgraphs once, for weights that stay graph inputs: the concatenated q, k and v
-//! weights of `concat_linear` are joined once, not on every call.
+//! Results kept across calls: a step that joins weights (a `cat` of graph inputs the program
+//! never writes, read only by matrix products as their weight or bias; chosen by the call plan,
+//! `call_plan::kept_groups`) keeps its output buffers in the program, and a later call skips it
+//! while none of those inputs can have changed. It is Inductor's constant folding under freezing
+//! (`torch/_inductor/freezing.py`), which computes parameter-only subgraphs once, for weights
+//! that stay graph inputs: the concatenated q, k and v weights of `concat_linear` are joined
+//! once, not on every call.
 //!
 //! **Validity.** An entry records, for each input the step reads, its storage (a [`Weak`], so
 //! that no new storage can take the address while the entry holds it) and its layout, and the
