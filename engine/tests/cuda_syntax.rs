@@ -277,3 +277,44 @@ fn fp8_kernels_compile_for_gpus_with_and_without_fp8_conversions() {
         }
     }
 }
+
+#[test]
+fn kernels_over_two_billion_elements_index_in_64_bits_and_compile() {
+    // Inputs of 2^31 elements, declared from metadata alone (no memory): every printer's loops
+    // in `long long`, the path no kernel of the tests above takes, since their buffers are small
+    // enough for `int` indices. NVRTC compiles the module where it is installed.
+    use engine::TensorMeta;
+    use engine::fx::proxy::Tracer;
+    type Model = fn(&[Tensor]) -> engine::Result<Tensor>;
+    let cases: Vec<(Model, Vec<Vec<usize>>, DType)> = vec![
+        (|t| t[0].add(&t[1])?.gelu(), vec![vec![1 << 20, 2048], vec![2048]], DType::F32),
+        (|t| t[0].add(&t[1])?.gelu(), vec![vec![1 << 20, 2048], vec![2048]], DType::BF16),
+        (|t| t[0].softmax(-1), vec![vec![1 << 22, 512]], DType::F32),
+        (|t| t[0].softmax(-1), vec![vec![1 << 21, 1024]], DType::F32),
+        (|t| t[0].softmax(-1), vec![vec![1 << 17, 16384]], DType::F32),
+        (|t| t[0].sum(0, false), vec![vec![1 << 20, 2048]], DType::F32),
+    ];
+    for (f, shapes, dtype) in cases {
+        let tracer = Tracer::new();
+        let inputs: Vec<Tensor> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                let meta = TensorMeta { shape: shape.clone(), dtype, device: Device::Cuda(0) };
+                tracer.placeholder(&format!("x{i}"), meta, engine::layout::contiguous_strides(shape))
+            })
+            .collect();
+        let graph = tracer.finish(&[f(&inputs).unwrap()]).unwrap().graph;
+        let code = generate(&graph, Device::Cuda(0), &Config::default()).unwrap();
+        let module = code.module_source(&codegen::cuda::prelude());
+        assert!(code.kernels.iter().any(|k| k.source.contains("for (long long x")), "{code}");
+        if has_cxx() {
+            syntax_check(&module).unwrap();
+        }
+        if engine::device::cuda::probe().nvrtc.is_ok()
+            && let Err(why) = engine::device::cuda::nvrtc::compile_cubin(&module, "sm_90")
+        {
+            panic!("{why}\n{module}");
+        }
+    }
+}

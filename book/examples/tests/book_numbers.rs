@@ -465,6 +465,19 @@ fn the_warp_per_row_limit_the_book_states_is_the_code_generator_s() {
     assert!(picture.contains(&label), "book/src/images/thread-mapping.svg must say: a row over {limit} takes a block");
 }
 
+/// The bound under which the phase 4 page says generated CUDA indexes in `int` is the code
+/// generator's.
+#[test]
+fn the_32_bit_index_limit_the_book_states_is_the_code_generator_s() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let codegen = fs::read_to_string(root.join("engine/src/inductor/codegen/cuda.rs")).unwrap();
+    let [1.0, high, 1.0, margin] = const_numbers(&codegen, "INT_INDEX_LIMIT")[..] else {
+        panic!("INT_INDEX_LIMIT is no longer (1 << a) - (1 << b): update this test and the page")
+    };
+    let phrase = format!("stays under 2^{high} - 2^{margin} elements");
+    assert!(page_text("phase4/engine.md").contains(&phrase), "book/src/phase4/engine.md must say: {phrase}");
+}
+
 /// The Hopper attention kernel the precision page names is in the attention family's source, for
 /// the head dim the page gives, and it is the one the launcher asks for; its exponentials are the
 /// instruction the page names.
@@ -556,5 +569,38 @@ fn the_block_s_attention_and_divisions_are_built_as_the_precision_page_says() ->
     let generated = nvrtc::options("sm_90", &format!("{DTYPES}\nextern \"C\" __global__ void k() {{}}\n"));
     let added: Vec<&String> = generated.iter().filter(|o| !library.contains(o)).collect();
     assert_eq!(added, ["--prec-div=false"], "generated code's options add exactly the division flag");
+    Ok(())
+}
+
+/// The precision page's last three changes to the large bf16 block are in its CUDA output code:
+/// the q, k and v weights' join is kept across calls, every kernel indexes in `int`, and each
+/// layer norm's row of 768 takes a block of 96 threads.
+#[test]
+fn the_large_block_s_output_code_keeps_its_join_indexes_in_32_bits_and_gives_a_row_96_threads() -> Result<()> {
+    use workbook_models::phase5::{Block, BlockShape};
+    let page = page_text("phase5/precision.md");
+    for phrase in [
+        "The joined weights are kept across calls",
+        "Generated kernels index in 32 bits when every buffer they touch has fewer than 2^31 elements",
+        "a layer norm's row of 768 takes a block of 96 threads instead of a warp",
+    ] {
+        assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
+    }
+    let shape = BlockShape::LARGE;
+    let block = Block::new(shape, 0, engine::Device::Cpu)?.to_dtype(engine::DType::BF16)?;
+    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1).to_dtype(engine::DType::BF16)?;
+    let traced = engine::fx::trace(&[x], |x| Ok(vec![block.naive_forward(&x[0])?]))?;
+    let code = engine::inductor::generate(&traced.graph, engine::Device::Cuda(0), &Config::default())?.to_string();
+    let join = code.lines().find(|l| l.contains("extern_kernels::cat(attn_q_weight")).expect("the weights' join");
+    assert!(join.contains("kept across calls"), "the join is kept: {join}");
+    let kernels = code.matches("__global__").count();
+    assert!(kernels >= 4, "{code}");
+    assert_eq!(
+        code.matches("const int xnumel = (int)xnumel64;").count(),
+        kernels,
+        "every kernel indexes in int:\n{code}"
+    );
+    assert_eq!(code.matches("96 threads share each row of 768").count(), 2, "both layer norms:\n{code}");
+    assert_eq!(code.matches("__launch_bounds__(96)").count(), 2, "{code}");
     Ok(())
 }

@@ -7,7 +7,9 @@
 //! extent of their loop (`xnumel`) at run time, so where a size only changes how far a loop runs,
 //! every binding prints the same source, and the disk cache and the loader hand back the one
 //! library already compiled: the size is passed at run time. A size that changes the source (a
-//! stride inside an index) is baked in, and that source is compiled once for its size.
+//! stride inside an index, or a buffer grown too large for 32-bit indices: see
+//! [`codegen::cuda::index_type`](super::codegen::cuda::index_type)) is baked in, and that source is
+//! compiled once for its size.
 //!
 //! Everything that depends on the kernels' language and device is the target's
 //! ([`super::target`]): its renderer prints the kernels, its `tune` makes the mode's decisions,

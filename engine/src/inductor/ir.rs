@@ -11,7 +11,7 @@ use super::index::Affine;
 use crate::dtype::DType;
 use crate::error::SourceLocation;
 use crate::fx::NodeId;
-use crate::layout::Layout;
+use crate::layout::{Layout, numel};
 use crate::op::CustomOp;
 use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
@@ -375,6 +375,22 @@ impl LoweredGraph {
         match buffer {
             BufferName::Input(i) => &self.inputs[i].shape,
             BufferName::Node(n) => &self[n].shape,
+        }
+    }
+
+    /// How many elements of a buffer's memory its readers and writers can reach: the last
+    /// element a graph input's traced shape and strides address, plus one, or a node's dense
+    /// buffer's element count. Every index into the buffer is smaller.
+    pub fn buffer_elements(&self, buffer: BufferName) -> usize {
+        match buffer {
+            BufferName::Input(i) => {
+                let GraphInput { shape, strides, .. } = &self.inputs[i];
+                if shape.contains(&0) {
+                    return 0;
+                }
+                1 + shape.iter().zip(strides).map(|(&size, &stride)| (size - 1) * stride).sum::<usize>()
+            }
+            BufferName::Node(n) => numel(&self[n].shape),
         }
     }
 

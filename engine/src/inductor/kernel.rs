@@ -148,6 +148,9 @@ pub struct KernelArg {
     /// The element type of the buffer: a load widens it to `f32`, a store rounds to it, as
     /// Inductor's generated code upcasts half-precision loads (`codegen_upcast_to_fp32`).
     pub dtype: DType,
+    /// How many elements of the buffer the kernel can reach (see
+    /// [`LoweredGraph::buffer_elements`]): every index into it is smaller.
+    pub elements: usize,
 }
 
 /// An op's name as [`crate::op::Op::name`] gives it. (Named so that serde's derive, which reads
@@ -198,6 +201,20 @@ impl fmt::Display for Value {
 }
 
 impl Kernel {
+    /// The largest element count any index of the kernel can reach: its largest buffer, or its
+    /// iteration space (`xnumel`, times the row length in a reduction; a foreach kernel's
+    /// `xnumel` covers every part) when that is larger. Every index the kernel computes, and
+    /// every loop variable while it is inside its loop, is below it. Inductor reads the same
+    /// bound from the buffer sizes and `sizevars` to choose a kernel's `index_dtype` (see
+    /// [`super::codegen::cuda::index_type`]).
+    pub fn index_extent(&self) -> usize {
+        let iterations = match &self.body {
+            KernelBody::Reduction { row_len, .. } => self.xnumel * row_len,
+            KernelBody::Pointwise(_) | KernelBody::Foreach(_) => self.xnumel,
+        };
+        self.args.iter().map(|a| a.elements).fold(iterations, usize::max)
+    }
+
     fn stmt_text(&self, stmt: &Stmt) -> String {
         match stmt {
             Stmt::Load { tmp, arg, index } => format!("tmp{tmp} = {}[{}]", self.args[*arg].name, index.to_c()),
@@ -474,6 +491,7 @@ impl<'a> Builder<'a> {
             buffer,
             output,
             dtype: graph.buffer_dtype(buffer),
+            elements: graph.buffer_elements(buffer),
         };
         let inputs = reads.iter().filter(|b| !writes.contains(b));
         let in_outs = writes.iter().filter(|b| reads.contains(b));

@@ -40,6 +40,7 @@
 //! | `TORCH_LOGS=output_code` | [`output_code`] |
 //! | `codecache.py`, the loaded module's `call` | [`crate::codecache`]; `runtime` (internal) runs the plan on a CPU or GPU |
 //! | a backend per device (`CppScheduling`, `TritonScheduling`); tinygrad's renderer + compiler + runtime | `target` (internal): C, CUDA C, and an interpreter of the kernel IR, chosen by [`Config::target`] |
+//! | `freezing.py`'s constant folding (parameter-only subgraphs computed once) | `runtime::kept` (internal): joined weights (a `cat` of unwritten inputs that matrix products read as weight or bias) skipped while those inputs are unchanged |
 //! | max-autotune, reduce-overhead, `FxGraphCache` | [`modes`]: GEMM choice and epilogues, autotuning, CUDA graphs, the FX graph cache |
 //!
 //! ```

@@ -96,7 +96,7 @@ impl OutputCode {
             .steps
             .iter()
             .filter_map(|s| match s {
-                Step::Extern { node } => Some(graph[*node].origin_name.clone()),
+                Step::Extern { node, .. } => Some(graph[*node].origin_name.clone()),
                 _ => None,
             })
             .collect();
@@ -245,6 +245,9 @@ fn view_text(graph: &LoweredGraph, view: &View) -> String {
     format!("{name}.as_strided({:?}, {:?}, {})", l.shape(), l.strides(), l.offset())
 }
 
+/// What the call plan says of a step whose outputs are kept across calls (`runtime::kept`).
+const KEPT: &str = "kept across calls while its inputs are unchanged (as freezing's constant folding)";
+
 fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> String {
     let params: Vec<String> = graph.inputs.iter().map(|i| format!("{}: {}{:?}", i.name, i.dtype, i.shape)).collect();
     let results: Vec<String> =
@@ -262,12 +265,14 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
             Step::Alloc { buffer, reuses: Some(old) } => {
                 format!("let buf{buffer} = buf{old};  // reuse: buf{old} is dead and has the same size")
             }
-            Step::Kernel { kernel } => {
+            Step::Kernel { kernel, kept } => {
                 let k = &kernels[kernel.0];
                 let args: Vec<String> = k.args.iter().map(|a| graph.buffer_name(a.buffer)).collect();
-                format!("{}({}, xnumel = {});", k.name, args.join(", "), k.xnumel)
+                let kept = if *kept { format!("  // {KEPT}") } else { String::new() };
+                format!("{}({}, xnumel = {});{kept}", k.name, args.join(", "), k.xnumel)
             }
-            Step::Extern { node } => {
+            Step::Extern { node, kept } => {
+                let kept = if *kept { format!("; {KEPT}") } else { String::new() };
                 let n = &graph[*node];
                 let place = n.location.map(|l| format!(" at {}", l.short())).unwrap_or_default();
                 match &n.body {
@@ -281,7 +286,7 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                         let absorbed: String = epilogue.absorbed.iter().map(|n| format!(", %{n}")).collect();
                         let fused = if epilogue.is_none() { "" } else { " (epilogue fused into the GEMM)" };
                         format!(
-                            "extern_kernels::matmul({}, out = buf{node});  // %{}{absorbed}{place}{fused}",
+                            "extern_kernels::matmul({}, out = buf{node});  // %{}{absorbed}{place}{fused}{kept}",
                             args.join(", "),
                             n.origin_name
                         )
@@ -299,7 +304,7 @@ fn render_call(graph: &LoweredGraph, kernels: &[Kernel], plan: &CallPlan) -> Str
                         let out =
                             view_text(graph, &View { buffer: BufferName::Node(*node), layout: out_layout.clone() });
                         format!(
-                            "extern_kernels::{kernel}({}{}, out = {out});  // %{}{place}{fused}",
+                            "extern_kernels::{kernel}({}{}, out = {out});  // %{}{place}{fused}{kept}",
                             texts.join(", "),
                             params.concat(),
                             n.origin_name

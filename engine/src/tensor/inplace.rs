@@ -66,5 +66,6 @@ pub(crate) fn write(target: &Tensor, src: &Tensor, location: SourceLocation) -> 
                 .map_err(|e| e.at("copy_", target.device(), vec![target.shape().to_vec()], location))?;
         }
     }
+    super::wrote();
     Ok(target.detach())
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 pub(crate) use dims::Dims;
 pub use meta::TensorMeta;
 pub use methods::AttnMask;
-pub(crate) use storage::Storage;
+pub(crate) use storage::{Storage, Writing, write_epoch, wrote};
 
 use crate::device::Device;
 use crate::dtype::DType;

@@ -1,4 +1,7 @@
-//! Tensor memory on a device, the analogue of `torch.Storage`.
+//! Tensor memory on a device, the analogue of `torch.Storage`, and the write epoch that tells
+//! whether any tensor's memory was written since a moment (see [`write_epoch`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::device::Device;
 use crate::device::cpu::{self, HostBuffer};
@@ -78,5 +81,51 @@ impl Storage {
                 dense.read_bytes(0, dense.len())
             }
         }
+    }
+}
+
+/// The process-wide write epoch, the engine's coarse stand-in for PyTorch's per-tensor version
+/// counter (`tensor._version`, bumped by every in-place op, which autograd checks for the tensors
+/// it saved): it grows by one after every write into memory that already belongs to a tensor,
+/// anywhere in the process. A compiled program keeps a step's result across calls while its
+/// inputs are the same storages and the epoch has not moved since the step last ran
+/// (`inductor::runtime::kept`): any write anywhere invalidates every kept result, so a training
+/// loop recomputes them after each optimizer step and inference never does.
+///
+/// Every path that writes into an existing tensor's memory bumps it once the write is issued
+/// (reading the epoch before computing and bumping after writing keeps a write that overlaps a
+/// fill from being missed; on a GPU the work is ordered by the one stream):
+///
+/// - `Tensor::copy_` run eagerly ([`super::inplace::write`]: `HostBuffer::write_shared` on the
+///   CPU, `CudaBuffer::write_from` on a GPU). Eager optimizers (SGD, AdamW: `optim::write_back`),
+///   the `eager` and `aot_eager` backends and eager fallbacks all write parameters this way.
+/// - A compiled program that stores into its graph inputs (`LoweredGraph::written_inputs`: a
+///   compiled optimizer step or training step), in the host and the CUDA runtime alike
+///   (`inductor::runtime`), once per call, errors included.
+/// - A CUDA graph replay (`inductor::modes::cudagraphs`), which writes the inputs the plan updates
+///   in place and the output storages it hands out again (their tensors' memory).
+///
+/// Not writers: autograd's gradient accumulation (`AccumulateGrad` adds out of place and stores
+/// a new tensor in `.grad`), a CUDA graph's copies into its own static input buffers (no tensor's
+/// memory), and every kernel that writes a buffer it just allocated (a new storage).
+static WRITE_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The write epoch now ([`WRITE_EPOCH`]).
+pub(crate) fn write_epoch() -> u64 {
+    WRITE_EPOCH.load(Ordering::SeqCst)
+}
+
+/// Says that memory belonging to a tensor was just written ([`WRITE_EPOCH`]).
+pub(crate) fn wrote() {
+    WRITE_EPOCH.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Bumps the write epoch when dropped: held by a compiled call that stores into its inputs, so
+/// that the bump follows its writes however the call ends.
+pub(crate) struct Writing;
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        wrote();
     }
 }

@@ -65,6 +65,11 @@ impl BufferPool {
         *self.free.lock().unwrap_or_else(|p| p.into_inner()) = Kept::default();
     }
 
+    /// Whether a CUDA graph is being recorded on the device now.
+    pub(crate) fn is_recording(&self) -> bool {
+        self.recording.load(Ordering::Relaxed)
+    }
+
     /// Marks the start (`true`) or end of a CUDA graph recording.
     pub(crate) fn set_recording(&self, recording: bool) {
         self.recording.store(recording, Ordering::Relaxed);

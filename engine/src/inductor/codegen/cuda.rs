@@ -18,6 +18,8 @@
 //!   through warp shuffles alone; a longer row takes a whole block (shuffles, then shared memory).
 //! - Looped reductions (`red_`, rows too long for registers): one block per row striding through
 //!   it, re-reading the row in each loop. Rows along a strided dimension: one thread per row.
+//! - Indices and loop variables are `int` unless a buffer of the kernel is too large for them,
+//!   then `long long` ([`index_type`], Inductor's `index_dtype`).
 
 use std::fmt::Write;
 
@@ -37,6 +39,27 @@ const VEC: usize = 4;
 /// every buffer is bf16 or f16 (one `uint4` each), four otherwise.
 fn vec_width(k: &Kernel) -> usize {
     if !k.args.is_empty() && k.args.iter().all(|a| a.dtype.is_half()) { 2 * VEC } else { VEC }
+}
+
+/// Kernels whose [`Kernel::index_extent`] is below this index in 32 bits: 2^31, less 2^28 of
+/// room for the step a grid-stride loop takes past its end, since a loop variable below the
+/// extent plus one step must still fit in an `int`. The largest step is a pointwise kernel's
+/// over 16-bit buffers: eight elements for every thread of the grid, which
+/// [`Launch::grid_size`] caps at four waves of 2048 threads per multiprocessor, so at most 2^16
+/// elements per multiprocessor whatever the block size. 2^28 covers 4096 multiprocessors, 31
+/// times an H100's 132; a reduction's steps (over rows, or a block's threads along a row) are
+/// smaller. `the_int_margin_covers_every_grid_stride` checks this against the launches.
+const INT_INDEX_LIMIT: usize = (1 << 31) - (1 << 28);
+
+/// The C type of every index and loop variable in kernel `k`'s source, Inductor's
+/// `index_dtype`: `int` while every buffer it reads or writes and its iteration space stay below
+/// 2^31 - 2^28 elements (`INT_INDEX_LIMIT`, which says why the margin), as Triton's kernels index
+/// in `tl.int32` unless some buffer has 2^31 elements or more; `long long` otherwise. 32-bit arithmetic is the cheaper on a GPU: a
+/// 64-bit modulo (a broadcast bias's `x0 % 3072`) takes about 25 instructions. The kernel is
+/// printed for the sizes it was traced with, so the choice holds whenever it runs (a dynamic
+/// graph prints its kernels again for each binding of its sizes).
+pub fn index_type(k: &Kernel) -> &'static str {
+    if k.index_extent() < INT_INDEX_LIMIT { "int" } else { "long long" }
 }
 
 /// A printed CUDA kernel and how to launch it.
@@ -156,6 +179,7 @@ pub fn kernel(k: &Kernel) -> CudaKernel {
 /// `__launch_bounds__` depend on the block size.
 pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
     crate::wires::trip(crate::wires::Wire::CudaKernel);
+    let ty = index_type(k);
     let body = match &k.body {
         KernelBody::Pointwise(stmts) => pointwise(k, stmts),
         KernelBody::Foreach(parts) => parts
@@ -164,7 +188,7 @@ pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
             .map(|(i, part)| {
                 let inner: String = pointwise(k, &part.stmts).lines().map(|l| format!("    {l}\n")).collect();
                 format!(
-                    "    // loop {} of {}\n    {{\n        const long long xnumel = {};\n{inner}    }}\n",
+                    "    // loop {} of {}\n    {{\n        const {ty} xnumel = {};\n{inner}    }}\n",
                     i + 1,
                     parts.len(),
                     part.xnumel
@@ -174,20 +198,28 @@ pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
         KernelBody::Reduction { persistent: true, row_len, phases, .. } => persistent(k, *row_len, phases),
         KernelBody::Reduction { innermost: true, .. } => {
             let mut body = String::from("    __shared__ float smem[32];\n");
-            body.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
+            writeln!(body, "    for ({ty} x = blockIdx.x; x < xnumel; x += gridDim.x) {{").unwrap();
             body.push_str(&row_loops(k, RowLoops::BlockStrided, "        "));
             body.push_str("    }\n");
             body
         }
         KernelBody::Reduction { .. } => {
-            let mut body = String::from(
-                "    const long long step = (long long)blockDim.x * gridDim.x;\n    \
-                 for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < xnumel; x += step) {\n",
+            let mut body = format!(
+                "    const {ty} step = ({ty})blockDim.x * gridDim.x;\n    \
+                 for ({ty} x = blockIdx.x * ({ty})blockDim.x + threadIdx.x; x < xnumel; x += step) {{\n",
             );
             body.push_str(&row_loops(k, RowLoops::Sequential, "        "));
             body.push_str("    }\n");
             body
         }
+    };
+    // The runtime passes the extent as a 64-bit integer; a 32-bit kernel narrows it once (a
+    // foreach kernel's parts have extents of their own).
+    let (xnumel, narrow) = match (ty, &k.body) {
+        ("int", KernelBody::Pointwise(_) | KernelBody::Reduction { .. }) => {
+            ("xnumel64", "    const int xnumel = (int)xnumel64;\n")
+        }
+        _ => ("xnumel", ""),
     };
     let params: Vec<String> = k
         .args
@@ -196,10 +228,10 @@ pub fn kernel_for(k: &Kernel, name: &str, launch: Launch) -> CudaKernel {
             let constness = if a.output { "" } else { "const " };
             format!("{constness}{}* __restrict__ {}", c_type(a.dtype), a.name)
         })
-        .chain(["long long xnumel".to_string()])
+        .chain([format!("long long {xnumel}")])
         .collect();
     let source = format!(
-        "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{body}}}\n",
+        "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{narrow}{body}}}\n",
         launch.block,
         name,
         params.join(", ")
@@ -304,11 +336,12 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
             Stmt::Store { .. } => None,
         })
         .collect();
+    let ty = index_type(k);
     let mut b = alignment_check(k, &vector_args);
-    writeln!(b, "    const long long step = {vec}LL * blockDim.x * gridDim.x;").unwrap();
+    writeln!(b, "    const {ty} step = {vec} * ({ty})blockDim.x * gridDim.x;").unwrap();
     writeln!(
         b,
-        "    for (long long x0 = {vec}LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x); x0 < xnumel; x0 += step) {{"
+        "    for ({ty} x0 = {vec} * (blockIdx.x * ({ty})blockDim.x + threadIdx.x); x0 < xnumel; x0 += step) {{"
     )
     .unwrap();
     writeln!(b, "        if (aligned && x0 + {vec} <= xnumel) {{").unwrap();
@@ -347,7 +380,7 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
         .collect();
     writeln!(b, "            #pragma unroll\n            for (int j = 0; j < {vec}; j++) {{").unwrap();
     if in_lanes.iter().any(|s| matches!(s, Stmt::Load { .. } | Stmt::Store { .. })) {
-        b.push_str("                const long long x = x0 + j;\n");
+        writeln!(b, "                const {ty} x = x0 + j;").unwrap();
     }
     for s in in_lanes {
         writeln!(b, "                {}", lane.stmt(k, s, false)).unwrap();
@@ -364,7 +397,7 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
         }
     }
     b.push_str("        } else {\n");
-    writeln!(b, "            for (long long x = x0; x < xnumel && x < x0 + {vec}; x++) {{").unwrap();
+    writeln!(b, "            for ({ty} x = x0; x < xnumel && x < x0 + {vec}; x++) {{").unwrap();
     for s in stmts {
         writeln!(b, "                {}", scalar.stmt(k, s, true)).unwrap();
     }
@@ -372,10 +405,12 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
     b
 }
 
-/// Rows up to this long go one to a warp; longer ones take a whole block each. At 1024 a lane
-/// keeps 32 values of each array and issues its loads one after another, and a warp per row ran
-/// slower than a block per row on an H100 (bench/NOTES-precision.md); at 768 it ran faster.
-const WARP_ROW_MAX: usize = 768;
+/// Rows up to this long go one to a warp; longer ones take a whole block each. A lane keeps
+/// `row_len / 32` values of each array in registers: at 768 that took 89 registers a thread for
+/// the block's second layer norm, five blocks of four rows a multiprocessor, and 8192 rows ran in
+/// 3.1 waves, the last one nearly empty; a block of 96 threads a row needs 47 (see
+/// bench/NOTES-precision.md).
+const WARP_ROW_MAX: usize = 512;
 /// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
 /// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
 const WARP_ROWS_PER_BLOCK: usize = 4;
@@ -392,14 +427,15 @@ struct RowSplit {
 }
 
 /// The split of rows of `row_len` read `vec` elements at a time (the thread counts do not depend
-/// on `vec`). A warp per row while a row fits in 32 registers a lane: its partial results meet
+/// on `vec`). A warp per row while a row fits in 16 registers a lane: its partial results meet
 /// through shuffles alone, with no barrier, and each block keeps [`WARP_ROWS_PER_BLOCK`] rows in
-/// flight. Longer rows take a block each, eight elements a thread.
+/// flight. Longer rows take a block each, eight elements a thread, in whole warps (96 threads
+/// for 768, 192 for 1536), so that a row whose length is a multiple of 256 fills every thread.
 fn persistent_shape(row_len: usize, vec: usize) -> RowSplit {
     let (threads, rows_per_block) = if row_len <= WARP_ROW_MAX {
         (32, WARP_ROWS_PER_BLOCK)
     } else {
-        (row_len.div_ceil(8).next_power_of_two().clamp(32, 1024), 1)
+        (row_len.div_ceil(8).next_multiple_of(32).clamp(32, 1024), 1)
     };
     let slots = row_len.div_ceil(threads).div_ceil(vec) * vec;
     RowSplit { threads, rows_per_block, slots }
@@ -413,6 +449,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
     // A thread's place in its row, and how the row's partial results meet.
     let by_warp = rows_per_block > 1;
     let lane = if by_warp { "lane" } else { "threadIdx.x" };
+    let ty = index_type(k);
     let combine_row = |tmp: usize, combine: Combine| {
         let helper = block_reduce(combine);
         if by_warp {
@@ -461,13 +498,13 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
         b.push_str("    const int lane = threadIdx.x & 31;\n");
         writeln!(
             b,
-            "    for (long long x = blockIdx.x * {rows_per_block}LL + threadIdx.x / 32; x < xnumel; x += {rows_per_block}LL * gridDim.x) {{"
+            "    for ({ty} x = ({ty})blockIdx.x * {rows_per_block} + threadIdx.x / 32; x < xnumel; x += {rows_per_block} * ({ty})gridDim.x) {{"
         )
         .unwrap();
     } else {
         writeln!(b, "    // {threads} threads share each row of {row_len}, {slots} per thread, kept in registers.")
             .unwrap();
-        b.push_str("    for (long long x = blockIdx.x; x < xnumel; x += gridDim.x) {\n");
+        writeln!(b, "    for ({ty} x = blockIdx.x; x < xnumel; x += gridDim.x) {{").unwrap();
     }
     let decls: Vec<String> = arrays.iter().map(|t| format!("tmp{t}[{slots}]")).collect();
     if !decls.is_empty() {
@@ -491,7 +528,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
             return String::new();
         }
         let mut out = format!("        #pragma unroll\n        for (int c = 0; c < {}; c++) {{\n", slots / vec);
-        out.push_str(&format!("            const long long r = {chunk_r};\n{open}"));
+        out.push_str(&format!("            const {ty} r = {chunk_r};\n{open}"));
         for line in lines {
             out.push_str(&format!("{body_indent}{line}\n"));
         }
@@ -553,7 +590,7 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
                     writeln!(b, "        for (int s = 0; s < {slots}; s++) {{").unwrap();
                     let uses_r = per_slot.iter().any(|s| matches!(s, Stmt::Load { .. } | Stmt::Store { .. }));
                     if uses_r || !exact {
-                        writeln!(b, "            const long long r = {slot_r};").unwrap();
+                        writeln!(b, "            const {ty} r = {slot_r};").unwrap();
                     }
                     b.push_str(&open);
                     for s in &per_slot {
@@ -607,7 +644,11 @@ fn persistent(k: &Kernel, row_len: usize, phases: &[Phase]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Device;
+    use crate::fx::proxy::Tracer;
     use crate::inductor::index::{Affine, Term};
+    use crate::inductor::{Config, generate};
+    use crate::tensor::{Tensor, TensorMeta};
 
     fn index(terms: Vec<Term>, offset: usize) -> FlatIndex {
         FlatIndex { offset, terms }
@@ -646,16 +687,100 @@ mod tests {
     #[test]
     fn persistent_rows_split_evenly() {
         let split = |threads, rows_per_block, slots| RowSplit { threads, rows_per_block, slots };
-        // Rows up to 768 go one to a warp, four to a block of 128 threads.
-        assert_eq!(persistent_shape(768, 8), split(32, 4, 24));
-        assert_eq!(persistent_shape(700, 4), split(32, 4, 24));
+        // Rows up to 512 go one to a warp, four to a block of 128 threads.
+        assert_eq!(persistent_shape(512, 8), split(32, 4, 16));
+        assert_eq!(persistent_shape(768, 8), split(96, 1, 8));
+        assert_eq!(persistent_shape(700, 4), split(96, 1, 8));
         assert_eq!(persistent_shape(8, 4), split(32, 4, 4));
         assert_eq!(persistent_shape(7, 1), split(32, 4, 1));
-        // Longer rows take a block each.
+        // Longer rows take a block each, in whole warps.
         assert_eq!(persistent_shape(769, 1), split(128, 1, 7));
         assert_eq!(persistent_shape(1024, 4), split(128, 1, 8));
         assert_eq!(persistent_shape(4096, 4), split(512, 1, 8));
-        assert_eq!(persistent_shape(1025, 1), split(256, 1, 5));
+        assert_eq!(persistent_shape(1025, 1), split(160, 1, 7));
+    }
+
+    /// The CUDA output code of `f` on `cuda:0` inputs of the given shapes and strides, traced
+    /// from metadata alone: an input of 2^31 elements costs no memory, and printing CUDA C needs
+    /// no GPU.
+    fn cuda_code(inputs: &[(&[usize], &[usize])], f: impl Fn(&[Tensor]) -> crate::Result<Tensor>) -> String {
+        let tracer = Tracer::new();
+        let xs: Vec<Tensor> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, (shape, strides))| {
+                let meta = TensorMeta { shape: shape.to_vec(), dtype: DType::F32, device: Device::Cuda(0) };
+                tracer.placeholder(&format!("x{i}"), meta, strides.to_vec())
+            })
+            .collect();
+        let graph = tracer.finish(&[f(&xs).unwrap()]).unwrap().graph;
+        generate(&graph, Device::Cuda(0), &Config::default()).unwrap().to_string()
+    }
+
+    /// A kernel indexes in `int` until a buffer it reads or writes reaches [`INT_INDEX_LIMIT`]
+    /// elements, whether the buffer is as large as the loop (a ReLU over every element) or a
+    /// strided input read at two elements far apart.
+    #[test]
+    fn indices_take_32_bits_until_a_buffer_is_too_large_for_them() {
+        for (shape, strides, ty) in [
+            ([6144], [1], "int"),
+            ([INT_INDEX_LIMIT - 1], [1], "int"),
+            ([INT_INDEX_LIMIT], [1], "long long"),
+            ([2], [INT_INDEX_LIMIT - 1], "long long"),
+        ] {
+            let code = cuda_code(&[(&shape, &strides)], |x| x[0].relu());
+            assert!(code.contains(&format!("    for ({ty} x0 = 4 * (blockIdx.x * ({ty})blockDim.x")), "{ty}:\n{code}");
+            assert_eq!(wide_indices(&code), ty == "long long", "{code}");
+        }
+        // A broadcast bias read `% 3072`, and reductions (a warp per row, one thread per
+        // column), in 32 bits throughout.
+        let code = cuda_code(&[(&[2048, 3072], &[3072, 1]), (&[3072], &[1])], |x| x[0].add(&x[1])?.gelu());
+        assert!(code.contains("x0 % 3072") && !wide_indices(&code), "{code}");
+        let code = cuda_code(&[(&[64, 512], &[512, 1])], |x| x[0].softmax(-1)?.sum(0, false));
+        assert!(code.contains("for (int x = ") && code.contains("const int r = ") && !wide_indices(&code), "{code}");
+    }
+
+    /// Whether generated code declares anything `long long` but a pointer's address in an
+    /// alignment check and the 64-bit extent a 32-bit kernel narrows.
+    fn wide_indices(code: &str) -> bool {
+        code.replace("unsigned long long", "").replace("long long xnumel64", "").contains("long long")
+    }
+
+    /// Every launch a kernel may get ([`launch_candidates`]) steps its loop over `x` by at most
+    /// 2^28 on a GPU of 4096 multiprocessors: the room [`INT_INDEX_LIMIT`] leaves below 2^31.
+    #[test]
+    fn the_int_margin_covers_every_grid_stride() {
+        type Model = fn(&Tensor) -> crate::Result<Tensor>;
+        let cases: [(&[usize], Model); 5] = [
+            (&[1 << 20], |x| x.relu()),
+            (&[64, 512], |x| x.softmax(-1)),
+            (&[8, 4096], |x| x.softmax(-1)),
+            (&[4, 20000], |x| x.softmax(-1)),
+            (&[300, 7], |x| x.sum(0, false)),
+        ];
+        let mut kinds = Vec::new();
+        for (shape, f) in cases {
+            let x = Tensor::randn(shape, 0);
+            let graph = crate::fx::trace(std::slice::from_ref(&x), |t| Ok(vec![f(&t[0])?])).unwrap().graph;
+            for k in crate::inductor::kernels(&graph, &Config::default()).unwrap() {
+                kinds.push(k.name.split('_').next().unwrap().to_string());
+                for l in launch_candidates(&k) {
+                    let per_block = match l.grid {
+                        Grid::Elements { per_block } => per_block as usize,
+                        Grid::Rows => 1,
+                    };
+                    let step = l.grid_size(usize::MAX / 2, 4096) as usize * per_block;
+                    assert!(step <= 1 << 28, "{}: {l:?} steps by {step}", k.name);
+                }
+            }
+        }
+        // Pointwise, one warp and one block per row, a looped row, and a strided reduction.
+        for kind in ["poi", "per", "red"] {
+            assert!(kinds.iter().any(|k| k == kind), "{kinds:?}");
+        }
+        // The largest step: eight elements a thread over 16-bit buffers.
+        let half = Launch { block: THREADS, grid: Grid::Elements { per_block: THREADS * 2 * VEC as u32 } };
+        assert_eq!(half.grid_size(usize::MAX / 2, 4096) as usize * (THREADS as usize * 2 * VEC), 1 << 28);
     }
 
     #[test]

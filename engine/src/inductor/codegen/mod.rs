@@ -176,9 +176,10 @@ pub(crate) fn row_loops(k: &Kernel, style: RowLoops, indent: &str) -> String {
         unreachable!("row loops belong to reduction kernels")
     };
     let spell = scalar_spelling(Dialect::Cuda);
+    let ty = cuda::index_type(k);
     let header = match style {
-        RowLoops::Sequential => format!("for (long long r = 0; r < {row_len}; r++) {{"),
-        RowLoops::BlockStrided => format!("for (long long r = threadIdx.x; r < {row_len}; r += blockDim.x) {{"),
+        RowLoops::Sequential => format!("for ({ty} r = 0; r < {row_len}; r++) {{"),
+        RowLoops::BlockStrided => format!("for ({ty} r = threadIdx.x; r < {row_len}; r += blockDim.x) {{"),
     };
     let mut out = String::new();
     for phase in phases {

@@ -20,7 +20,7 @@ use crate::inductor::runtime::cuda::{CudaProgram, InputBuffer};
 use crate::inductor::runtime::{Program, Slots, input_view};
 use crate::logs::{self, Artifact};
 use crate::profiler::{self, EventKind};
-use crate::tensor::{Concrete, Storage, Tensor};
+use crate::tensor::{self, Concrete, Storage, Tensor};
 
 /// Why a GPU plan cannot be recorded as a CUDA graph; `None` when it can.
 pub(crate) fn skip_reason(graph: &LoweredGraph) -> Option<String> {
@@ -216,6 +216,9 @@ impl Program for Graphed {
         let ordinal = self.program.device().ordinal();
         let _launch = profiler::launch("cuda_graph_replay", EventKind::Compiled, Device::Cuda(ordinal), Vec::new);
         replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
+        // A replay writes tensors' memory: the inputs updated in place, and the output storages
+        // it hands out again.
+        tensor::wrote();
         Ok(self.outputs(&concrete, replay))
     }
 }
@@ -262,6 +265,9 @@ impl Graphed {
         let ordinal = self.program.device().ordinal();
         let _launch = profiler::launch("cuda_graph_replay", EventKind::Compiled, Device::Cuda(ordinal), Vec::new);
         replay.recording.replay().map_err(|e| failed("replaying the CUDA graph", e))?;
+        // A replay writes tensors' memory: the inputs updated in place, and the output storages
+        // it hands out again.
+        tensor::wrote();
         let outputs = self.outputs(concrete, &replay);
         replays.push(replay);
         Ok(outputs)
@@ -282,7 +288,8 @@ impl Graphed {
             });
         }
         let buffers: Vec<InputBuffer> = statics.iter().map(StaticInput::buffer).collect();
-        let recording = Recording::record(device, || self.program.queue(concrete, &buffers, &mut slots))
+        // Nothing kept is lent: every step is recorded, since a replay consults no kept entry.
+        let recording = Recording::record(device, || self.program.queue(concrete, &buffers, &mut slots, None))
             .map_err(|e| failed("recording", e))?;
         drop(buffers);
         // The returned slots become storages the outputs share; the recording keeps them alive.

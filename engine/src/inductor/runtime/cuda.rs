@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
+use super::kept::{Kept, Lent};
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cuda::matmul::matmul_into;
@@ -20,7 +21,7 @@ use crate::inductor::ir::{BufferName, IrId, PerNode, View};
 use crate::inductor::modes::gemm_choice::GemmKernel;
 use crate::layout::Layout;
 use crate::profiler::{self, EventKind};
-use crate::tensor::{Concrete, Storage, Tensor};
+use crate::tensor::{Concrete, Storage, Tensor, Writing};
 
 /// A graph input as the plan reads it: a device buffer, and the element the input starts at.
 #[derive(Clone, Copy)]
@@ -52,6 +53,8 @@ pub(crate) struct CudaProgram {
     /// Keeps the kernels loaded while their functions are in the schedule.
     _modules: Vec<Arc<Module>>,
     schedule: Schedule<Launched>,
+    /// The buffers of the steps kept across calls.
+    kept: Kept<CudaBuffer>,
     /// The matmuls not on cuBLAS (the engine's own kernels, or cuBLASLt under max-autotune), by node.
     gemms: HashMap<IrId, GemmKernel>,
     /// Whether each kernel runs on guarded copies of its buffers ([`super::guards`]).
@@ -92,7 +95,8 @@ impl CudaProgram {
                 modules.push(module);
             }
         }
-        Ok(CudaProgram { device, _modules: modules, schedule, gemms, guarded })
+        let kept = Kept::new(schedule.kept.clone(), schedule.steps.len(), schedule.slot_count);
+        Ok(CudaProgram { device, _modules: modules, schedule, kept, gemms, guarded })
     }
 
     /// A view's buffer and its layout within that buffer.
@@ -131,15 +135,22 @@ impl CudaProgram {
     }
 
     /// Queues every step, reading the graph inputs from `inputs` and keeping the memory of slots
-    /// that already hold some (a recording's static slots); the others are allocated as the plan
-    /// says. `concrete` (the caller's tensors) is read only by eager fallbacks.
+    /// that already hold some (a recording's static slots, or kept buffers); the others are
+    /// allocated as the plan says. `concrete` (the caller's tensors) is read by eager fallbacks,
+    /// and by `kept`, the kept buffers lent to this call, to skip the steps whose buffers hold
+    /// what they would compute. A CUDA graph recording passes no `kept`: a replay runs what was
+    /// recorded without asking, so every step must be in it.
     pub(crate) fn queue(
         &self,
         concrete: &[&Concrete],
         inputs: &[InputBuffer],
         slots: &mut Slots<CudaBuffer>,
+        mut kept: Option<&mut Lent<CudaBuffer>>,
     ) -> Result<()> {
-        for step in &self.schedule.steps {
+        for (at, step) in self.schedule.steps.iter().enumerate() {
+            if kept.as_mut().is_some_and(|kept| kept.skip(at, concrete)) {
+                continue;
+            }
             match step {
                 Run::Alloc { slot, len, dtype } => {
                     if slots[*slot].is_none() {
@@ -370,8 +381,15 @@ impl Program for CudaProgram {
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let concrete = self.check(inputs)?;
         let buffers: Vec<InputBuffer> = concrete.iter().map(|c| InputBuffer::of(c)).collect();
+        // Stores into inputs are writes into tensors' memory: the epoch moves after them.
+        let _writing = if self.schedule.written_inputs.is_empty() { None } else { Some(Writing) };
         let mut slots: Slots<CudaBuffer> = Slots::new(self.schedule.slot_count);
-        self.queue(&concrete, &buffers, &mut slots)?;
+        // Called inside another CUDA graph recording, every step must be recorded.
+        let mut lent = if self.device.pool().is_recording() { None } else { self.kept.lend(&mut slots) };
+        self.queue(&concrete, &buffers, &mut slots, lent.as_mut())?;
+        if let Some(lent) = lent {
+            lent.keep(&mut slots);
+        }
         Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cuda))
     }
 }

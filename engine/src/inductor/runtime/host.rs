@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::kept::Kept;
 use super::{KernelSpec, Program, Run, Schedule, Slots, check_inputs, guards, input_view, outputs, run_fallback};
 use crate::device::Device;
 use crate::device::cpu::{self, HostBuffer, Widened, matmul_into};
@@ -15,7 +16,7 @@ use crate::inductor::ir::{BufferName, PerNode, View};
 use crate::layout::Layout;
 use crate::op::Op;
 use crate::profiler::{self, EventKind};
-use crate::tensor::{Concrete, Storage, Tensor};
+use crate::tensor::{Concrete, Storage, Tensor, Writing};
 
 /// A kernel as the host runtime calls it: a C function of a shared library (the C target), or
 /// kernel IR run by the interpreter.
@@ -37,6 +38,8 @@ pub(crate) trait HostKernel: Send + Sync {
 /// loaded).
 pub(crate) struct HostProgram<K> {
     schedule: Schedule<K>,
+    /// The buffers of the steps kept across calls.
+    kept: Kept<HostBuffer>,
     /// Whether each kernel runs on guarded copies of its buffers ([`super::guards`]).
     guarded: bool,
 }
@@ -90,7 +93,9 @@ impl<K: HostKernel> HostProgram<K> {
         guarded: bool,
         mut resolve: impl FnMut(KernelSpec) -> Result<K>,
     ) -> Result<HostProgram<K>> {
-        Ok(HostProgram { schedule: schedule.resolve(|k, _| resolve(k))?, guarded })
+        let schedule = schedule.resolve(|k, _| resolve(k))?;
+        let kept = Kept::new(schedule.kept.clone(), schedule.steps.len(), schedule.slot_count);
+        Ok(HostProgram { schedule, kept, guarded })
     }
 }
 
@@ -132,9 +137,17 @@ impl<K: HostKernel> Program for HostProgram<K> {
                 });
             }
         }
+        // Stores into inputs are writes into tensors' memory: the epoch moves after them.
+        let _writing = if self.schedule.written_inputs.is_empty() { None } else { Some(Writing) };
         let mut slots: Slots<HostBuffer> = Slots::new(self.schedule.slot_count);
-        for step in &self.schedule.steps {
+        let mut lent = self.kept.lend(&mut slots);
+        for (at, step) in self.schedule.steps.iter().enumerate() {
+            if lent.as_mut().is_some_and(|lent| lent.skip(at, &concrete)) {
+                continue;
+            }
             match step {
+                // A kept slot lent with its buffer keeps it.
+                Run::Alloc { slot, .. } if slots[*slot].is_some() => {}
                 // Memory from the allocator's cache: every step writes its whole output.
                 Run::Alloc { slot, len, dtype } => {
                     if let Some(why) = cpu::too_large(*len) {
@@ -295,6 +308,9 @@ impl<K: HostKernel> Program for HostProgram<K> {
                         .copy_from_slice(&value);
                 }
             }
+        }
+        if let Some(lent) = lent {
+            lent.keep(&mut slots);
         }
         Ok(outputs(&self.schedule.outputs, &concrete, &self.schedule.slot_of, &mut slots, Storage::Cpu))
     }

@@ -10,6 +10,7 @@
 pub(crate) mod cuda;
 pub(crate) mod guards;
 pub(crate) mod host;
+pub(crate) mod kept;
 
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ use crate::error::{Error, Result, SourceLocation};
 use crate::layout::Layout;
 use crate::op::Op;
 use crate::tensor::{Concrete, Operand, Storage, Tensor};
+use kept::KeptStep;
 
 /// A compiled graph ready to run on its device: what a target builds from a program spec (the
 /// loaded module's `call` in TorchInductor).
@@ -125,6 +127,8 @@ pub(crate) struct Schedule<K> {
     /// The inputs the plan writes in place (`copy_`), by position.
     pub written_inputs: Vec<usize>,
     pub steps: Vec<Run<K>>,
+    /// The steps whose outputs are kept across calls while their inputs are unchanged.
+    pub kept: Vec<KeptStep>,
     pub slot_of: PerNode<Option<SlotId>>,
     pub slot_count: usize,
     pub outputs: Vec<View>,
@@ -133,10 +137,12 @@ pub(crate) struct Schedule<K> {
 impl Schedule<KernelSpec> {
     /// The plan's schedule, kernel `i` being `kernels[i]` launched as `launches[i]`.
     pub(crate) fn new(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[Launch]) -> Self {
+        let (steps, kept) = steps(graph, plan, kernels, launches);
         Schedule {
             inputs: graph.inputs.clone(),
             written_inputs: graph.written_inputs().map(|(input, _)| input).collect(),
-            steps: steps(graph, plan, kernels, launches),
+            steps,
+            kept,
             slot_of: plan.slot_of.clone(),
             slot_count: plan.slot_sizes.len(),
             outputs: plan.outputs.clone(),
@@ -169,6 +175,7 @@ impl Schedule<KernelSpec> {
             inputs: self.inputs,
             written_inputs: self.written_inputs,
             steps,
+            kept: self.kept,
             slot_of: self.slot_of,
             slot_count: self.slot_count,
             outputs: self.outputs,
@@ -183,17 +190,25 @@ impl<K> Schedule<K> {
     }
 }
 
-/// The plan's steps, kernel `i` being `kernels[i]` launched as `launches[i]`.
-fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[Launch]) -> Vec<Run<KernelSpec>> {
+/// The plan's steps, kernel `i` being `kernels[i]` launched as `launches[i]`, and those kept
+/// across calls.
+fn steps(
+    graph: &LoweredGraph,
+    plan: &CallPlan,
+    kernels: &[Kernel],
+    launches: &[Launch],
+) -> (Vec<Run<KernelSpec>>, Vec<KeptStep>) {
     let mut steps = Vec::new();
+    let mut kept = Vec::new();
     for step in &plan.steps {
+        kept.extend(kept_step(graph, plan, kernels, step, steps.len()));
         steps.push(match step {
             Step::Alloc { reuses: Some(_), .. } => continue,
             Step::Alloc { buffer, reuses: None } => {
                 let slot = plan.slot_of[*buffer].expect("allocated buffers have a slot");
                 Run::Alloc { slot, len: plan.slot_sizes[slot.0], dtype: plan.slot_dtypes[slot.0] }
             }
-            Step::Kernel { kernel } => {
+            Step::Kernel { kernel, .. } => {
                 let k = &kernels[kernel.0];
                 let (work_per_x, strided_rows) = match k.body {
                     KernelBody::Pointwise(_) | KernelBody::Foreach(_) => (1, false),
@@ -205,7 +220,7 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
                     xnumel: k.xnumel as i64,
                 }
             }
-            Step::Extern { node } => {
+            Step::Extern { node, .. } => {
                 let n = &graph[*node];
                 match &n.body {
                     NodeBody::Matmul { a, b, epilogue } => Run::Matmul {
@@ -232,7 +247,42 @@ fn steps(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], launches: &[
             }
         });
     }
-    steps
+    (steps, kept)
+}
+
+/// The plan's `step`, at position `at` among the schedule's steps, as a [`KeptStep`] if its
+/// outputs are kept.
+fn kept_step(graph: &LoweredGraph, plan: &CallPlan, kernels: &[Kernel], step: &Step, at: usize) -> Option<KeptStep> {
+    let (reads, writes): (Vec<BufferName>, Vec<BufferName>) = match step {
+        Step::Kernel { kernel, kept: true } => {
+            let args = &kernels[kernel.0].args;
+            (
+                args.iter().filter(|a| !a.output).map(|a| a.buffer).collect(),
+                args.iter().filter(|a| a.output).map(|a| a.buffer).collect(),
+            )
+        }
+        Step::Extern { node, kept: true } => {
+            (graph[*node].reads().into_iter().map(|r| graph.memory(r)).collect(), vec![BufferName::Node(*node)])
+        }
+        _ => return None,
+    };
+    let mut inputs: Vec<usize> = reads
+        .iter()
+        .map(|r| match r {
+            BufferName::Input(i) => *i,
+            BufferName::Node(_) => unreachable!("a kept step reads only graph inputs"),
+        })
+        .collect();
+    inputs.sort_unstable();
+    inputs.dedup();
+    let slots = writes
+        .iter()
+        .map(|w| match w {
+            BufferName::Node(n) => plan.slot_of[*n].expect("a kept step writes planned slots"),
+            BufferName::Input(_) => unreachable!("a kept step writes no graph input"),
+        })
+        .collect();
+    Some(KeptStep { step: at, inputs, slots })
 }
 
 /// Runs a fallback's `op` eagerly and returns its value on the host, as the bytes of its dtype's
