@@ -545,7 +545,6 @@ fn the_bias_attention_reads_folds_as_the_modes_page_says() -> Result<()> {
 #[test]
 fn the_block_s_attention_and_divisions_are_built_as_the_precision_page_says() -> Result<()> {
     use engine::device::cuda::{DTYPES, eager_source, nvrtc};
-    use workbook_models::phase5::{Block, BlockShape};
     let page = page_text("phase5/precision.md");
     for phrase in [
         "now the lowering gives attention's output the stride order of q, so merging the heads is a view",
@@ -554,11 +553,7 @@ fn the_block_s_attention_and_divisions_are_built_as_the_precision_page_says() ->
     ] {
         assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
     }
-    let shape = BlockShape::SMALL;
-    let block = Block::new(shape, 0, engine::Device::Cpu)?;
-    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1);
-    let traced = engine::fx::trace(&[x], |x| Ok(vec![block.naive_forward(&x[0])?]))?;
-    let code = engine::inductor::generate(&traced.graph, engine::Device::Cuda(0), &Config::default())?.to_string();
+    let code = block_cuda_code(workbook_models::phase5::BlockShape::SMALL, engine::DType::F32)?;
     let attention = code.lines().position(|l| l.contains("extern_kernels::flash_attention(")).expect("attention");
     let next = &code.lines().skip(attention + 1).find(|l| l.contains("extern_kernels::") || l.contains("xnumel = "));
     assert!(
@@ -577,7 +572,6 @@ fn the_block_s_attention_and_divisions_are_built_as_the_precision_page_says() ->
 /// layer norm's row of 768 takes a block of 96 threads.
 #[test]
 fn the_large_block_s_output_code_keeps_its_join_indexes_in_32_bits_and_gives_a_row_96_threads() -> Result<()> {
-    use workbook_models::phase5::{Block, BlockShape};
     let page = page_text("phase5/precision.md");
     for phrase in [
         "The joined weights are kept across calls",
@@ -586,11 +580,7 @@ fn the_large_block_s_output_code_keeps_its_join_indexes_in_32_bits_and_gives_a_r
     ] {
         assert!(page.contains(phrase), "book/src/phase5/precision.md must say: {phrase}");
     }
-    let shape = BlockShape::LARGE;
-    let block = Block::new(shape, 0, engine::Device::Cpu)?.to_dtype(engine::DType::BF16)?;
-    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1).to_dtype(engine::DType::BF16)?;
-    let traced = engine::fx::trace(&[x], |x| Ok(vec![block.naive_forward(&x[0])?]))?;
-    let code = engine::inductor::generate(&traced.graph, engine::Device::Cuda(0), &Config::default())?.to_string();
+    let code = block_cuda_code(workbook_models::phase5::BlockShape::LARGE, engine::DType::BF16)?;
     let join = code.lines().find(|l| l.contains("extern_kernels::cat(attn_q_weight")).expect("the weights' join");
     assert!(join.contains("kept across calls"), "the join is kept: {join}");
     let kernels = code.matches("__global__").count();
@@ -603,4 +593,13 @@ fn the_large_block_s_output_code_keeps_its_join_indexes_in_32_bits_and_gives_a_r
     assert_eq!(code.matches("96 threads share each row of 768").count(), 2, "both layer norms:\n{code}");
     assert_eq!(code.matches("__launch_bounds__(96)").count(), 2, "{code}");
     Ok(())
+}
+
+/// The CUDA output code of phase 5's naive block of `shape` with parameters and input in `dtype`
+/// (printing CUDA C needs no GPU).
+fn block_cuda_code(shape: workbook_models::phase5::BlockShape, dtype: engine::DType) -> Result<String> {
+    let block = workbook_models::phase5::Block::new(shape, 0, engine::Device::Cpu)?.to_dtype(dtype)?;
+    let x = Tensor::randn(&[shape.batch, shape.seq, shape.d_model], 1).to_dtype(dtype)?;
+    let traced = engine::fx::trace(&[x], |x| Ok(vec![block.naive_forward(&x[0])?]))?;
+    Ok(engine::inductor::generate(&traced.graph, engine::Device::Cuda(0), &Config::default())?.to_string())
 }

@@ -6,12 +6,12 @@
 //! A node that writes a graph input in place has no memory of its own: its kernel stores into the
 //! input, and the graph returns the input.
 //!
-//! A step whose every read is a graph input the graph never writes, and whose outputs are neither
-//! returned nor seen by any returned view, is *kept*: its buffers live in the program across
-//! calls, and a call skips the step while those inputs are unchanged (`runtime::kept`). It is
-//! TorchInductor's constant folding under freezing (`torch/_inductor/freezing.py`,
-//! `constant_folding.py`), which computes parameter-only subgraphs once, made safe for weights
-//! that are graph inputs. A kept buffer's memory is its own: it never takes a dead buffer's slot
+//! A step that joins weights (a `cat` of graph inputs the graph never writes, read only by matrix
+//! products as their weight or bias, and neither returned nor seen by any returned view) is
+//! *kept*: its buffers live in the program across calls, and a call skips the step while those
+//! inputs are unchanged (`runtime::kept`). It is TorchInductor's constant folding under freezing
+//! (`torch/_inductor/freezing.py`, `constant_folding.py`), which computes parameter-only
+//! subgraphs once, made safe for weights that are graph inputs. A kept buffer's memory is its own: it never takes a dead buffer's slot
 //! and its slot is never handed on, since its value must outlast the call.
 //!
 //! Everything here is decided at compile time, so running a compiled graph only walks the steps.

@@ -54,8 +54,9 @@ const INT_INDEX_LIMIT: usize = (1 << 31) - (1 << 28);
 /// The C type of every index and loop variable in kernel `k`'s source, Inductor's
 /// `index_dtype`: `int` while every buffer it reads or writes and its iteration space stay below
 /// 2^31 - 2^28 elements (`INT_INDEX_LIMIT`, which says why the margin), as Triton's kernels index
-/// in `tl.int32` unless some buffer has 2^31 elements or more; `long long` otherwise. 32-bit arithmetic is the cheaper on a GPU: a
-/// 64-bit modulo (a broadcast bias's `x0 % 3072`) takes about 25 instructions. The kernel is
+/// in `tl.int32` unless some buffer has 2^31 elements or more; `long long` otherwise. 32-bit
+/// arithmetic is the cheaper on a GPU: a 64-bit modulo (a broadcast bias's `x0 % 3072`) takes
+/// about 25 instructions. The kernel is
 /// printed for the sizes it was traced with, so the choice holds whenever it runs (a dynamic
 /// graph prints its kernels again for each binding of its sizes).
 pub fn index_type(k: &Kernel) -> &'static str {
@@ -412,7 +413,7 @@ fn pointwise(k: &Kernel, stmts: &[Stmt]) -> String {
 /// bench/NOTES-precision.md).
 const WARP_ROW_MAX: usize = 512;
 /// Rows (warps) in a block of a warp-per-row reduction: blocks of 128 threads, small enough that
-/// a thread's 32 slots of a few arrays leave room for several blocks on a multiprocessor.
+/// a thread's 16 slots of a few arrays leave room for several blocks on a multiprocessor.
 const WARP_ROWS_PER_BLOCK: usize = 4;
 
 /// How a persistent reduction spreads its rows over threads.

@@ -22,7 +22,7 @@ use crate::device::Device;
 use crate::device::cuda::{CudaBuffer, CudaDevice, CudaError};
 use crate::error::{Error, Result};
 use crate::inductor::codegen::cuda;
-use crate::inductor::ir::{BufferName, LoweredGraph};
+use crate::inductor::ir::BufferName;
 use crate::inductor::kernel::Kernel;
 use crate::inductor::launch::Launch;
 use crate::logs::{self, Artifact};
@@ -37,7 +37,6 @@ fn failed(what: &str, e: impl Into<CudaError>) -> Error {
 /// `None` when there is nothing to choose.
 pub(crate) fn choose_launch(
     gpu: &Arc<CudaDevice>,
-    graph: &LoweredGraph,
     k: &Kernel,
     source: &str,
     header: &str,
@@ -55,7 +54,7 @@ pub(crate) fn choose_launch(
         &k.xnumel.to_le_bytes(),
     ]);
     let (text, tuned) = cached_text(&key, "launch", || {
-        let (best, why) = tune(gpu, graph, k, &candidates, header)?;
+        let (best, why) = tune(gpu, k, &candidates, header)?;
         Ok(format!("{}\n{why}\n", candidates[best].block))
     })?;
     let (launch, why) = parse(&text, &candidates).ok_or_else(|| Error::Backend {
@@ -80,13 +79,7 @@ fn parse(text: &str, candidates: &[Launch]) -> Option<(Launch, String)> {
 
 /// Compiles every candidate of `k` into one module, times them on zeroed scratch buffers and
 /// returns the fastest's index and why.
-fn tune(
-    gpu: &Arc<CudaDevice>,
-    graph: &LoweredGraph,
-    k: &Kernel,
-    candidates: &[Launch],
-    header: &str,
-) -> Result<(usize, String)> {
+fn tune(gpu: &Arc<CudaDevice>, k: &Kernel, candidates: &[Launch], header: &str) -> Result<(usize, String)> {
     let names: Vec<String> = candidates.iter().map(|c| format!("{}_block{}", k.name, c.block)).collect();
     let mut source = header.to_string();
     for (name, &launch) in names.iter().zip(candidates) {
@@ -97,8 +90,7 @@ fn tune(
     let mut scratch: HashMap<BufferName, CudaBuffer> = HashMap::new();
     for arg in &k.args {
         if let Entry::Vacant(slot) = scratch.entry(arg.buffer) {
-            let mut buffer =
-                CudaBuffer::alloc(gpu, extent(graph, arg.buffer).max(1)).map_err(|e| failed("scratch", e))?;
+            let mut buffer = CudaBuffer::alloc(gpu, arg.elements.max(1)).map_err(|e| failed("scratch", e))?;
             buffer.fill_zeros().map_err(|e| failed("scratch", e))?;
             slot.insert(buffer);
         }
@@ -131,25 +123,10 @@ fn tune(
     // The engine timing its own candidates answers no exercise: no wire trips.
     let times: Vec<f64> =
         crate::wires::internal(|| bench.run_interleaved(&mut refs))?.iter().map(|t| t.median()).collect();
-    let bytes: usize = k.args.iter().map(|a| 4 * extent(graph, a.buffer)).sum();
+    let bytes: usize = k.args.iter().map(|a| 4 * a.elements).sum();
     let labels: Vec<String> = candidates.iter().map(|c| format!("{} threads", c.block)).collect();
     let header = format!("AUTOTUNE {} (xnumel {}, {:.1} MB of arguments)", k.name, k.xnumel, bytes as f64 / 1e6);
     Ok(fastest(&header, &labels, &times, |t| format!("{:>7.1} GB/s", bytes as f64 / t / 1e9)))
-}
-
-/// Elements a kernel may reach in `buffer`: a node's dense buffer, or an input's span under the
-/// strides it was traced with (kernels index inputs from their first element).
-fn extent(graph: &LoweredGraph, buffer: BufferName) -> usize {
-    match buffer {
-        BufferName::Node(n) => graph[n].shape.iter().product(),
-        BufferName::Input(i) => {
-            let input = &graph.inputs[i];
-            if input.shape.contains(&0) {
-                return 0;
-            }
-            1 + input.shape.iter().zip(&input.strides).map(|(n, s)| (n - 1) * s).sum::<usize>()
-        }
-    }
 }
 
 #[cfg(test)]

@@ -207,8 +207,7 @@ fn tune_launches(gpu: &Arc<CudaDevice>, generated: &mut Generated) -> Result<()>
         if generated.output_code.kernels[i].source != printed.source {
             continue;
         }
-        let Some((launch, note)) = launch_tuning::choose_launch(gpu, &generated.lowered, k, &printed.source, &header)?
-        else {
+        let Some((launch, note)) = launch_tuning::choose_launch(gpu, k, &printed.source, &header)? else {
             continue;
         };
         generated.output_code.kernels[i].source = cuda::kernel_for(k, &k.name, launch).source;
